@@ -1,0 +1,393 @@
+import { z } from 'zod';
+import { ERROR_CODES } from './codes';
+import { RFC3339_RE, ULID_RE } from './envelope';
+
+// ---------------------------------------------------------------------------------------------
+// Shared field shapes. Every field here is attacker-controlled on the receiving side: bounded
+// lengths and counts keep one frame's cost small and predictable.
+// ---------------------------------------------------------------------------------------------
+
+/** Identifiers of nodes, GPUs, deployments, replicas: unique within a cluster, URL-path safe. */
+export const Ident = z
+  .string()
+  .min(1)
+  .max(253)
+  .regex(/^[A-Za-z0-9][A-Za-z0-9._:-]*$/, 'must start with a letter or digit and use only A-Z a-z 0-9 . _ : -');
+const Ulid = z.string().regex(ULID_RE, 'must be a ULID');
+const Timestamp = z.string().max(64).regex(RFC3339_RE, 'must be an RFC 3339 timestamp');
+const ShortText = z.string().max(256);
+const Message = z.string().max(2048);
+const Labels = z
+  .record(z.string().min(1).max(317), z.string().max(256))
+  .refine((r) => Object.keys(r).length <= 128, 'at most 128 labels');
+const Count = z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER);
+const Seq = Count;
+
+export const RESYNC_KINDS = ['cluster', 'node', 'device', 'deployment'] as const;
+export type ResyncKind = (typeof RESYNC_KINDS)[number];
+
+// ---------------------------------------------------------------------------------------------
+// Payloads.
+// ---------------------------------------------------------------------------------------------
+
+export const HelloPayload = z
+  .object({
+    cluster_id: z.string().min(1).max(253),
+    operator_version: z.string().min(1).max(128),
+    session_id: z.string().min(1).max(128).nullable(),
+    resume_from: Seq.nullable(),
+    lossy: z.boolean(),
+  })
+  .refine((h) => h.resume_from === null || h.session_id !== null, {
+    message: 'resume_from needs the session_id it counts within',
+    path: ['resume_from'],
+  });
+
+export const WelcomePayload = z.object({
+  session_id: z.string().min(1).max(128),
+  ack_seq: Seq,
+  full_resync: z.boolean(),
+  hub_version: z.string().min(1).max(128),
+  limits: z.object({
+    ping_interval_s: z.number().positive(),
+    idle_timeout_s: z.number().positive(),
+    max_frame_bytes: z.number().int().positive(),
+    replay_buffer_frames: z.number().int().positive(),
+    replay_buffer_bytes: z.number().int().positive(),
+  }),
+});
+
+export const EmptyPayload = z.object({});
+
+export const ErrorPayload = z.object({
+  code: z.enum(ERROR_CODES),
+  message: Message,
+  retryable: z.boolean(),
+  /** Set when the error answers a frame of a type the receiver does not know. */
+  unknown_type: z.string().max(256).optional(),
+});
+
+export const ResyncBeginPayload = z.object({
+  scope: z
+    .array(z.enum(RESYNC_KINDS))
+    .min(1)
+    .max(RESYNC_KINDS.length)
+    .refine((s) => new Set(s).size === s.length, 'scope lists each kind once'),
+});
+
+export const StreamEndPayload = z.object({
+  complete: z.boolean(),
+  count: Count,
+});
+
+export const ClusterObservedPayload = z.object({
+  kubernetes_version: ShortText,
+  provider: ShortText,
+  region: ShortText,
+  labels: Labels,
+});
+
+const Taint = z.object({
+  key: z.string().min(1).max(317),
+  value: z.string().max(256).optional(),
+  effect: z.enum(['NoSchedule', 'PreferNoSchedule', 'NoExecute']),
+});
+
+export const NodeObservedPayload = z.object({
+  node_id: Ident,
+  name: ShortText,
+  ready: z.boolean(),
+  schedulable: z.boolean(),
+  labels: Labels,
+  taints: z.array(Taint).max(64),
+  allocatable: z.object({
+    gpus: Count,
+    cpu_millis: Count,
+    memory_mb: Count,
+  }),
+});
+
+export const NodeRemovedPayload = z.object({ node_id: Ident });
+
+export const DEVICE_HEALTH = ['healthy', 'degraded', 'unhealthy', 'unknown'] as const;
+
+export const DeviceObservedPayload = z.object({
+  device_id: Ident,
+  node_id: Ident,
+  vendor: ShortText,
+  model: ShortText,
+  memory_total_mb: Count,
+  health: z.enum(DEVICE_HEALTH),
+  driver_version: ShortText,
+});
+
+export const DeviceRemovedPayload = z.object({ device_id: Ident });
+
+export const DEPLOYMENT_PHASES = ['pending', 'progressing', 'ready', 'degraded', 'failed', 'terminating'] as const;
+export const MAX_REPLICAS = 4096;
+
+export const DeploymentObservedPayload = z
+  .object({
+    deployment_id: Ident,
+    observed_revision: Count.nullable(),
+    phase: z.enum(DEPLOYMENT_PHASES),
+    ready_replicas: Count,
+    replica_ids: z.array(Ident).max(MAX_REPLICAS),
+    message: Message,
+  })
+  .refine((d) => new Set(d.replica_ids).size === d.replica_ids.length, {
+    message: 'replica_ids must not repeat',
+    path: ['replica_ids'],
+  })
+  .refine((d) => d.ready_replicas <= d.replica_ids.length, {
+    message: 'ready_replicas exceeds the replicas named',
+    path: ['ready_replicas'],
+  });
+
+export const DeploymentRemovedPayload = z.object({ deployment_id: Ident });
+
+export const SEVERITIES = ['info', 'warning', 'error'] as const;
+
+export const EventPayload = z.object({
+  subject: Ident,
+  reason: z.string().min(1).max(128),
+  message: Message,
+  severity: z.enum(SEVERITIES),
+  occurred_at: Timestamp,
+});
+
+export const ServingConfig = z.object({
+  engine: z.string().min(1).max(64),
+  model: z.string().min(1).max(512),
+  image: z.string().min(1).max(512),
+  args: z.array(z.string().max(1024)).max(128),
+  env: z
+    .record(z.string().min(1).max(256).regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'env names are shell identifiers'), z.string().max(4096))
+    .refine((r) => Object.keys(r).length <= 128, 'at most 128 env entries'),
+  gpus_per_replica: z.number().int().nonnegative().max(64),
+  gpu_model: z.string().min(1).max(256).nullable(),
+  port: z.number().int().min(1).max(65535),
+});
+
+export const DeploymentDesiredPayload = z
+  .object({
+    deployment_id: Ident,
+    workload_id: Ident,
+    revision: z.number().int().positive().max(Number.MAX_SAFE_INTEGER),
+    min_replicas: z.number().int().nonnegative().max(MAX_REPLICAS),
+    max_replicas: z.number().int().nonnegative().max(MAX_REPLICAS),
+    serving: ServingConfig.nullable(),
+    deleted: z.boolean(),
+  })
+  .refine((d) => d.min_replicas <= d.max_replicas, {
+    message: 'min_replicas exceeds max_replicas',
+    path: ['min_replicas'],
+  })
+  .refine((d) => d.deleted || d.serving !== null, { message: 'serving is required unless deleted', path: ['serving'] });
+
+export const OPERATION_KINDS = ['node.drain', 'node.cordon', 'node.uncordon', 'replica.restart', 'model.prefetch'] as const;
+export type OperationKind = (typeof OPERATION_KINDS)[number];
+
+export const OperationParams = z
+  .record(z.string().min(1).max(64), z.union([z.string().max(1024), z.number(), z.boolean(), z.null()]))
+  .refine((r) => Object.keys(r).length <= 32, 'at most 32 params');
+
+export const OperationStartPayload = z.object({
+  operation_id: Ulid,
+  kind: z.enum(OPERATION_KINDS),
+  /** A node id, a replica id or a model name, depending on kind. */
+  target: z.string().min(1).max(512),
+  params: OperationParams,
+  deadline: Timestamp,
+});
+
+export const OperationAcceptedPayload = z.object({ operation_id: Ulid });
+
+export const OperationProgressPayload = z.object({
+  operation_id: Ulid,
+  phase: z.string().min(1).max(64),
+  message: Message,
+});
+
+export const OPERATION_OUTCOMES = ['succeeded', 'failed', 'cancelled'] as const;
+
+export const OperationResultPayload = z.object({
+  operation_id: Ulid,
+  outcome: z.enum(OPERATION_OUTCOMES),
+  message: Message,
+});
+
+export const LinkStatsPayload = z.object({
+  /** Identifies one run of the operator process; counters restart at zero with a new epoch. */
+  epoch: Ulid,
+  dropped_events: Count,
+  evicted_frames: Count,
+  replaced_frames: Count,
+});
+
+// ---------------------------------------------------------------------------------------------
+// The catalog: one entry per type.
+// ---------------------------------------------------------------------------------------------
+
+export type Direction = 'op->hub' | 'hub->op' | 'both';
+
+/**
+ * How a frame behaves in the operator's coalescing send queue:
+ * - `state`: a snapshot of the present; replaced by a newer frame with the same key when full.
+ * - `event`: dropped from the tail (and counted) when full.
+ * - `control`: never replaced or evicted (resync framing, errors, operations).
+ */
+export type QueueClass = 'state' | 'event' | 'control';
+
+interface CatalogEntry<S extends z.ZodType> {
+  schema: S;
+  direction: Direction;
+  sequenced: boolean;
+  queue: QueueClass;
+  /** Coalescing key for `state` frames (shared by `<kind>.observed` and `<kind>.removed`). */
+  key?: (payload: z.output<S>) => string;
+}
+
+function entry<S extends z.ZodType>(e: CatalogEntry<S>): CatalogEntry<S> {
+  return e;
+}
+
+export const CATALOG = {
+  hello: entry({ schema: HelloPayload, direction: 'op->hub', sequenced: false, queue: 'control' }),
+  welcome: entry({ schema: WelcomePayload, direction: 'hub->op', sequenced: false, queue: 'control' }),
+  ping: entry({ schema: EmptyPayload, direction: 'both', sequenced: false, queue: 'control' }),
+  pong: entry({ schema: EmptyPayload, direction: 'both', sequenced: false, queue: 'control' }),
+  ack: entry({ schema: EmptyPayload, direction: 'both', sequenced: false, queue: 'control' }),
+  error: entry({ schema: ErrorPayload, direction: 'both', sequenced: true, queue: 'control' }),
+  'resync.begin': entry({ schema: ResyncBeginPayload, direction: 'both', sequenced: true, queue: 'control' }),
+  'stream.end': entry({ schema: StreamEndPayload, direction: 'both', sequenced: true, queue: 'control' }),
+  'cluster.observed': entry({
+    schema: ClusterObservedPayload,
+    direction: 'op->hub',
+    sequenced: true,
+    queue: 'state',
+    key: () => 'cluster',
+  }),
+  'node.observed': entry({
+    schema: NodeObservedPayload,
+    direction: 'op->hub',
+    sequenced: true,
+    queue: 'state',
+    key: (p) => `node/${p.node_id}`,
+  }),
+  'node.removed': entry({
+    schema: NodeRemovedPayload,
+    direction: 'op->hub',
+    sequenced: true,
+    queue: 'state',
+    key: (p) => `node/${p.node_id}`,
+  }),
+  'device.observed': entry({
+    schema: DeviceObservedPayload,
+    direction: 'op->hub',
+    sequenced: true,
+    queue: 'state',
+    key: (p) => `device/${p.device_id}`,
+  }),
+  'device.removed': entry({
+    schema: DeviceRemovedPayload,
+    direction: 'op->hub',
+    sequenced: true,
+    queue: 'state',
+    key: (p) => `device/${p.device_id}`,
+  }),
+  'deployment.observed': entry({
+    schema: DeploymentObservedPayload,
+    direction: 'op->hub',
+    sequenced: true,
+    queue: 'state',
+    key: (p) => `deployment/${p.deployment_id}`,
+  }),
+  'deployment.removed': entry({
+    schema: DeploymentRemovedPayload,
+    direction: 'op->hub',
+    sequenced: true,
+    queue: 'state',
+    key: (p) => `deployment/${p.deployment_id}`,
+  }),
+  'node.event': entry({ schema: EventPayload, direction: 'op->hub', sequenced: true, queue: 'event' }),
+  'device.event': entry({ schema: EventPayload, direction: 'op->hub', sequenced: true, queue: 'event' }),
+  'deployment.event': entry({ schema: EventPayload, direction: 'op->hub', sequenced: true, queue: 'event' }),
+  'link.stats': entry({
+    schema: LinkStatsPayload,
+    direction: 'op->hub',
+    sequenced: true,
+    queue: 'state',
+    key: () => 'link',
+  }),
+  'deployment.desired': entry({
+    schema: DeploymentDesiredPayload,
+    direction: 'hub->op',
+    sequenced: true,
+    queue: 'control',
+  }),
+  'operation.start': entry({ schema: OperationStartPayload, direction: 'hub->op', sequenced: true, queue: 'control' }),
+  'operation.accepted': entry({
+    schema: OperationAcceptedPayload,
+    direction: 'op->hub',
+    sequenced: true,
+    queue: 'control',
+  }),
+  'operation.progress': entry({
+    schema: OperationProgressPayload,
+    direction: 'op->hub',
+    sequenced: true,
+    queue: 'control',
+  }),
+  'operation.result': entry({
+    schema: OperationResultPayload,
+    direction: 'op->hub',
+    sequenced: true,
+    queue: 'control',
+  }),
+} as const;
+
+export type MessageType = keyof typeof CATALOG;
+export const MESSAGE_TYPES = Object.keys(CATALOG) as MessageType[];
+export type Payload<T extends MessageType> = z.output<(typeof CATALOG)[T]['schema']>;
+
+export function isKnownType(type: string): type is MessageType {
+  return Object.prototype.hasOwnProperty.call(CATALOG, type);
+}
+
+/** The kind a type belongs to for resync scopes (`node.observed` → `node`), if any. */
+export function resyncKindOf(type: string): ResyncKind | null {
+  const kind = type.slice(0, type.indexOf('.'));
+  return (RESYNC_KINDS as readonly string[]).includes(kind) ? (kind as ResyncKind) : null;
+}
+
+/** A frame whose payload has been decoded against the catalog. */
+export type TypedMessage = { [T in MessageType]: { type: T; payload: Payload<T> } }[MessageType];
+
+export type PayloadDecode =
+  | { ok: true; message: TypedMessage }
+  | { ok: false; unknownType: true; reason: string }
+  | { ok: false; unknownType: false; reason: string };
+
+/** Decode a payload against its type's schema. Never throws; unknown fields are stripped. */
+export function decodePayload(type: string, payload: unknown): PayloadDecode {
+  if (!isKnownType(type)) return { ok: false, unknownType: true, reason: `unknown message type ${type}` };
+  const parsed = CATALOG[type].schema.safeParse(payload);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    const field = issue?.path.join('.') || 'payload';
+    return { ok: false, unknownType: false, reason: `${type} ${field}: ${issue?.message ?? 'invalid'}` };
+  }
+  return { ok: true, message: { type, payload: parsed.data } as TypedMessage };
+}
+
+/** The coalescing key of a decoded frame, or null when its type is not coalesced. */
+export function coalescingKey(message: TypedMessage): string | null {
+  const e = CATALOG[message.type] as CatalogEntry<z.ZodType>;
+  return e.key ? e.key(message.payload) : null;
+}
+
+export function queueClassOf(type: string): QueueClass {
+  if (isKnownType(type)) return CATALOG[type].queue;
+  return type.endsWith('.event') ? 'event' : 'control';
+}

@@ -1,0 +1,135 @@
+import { z } from 'zod';
+
+/** The envelope version this side writes. */
+export const ENVELOPE_VERSION = 1;
+/** The oldest envelope version this side still reads. */
+export const MIN_ENVELOPE_VERSION = 1;
+
+/** Types that carry no seq and never enter a replay buffer. Everything else is sequenced. */
+export const UNSEQUENCED_TYPES: ReadonlySet<string> = new Set(['hello', 'welcome', 'ping', 'pong', 'ack']);
+
+export function isSequencedType(type: string): boolean {
+  return !UNSEQUENCED_TYPES.has(type);
+}
+
+export const ULID_RE = /^[0-9A-HJKMNP-TV-Z]{26}$/;
+/** RFC 3339 timestamp in UTC or with an offset; fractional seconds optional. */
+export const RFC3339_RE = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:Z|[+-]\d{2}:\d{2})$/;
+
+/**
+ * The envelope layer: only what sequencing needs is fatal when malformed (the object shape, `v`,
+ * `type`, `seq` of a sequenced frame, `ack`). `id`, `reply_to` and `ts` are checked by
+ * `frameProblem` so that a bad value there makes a poison frame, not a dead connection.
+ */
+const EnvelopeSchema = z.object({
+  v: z.number().int(),
+  // Any type string decodes: an unknown type is never fatal.
+  type: z.string().min(1).max(256),
+  id: z.string().max(64).nullish(),
+  seq: z.number().int().positive().max(Number.MAX_SAFE_INTEGER).nullish(),
+  ack: z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER).nullish(),
+  reply_to: z.string().max(64).nullish(),
+  ts: z.string().max(64).nullish(),
+  payload: z.unknown(),
+});
+
+/** A decoded envelope. `payload` is still undecoded: only the envelope can be fatal. */
+export interface Envelope {
+  v: number;
+  type: string;
+  id: string;
+  /** null on unsequenced types. */
+  seq: number | null;
+  /** The sender's contiguous cursor of what it has durably processed, or null. */
+  ack: number | null;
+  reply_to: string | null;
+  ts: string;
+  payload: unknown;
+}
+
+export type EnvelopeDecode =
+  | { ok: true; envelope: Envelope }
+  /** Fatal: the connection must close (4400). `id` is the frame's id when it could be read. */
+  | { ok: false; reason: string; id: string | null };
+
+function fail(reason: string, raw: unknown): EnvelopeDecode {
+  let id: string | null = null;
+  if (raw && typeof raw === 'object' && !Array.isArray(raw)) {
+    const candidate = (raw as { id?: unknown }).id;
+    if (typeof candidate === 'string' && ULID_RE.test(candidate)) id = candidate;
+  }
+  return { ok: false, reason, id };
+}
+
+/** Decode one text frame's envelope. Never throws. */
+export function decodeEnvelope(text: string): EnvelopeDecode {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(text);
+  } catch {
+    return fail('frame is not JSON', undefined);
+  }
+  if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) {
+    return fail('frame is not a JSON object', undefined);
+  }
+  const parsed = EnvelopeSchema.safeParse(raw);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    const field = issue?.path.join('.') || 'envelope';
+    return fail(`envelope field ${field}: ${issue?.message ?? 'invalid'}`, raw);
+  }
+  const e = parsed.data;
+  if (e.v < MIN_ENVELOPE_VERSION || e.v > ENVELOPE_VERSION) {
+    return fail(`envelope version ${e.v} outside [${MIN_ENVELOPE_VERSION}, ${ENVELOPE_VERSION}]`, raw);
+  }
+  const sequenced = isSequencedType(e.type);
+  if (sequenced && (e.seq === null || e.seq === undefined)) {
+    return fail(`sequenced type ${e.type} without seq`, raw);
+  }
+  return {
+    ok: true,
+    envelope: {
+      v: e.v,
+      type: e.type,
+      id: e.id ?? '',
+      seq: sequenced ? (e.seq as number) : null,
+      ack: e.ack ?? null,
+      reply_to: e.reply_to ?? null,
+      ts: e.ts ?? '',
+      payload: e.payload,
+    },
+  };
+}
+
+/**
+ * What makes a decodable envelope unusable as a frame (a poison frame), or null. A poison
+ * sequenced frame is still counted and acknowledged.
+ */
+export function frameProblem(e: Envelope): string | null {
+  if (!ULID_RE.test(e.id)) return 'envelope id is not a ULID';
+  if (e.reply_to !== null && !ULID_RE.test(e.reply_to)) return 'envelope reply_to is not a ULID';
+  if (!RFC3339_RE.test(e.ts) || Number.isNaN(Date.parse(e.ts))) return 'envelope ts is not an RFC 3339 timestamp';
+  if (e.payload === null || typeof e.payload !== 'object' || Array.isArray(e.payload)) {
+    return 'payload is not a JSON object';
+  }
+  return null;
+}
+
+/** Serialize with a fixed key order. */
+export function encodeEnvelope(e: Envelope): string {
+  return JSON.stringify({
+    v: e.v,
+    type: e.type,
+    id: e.id,
+    seq: e.seq,
+    ack: e.ack,
+    reply_to: e.reply_to,
+    ts: e.ts,
+    payload: e.payload,
+  });
+}
+
+/** Milliseconds-precision RFC 3339, as the envelope's `ts` is written. */
+export function timestamp(ms: number): string {
+  return new Date(ms).toISOString();
+}

@@ -1,0 +1,60 @@
+import { monotonicFactory } from 'ulid';
+import { decodePayload, type MessageType, type Payload, type TypedMessage } from './catalog';
+import { decodeEnvelope, encodeEnvelope, ENVELOPE_VERSION, frameProblem, type Envelope } from './envelope';
+
+// Created on first use: Workers forbid generating random values at global scope.
+let ulid: ReturnType<typeof monotonicFactory> | null = null;
+
+/** A new frame id (ULID, monotonic within this process). */
+export function newId(now: number = Date.now()): string {
+  ulid ??= monotonicFactory();
+  return ulid(now);
+}
+
+export interface FrameFields<T extends MessageType> {
+  type: T;
+  payload: Payload<T>;
+  seq?: number | null;
+  ack?: number | null;
+  reply_to?: string | null;
+  id?: string;
+  now?: number;
+}
+
+/** Build one frame's text. */
+export function buildFrame<T extends MessageType>(f: FrameFields<T>): string {
+  const now = f.now ?? Date.now();
+  return encodeEnvelope({
+    v: ENVELOPE_VERSION,
+    type: f.type,
+    id: f.id ?? newId(now),
+    seq: f.seq ?? null,
+    ack: f.ack ?? null,
+    reply_to: f.reply_to ?? null,
+    ts: new Date(now).toISOString(),
+    payload: f.payload,
+  });
+}
+
+/** What one received text frame turned out to be. */
+export type Incoming =
+  /** The envelope cannot be read, or its `v` is out of range: close 4400. */
+  | { kind: 'fatal'; reason: string; id: string | null }
+  /** A type this side does not know: count it, ack it, answer with an error naming the type. */
+  | { kind: 'unknown'; envelope: Envelope }
+  /** Readable envelope, unusable frame: count it, ack it, log it loudly, record the rejection. */
+  | { kind: 'poison'; envelope: Envelope; reason: string }
+  | { kind: 'message'; envelope: Envelope; message: TypedMessage };
+
+/** Decode a frame in two layers: only the envelope can be fatal, never the payload. */
+export function readFrame(text: string): Incoming {
+  const env = decodeEnvelope(text);
+  if (!env.ok) return { kind: 'fatal', reason: env.reason, id: env.id };
+  const envelope = env.envelope;
+  const problem = frameProblem(envelope);
+  const payload = decodePayload(envelope.type, envelope.payload);
+  if (!payload.ok && payload.unknownType) return { kind: 'unknown', envelope };
+  if (problem) return { kind: 'poison', envelope, reason: problem };
+  if (!payload.ok) return { kind: 'poison', envelope, reason: payload.reason };
+  return { kind: 'message', envelope, message: payload.message };
+}

@@ -1,0 +1,100 @@
+import { describe, expect, it } from 'vitest';
+import {
+  buildFrame,
+  decodeEnvelope,
+  ENVELOPE_VERSION,
+  isSequencedType,
+  MIN_ENVELOPE_VERSION,
+  readFrame,
+} from '../../../src/protocol';
+
+const base = {
+  v: 1,
+  type: 'node.removed',
+  id: '01J9X2E5G7QK8V3B0YHN4TZC6M',
+  seq: 7,
+  ack: 3,
+  reply_to: null,
+  ts: '2026-08-19T14:02:11.482Z',
+  payload: { node_id: 'n1' },
+};
+const text = (o: object) => JSON.stringify(o);
+
+describe('envelope', () => {
+  it('today both the written and the oldest read envelope version are 1', () => {
+    expect(ENVELOPE_VERSION).toBe(1);
+    expect(MIN_ENVELOPE_VERSION).toBe(1);
+  });
+
+  it('every frame is a single JSON object: bare payloads, arrays and non-JSON are fatal', () => {
+    for (const bad of ['[]', '"hello"', '42', 'null', '{not json', '']) {
+      const r = decodeEnvelope(bad);
+      expect(r.ok, bad).toBe(false);
+    }
+  });
+
+  it('a frame whose v falls outside [min, current] is fatal', () => {
+    expect(decodeEnvelope(text({ ...base, v: 0 })).ok).toBe(false);
+    expect(decodeEnvelope(text({ ...base, v: ENVELOPE_VERSION + 1 })).ok).toBe(false);
+    expect(decodeEnvelope(text({ ...base, v: '1' })).ok).toBe(false);
+    expect(decodeEnvelope(text(base)).ok).toBe(true);
+  });
+
+  it('a sequenced frame without a usable seq cannot be sequenced and is fatal', () => {
+    expect(decodeEnvelope(text({ ...base, seq: null })).ok).toBe(false);
+    expect(decodeEnvelope(text({ ...base, seq: 0 })).ok).toBe(false);
+    expect(decodeEnvelope(text({ ...base, seq: 1.5 })).ok).toBe(false);
+    expect(decodeEnvelope(text({ ...base, seq: -1 })).ok).toBe(false);
+  });
+
+  it('hello, welcome, ping, pong and ack carry no seq; everything else is sequenced, stream.end included', () => {
+    for (const t of ['hello', 'welcome', 'ping', 'pong', 'ack']) expect(isSequencedType(t)).toBe(false);
+    for (const t of ['stream.end', 'resync.begin', 'error', 'node.observed', 'recipe.desired']) {
+      expect(isSequencedType(t)).toBe(true);
+    }
+    const ping = decodeEnvelope(text({ ...base, type: 'ping', seq: 12, payload: {} }));
+    expect(ping.ok && ping.envelope.seq).toBe(null);
+  });
+
+  it('unknown fields are ignored on receipt, in the envelope and in the payload', () => {
+    const r = readFrame(text({ ...base, extra: 1, payload: { node_id: 'n1', utilization: 0.93 } }));
+    expect(r.kind).toBe('message');
+    if (r.kind !== 'message') return;
+    expect(r.message.payload).toEqual({ node_id: 'n1' });
+    expect('extra' in r.envelope).toBe(false);
+  });
+
+  it('an unknown type is never fatal: it decodes as unknown, keeping its seq', () => {
+    const r = readFrame(text({ ...base, type: 'recipe.desired', payload: { recipe_id: 'x' } }));
+    expect(r.kind).toBe('unknown');
+    if (r.kind === 'unknown') expect(r.envelope.seq).toBe(7);
+  });
+
+  it('only the envelope is fatal: a malformed payload is a poison frame, still sequenced', () => {
+    const r = readFrame(text({ ...base, payload: { node_id: '' } }));
+    expect(r.kind).toBe('poison');
+    if (r.kind === 'poison') {
+      expect(r.envelope.seq).toBe(7);
+      expect(r.reason).toMatch(/node_id/);
+    }
+    expect(readFrame(text({ ...base, payload: [1, 2] })).kind).toBe('poison');
+  });
+
+  it('a malformed id, reply_to or ts makes a poison frame, not a dead connection', () => {
+    expect(readFrame(text({ ...base, id: 'not-a-ulid' })).kind).toBe('poison');
+    expect(readFrame(text({ ...base, reply_to: 'nope' })).kind).toBe('poison');
+    expect(readFrame(text({ ...base, ts: 'yesterday' })).kind).toBe('poison');
+  });
+
+  it('a fatal decode still reports the frame id when it could be read, so the error can reply to it', () => {
+    const r = decodeEnvelope(text({ ...base, v: 9 }));
+    expect(r.ok).toBe(false);
+    if (!r.ok) expect(r.id).toBe(base.id);
+  });
+
+  it('buildFrame writes the current version, a ULID id and a millisecond RFC 3339 ts', () => {
+    const f = JSON.parse(buildFrame({ type: 'ping', payload: {}, ack: 5, now: Date.UTC(2026, 0, 2, 3, 4, 5, 6) }));
+    expect(f).toMatchObject({ v: 1, type: 'ping', seq: null, ack: 5, reply_to: null, ts: '2026-01-02T03:04:05.006Z' });
+    expect(f.id).toMatch(/^[0-9A-HJKMNP-TV-Z]{26}$/);
+  });
+});
