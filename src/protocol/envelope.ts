@@ -82,9 +82,12 @@ export function decodeEnvelope(text: string): EnvelopeDecode {
   if (e.v < MIN_ENVELOPE_VERSION || e.v > ENVELOPE_VERSION) {
     return fail(`envelope version ${e.v} outside [${MIN_ENVELOPE_VERSION}, ${ENVELOPE_VERSION}]`, raw);
   }
-  const sequenced = isSequencedType(e.type);
+  let sequenced = isSequencedType(e.type);
   if (sequenced && (e.seq === null || e.seq === undefined)) {
-    return fail(`sequenced type ${e.type} without seq`, raw);
+    // A connection-level error (a handshake refusal, the error before a 4400 close) belongs to
+    // no session stream: it travels without a seq and is never replayed.
+    if (e.type !== 'error') return fail(`sequenced type ${e.type} without seq`, raw);
+    sequenced = false;
   }
   return {
     ok: true,

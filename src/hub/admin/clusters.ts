@@ -1,0 +1,296 @@
+import { createRoute, z } from '@hono/zod-openapi';
+import { ulid } from 'ulid';
+import { routeKeyOf, sessionObjectName } from '../connect';
+import { hubConfig } from '../config';
+import { CLUSTER_NAME_RE, createCluster, rotateToken, setDisabled } from '../db/registry';
+import type { Sql } from '../db/sql';
+import type { HubEnv } from '../env';
+import { jsonError } from '../http-errors';
+import type { LiveView, SessionObject } from '../session/session-object';
+import { generateEnrollmentToken, hashToken, toHex } from '../tokens';
+import { adminRouter, errorResponse } from './app';
+
+export const ClusterIdParam = z.object({
+  id: z.string().min(1).max(253).openapi({ description: 'the cluster uid or name', example: 'gpu-east-1' }),
+});
+
+const SessionSchema = z
+  .object({
+    connected: z.boolean(),
+    session_id: z.string(),
+    generation: z.number(),
+    claimed_at: z.string(),
+    last_poll_at: z.string().nullable(),
+    live: z.record(z.string(), z.unknown()).openapi({
+      description:
+        'the session object\'s view: hub_cursor, operator_cursor, last_sent_seq, replay_buffer_frames/bytes, send_queue_frames, pending_apply, last_frame_at, counters',
+    }),
+    source: z.enum(['object', 'poll']).openapi({ description: 'object: asked the session now; poll: its last ownership poll' }),
+  })
+  .openapi('Session');
+
+const LinkSchema = z
+  .object({
+    epoch: z.string(),
+    dropped_events: z.number(),
+    evicted_frames: z.number(),
+    replaced_frames: z.number(),
+    updated_at: z.string(),
+  })
+  .openapi('LinkStats');
+
+export const ClusterSchema = z
+  .object({
+    uid: z.string(),
+    name: z.string(),
+    created_at: z.string(),
+    token_issued_at: z.string(),
+    disabled: z.boolean(),
+    disabled_at: z.string().nullable(),
+    desired_revision: z.number(),
+    session: SessionSchema.nullable(),
+    link: LinkSchema.nullable(),
+    rejections: z.number(),
+  })
+  .openapi('Cluster');
+export type ClusterView = z.infer<typeof ClusterSchema>;
+
+const CreatedSchema = z
+  .object({ uid: z.string(), name: z.string(), enrollment_token: z.string().openapi({ description: 'shown once; stored only as a hash' }) })
+  .openapi('ClusterCreated');
+
+interface ClusterViewRow {
+  uid: string;
+  name: string;
+  created_at: string;
+  token_issued_at: string;
+  disabled_at: string | null;
+  desired_revision: string;
+  session_id: string | null;
+  generation: string | null;
+  claimed_at: string | null;
+  polled_at: string | null;
+  connected: boolean | null;
+  live: Record<string, unknown> | null;
+  epoch: string | null;
+  dropped_events: string | null;
+  evicted_frames: string | null;
+  replaced_frames: string | null;
+  link_updated_at: string | null;
+  rejections: string;
+}
+
+const VIEW_SQL = `
+  select c.uid, c.name, c.created_at, c.token_issued_at, c.disabled_at, c.desired_revision,
+    o.session_id, o.generation, o.claimed_at, o.polled_at,
+    (o.connected and o.polled_at > now() - make_interval(secs => $1::double precision / 1000)) as connected,
+    o.live, ls.epoch, ls.dropped_events, ls.evicted_frames, ls.replaced_frames, ls.updated_at as link_updated_at,
+    (select count(*) from rejections r where r.cluster_uid = c.uid) as rejections
+  from clusters c
+  left join cluster_owners o on o.cluster_uid = c.uid
+  left join link_stats ls on ls.cluster_uid = c.uid`;
+
+const iso = (v: string | Date | null): string | null => (v === null ? null : new Date(v).toISOString());
+
+function toView(r: ClusterViewRow): ClusterView {
+  return {
+    uid: r.uid,
+    name: r.name,
+    created_at: iso(r.created_at) as string,
+    token_issued_at: iso(r.token_issued_at) as string,
+    disabled: r.disabled_at !== null,
+    disabled_at: iso(r.disabled_at),
+    desired_revision: Number(r.desired_revision),
+    session:
+      r.session_id === null
+        ? null
+        : {
+            connected: r.connected === true,
+            session_id: r.session_id,
+            generation: Number(r.generation),
+            claimed_at: iso(r.claimed_at) as string,
+            last_poll_at: iso(r.polled_at),
+            live: r.live ?? {},
+            source: 'poll',
+          },
+    link:
+      r.epoch === null
+        ? null
+        : {
+            epoch: r.epoch,
+            dropped_events: Number(r.dropped_events),
+            evicted_frames: Number(r.evicted_frames),
+            replaced_frames: Number(r.replaced_frames),
+            updated_at: iso(r.link_updated_at) as string,
+          },
+    rejections: Number(r.rejections),
+  };
+}
+
+/** A connection considered live if its session polled within three poll intervals. */
+function staleAfterMs(env: HubEnv): number {
+  return hubConfig(env).POLL_INTERVAL_MS * 3;
+}
+
+export async function clusterView(sql: Sql, env: HubEnv, idOrName: string): Promise<ClusterView | null> {
+  const { rows } = await sql.query<ClusterViewRow>(`${VIEW_SQL} where c.uid = $2 or c.name = $2`, [staleAfterMs(env), idOrName]);
+  return rows[0] ? toView(rows[0]) : null;
+}
+
+/** The session object's own view, fresher than its last poll; null if it does not answer quickly. */
+async function askSession(env: HubEnv, clusterUid: string, sessionId: string): Promise<LiveView | null> {
+  const key = routeKeyOf(sessionId);
+  if (!key) return null;
+  const stub = env.SESSIONS.get(env.SESSIONS.idFromName(sessionObjectName(clusterUid, key))) as DurableObjectStub<SessionObject>;
+  const timeout = new Promise<null>((resolve) => setTimeout(() => resolve(null), 2_000));
+  try {
+    const view = await Promise.race([stub.status(), timeout]);
+    return view && view.session_id === sessionId ? (view as LiveView) : null;
+  } catch {
+    return null;
+  }
+}
+
+const ListQuery = z.object({
+  limit: z.coerce.number().int().min(1).max(500).default(100),
+  after: z.string().max(64).optional().openapi({ description: 'the last uid of the previous page' }),
+});
+
+export const clustersRouter = adminRouter()
+  .openapi(
+    createRoute({
+      method: 'post',
+      path: '/clusters',
+      summary: 'Register a cluster; returns its enrollment token once',
+      request: {
+        body: {
+          required: true,
+          content: {
+            'application/json': {
+              schema: z.object({
+                name: z
+                  .string()
+                  .regex(CLUSTER_NAME_RE, 'lowercase letters, digits and -, 1–63 characters, starting and ending with a letter or digit')
+                  .openapi({ example: 'gpu-east-1' }),
+              }),
+            },
+          },
+        },
+      },
+      responses: {
+        201: { description: 'registered', content: { 'application/json': { schema: CreatedSchema } } },
+        400: errorResponse('invalid body'),
+        409: errorResponse('the name is taken'),
+      },
+    }),
+    async (c) => {
+      const { name } = c.req.valid('json');
+      const token = generateEnrollmentToken();
+      const row = await createCluster(c.var.pg, ulid(), name, toHex(await hashToken(token)));
+      if (!row) return jsonError(c, 409, 'conflict', `a cluster named ${name} already exists`, 'name') as never;
+      return c.json({ uid: row.uid, name: row.name, enrollment_token: token }, 201);
+    },
+  )
+  .openapi(
+    createRoute({
+      method: 'get',
+      path: '/clusters',
+      summary: 'List clusters with their session view',
+      request: { query: ListQuery },
+      responses: {
+        200: {
+          description: 'a page of clusters, by uid',
+          content: {
+            'application/json': { schema: z.object({ clusters: z.array(ClusterSchema), next: z.string().nullable() }) },
+          },
+        },
+      },
+    }),
+    async (c) => {
+      const { limit, after } = c.req.valid('query');
+      const { rows } = await c.var.pg.query<ClusterViewRow>(
+        `${VIEW_SQL} where ($2::text is null or c.uid > $2) order by c.uid limit $3`,
+        [staleAfterMs(c.env), after ?? null, limit + 1],
+      );
+      const page = rows.slice(0, limit).map(toView);
+      return c.json({ clusters: page, next: rows.length > limit ? (page[page.length - 1]?.uid ?? null) : null }, 200);
+    },
+  )
+  .openapi(
+    createRoute({
+      method: 'get',
+      path: '/clusters/{id}',
+      summary: 'One cluster: registry and live session view',
+      request: { params: ClusterIdParam },
+      responses: {
+        200: { description: 'the cluster', content: { 'application/json': { schema: ClusterSchema } } },
+        404: errorResponse('no such cluster'),
+      },
+    }),
+    async (c) => {
+      const view = await clusterView(c.var.pg, c.env, c.req.valid('param').id);
+      if (!view) return jsonError(c, 404, 'not_found', 'no such cluster') as never;
+      if (view.session) {
+        const live = await askSession(c.env, view.uid, view.session.session_id);
+        if (live) view.session = { ...view.session, connected: live.connected, live: { ...live }, source: 'object' };
+      }
+      return c.json(view, 200);
+    },
+  )
+  .openapi(
+    createRoute({
+      method: 'post',
+      path: '/clusters/{id}/rotate-token',
+      summary: 'Issue a new enrollment token; the old one stops working and a live session on it is cut',
+      request: { params: ClusterIdParam },
+      responses: {
+        200: {
+          description: 'the new token, shown once',
+          content: { 'application/json': { schema: z.object({ enrollment_token: z.string() }) } },
+        },
+        404: errorResponse('no such cluster'),
+      },
+    }),
+    async (c) => {
+      const token = generateEnrollmentToken();
+      const row = await rotateToken(c.var.pg, c.req.valid('param').id, toHex(await hashToken(token)));
+      if (!row) return jsonError(c, 404, 'not_found', 'no such cluster') as never;
+      return c.json({ enrollment_token: token }, 200);
+    },
+  )
+  .openapi(
+    createRoute({
+      method: 'post',
+      path: '/clusters/{id}/disable',
+      summary: 'Disable a cluster; a live session is cut within one poll interval',
+      request: { params: ClusterIdParam },
+      responses: {
+        200: { description: 'disabled', content: { 'application/json': { schema: ClusterSchema } } },
+        404: errorResponse('no such cluster'),
+      },
+    }),
+    async (c) => toggle(c.var.pg, c.env, c.req.valid('param').id, true).then((v) =>
+      v ? c.json(v, 200) : (jsonError(c, 404, 'not_found', 'no such cluster') as never),
+    ),
+  )
+  .openapi(
+    createRoute({
+      method: 'post',
+      path: '/clusters/{id}/enable',
+      summary: 'Enable a disabled cluster',
+      request: { params: ClusterIdParam },
+      responses: {
+        200: { description: 'enabled', content: { 'application/json': { schema: ClusterSchema } } },
+        404: errorResponse('no such cluster'),
+      },
+    }),
+    async (c) => toggle(c.var.pg, c.env, c.req.valid('param').id, false).then((v) =>
+      v ? c.json(v, 200) : (jsonError(c, 404, 'not_found', 'no such cluster') as never),
+    ),
+  );
+
+async function toggle(sql: Sql, env: HubEnv, id: string, disabled: boolean): Promise<ClusterView | null> {
+  const row = await setDisabled(sql, id, disabled);
+  if (!row) return null;
+  return clusterView(sql, env, row.uid);
+}

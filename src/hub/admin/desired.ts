@@ -1,0 +1,108 @@
+import { createRoute, z } from '@hono/zod-openapi';
+import { Ident, OPERATION_KINDS, OperationParams, ServingConfig, MAX_REPLICAS } from '../../protocol';
+import { createOperation, putDesiredDeployment, withdrawDesiredDeployment } from '../db/desired-admin';
+import { jsonError } from '../http-errors';
+import { adminRouter, errorResponse } from './app';
+import { ClusterIdParam } from './clusters';
+import { pokeOwner } from './poke';
+import { newId } from '../../protocol';
+
+const DeploymentParams = ClusterIdParam.extend({
+  deployment_id: Ident,
+});
+
+const DesiredBody = z
+  .object({
+    workload_id: Ident,
+    min_replicas: z.number().int().nonnegative().max(MAX_REPLICAS),
+    max_replicas: z.number().int().nonnegative().max(MAX_REPLICAS),
+    serving: ServingConfig,
+  })
+  .refine((b) => b.min_replicas <= b.max_replicas, { message: 'min_replicas exceeds max_replicas', path: ['min_replicas'] })
+  .openapi('DesiredDeployment', {
+    description: "This cluster's share of a workload's replicas and its serving configuration. Stored and sent exactly as given.",
+  });
+
+const DesiredWritten = z
+  .object({ cluster_uid: z.string(), deployment_id: z.string(), revision: z.number(), deleted: z.boolean() })
+  .openapi('DesiredWritten');
+
+const OperationBody = z
+  .object({
+    kind: z.enum(OPERATION_KINDS),
+    target: z.string().min(1).max(512),
+    params: OperationParams.default({}),
+    deadline_s: z.number().positive().max(7 * 24 * 3600),
+  })
+  .openapi('OperationRequest');
+
+export const desiredRouter = adminRouter()
+  .openapi(
+    createRoute({
+      method: 'put',
+      path: '/clusters/{id}/deployments/{deployment_id}',
+      summary: "Set a deployment's desired state on this cluster; pushed to the owning session",
+      request: {
+        params: DeploymentParams,
+        body: { required: true, content: { 'application/json': { schema: DesiredBody } } },
+      },
+      responses: {
+        200: { description: 'stored', content: { 'application/json': { schema: DesiredWritten } } },
+        400: errorResponse('invalid body'),
+        404: errorResponse('no such cluster'),
+      },
+    }),
+    async (c) => {
+      const { id, deployment_id } = c.req.valid('param');
+      const body = c.req.valid('json');
+      const w = await putDesiredDeployment(c.var.pg, id, { deployment_id, ...body });
+      if (!w) return jsonError(c, 404, 'not_found', 'no such cluster') as never;
+      pokeOwner(c.env, c.executionCtx, w.cluster_uid, w.owner_session, w.revision);
+      return c.json({ cluster_uid: w.cluster_uid, deployment_id, revision: w.revision, deleted: false }, 200);
+    },
+  )
+  .openapi(
+    createRoute({
+      method: 'delete',
+      path: '/clusters/{id}/deployments/{deployment_id}',
+      summary: 'Withdraw a deployment from this cluster; the operator is told (deleted: true)',
+      request: { params: DeploymentParams },
+      responses: {
+        200: { description: 'withdrawn', content: { 'application/json': { schema: DesiredWritten } } },
+        404: errorResponse('no such cluster or deployment'),
+      },
+    }),
+    async (c) => {
+      const { id, deployment_id } = c.req.valid('param');
+      const w = await withdrawDesiredDeployment(c.var.pg, id, deployment_id);
+      if (!w) return jsonError(c, 404, 'not_found', 'no such cluster or deployment') as never;
+      if (!w.already) pokeOwner(c.env, c.executionCtx, w.cluster_uid, w.owner_session, w.revision);
+      return c.json({ cluster_uid: w.cluster_uid, deployment_id, revision: w.revision, deleted: true }, 200);
+    },
+  )
+  .openapi(
+    createRoute({
+      method: 'post',
+      path: '/clusters/{id}/operations',
+      summary: 'Start an operation on this cluster (drain, cordon, restart, prefetch)',
+      request: {
+        params: ClusterIdParam,
+        body: { required: true, content: { 'application/json': { schema: OperationBody } } },
+      },
+      responses: {
+        202: {
+          description: 'accepted; follow it at /admin/operations/{operation_id}',
+          content: { 'application/json': { schema: z.object({ operation_id: z.string() }) } },
+        },
+        400: errorResponse('invalid body'),
+        404: errorResponse('no such cluster'),
+      },
+    }),
+    async (c) => {
+      const body = c.req.valid('json');
+      const created = await createOperation(c.var.pg, c.req.valid('param').id, { operation_id: newId(), ...body });
+      if (!created) return jsonError(c, 404, 'not_found', 'no such cluster') as never;
+      pokeOwner(c.env, c.executionCtx, created.cluster_uid, created.owner_session, created.revision);
+      return c.json({ operation_id: created.operation_id }, 202);
+    },
+  );

@@ -1,0 +1,35 @@
+import { OpenAPIHono } from '@hono/zod-openapi';
+import { describeError } from '../db/errors';
+import { jsonError } from '../http-errors';
+import { createLogger } from '../log';
+import { adminAuth, requestPg, type AdminEnv } from './app';
+import { clustersRouter } from './clusters';
+import { desiredRouter } from './desired';
+
+const log = createLogger({ component: 'admin' });
+
+/** The admin API under /admin: JSON in and out, bearer ADMIN_TOKEN. */
+export function adminApp(): OpenAPIHono<AdminEnv> {
+  const admin = new OpenAPIHono<AdminEnv>();
+  admin.doc('/openapi.json', {
+    openapi: '3.0.3',
+    info: { title: 'Wingsmith Hub admin API', version: '1' },
+    servers: [{ url: '/admin' }],
+    security: [{ bearer: [] }],
+  });
+  admin.openAPIRegistry.registerComponent('securitySchemes', 'bearer', { type: 'http', scheme: 'bearer' });
+  admin.use('*', async (c, next) => {
+    if (c.req.path.endsWith('/openapi.json')) return next();
+    return adminAuth(c, next);
+  });
+  admin.use('*', requestPg);
+  admin.route('/', clustersRouter);
+  admin.route('/', desiredRouter);
+  admin.onError((err, c) => {
+    if ('getResponse' in err && typeof err.getResponse === 'function') return err.getResponse() as Response;
+    log.error('admin request failed', { path: c.req.path, error: describeError(err) });
+    return jsonError(c, 503, 'unavailable', 'the hub could not complete the request; retry');
+  });
+  admin.notFound((c) => jsonError(c, 404, 'not_found', `no route ${c.req.method} ${c.req.path}`));
+  return admin;
+}

@@ -1,0 +1,21 @@
+import { routeKeyOf, sessionObjectName } from '../connect';
+import type { HubEnv } from '../env';
+import { createLogger } from '../log';
+import type { SessionObject } from '../session/session-object';
+
+const log = createLogger({ component: 'admin' });
+
+/**
+ * Tell the owning session that desired state changed, so it sends now instead of at its next
+ * poll. Best effort: the poll picks up anything a poke misses.
+ */
+export function pokeOwner(env: HubEnv, ctx: { waitUntil(p: Promise<unknown>): void }, clusterUid: string, ownerSession: string | null, revision: number): void {
+  const key = routeKeyOf(ownerSession);
+  if (!key) return;
+  const stub = env.SESSIONS.get(env.SESSIONS.idFromName(sessionObjectName(clusterUid, key))) as DurableObjectStub<SessionObject>;
+  ctx.waitUntil(
+    stub.poke(revision).catch((err: unknown) => {
+      log.warn('poke failed; the session will pick the change up on its poll', { cluster: clusterUid, error: String(err) });
+    }),
+  );
+}

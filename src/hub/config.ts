@@ -1,0 +1,52 @@
+import { z } from 'zod';
+
+/**
+ * Hub configuration from Worker vars. The timers the spec fixes are configuration with the
+ * spec's values as defaults, so tests can run them fast.
+ */
+const ms = (d: number) => z.coerce.number().int().positive().default(d);
+
+const ConfigSchema = z.object({
+  HUB_VERSION: z.string().min(1).default('0.1.0'),
+  /** No hello within this long after the upgrade: close 4408. */
+  HANDSHAKE_TIMEOUT_MS: ms(10_000),
+  /** The ping cadence advertised to operators. */
+  PING_INTERVAL_MS: ms(10_000),
+  /** No frame of any kind for this long: the connection is dead (4408). */
+  IDLE_TIMEOUT_MS: ms(30_000),
+  /** Ownership poll: claim, registration, disablement, token rotation, desired revision. */
+  POLL_INTERVAL_MS: ms(5_000),
+  /** A frame left unapplied (transient failure) this long makes the hub close so the peer replays. */
+  HOLE_TIMEOUT_MS: ms(30_000),
+  /** An object whose session has had no connection this long deletes its storage. */
+  RETENTION_MS: ms(15 * 60_000),
+  MAX_FRAME_BYTES: ms(1 << 20),
+  /** Sized for a rolling restart, not a network hiccup. */
+  REPLAY_BUFFER_FRAMES: ms(50_000),
+  REPLAY_BUFFER_BYTES: ms(64 << 20),
+  /** Frames waiting for the operator to release the replay window; full → 4429. */
+  SEND_QUEUE_FRAMES: ms(20_000),
+  SEND_QUEUE_BYTES: ms(32 << 20),
+  /** Most frames one ingest statement carries. */
+  INGEST_BATCH_FRAMES: ms(2_000),
+  /** Rows fetched per desired-state query. */
+  DESIRED_PAGE_ROWS: ms(1_000),
+  PG_QUERY_TIMEOUT_MS: ms(10_000),
+  PG_IDLE_CLOSE_MS: ms(3_000),
+});
+
+export type HubConfig = z.infer<typeof ConfigSchema>;
+
+let cached: { source: object; config: HubConfig } | null = null;
+
+/** Parse once per env object; a bad value is a deployment error and fails loudly. */
+export function hubConfig(env: object): HubConfig {
+  if (cached?.source === env) return cached.config;
+  const parsed = ConfigSchema.safeParse(env);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    throw new Error(`invalid hub configuration ${issue?.path.join('.')}: ${issue?.message}`);
+  }
+  cached = { source: env, config: parsed.data };
+  return parsed.data;
+}

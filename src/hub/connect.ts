@@ -1,0 +1,86 @@
+import type { Context } from 'hono';
+import { buildFrame, CloseCode, ULID_RE, newId, type ErrorCode } from '../protocol';
+import { describeError } from './db/errors';
+import { lookupToken } from './db/registry';
+import type { HubEnv } from './env';
+import { jsonError } from './http-errors';
+import { createLogger } from './log';
+import { Pg } from './pg';
+import { INTERNAL_HEADERS } from './session/session-object';
+import { hashToken, isEnrollmentTokenShaped, toHex } from './tokens';
+
+const log = createLogger({ component: 'connect' });
+
+/** Header an operator sets to resume: the session_id its last welcome named. */
+export const SESSION_HINT_HEADER = 'Wingsmith-Session';
+
+/**
+ * The route key part of a session id (`<route key>.<incarnation>`, both ULIDs), or null when
+ * the hint does not route. Routing is keyed by the token's cluster and this key, so whatever an
+ * attacker writes here can only ever reach an object of the cluster its token belongs to.
+ */
+export function routeKeyOf(hint: string | undefined | null): string | null {
+  if (!hint) return null;
+  const dot = hint.indexOf('.');
+  if (dot !== 26 || hint.length !== 53) return null;
+  const key = hint.slice(0, 26);
+  return ULID_RE.test(key) && ULID_RE.test(hint.slice(27)) ? key : null;
+}
+
+export function sessionObjectName(clusterUid: string, routeKey: string): string {
+  return `${clusterUid}/${routeKey}`;
+}
+
+/** `GET /v1/connect`: admit an operator and hand its WebSocket to its session's object. */
+export async function connect(c: Context<{ Bindings: HubEnv }>): Promise<Response> {
+  const auth = c.req.header('authorization') ?? '';
+  const m = /^Bearer ([^\s]+)$/.exec(auth);
+  // Anything not shaped like an enrollment token is turned away before the upgrade and before
+  // any database work.
+  if (!m || !isEnrollmentTokenShaped(m[1] as string)) {
+    c.header('WWW-Authenticate', 'Bearer error="invalid_token"');
+    return jsonError(c, 401, 'unauthorized', 'an enrollment token is required (Authorization: Bearer wsmet_…)');
+  }
+  if (c.req.header('upgrade')?.toLowerCase() !== 'websocket') {
+    return jsonError(c, 426, 'upgrade_required', 'connect with a WebSocket upgrade');
+  }
+  const tokenHash = toHex(await hashToken(m[1] as string));
+  let cluster;
+  const pg = new Pg(c.env, { idleCloseMs: 0, queryTimeoutMs: 5_000 });
+  try {
+    cluster = await lookupToken(pg, tokenHash);
+  } catch (err) {
+    log.warn('token lookup failed: database unavailable', { error: describeError(err) });
+    c.header('Retry-After', '5');
+    return jsonError(c, 503, 'unavailable', 'the cluster registry is unavailable; retry with backoff');
+  } finally {
+    c.executionCtx.waitUntil(pg.close());
+  }
+  if (!cluster) return refuseSocket('not_found', 'enrollment token is not valid (unknown or rotated)');
+  if (cluster.disabled) return refuseSocket('conflict', 'cluster is disabled');
+
+  const routeKey = routeKeyOf(c.req.header(SESSION_HINT_HEADER)) ?? newId();
+  const stub = c.env.SESSIONS.get(c.env.SESSIONS.idFromName(sessionObjectName(cluster.uid, routeKey)));
+  // A fresh request: nothing the operator sent besides the upgrade reaches the object.
+  return stub.fetch('https://session.internal/connect', {
+    headers: {
+      upgrade: 'websocket',
+      [INTERNAL_HEADERS.clusterUid]: cluster.uid,
+      [INTERNAL_HEADERS.clusterName]: cluster.name,
+      [INTERNAL_HEADERS.tokenHash]: tokenHash,
+      [INTERNAL_HEADERS.routeKey]: routeKey,
+    },
+  });
+}
+
+/** A typed refusal over the socket (error frame, then 4403); no session object is involved. */
+function refuseSocket(code: ErrorCode, message: string): Response {
+  const pair = new WebSocketPair();
+  const client = pair[0];
+  const server = pair[1];
+  server.accept();
+  server.send(buildFrame({ type: 'error', payload: { code, message, retryable: false } }));
+  server.close(CloseCode.REFUSED, message);
+  log.warn('connect refused', { reason: message });
+  return new Response(null, { status: 101, webSocket: client });
+}

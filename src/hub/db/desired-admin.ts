@@ -1,0 +1,105 @@
+import type { Payload } from '../../protocol';
+import type { Sql } from './sql';
+
+/** Admin writes of desired state and operations: one statement each, bumping the cluster revision. */
+
+export interface DesiredWrite {
+  cluster_uid: string;
+  deployment_id: string;
+  revision: number;
+  owner_session: string | null;
+}
+
+type Serving = NonNullable<Payload<'deployment.desired'>['serving']>;
+
+export async function putDesiredDeployment(
+  sql: Sql,
+  idOrName: string,
+  d: { deployment_id: string; workload_id: string; min_replicas: number; max_replicas: number; serving: Serving },
+): Promise<DesiredWrite | null> {
+  const { rows } = await sql.query<{ cluster_uid: string; deployment_id: string; revision: string; owner_session: string | null }>(
+    `with c as (select uid from clusters where uid = $1 or name = $1),
+     rev as (
+       update clusters set desired_revision = desired_revision + 1 where uid = (select uid from c)
+       returning uid, desired_revision
+     ),
+     up as (
+       insert into desired_deployments (cluster_uid, deployment_id, workload_id, revision, min_replicas, max_replicas, serving, deleted, updated_at)
+       select uid, $2, $3, desired_revision, $4, $5, $6::jsonb, false, now() from rev
+       on conflict (cluster_uid, deployment_id) do update set workload_id = excluded.workload_id,
+         revision = excluded.revision, min_replicas = excluded.min_replicas, max_replicas = excluded.max_replicas,
+         serving = excluded.serving, deleted = false, updated_at = now()
+       returning cluster_uid, deployment_id, revision
+     )
+     select up.*, (select session_id from cluster_owners o where o.cluster_uid = up.cluster_uid) as owner_session from up`,
+    [idOrName, d.deployment_id, d.workload_id, d.min_replicas, d.max_replicas, JSON.stringify(d.serving)],
+  );
+  const r = rows[0];
+  return r ? { ...r, revision: Number(r.revision) } : null;
+}
+
+/** Withdraw: a tombstone with a new revision, so the owning session tells its operator. */
+export async function withdrawDesiredDeployment(
+  sql: Sql,
+  idOrName: string,
+  deploymentId: string,
+): Promise<(DesiredWrite & { already: boolean }) | null> {
+  const { rows } = await sql.query<{
+    cluster_uid: string;
+    deployment_id: string;
+    revision: string;
+    already: boolean;
+    owner_session: string | null;
+  }>(
+    `with c as (select uid from clusters where uid = $1 or name = $1),
+     d as (select cluster_uid, deployment_id, deleted, revision from desired_deployments
+           where cluster_uid = (select uid from c) and deployment_id = $2),
+     rev as (
+       update clusters set desired_revision = desired_revision + 1
+       where uid = (select cluster_uid from d where not deleted)
+       returning uid, desired_revision
+     ),
+     tomb as (
+       update desired_deployments t set deleted = true, revision = rev.desired_revision, updated_at = now()
+       from rev where t.cluster_uid = rev.uid and t.deployment_id = $2
+       returning t.cluster_uid, t.deployment_id, t.revision
+     )
+     select d.cluster_uid, d.deployment_id, coalesce((select revision from tomb), d.revision) as revision,
+            d.deleted as already,
+            (select session_id from cluster_owners o where o.cluster_uid = d.cluster_uid) as owner_session
+     from d`,
+    [idOrName, deploymentId],
+  );
+  const r = rows[0];
+  return r ? { ...r, revision: Number(r.revision) } : null;
+}
+
+export interface OperationCreated {
+  operation_id: string;
+  cluster_uid: string;
+  revision: number;
+  owner_session: string | null;
+}
+
+export async function createOperation(
+  sql: Sql,
+  idOrName: string,
+  op: { operation_id: string; kind: string; target: string; params: Record<string, unknown>; deadline_s: number },
+): Promise<OperationCreated | null> {
+  const { rows } = await sql.query<{ operation_id: string; cluster_uid: string; revision: string; owner_session: string | null }>(
+    `with c as (select uid from clusters where uid = $1 or name = $1),
+     rev as (
+       update clusters set desired_revision = desired_revision + 1 where uid = (select uid from c)
+       returning uid, desired_revision
+     ),
+     ins as (
+       insert into operations (operation_id, cluster_uid, kind, target, params, deadline, revision)
+       select $2, uid, $3, $4, $5::jsonb, now() + make_interval(secs => $6::double precision), desired_revision from rev
+       returning operation_id, cluster_uid, revision
+     )
+     select ins.*, (select session_id from cluster_owners o where o.cluster_uid = ins.cluster_uid) as owner_session from ins`,
+    [idOrName, op.operation_id, op.kind, op.target, JSON.stringify(op.params), op.deadline_s],
+  );
+  const r = rows[0];
+  return r ? { ...r, revision: Number(r.revision) } : null;
+}

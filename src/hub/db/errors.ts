@@ -1,0 +1,29 @@
+/**
+ * Transient or permanent? Transient failure withholds the ack (a replay could succeed);
+ * permanent failure accepts and drops (a replay never could). Unsure means transient: a replay
+ * loop is at least visible.
+ */
+export type FailureClass = 'transient' | 'permanent';
+
+// SQLSTATE classes that describe the data, not the database's condition.
+const PERMANENT_CLASSES = new Set(['21', '22', '23']);
+
+export function sqlState(err: unknown): string | null {
+  if (err && typeof err === 'object' && 'code' in err) {
+    const code = (err as { code: unknown }).code;
+    if (typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code)) return code;
+  }
+  return null;
+}
+
+export function classifyDbError(err: unknown): FailureClass {
+  const state = sqlState(err);
+  if (state && PERMANENT_CLASSES.has(state.slice(0, 2))) return 'permanent';
+  return 'transient';
+}
+
+export function describeError(err: unknown): string {
+  const state = sqlState(err);
+  const msg = err instanceof Error ? err.message : String(err);
+  return state ? `${state}: ${msg}` : msg;
+}

@@ -1,0 +1,257 @@
+import type { IngestBatch } from '../session/ingest-batch';
+import { fenceCte } from './ownership';
+import type { Sql } from './sql';
+
+export interface SessionFence {
+  clusterUid: string;
+  sessionId: string;
+  generation: number;
+  tokenHash: string;
+}
+
+export interface IngestResult {
+  /** False: this session no longer owns the cluster (or it was disabled or its token rotated); nothing was written. */
+  fenced: boolean;
+  pruned: number;
+}
+
+/**
+ * Apply one batch of observed state in one statement: every table the batch touches, the
+ * replica-set replacement, events, link counters, operation progress, rejections and resync
+ * prunes, all fenced by the session's claim. Data-modifying CTEs all see the same snapshot, so
+ * a prune explicitly spares the subjects this very batch writes.
+ */
+const INGEST_SQL = `
+with ${fenceCte({ cluster: '$1', session: '$2', generation: '$3', tokenHash: '$4' })},
+live as (select exists (select 1 from fence) as ok),
+
+cl_in as (
+  select * from jsonb_to_recordset($5::jsonb)
+    as x(kubernetes_version text, provider text, region text, labels jsonb, seq bigint)
+),
+cl_up as (
+  insert into observed_clusters (cluster_uid, kubernetes_version, provider, region, labels, obs_session, obs_seq, updated_at)
+  select $1, kubernetes_version, provider, region, labels, $2, seq, now() from cl_in, live where live.ok
+  on conflict (cluster_uid) do update set kubernetes_version = excluded.kubernetes_version,
+    provider = excluded.provider, region = excluded.region, labels = excluded.labels,
+    obs_session = excluded.obs_session, obs_seq = excluded.obs_seq, updated_at = now()
+  returning 1
+),
+
+n_in as (
+  select * from jsonb_to_recordset($6::jsonb)
+    as x(node_id text, name text, ready boolean, schedulable boolean, labels jsonb, taints jsonb, allocatable jsonb, seq bigint)
+),
+n_up as (
+  insert into nodes (cluster_uid, node_id, name, ready, schedulable, labels, taints, gpus, cpu_millis, memory_mb, obs_session, obs_seq, updated_at)
+  select $1, node_id, name, ready, schedulable, labels, taints, (allocatable->>'gpus')::int,
+    (allocatable->>'cpu_millis')::bigint, (allocatable->>'memory_mb')::bigint, $2, seq, now()
+  from n_in, live where live.ok
+  on conflict (cluster_uid, node_id) do update set name = excluded.name, ready = excluded.ready,
+    schedulable = excluded.schedulable, labels = excluded.labels, taints = excluded.taints, gpus = excluded.gpus,
+    cpu_millis = excluded.cpu_millis, memory_mb = excluded.memory_mb, obs_session = excluded.obs_session,
+    obs_seq = excluded.obs_seq, updated_at = now()
+  returning 1
+),
+n_gone as (select jsonb_array_elements_text($7::jsonb) as node_id),
+n_del as (
+  delete from nodes t using live where live.ok and t.cluster_uid = $1 and t.node_id in (select node_id from n_gone)
+  returning 1
+),
+
+dv_in as (
+  select * from jsonb_to_recordset($8::jsonb)
+    as x(device_id text, node_id text, vendor text, model text, memory_total_mb bigint, health text, driver_version text, seq bigint)
+),
+dv_up as (
+  insert into devices (cluster_uid, device_id, node_id, vendor, model, memory_total_mb, health, driver_version, obs_session, obs_seq, updated_at)
+  select $1, device_id, node_id, vendor, model, memory_total_mb, health, driver_version, $2, seq, now()
+  from dv_in, live where live.ok
+  on conflict (cluster_uid, device_id) do update set node_id = excluded.node_id, vendor = excluded.vendor,
+    model = excluded.model, memory_total_mb = excluded.memory_total_mb, health = excluded.health,
+    driver_version = excluded.driver_version, obs_session = excluded.obs_session, obs_seq = excluded.obs_seq,
+    updated_at = now()
+  returning 1
+),
+dv_gone as (select jsonb_array_elements_text($9::jsonb) as device_id),
+dv_del as (
+  delete from devices t using live where live.ok and t.cluster_uid = $1 and t.device_id in (select device_id from dv_gone)
+  returning 1
+),
+
+dp_in as (
+  select * from jsonb_to_recordset($10::jsonb)
+    as x(deployment_id text, observed_revision bigint, phase text, ready_replicas int, replica_ids jsonb, message text, seq bigint)
+),
+dp_up as (
+  insert into observed_deployments (cluster_uid, deployment_id, observed_revision, phase, ready_replicas, message, obs_session, obs_seq, updated_at)
+  select $1, deployment_id, observed_revision, phase, ready_replicas, message, $2, seq, now()
+  from dp_in, live where live.ok
+  on conflict (cluster_uid, deployment_id) do update set observed_revision = excluded.observed_revision,
+    phase = excluded.phase, ready_replicas = excluded.ready_replicas, message = excluded.message,
+    obs_session = excluded.obs_session, obs_seq = excluded.obs_seq, updated_at = now()
+  returning 1
+),
+rp_in as (
+  select d.deployment_id, r.replica_id from dp_in d cross join lateral jsonb_array_elements_text(d.replica_ids) as r(replica_id)
+),
+rp_add as (
+  insert into replicas (cluster_uid, deployment_id, replica_id)
+  select $1, deployment_id, replica_id from rp_in, live where live.ok
+  on conflict do nothing
+  returning 1
+),
+rp_drop as (
+  delete from replicas t using dp_in d, live
+  where live.ok and t.cluster_uid = $1 and t.deployment_id = d.deployment_id
+    and not exists (select 1 from rp_in r where r.deployment_id = t.deployment_id and r.replica_id = t.replica_id)
+  returning 1
+),
+dp_gone as (select jsonb_array_elements_text($11::jsonb) as deployment_id),
+dp_del as (
+  delete from observed_deployments t using live
+  where live.ok and t.cluster_uid = $1 and t.deployment_id in (select deployment_id from dp_gone)
+  returning 1
+),
+rp_del as (
+  delete from replicas t using live
+  where live.ok and t.cluster_uid = $1 and t.deployment_id in (select deployment_id from dp_gone)
+  returning 1
+),
+
+ev_add as (
+  insert into events (cluster_uid, frame_id, kind, subject, reason, message, severity, occurred_at, session_id, seq)
+  select $1, frame_id, kind, subject, reason, message, severity, occurred_at, $2, seq
+  from jsonb_to_recordset($12::jsonb)
+    as x(frame_id text, kind text, subject text, reason text, message text, severity text, occurred_at timestamptz, seq bigint),
+    live
+  where live.ok
+  on conflict (cluster_uid, frame_id) do nothing
+  returning 1
+),
+
+ls_up as (
+  insert into link_stats (cluster_uid, epoch, dropped_events, evicted_frames, replaced_frames, updated_at)
+  select $1, epoch, dropped_events, evicted_frames, replaced_frames, now()
+  from jsonb_to_recordset($13::jsonb) as x(epoch text, dropped_events bigint, evicted_frames bigint, replaced_frames bigint), live
+  where live.ok
+  on conflict (cluster_uid) do update set epoch = excluded.epoch, dropped_events = excluded.dropped_events,
+    evicted_frames = excluded.evicted_frames, replaced_frames = excluded.replaced_frames, updated_at = now()
+  returning 1
+),
+
+oe_in as (
+  select coalesce(x.operation_id, o.operation_id) as operation_id, x.frame_id, x.kind, x.phase, x.message, x.seq
+  from jsonb_to_recordset($15::jsonb)
+    as x(operation_id text, reply_to text, frame_id text, kind text, phase text, message text, seq bigint)
+  left join operations o on x.operation_id is null and o.cluster_uid = $1 and x.reply_to = any (o.start_frame_ids)
+),
+oe_add as (
+  insert into operation_events (operation_id, frame_id, kind, phase, message, session_id, seq)
+  select e.operation_id, e.frame_id, e.kind, e.phase, e.message, $2, e.seq
+  from oe_in e join operations o on o.operation_id = e.operation_id and o.cluster_uid = $1, live
+  where live.ok
+  on conflict do nothing
+  returning 1
+),
+op_raw as (
+  select operation_id, accepted, progressed, outcome, message, 0 as pri
+  from jsonb_to_recordset($14::jsonb) as x(operation_id text, accepted boolean, progressed boolean, outcome text, message text)
+  union all
+  -- An error answering an operation.start concludes it as failed (e.g. a deadline it cannot meet).
+  select operation_id, false, false, 'failed', 'operator error ' || coalesce(phase, '') || ': ' || message, 1
+  from oe_in where kind = 'error' and operation_id is not null
+),
+op_agg as (
+  select operation_id, bool_or(accepted) as accepted, bool_or(progressed) as progressed,
+    (array_agg(outcome order by pri) filter (where outcome is not null))[1] as outcome,
+    (array_agg(message order by pri) filter (where outcome is not null))[1] as message
+  from op_raw group by operation_id
+),
+op_up as (
+  update operations p set
+    accepted_at = case when a.accepted or a.progressed or a.outcome is not null then coalesce(p.accepted_at, now()) else p.accepted_at end,
+    state = case
+      when p.concluded_at is not null then p.state
+      when a.outcome is not null then a.outcome
+      when a.progressed then 'running'
+      when a.accepted and p.state in ('pending', 'sent') then 'accepted'
+      else p.state end,
+    outcome_message = case when p.concluded_at is null and a.outcome is not null then a.message else p.outcome_message end,
+    concluded_at = case when p.concluded_at is null and a.outcome is not null then now() else p.concluded_at end,
+    updated_at = now()
+  from op_agg a, live
+  where live.ok and p.operation_id = a.operation_id and p.cluster_uid = $1
+  returning 1
+),
+
+rj_add as (
+  insert into rejections (cluster_uid, session_id, seq, frame_id, type, reason)
+  select $1, $2, seq, frame_id, type, reason
+  from jsonb_to_recordset($16::jsonb) as x(seq bigint, frame_id text, type text, reason text), live
+  where live.ok
+  on conflict (cluster_uid, session_id, seq) do nothing
+  returning 1
+),
+
+pr as (select * from jsonb_to_recordset($17::jsonb) as x(kind text, begin_seq bigint)),
+pr_cluster as (
+  delete from observed_clusters t using pr, live
+  where live.ok and pr.kind = 'cluster' and t.cluster_uid = $1
+    and not (t.obs_session = $2 and t.obs_seq > pr.begin_seq) and not exists (select 1 from cl_in)
+  returning 1
+),
+pr_nodes as (
+  delete from nodes t using pr, live
+  where live.ok and pr.kind = 'node' and t.cluster_uid = $1
+    and not (t.obs_session = $2 and t.obs_seq > pr.begin_seq)
+    and t.node_id not in (select node_id from n_in) and t.node_id not in (select node_id from n_gone)
+  returning 1
+),
+pr_devices as (
+  delete from devices t using pr, live
+  where live.ok and pr.kind = 'device' and t.cluster_uid = $1
+    and not (t.obs_session = $2 and t.obs_seq > pr.begin_seq)
+    and t.device_id not in (select device_id from dv_in) and t.device_id not in (select device_id from dv_gone)
+  returning 1
+),
+pr_deployments as (
+  delete from observed_deployments t using pr, live
+  where live.ok and pr.kind = 'deployment' and t.cluster_uid = $1
+    and not (t.obs_session = $2 and t.obs_seq > pr.begin_seq)
+    and t.deployment_id not in (select deployment_id from dp_in) and t.deployment_id not in (select deployment_id from dp_gone)
+  returning t.deployment_id
+),
+pr_replicas as (
+  delete from replicas t using live
+  where live.ok and t.cluster_uid = $1 and t.deployment_id in (select deployment_id from pr_deployments)
+  returning 1
+)
+select (select ok from live) as fenced,
+  (select count(*) from pr_cluster) + (select count(*) from pr_nodes) + (select count(*) from pr_devices)
+    + (select count(*) from pr_deployments) as pruned
+`;
+
+export async function applyIngestBatch(sql: Sql, fence: SessionFence, b: IngestBatch): Promise<IngestResult> {
+  const { rows } = await sql.query<{ fenced: boolean; pruned: string | number }>(INGEST_SQL, [
+    fence.clusterUid,
+    fence.sessionId,
+    fence.generation,
+    fence.tokenHash,
+    JSON.stringify(b.cluster ? [b.cluster] : []),
+    JSON.stringify(b.nodes),
+    JSON.stringify(b.nodeDeletes),
+    JSON.stringify(b.devices),
+    JSON.stringify(b.deviceDeletes),
+    JSON.stringify(b.deployments),
+    JSON.stringify(b.deploymentDeletes),
+    JSON.stringify(b.events),
+    JSON.stringify(b.linkStats ? [b.linkStats] : []),
+    JSON.stringify(b.operationUpdates),
+    JSON.stringify(b.operationEvents),
+    JSON.stringify(b.rejections),
+    JSON.stringify(b.prunes),
+  ]);
+  const r = rows[0];
+  return { fenced: r?.fenced === true, pruned: Number(r?.pruned ?? 0) };
+}

@@ -1,0 +1,5 @@
+import { hubApp } from './app';
+
+export { SessionObject } from './session/session-object';
+
+export default hubApp();

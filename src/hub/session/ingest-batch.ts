@@ -1,0 +1,320 @@
+/**
+ * Turning a run of accepted operator frames into one set-based write. Pure: the same frames and
+ * resync state always give the same batch, so a failed batch can be rebuilt and retried, or
+ * split to find a frame the database refuses.
+ */
+import { CATALOG, type Payload, type ResyncKind, type TypedMessage } from '../../protocol';
+import type { OpResync } from './store';
+
+interface ItemBase {
+  seq: number;
+  id: string;
+  replyTo: string | null;
+  type: string;
+  /** Date.now() when it arrived: the age of the oldest unapplied frame bounds a hole. */
+  arrivedAt: number;
+}
+
+export type InboundItem =
+  | (ItemBase & { kind: 'message'; message: TypedMessage })
+  | (ItemBase & { kind: 'poison'; reason: string })
+  | (ItemBase & { kind: 'unknown' });
+
+type WithSeq<T> = T & { seq: number };
+
+export interface OperationUpdate {
+  operation_id: string;
+  accepted: boolean;
+  progressed: boolean;
+  outcome: string | null;
+  message: string | null;
+}
+
+export interface OperationEvent {
+  operation_id: string | null;
+  /** For an `error` replying to an operation.start: resolved to the operation by its start frame id. */
+  reply_to: string | null;
+  frame_id: string;
+  kind: 'accepted' | 'progress' | 'result' | 'error';
+  phase: string | null;
+  message: string;
+  seq: number;
+}
+
+export interface Rejection {
+  seq: number;
+  frame_id: string | null;
+  type: string;
+  reason: string;
+}
+
+export interface Prune {
+  kind: ResyncKind;
+  begin_seq: number;
+}
+
+export interface IngestBatch {
+  cluster: WithSeq<Payload<'cluster.observed'>> | null;
+  nodes: WithSeq<Payload<'node.observed'>>[];
+  nodeDeletes: string[];
+  devices: WithSeq<Payload<'device.observed'>>[];
+  deviceDeletes: string[];
+  deployments: WithSeq<Payload<'deployment.observed'>>[];
+  deploymentDeletes: string[];
+  events: {
+    frame_id: string;
+    kind: string;
+    subject: string;
+    reason: string;
+    message: string;
+    severity: string;
+    occurred_at: string;
+    seq: number;
+  }[];
+  linkStats: Payload<'link.stats'> | null;
+  operationUpdates: OperationUpdate[];
+  operationEvents: OperationEvent[];
+  rejections: Rejection[];
+  prunes: Prune[];
+}
+
+export interface StreamNote {
+  beginId: string;
+  seq: number;
+  complete: boolean;
+  reason: string | null;
+}
+
+export interface BuiltBatch {
+  batch: IngestBatch;
+  /** Resync state once this batch is applied. */
+  resyncs: Record<string, OpResync>;
+  streams: StreamNote[];
+  /** Sequenced error frames from the operator (logged, never fatal). */
+  peerErrors: { seq: number; replyTo: string | null; payload: Payload<'error'> }[];
+}
+
+/** Types the operator may send as sequenced frames. */
+const OPERATOR_TYPES = new Set(
+  Object.entries(CATALOG)
+    .filter(([, e]) => e.sequenced && (e.direction === 'op->hub' || e.direction === 'both'))
+    .map(([t]) => t),
+);
+
+export function emptyBatch(): IngestBatch {
+  return {
+    cluster: null,
+    nodes: [],
+    nodeDeletes: [],
+    devices: [],
+    deviceDeletes: [],
+    deployments: [],
+    deploymentDeletes: [],
+    events: [],
+    linkStats: null,
+    operationUpdates: [],
+    operationEvents: [],
+    rejections: [],
+    prunes: [],
+  };
+}
+
+export function batchIsEmpty(b: IngestBatch): boolean {
+  return (
+    b.cluster === null &&
+    b.nodes.length + b.nodeDeletes.length + b.devices.length + b.deviceDeletes.length === 0 &&
+    b.deployments.length + b.deploymentDeletes.length + b.events.length === 0 &&
+    b.linkStats === null &&
+    b.operationUpdates.length + b.operationEvents.length + b.rejections.length + b.prunes.length === 0
+  );
+}
+
+/**
+ * Within one statement a row can be written once, so the last statement about each subject wins
+ * (observed state is a snapshot of the present: the latest is the truth).
+ */
+class LastWins<T> {
+  private readonly map = new Map<string, { op: 'upsert'; value: T } | { op: 'delete' }>();
+  upsert(id: string, value: T): void {
+    this.map.delete(id);
+    this.map.set(id, { op: 'upsert', value });
+  }
+  remove(id: string): void {
+    this.map.delete(id);
+    this.map.set(id, { op: 'delete' });
+  }
+  split(): { upserts: T[]; deletes: string[] } {
+    const upserts: T[] = [];
+    const deletes: string[] = [];
+    for (const [id, v] of this.map) {
+      if (v.op === 'upsert') upserts.push(v.value);
+      else deletes.push(id);
+    }
+    return { upserts, deletes };
+  }
+}
+
+export function buildBatch(items: readonly InboundItem[], resyncsIn: Record<string, OpResync>): BuiltBatch {
+  const resyncs: Record<string, OpResync> = {};
+  for (const [k, v] of Object.entries(resyncsIn)) resyncs[k] = { ...v, scope: [...v.scope] };
+  const batch = emptyBatch();
+  const streams: StreamNote[] = [];
+  const peerErrors: BuiltBatch['peerErrors'] = [];
+  const nodes = new LastWins<WithSeq<Payload<'node.observed'>>>();
+  const devices = new LastWins<WithSeq<Payload<'device.observed'>>>();
+  const deployments = new LastWins<WithSeq<Payload<'deployment.observed'>>>();
+  const ops = new Map<string, OperationUpdate>();
+  const op = (id: string): OperationUpdate => {
+    let u = ops.get(id);
+    if (!u) {
+      u = { operation_id: id, accepted: false, progressed: false, outcome: null, message: null };
+      ops.set(id, u);
+    }
+    return u;
+  };
+  const reject = (item: InboundItem, reason: string) => {
+    batch.rejections.push({
+      seq: item.seq,
+      frame_id: item.id ? clean(item.id, 64) : null,
+      type: clean(item.type, 256),
+      reason: clean(reason, 2048),
+    });
+  };
+
+  for (const item of items) {
+    // Count stream membership first: count is frames carried between begin and end.
+    const stream = item.replyTo !== null && item.type !== 'stream.end' ? resyncs[item.replyTo] : undefined;
+    if (stream) stream.count++;
+
+    if (item.kind === 'poison') {
+      reject(item, item.reason);
+      if (stream) stream.tainted = true;
+      continue;
+    }
+    if (item.kind === 'unknown') {
+      reject(item, `unknown message type ${item.type}`);
+      if (stream) stream.tainted = true;
+      continue;
+    }
+    if (!OPERATOR_TYPES.has(item.type)) {
+      reject(item, `${item.type} is not sent by an operator`);
+      if (stream) stream.tainted = true;
+      continue;
+    }
+
+    const m = item.message;
+    switch (m.type) {
+      case 'cluster.observed':
+        batch.cluster = { ...m.payload, seq: item.seq };
+        break;
+      case 'node.observed':
+        nodes.upsert(m.payload.node_id, { ...m.payload, seq: item.seq });
+        break;
+      case 'node.removed':
+        nodes.remove(m.payload.node_id);
+        break;
+      case 'device.observed':
+        devices.upsert(m.payload.device_id, { ...m.payload, seq: item.seq });
+        break;
+      case 'device.removed':
+        devices.remove(m.payload.device_id);
+        break;
+      case 'deployment.observed':
+        deployments.upsert(m.payload.deployment_id, { ...m.payload, seq: item.seq });
+        break;
+      case 'deployment.removed':
+        deployments.remove(m.payload.deployment_id);
+        break;
+      case 'node.event':
+      case 'device.event':
+      case 'deployment.event':
+        batch.events.push({ frame_id: item.id, kind: m.type.slice(0, m.type.indexOf('.')), ...m.payload, seq: item.seq });
+        break;
+      case 'link.stats':
+        batch.linkStats = m.payload;
+        break;
+      case 'operation.accepted':
+        op(m.payload.operation_id).accepted = true;
+        batch.operationEvents.push(opEvent(item, m.payload.operation_id, 'accepted', null, ''));
+        break;
+      case 'operation.progress':
+        op(m.payload.operation_id).progressed = true;
+        batch.operationEvents.push(opEvent(item, m.payload.operation_id, 'progress', m.payload.phase, m.payload.message));
+        break;
+      case 'operation.result': {
+        const u = op(m.payload.operation_id);
+        // The first result concludes; a redelivered one changes nothing.
+        if (u.outcome === null) {
+          u.outcome = m.payload.outcome;
+          u.message = m.payload.message;
+        }
+        batch.operationEvents.push(opEvent(item, m.payload.operation_id, 'result', m.payload.outcome, m.payload.message));
+        break;
+      }
+      case 'error':
+        peerErrors.push({ seq: item.seq, replyTo: item.replyTo, payload: m.payload });
+        if (item.replyTo !== null) {
+          batch.operationEvents.push({
+            operation_id: null,
+            reply_to: item.replyTo,
+            frame_id: item.id,
+            kind: 'error',
+            phase: m.payload.code,
+            message: m.payload.message,
+            seq: item.seq,
+          });
+        }
+        break;
+      case 'resync.begin':
+        resyncs[item.id] = { beginSeq: item.seq, scope: [...m.payload.scope], count: 0, tainted: false };
+        break;
+      case 'stream.end': {
+        const open = item.replyTo !== null ? resyncs[item.replyTo] : undefined;
+        if (!open || item.replyTo === null) {
+          reject(item, 'stream.end for a stream that is not open');
+          break;
+        }
+        delete resyncs[item.replyTo];
+        let reason: string | null = null;
+        if (!m.payload.complete) reason = 'sender marked the stream incomplete';
+        else if (m.payload.count !== open.count) reason = `count ${m.payload.count} but ${open.count} frames carried`;
+        else if (open.tainted) reason = 'a frame inside the stream was rejected';
+        if (reason === null) {
+          for (const kind of open.scope) batch.prunes.push({ kind: kind as ResyncKind, begin_seq: open.beginSeq });
+        }
+        streams.push({ beginId: item.replyTo, seq: item.seq, complete: reason === null, reason });
+        break;
+      }
+      default:
+        // Hub→operator types were rejected above; nothing else reaches here.
+        reject(item, `${m.type} is not sent by an operator`);
+    }
+  }
+
+  const n = nodes.split();
+  const d = devices.split();
+  const dep = deployments.split();
+  batch.nodes = n.upserts;
+  batch.nodeDeletes = n.deletes;
+  batch.devices = d.upserts;
+  batch.deviceDeletes = d.deletes;
+  batch.deployments = dep.upserts;
+  batch.deploymentDeletes = dep.deletes;
+  batch.operationUpdates = [...ops.values()];
+  return { batch, resyncs, streams, peerErrors };
+}
+
+/** Postgres text cannot hold NUL: what the sender wrote must never make its own rejection unrecordable. */
+function clean(s: string, max: number): string {
+  return s.replace(/\u0000/g, '\uFFFD').slice(0, max);
+}
+
+function opEvent(
+  item: InboundItem,
+  operationId: string,
+  kind: OperationEvent['kind'],
+  phase: string | null,
+  message: string,
+): OperationEvent {
+  return { operation_id: operationId, reply_to: null, frame_id: item.id, kind, phase, message, seq: item.seq };
+}

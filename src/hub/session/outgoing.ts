@@ -1,0 +1,37 @@
+import type { MessageType, Payload } from '../../protocol';
+
+/**
+ * One frame waiting in the hub's send queue. Not numbered yet: sequence numbers are assigned
+ * when it is written. The effects run when it is numbered, so that what the session persists
+ * (watermark, resync progress) only ever describes frames that are in the replay buffer.
+ */
+export type Outgoing =
+  | {
+      kind: 'frame';
+      type: MessageType;
+      /** Computed at write time for frames whose content depends on what was written before (stream.end's count). */
+      payload: () => Payload<MessageType>;
+      replyTo: string | null;
+      id?: string;
+      /** The desired revision this frame carries. */
+      revision?: number;
+      /** An operation.start: the hub records which frame carried it before sending. */
+      operationId?: string;
+      effect?: Effect;
+    }
+  /** No frame: only an effect to apply once everything queued before it has been written. */
+  | { kind: 'marker'; effect: Effect };
+
+export type Effect =
+  | { t: 'resync_begin' }
+  | { t: 'resync_item'; deploymentId: string }
+  | { t: 'resync_end' }
+  | { t: 'resync_op'; revision: number }
+  | { t: 'resync_done' }
+  | { t: 'watermark'; revision: number };
+
+/** A rough size for the queue's byte bound; the frame's exact size is known only when written. */
+export function estimateBytes(o: Outgoing): number {
+  if (o.kind === 'marker') return 0;
+  return 256 + JSON.stringify(o.payload()).length;
+}

@@ -1,0 +1,211 @@
+import type { OutboundState, ReplayEntry, ReplayStore } from '../../protocol';
+
+/**
+ * Everything a session needs after hibernation or eviction lives in its object's SQLite. Memory
+ * is only a cache of this.
+ */
+export interface SessionMeta {
+  sessionId: string;
+  clusterUid: string;
+  clusterName: string;
+  /** Hex SHA-256 of the enrollment token the session was opened with. */
+  tokenHash: string;
+  routeKey: string;
+  openedAt: number;
+  generation: number;
+  /** Contiguous cursor of the operator's stream: applied in Postgres. */
+  inCursor: number;
+  out: OutboundState;
+  /** Highest per-cluster desired revision already put into this session's stream. */
+  desiredWatermark: number;
+  /** Operator resync streams open as of inCursor. */
+  opResyncs: Record<string, OpResync>;
+  /** The hub's own resync stream in progress, if any. */
+  hubResync: HubResync | null;
+  lastFrameAt: number;
+  /** When the last connection closed; null while connected. */
+  disconnectedAt: number | null;
+  counters: SessionCounters;
+}
+
+export interface OpResync {
+  beginSeq: number;
+  scope: string[];
+  /** Frames carried so far with reply_to = the begin's id. */
+  count: number;
+  /** A frame inside the stream was rejected: prune nothing against it. */
+  tainted: boolean;
+}
+
+export interface HubResync {
+  beginId: string;
+  /** The desired revision when the snapshot started; changes after it follow as ordinary frames. */
+  revision: number;
+  /** Keyset cursor over deployment_id: the last deployment written into the stream. */
+  after: string | null;
+  /** Frames written with reply_to = beginId: stream.end's count. */
+  count: number;
+  /** What remains: the begin, the snapshot pages (then stream.end), or redelivering open operations. */
+  stage: 'begin' | 'pages' | 'ops';
+}
+
+export interface SessionCounters {
+  duplicates: number;
+  unknownTypes: number;
+  rejections: number;
+  framesIn: number;
+  framesOut: number;
+  resyncsCompleted: number;
+  resyncsIncomplete: number;
+  pruned: number;
+}
+
+export const ZERO_COUNTERS: SessionCounters = {
+  duplicates: 0,
+  unknownTypes: 0,
+  rejections: 0,
+  framesIn: 0,
+  framesOut: 0,
+  resyncsCompleted: 0,
+  resyncsIncomplete: 0,
+  pruned: 0,
+};
+
+const SCHEMA = `
+create table if not exists meta (
+  k integer primary key check (k = 1),
+  doc text not null
+);
+create table if not exists replay (
+  seq integer primary key,
+  frame text not null,
+  bytes integer not null
+);
+`;
+
+// A bound value is limited to 2 MB in Durable Object SQLite: flush appends in chunks below it.
+const FLUSH_CHUNK_BYTES = 1_000_000;
+
+export class SessionStore {
+  readonly replay: SqliteReplayStore;
+
+  constructor(private readonly storage: DurableObjectStorage) {
+    storage.sql.exec(SCHEMA);
+    this.replay = new SqliteReplayStore(storage.sql);
+  }
+
+  loadMeta(): SessionMeta | null {
+    const row = this.storage.sql.exec<{ doc: string }>('select doc from meta where k = 1').toArray()[0];
+    if (!row) return null;
+    const meta = JSON.parse(row.doc) as SessionMeta;
+    meta.counters = { ...ZERO_COUNTERS, ...meta.counters };
+    return meta;
+  }
+
+  saveMeta(meta: SessionMeta): void {
+    this.storage.sql.exec(
+      'insert into meta (k, doc) values (1, ?) on conflict (k) do update set doc = excluded.doc',
+      JSON.stringify(meta),
+    );
+  }
+
+  /** Forget the session entirely (retention expired). */
+  async destroy(): Promise<void> {
+    await this.storage.deleteAlarm();
+    await this.storage.deleteAll();
+  }
+}
+
+/** The hub's replay buffer in the object's SQLite; appends are batched into one statement. */
+export class SqliteReplayStore implements ReplayStore {
+  private pending: ReplayEntry[] = [];
+  private count = 0;
+  private total = 0;
+
+  constructor(private readonly sql: SqlStorage) {
+    const r = sql
+      .exec<{ n: number; b: number }>('select count(*) as n, coalesce(sum(bytes), 0) as b from replay')
+      .toArray()[0];
+    this.count = r?.n ?? 0;
+    this.total = r?.b ?? 0;
+  }
+
+  append(entry: ReplayEntry): void {
+    this.pending.push(entry);
+    this.count++;
+    this.total += entry.bytes;
+  }
+
+  /** Write buffered appends. Must run before the frames are sent: never send what is not durable. */
+  flush(): void {
+    let i = 0;
+    while (i < this.pending.length) {
+      let bytes = 0;
+      const chunk: [number, string, number][] = [];
+      while (i < this.pending.length && (chunk.length === 0 || bytes < FLUSH_CHUNK_BYTES)) {
+        const e = this.pending[i++] as ReplayEntry;
+        chunk.push([e.seq, e.frame, e.bytes]);
+        bytes += e.bytes;
+      }
+      this.sql.exec(
+        `insert or replace into replay (seq, frame, bytes)
+         select json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]')
+         from json_each(?)`,
+        JSON.stringify(chunk),
+      );
+    }
+    this.pending = [];
+  }
+
+  releaseThrough(through: number): void {
+    this.flush();
+    const r = this.sql
+      .exec<{ n: number; b: number }>(
+        'select count(*) as n, coalesce(sum(bytes), 0) as b from replay where seq <= ?',
+        through,
+      )
+      .toArray()[0];
+    if (!r || r.n === 0) return;
+    this.sql.exec('delete from replay where seq <= ?', through);
+    this.count -= r.n;
+    this.total -= r.b;
+  }
+
+  shiftOldest(): ReplayEntry | undefined {
+    this.flush();
+    const e = this.sql
+      .exec<{ seq: number; frame: string; bytes: number }>('select seq, frame, bytes from replay order by seq limit 1')
+      .toArray()[0];
+    if (!e) return undefined;
+    this.sql.exec('delete from replay where seq = ?', e.seq);
+    this.count--;
+    this.total -= e.bytes;
+    return { seq: e.seq, frame: e.frame, bytes: e.bytes };
+  }
+
+  entriesAfter(after: number): ReplayEntry[] {
+    this.flush();
+    return this.sql
+      .exec<{ seq: number; frame: string; bytes: number }>(
+        'select seq, frame, bytes from replay where seq > ? order by seq',
+        after,
+      )
+      .toArray()
+      .map((e) => ({ seq: e.seq, frame: e.frame, bytes: e.bytes }));
+  }
+
+  clear(): void {
+    this.pending = [];
+    this.sql.exec('delete from replay');
+    this.count = 0;
+    this.total = 0;
+  }
+
+  get frames(): number {
+    return this.count;
+  }
+
+  get bytes(): number {
+    return this.total;
+  }
+}
