@@ -1,3 +1,4 @@
+/// <reference types="vite/client" />
 import { describe, expect, it } from 'vitest';
 import { encodeEnvelope, MESSAGE_TYPES, readFrame } from '../../src/protocol';
 

@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { CloseCode } from '../../src/protocol';
 import { hubConfig } from '../../src/hub/config';
 import { generateEnrollmentToken } from '../../src/hub/tokens';
-import { admin, hubEnv, newCluster, Peer, worker } from './support/peer';
+import { admin, connect, hubEnv, newCluster, worker } from './support/peer';
 
 describe('admission (spec: Authentication)', () => {
   it('no bearer, or a bearer not shaped like an enrollment token, gets HTTP 401 with a JSON body before any upgrade', async () => {
@@ -19,7 +19,7 @@ describe('admission (spec: Authentication)', () => {
 
   it('a well-shaped token that is unknown is refused with an error frame (retryable false) and 4403, and no session object is created', async () => {
     const before = (await listDurableObjectIds(hubEnv.SESSIONS)).length;
-    const peer = await Peer.connect(generateEnrollmentToken());
+    const peer = await connect(generateEnrollmentToken());
     const err = await peer.next();
     expect(err).toMatchObject({ type: 'error', seq: null, payload: { code: 'not_found', retryable: false } });
     expect((await peer.closedWith()).code).toBe(CloseCode.REFUSED);
@@ -29,11 +29,11 @@ describe('admission (spec: Authentication)', () => {
   it('a disabled cluster is refused with 4403; enabling it admits it again', async () => {
     const c = await newCluster();
     expect((await admin('POST', `/clusters/${c.name}/disable`)).status).toBe(200);
-    const refused = await Peer.connect(c.token);
+    const refused = await connect(c.token);
     expect(await refused.next()).toMatchObject({ type: 'error', payload: { code: 'conflict', retryable: false } });
     expect((await refused.closedWith()).code).toBe(CloseCode.REFUSED);
     expect((await admin('POST', `/clusters/${c.uid}/enable`)).status).toBe(200);
-    const peer = await Peer.connect(c.token);
+    const peer = await connect(c.token);
     await peer.hello({ cluster_id: c.name });
     peer.close();
   });
@@ -42,10 +42,10 @@ describe('admission (spec: Authentication)', () => {
     const c = await newCluster();
     const rotated = await admin('POST', `/clusters/${c.name}/rotate-token`);
     expect(rotated.status).toBe(200);
-    const old = await Peer.connect(c.token);
+    const old = await connect(c.token);
     expect((await old.next()).type).toBe('error');
     expect((await old.closedWith()).code).toBe(CloseCode.REFUSED);
-    const peer = await Peer.connect(rotated.json.enrollment_token);
+    const peer = await connect(rotated.json.enrollment_token);
     await peer.hello({ cluster_id: c.uid });
     peer.close();
   });
@@ -54,7 +54,7 @@ describe('admission (spec: Authentication)', () => {
 describe('handshake (spec: Connection lifecycle)', () => {
   it('hello is answered with welcome: a fresh session with ack_seq 0, full_resync, the hub version and limits', async () => {
     const c = await newCluster();
-    const peer = await Peer.connect(c.token);
+    const peer = await connect(c.token);
     const welcome = await peer.hello({ cluster_id: c.name });
     expect(welcome.payload).toMatchObject({
       ack_seq: 0,
@@ -68,10 +68,10 @@ describe('handshake (spec: Connection lifecycle)', () => {
 
   it('hello.cluster_id may name the cluster by uid or by name', async () => {
     const c = await newCluster();
-    const a = await Peer.connect(c.token);
+    const a = await connect(c.token);
     await a.hello({ cluster_id: c.uid });
     a.close();
-    const b = await Peer.connect(c.token);
+    const b = await connect(c.token);
     await b.hello({ cluster_id: c.name });
     b.close();
   });
@@ -79,7 +79,7 @@ describe('handshake (spec: Connection lifecycle)', () => {
   it('the token, not hello, decides the cluster: a hello naming another cluster is a protocol error (4400)', async () => {
     const mine = await newCluster();
     const other = await newCluster();
-    const peer = await Peer.connect(mine.token);
+    const peer = await connect(mine.token);
     peer.send('hello', { cluster_id: other.name, operator_version: '0.1.0', session_id: null, resume_from: null, lossy: false });
     expect(await peer.next()).toMatchObject({ type: 'error', payload: { code: 'invalid', retryable: false } });
     expect((await peer.closedWith()).code).toBe(CloseCode.PROTOCOL_ERROR);
@@ -87,7 +87,7 @@ describe('handshake (spec: Connection lifecycle)', () => {
 
   it('hello is always the first frame: anything else first is a protocol error (error frame, 4400)', async () => {
     const c = await newCluster();
-    const peer = await Peer.connect(c.token);
+    const peer = await connect(c.token);
     peer.send('ping', {});
     const err = await peer.next();
     expect(err).toMatchObject({ type: 'error', payload: { code: 'invalid' } });
@@ -96,7 +96,7 @@ describe('handshake (spec: Connection lifecycle)', () => {
 
   it('hello is never sent again on the same connection: a second hello is a protocol error (4400)', async () => {
     const c = await newCluster();
-    const peer = await Peer.connect(c.token);
+    const peer = await connect(c.token);
     await peer.hello({ cluster_id: c.name });
     peer.send('hello', { cluster_id: c.name, operator_version: '0.1.0', session_id: null, resume_from: null, lossy: false });
     expect(await peer.next((f) => f.type === 'error')).toMatchObject({ payload: { code: 'invalid' } });
@@ -105,7 +105,7 @@ describe('handshake (spec: Connection lifecycle)', () => {
 
   it('a release-shaped operator_version outside the plane major is refused with retryable false and 4400', async () => {
     const c = await newCluster();
-    const peer = await Peer.connect(c.token);
+    const peer = await connect(c.token);
     peer.send('hello', { cluster_id: c.name, operator_version: 'v7.0.0', session_id: null, resume_from: null, lossy: false });
     expect(await peer.next()).toMatchObject({ type: 'error', payload: { code: 'invalid', retryable: false } });
     expect((await peer.closedWith()).code).toBe(CloseCode.PROTOCOL_ERROR);
@@ -113,7 +113,7 @@ describe('handshake (spec: Connection lifecycle)', () => {
 
   it('a version that is not release-shaped (a source build) is admitted', async () => {
     const c = await newCluster();
-    const peer = await Peer.connect(c.token);
+    const peer = await connect(c.token);
     const welcome = await peer.hello({ cluster_id: c.name, operator_version: 'dev-3f9c2ab' });
     expect(welcome.type).toBe('welcome');
     peer.close();
@@ -121,7 +121,7 @@ describe('handshake (spec: Connection lifecycle)', () => {
 
   it('a hello that is not JSON is a protocol error with reply_to null', async () => {
     const c = await newCluster();
-    const peer = await Peer.connect(c.token);
+    const peer = await connect(c.token);
     peer.sendRaw('{"v":1,');
     expect(await peer.next()).toMatchObject({ type: 'error', reply_to: null });
     expect((await peer.closedWith()).code).toBe(CloseCode.PROTOCOL_ERROR);
@@ -129,7 +129,7 @@ describe('handshake (spec: Connection lifecycle)', () => {
 
   it('a connection that has not completed the handshake in time is closed with 4408', async () => {
     const c = await newCluster();
-    const peer = await Peer.connect(c.token);
+    const peer = await connect(c.token);
     const started = Date.now();
     const closed = await peer.closedWith(hubConfig(hubEnv).HANDSHAKE_TIMEOUT_MS + 5_000);
     expect(closed.code).toBe(CloseCode.TIMEOUT);

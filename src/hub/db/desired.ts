@@ -94,14 +94,20 @@ export async function fetchDesiredSnapshotPage(
  * Operations a fresh session must deliver again: outside the resync contract, an unconcluded
  * operation is never superseded by a snapshot. Redelivery is harmless (the operator dedupes).
  */
-export async function fetchOpenOperations(sql: Sql, clusterUid: string, upToRevision: number): Promise<DesiredChange[]> {
+export async function fetchOpenOperations(
+  sql: Sql,
+  clusterUid: string,
+  afterRevision: number,
+  upToRevision: number,
+  limit: number,
+): Promise<Extract<DesiredChange, { kind: 'operation' }>[]> {
   const { rows } = await sql.query<ChangeRow>(
     `select ${OPERATION_COLS} from operations
-     where cluster_uid = $1 and revision <= $2 and concluded_at is null and deadline > now()
-     order by revision`,
-    [clusterUid, upToRevision],
+     where cluster_uid = $1 and revision > $2 and revision <= $3 and concluded_at is null and deadline > now()
+     order by revision limit $4`,
+    [clusterUid, afterRevision, upToRevision, limit],
   );
-  return rows.map(toChange);
+  return rows.map(toChange) as Extract<DesiredChange, { kind: 'operation' }>[];
 }
 
 /** Record which start frames carried which operations, fenced by the session's claim. */

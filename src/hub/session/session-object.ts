@@ -52,6 +52,8 @@ interface Attachment {
 
 /** What the admin API shows for a session. */
 export interface LiveView {
+  /** Changes whenever the object is constructed again (after an eviction or a restart). */
+  instance: string;
   connected: boolean;
   session_id: string | null;
   generation: number | null;
@@ -110,6 +112,9 @@ export class SessionObject extends DurableObject<HubEnv> {
   private pumping = false;
   private pumpAgain = false;
   private draining: Promise<void> | null = null;
+  private readonly instance = newId();
+  /** Since when frames have been waiting for the operator to release its replay window. */
+  private windowFullSince: number | null = null;
 
   constructor(ctx: DurableObjectState, env: HubEnv) {
     super(ctx, env);
@@ -219,6 +224,13 @@ export class SessionObject extends DurableObject<HubEnv> {
     if (active && this.meta) {
       if (now - this.lastFrameAt >= this.cfg.IDLE_TIMEOUT_MS) {
         this.closeActive(CloseCode.TIMEOUT, `no frame for ${this.cfg.IDLE_TIMEOUT_MS} ms`);
+      } else if (this.windowFullSince !== null && now - this.windowFullSince >= this.cfg.IDLE_TIMEOUT_MS) {
+        // A peer that stays alive but never acknowledges would stall desired state forever.
+        this.log.warn('operator has not released the replay window; closing so resume sorts it out', {
+          unacked: this.outbound.unacked,
+          queued: this.queue.length,
+        });
+        this.closeActive(CloseCode.SEND_QUEUE_FULL, 'replay window not released');
       } else if (this.holeTooOld(now)) {
         this.sendConnectionError(active, null, 'unavailable', 'frames could not be applied in time; reconnect and replay', true);
         this.closeActive(CloseCode.TRY_AGAIN_LATER, 'apply stalled; replay from the cursor');
@@ -288,6 +300,7 @@ export class SessionObject extends DurableObject<HubEnv> {
         });
       return;
     }
+    // A superseded connection's late frames are not part of the session any more.
     if (ws !== this.activeSocket()) return;
     this.onSessionFrame(ws, message);
   }
@@ -631,8 +644,10 @@ export class SessionObject extends DurableObject<HubEnv> {
   private async pumpStep(): Promise<boolean> {
     const meta = this.meta;
     if (!meta || !this.activeSocket()) return false;
-    const page = this.cfg.DESIRED_PAGE_ROWS;
-    if (this.queue.length >= page) return false;
+    // Fetch only into free queue space: desired state waits in Postgres, not in a queue that
+    // would overflow. Two slots stay free for a stream.end and a marker.
+    const page = Math.min(this.cfg.DESIRED_PAGE_ROWS, this.cfg.SEND_QUEUE_FRAMES - this.queue.length - 2);
+    if (page < 1) return false;
     const f = this.progress;
     const resync = meta.hubResync;
     if (resync && f.stage !== 'done') {
@@ -676,12 +691,13 @@ export class SessionObject extends DurableObject<HubEnv> {
         return true;
       }
       if (f.stage === 'ops') {
-        const ops = await fetchOpenOperations(this.pg, meta.clusterUid, resync.revision);
+        const ops = await fetchOpenOperations(this.pg, meta.clusterUid, f.opsAfter, resync.revision, page);
         if (this.progress !== f) return false;
         for (const o of ops) {
-          if (o.kind !== 'operation') continue;
           if (!this.enqueue(operationFrame(o.payload, { t: 'resync_op', revision: o.revision }))) return false;
+          f.opsAfter = o.revision;
         }
+        if (ops.length === page) return true;
         f.stage = 'done';
         f.changesAfter = Math.max(f.changesAfter, resync.revision);
         return this.enqueue({ kind: 'marker', effect: { t: 'resync_done' } });
@@ -741,9 +757,14 @@ export class SessionObject extends DurableObject<HubEnv> {
     if (!meta || !ws) return;
     const frames: string[] = [];
     const opsSent: { operation_id: string; frame_id: string }[] = [];
+    this.windowFullSince = null;
     while (this.queue.peek() !== undefined) {
       const o = this.queue.peek() as Outgoing;
-      if (o.kind === 'frame' && (this.outbound.unacked >= this.cfg.REPLAY_BUFFER_FRAMES || this.outbound.store.bytes >= this.cfg.REPLAY_BUFFER_BYTES)) break;
+      if (o.kind === 'frame' && (this.outbound.unacked >= this.cfg.REPLAY_BUFFER_FRAMES || this.outbound.store.bytes >= this.cfg.REPLAY_BUFFER_BYTES)) {
+        // The operator has not released the replay window; frames wait in the queue.
+        this.windowFullSince = Date.now();
+        break;
+      }
       this.queue.shift();
       if (o.kind === 'marker') {
         this.applyEffect(meta, o.effect);
@@ -813,6 +834,7 @@ export class SessionObject extends DurableObject<HubEnv> {
   /** Drop what was queued but not numbered; the fetch restarts from what was written. */
   private resetOutgoing(): void {
     this.queue.clear();
+    this.windowFullSince = null;
     this.progress = fetchStateFrom(this.meta);
   }
 
@@ -964,9 +986,9 @@ export class SessionObject extends DurableObject<HubEnv> {
     await this.ingest.quiesce();
     await this.pg.close();
     await this.store.destroy();
+    this.store.reinit();
     this.meta = null;
     this.outbound = new OutboundSequencer(this.store.replay, this.outbound.limits);
-    this.store.replay.clear();
     this.inbound = new InboundSequencer();
     this.resetOutgoing();
   }
@@ -974,6 +996,7 @@ export class SessionObject extends DurableObject<HubEnv> {
   private liveView(): LiveView {
     const m = this.meta;
     return {
+      instance: this.instance,
       connected: this.activeSocket() !== null,
       session_id: m?.sessionId ?? null,
       generation: m?.generation ?? null,
@@ -1001,6 +1024,8 @@ export class SessionObject extends DurableObject<HubEnv> {
 interface FetchState {
   stage: 'begin' | 'pages' | 'ops' | 'done';
   snapshotAfter: string | null;
+  /** Operations are redelivered in revision order; restarting this after an eviction only repeats some. */
+  opsAfter: number;
   changesAfter: number;
 }
 
@@ -1009,6 +1034,7 @@ function fetchStateFrom(meta: SessionMeta | null): FetchState {
   return {
     stage: r ? r.stage : 'done',
     snapshotAfter: r?.after ?? null,
+    opsAfter: 0,
     changesAfter: meta?.desiredWatermark ?? 0,
   };
 }

@@ -94,6 +94,12 @@ export class SessionStore {
     this.replay = new SqliteReplayStore(storage.sql);
   }
 
+  /** Recreate the tables after `destroy` (deleteAll drops them). */
+  reinit(): void {
+    this.storage.sql.exec(SCHEMA);
+    this.replay.clear();
+  }
+
   loadMeta(): SessionMeta | null {
     const row = this.storage.sql.exec<{ doc: string }>('select doc from meta where k = 1').toArray()[0];
     if (!row) return null;

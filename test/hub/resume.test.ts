@@ -1,73 +1,57 @@
 import { describe, expect, it } from 'vitest';
 import { CloseCode } from '../../src/protocol';
-import { admin, newCluster, Peer, sql, type TestCluster } from './support/peer';
+import { desired, node, useHub } from './support/hub';
 
-/** Open a fresh session and read the hub's (empty) resync stream to its end. */
-async function openFresh(c: TestCluster): Promise<{ peer: Peer; sessionId: string }> {
-  const peer = await Peer.connect(c.token);
-  const welcome = await peer.hello({ cluster_id: c.name });
-  await peer.next((f) => f.type === 'stream.end');
-  return { peer, sessionId: welcome.payload.session_id as string };
-}
-
-const node = (id: string, ready = true) => ({
-  node_id: id,
-  name: id,
-  ready,
-  schedulable: true,
-  labels: {},
-  taints: [],
-  allocatable: { gpus: 8, cpu_millis: 64000, memory_mb: 512000 },
-});
+const h = useHub();
 
 describe('resume (spec: Sequence numbers and resume)', () => {
   it('a reconnect naming the session with a cursor resumes it: full_resync false, ack_seq is the hub cursor', async () => {
-    const c = await newCluster();
-    const { peer, sessionId } = await openFresh(c);
+    const c = await h.newCluster();
+    const { peer, sessionId } = await h.openFresh(c);
     peer.send('node.observed', node('n1'));
     peer.send('node.observed', node('n2'));
     await peer.ackedThrough(2);
     peer.close();
     await peer.closed;
 
-    const again = await Peer.connect(c.token, sessionId);
+    const again = await h.connect(c.token, sessionId);
     const welcome = await again.hello({ cluster_id: c.name, session_id: sessionId, resume_from: peer.hubCursor });
     expect(welcome.payload).toMatchObject({ session_id: sessionId, full_resync: false, ack_seq: 2 });
     again.close();
   });
 
   it('each direction continues its numbering across a resumed session', async () => {
-    const c = await newCluster();
-    const { peer, sessionId } = await openFresh(c);
+    const c = await h.newCluster();
+    const { peer, sessionId } = await h.openFresh(c);
     const lastHubSeq = peer.hubCursor;
     peer.send('node.observed', node('n1'));
     await peer.ackedThrough(1);
     peer.close();
     await peer.closed;
 
-    const again = await Peer.connect(c.token, sessionId);
+    const again = await h.connect(c.token, sessionId);
     again.hubCursor = lastHubSeq;
     again.nextSeq = 2;
     await again.hello({ cluster_id: c.name, session_id: sessionId, resume_from: lastHubSeq });
     again.send('node.observed', node('n2'));
     await again.ackedThrough(2);
-    await admin('PUT', `/clusters/${c.name}/deployments/d1`, desired());
+    await h.admin('PUT', `/clusters/${c.name}/deployments/d1`, desired());
     const d = await again.next((f) => f.type === 'deployment.desired');
     expect(d.seq).toBe(lastHubSeq + 1);
     again.close();
   });
 
   it('unreleased frames are re-sent immediately after welcome, with their original id and seq', async () => {
-    const c = await newCluster();
-    const { peer, sessionId } = await openFresh(c);
+    const c = await h.newCluster();
+    const { peer, sessionId } = await h.openFresh(c);
     const before = peer.hubCursor;
-    await admin('PUT', `/clusters/${c.name}/deployments/d1`, desired());
+    await h.admin('PUT', `/clusters/${c.name}/deployments/d1`, desired());
     const sent = await peer.next((f) => f.type === 'deployment.desired');
     // The operator never acknowledges it, and drops.
     peer.close();
     await peer.closed;
 
-    const again = await Peer.connect(c.token, sessionId);
+    const again = await h.connect(c.token, sessionId);
     const welcome = await again.hello({ cluster_id: c.name, session_id: sessionId, resume_from: before });
     expect(welcome.payload.full_resync).toBe(false);
     const replayed = await again.next();
@@ -76,29 +60,29 @@ describe('resume (spec: Sequence numbers and resume)', () => {
   });
 
   it('on resume the hub rewinds its arrival expectation to its cursor + 1 and accepts the replay', async () => {
-    const c = await newCluster();
-    const { peer, sessionId } = await openFresh(c);
+    const c = await h.newCluster();
+    const { peer, sessionId } = await h.openFresh(c);
     peer.send('node.observed', node('n1'));
     await peer.ackedThrough(1);
     peer.close();
     await peer.closed;
 
-    const again = await Peer.connect(c.token, sessionId);
+    const again = await h.connect(c.token, sessionId);
     const welcome = await again.hello({ cluster_id: c.name, session_id: sessionId, resume_from: peer.hubCursor });
     expect(welcome.payload.ack_seq).toBe(1);
     again.nextSeq = 2;
     again.send('node.observed', node('n2'));
     again.send('node.observed', node('n3'));
     await again.ackedThrough(3);
-    const rows = await sql<{ node_id: string }>('select node_id from nodes where cluster_uid = $1 order by node_id', [c.uid]);
+    const rows = await h.sql<{ node_id: string }>('select node_id from nodes where cluster_uid = $1 order by node_id', [c.uid]);
     expect(rows.map((r) => r.node_id)).toEqual(['n1', 'n2', 'n3']);
     again.close();
   });
 
   it('a session_id the hub has no record of gets full_resync with a different session_id, and that one resumes next time (no resync loop)', async () => {
-    const c = await newCluster();
+    const c = await h.newCluster();
     const bogus = '01J9WZZK3M4N5P6Q7R8S9T0V1W.01J9X0A1B2C3D4E5F6G7H8J9K0';
-    const peer = await Peer.connect(c.token, bogus);
+    const peer = await h.connect(c.token, bogus);
     const welcome = await peer.hello({ cluster_id: c.name, session_id: bogus, resume_from: 10 });
     expect(welcome.payload.full_resync).toBe(true);
     expect(welcome.payload.session_id).not.toBe(bogus);
@@ -107,26 +91,26 @@ describe('resume (spec: Sequence numbers and resume)', () => {
     peer.close();
     await peer.closed;
 
-    const again = await Peer.connect(c.token, granted);
+    const again = await h.connect(c.token, granted);
     const second = await again.hello({ cluster_id: c.name, session_id: granted, resume_from: peer.hubCursor });
     expect(second.payload).toMatchObject({ session_id: granted, full_resync: false });
     again.close();
   });
 
   it('an unroutable hint gets a fresh session', async () => {
-    const c = await newCluster();
-    const peer = await Peer.connect(c.token, 'not-a-session');
+    const c = await h.newCluster();
+    const peer = await h.connect(c.token, 'not-a-session');
     const welcome = await peer.hello({ cluster_id: c.name, session_id: 'not-a-session', resume_from: 0 });
     expect(welcome.payload.full_resync).toBe(true);
     peer.close();
   });
 
   it('lossy forces a fresh session even when the session and cursor are known', async () => {
-    const c = await newCluster();
-    const { peer, sessionId } = await openFresh(c);
+    const c = await h.newCluster();
+    const { peer, sessionId } = await h.openFresh(c);
     peer.close();
     await peer.closed;
-    const again = await Peer.connect(c.token, sessionId);
+    const again = await h.connect(c.token, sessionId);
     const welcome = await again.hello({ cluster_id: c.name, session_id: sessionId, resume_from: peer.hubCursor, lossy: true });
     expect(welcome.payload.full_resync).toBe(true);
     expect(welcome.payload.session_id).not.toBe(sessionId);
@@ -134,17 +118,17 @@ describe('resume (spec: Sequence numbers and resume)', () => {
   });
 
   it('a fresh session restarts numbering at 1 both ways and drops both buffers', async () => {
-    const c = await newCluster();
-    const { peer, sessionId } = await openFresh(c);
+    const c = await h.newCluster();
+    const { peer, sessionId } = await h.openFresh(c);
     peer.send('node.observed', node('n1'));
     peer.send('node.observed', node('n2'));
     await peer.ackedThrough(2);
-    await admin('PUT', `/clusters/${c.name}/deployments/d1`, desired());
+    await h.admin('PUT', `/clusters/${c.name}/deployments/d1`, desired());
     await peer.next((f) => f.type === 'deployment.desired');
     peer.close();
     await peer.closed;
 
-    const again = await Peer.connect(c.token, sessionId);
+    const again = await h.connect(c.token, sessionId);
     const welcome = await again.hello({ cluster_id: c.name, session_id: sessionId, resume_from: peer.hubCursor, lossy: true });
     expect(welcome.payload.ack_seq).toBe(0);
     // The old desired frame is not re-sent: the resync supersedes it, numbered from 1.
@@ -161,42 +145,24 @@ describe('resume (spec: Sequence numbers and resume)', () => {
   });
 
   it('a resume_from ahead of anything the hub sent is not a resumable point: fresh session', async () => {
-    const c = await newCluster();
-    const { peer, sessionId } = await openFresh(c);
+    const c = await h.newCluster();
+    const { peer, sessionId } = await h.openFresh(c);
     // The operator claims a cursor ahead of anything the hub sent: not a resumable point.
     peer.close();
     await peer.closed;
-    const again = await Peer.connect(c.token, sessionId);
+    const again = await h.connect(c.token, sessionId);
     const welcome = await again.hello({ cluster_id: c.name, session_id: sessionId, resume_from: peer.hubCursor + 100 });
     expect(welcome.payload.full_resync).toBe(true);
     again.close();
   });
 
   it('a newer connection for the same session supersedes the older one (4409 on the old)', async () => {
-    const c = await newCluster();
-    const { peer, sessionId } = await openFresh(c);
-    const again = await Peer.connect(c.token, sessionId);
+    const c = await h.newCluster();
+    const { peer, sessionId } = await h.openFresh(c);
+    const again = await h.connect(c.token, sessionId);
     await again.hello({ cluster_id: c.name, session_id: sessionId, resume_from: peer.hubCursor });
     expect((await peer.closedWith()).code).toBe(CloseCode.DISPLACED);
     again.close();
   });
 });
 
-export function desired(over: Record<string, unknown> = {}) {
-  return {
-    workload_id: 'w1',
-    min_replicas: 1,
-    max_replicas: 2,
-    serving: {
-      engine: 'vllm',
-      model: 'm',
-      image: 'img:1',
-      args: [],
-      env: {},
-      gpus_per_replica: 1,
-      gpu_model: null,
-      port: 8000,
-    },
-    ...over,
-  };
-}

@@ -1,0 +1,67 @@
+import { describe, expect, it } from 'vitest';
+import { CloseCode } from '../../src/protocol';
+import { FAST_TIMERS, useHub } from './support/hub';
+
+const h = useHub();
+const cfg = {
+  PING_INTERVAL_MS: 10_000,
+  IDLE_TIMEOUT_MS: Number(FAST_TIMERS.IDLE_TIMEOUT_MS),
+  POLL_INTERVAL_MS: Number(FAST_TIMERS.POLL_INTERVAL_MS),
+};
+
+
+describe('liveness (spec: Liveness)', () => {
+  it('ping is answered with pong', async () => {
+    const c = await h.newCluster();
+    const peer = await h.connect(c.token);
+    await peer.hello({ cluster_id: c.name });
+    const id = peer.send('ping', {});
+    expect(await peer.next((f) => f.type === 'pong')).toMatchObject({ seq: null, reply_to: id });
+    peer.close();
+  });
+
+  it('the welcome advertises the ping cadence and the silence limit', async () => {
+    const c = await h.newCluster();
+    const peer = await h.connect(c.token);
+    const w = await peer.hello({ cluster_id: c.name });
+    expect(w.payload.limits).toMatchObject({ ping_interval_s: cfg.PING_INTERVAL_MS / 1000, idle_timeout_s: cfg.IDLE_TIMEOUT_MS / 1000 });
+    peer.close();
+  });
+
+  it('a peer that has seen no frame of any kind for the idle limit is closed with 4408', async () => {
+    const c = await h.newCluster();
+    const peer = await h.connect(c.token);
+    await peer.hello({ cluster_id: c.name });
+    const last = Date.now();
+    const closed = await peer.closedWith(cfg.IDLE_TIMEOUT_MS + cfg.POLL_INTERVAL_MS + 5_000);
+    expect(closed.code).toBe(CloseCode.TIMEOUT);
+    expect(Date.now() - last).toBeGreaterThanOrEqual(cfg.IDLE_TIMEOUT_MS - 1_100);
+  });
+
+  it('pings keep a quiet session alive past the idle limit', async () => {
+    const c = await h.newCluster();
+    const peer = await h.connect(c.token);
+    await peer.hello({ cluster_id: c.name });
+    const until = Date.now() + cfg.IDLE_TIMEOUT_MS * 1.5;
+    while (Date.now() < until) {
+      peer.send('ping', {});
+      await new Promise((r) => setTimeout(r, cfg.IDLE_TIMEOUT_MS / 4));
+    }
+    expect(peer.isClosed).toBe(false);
+    peer.close();
+  });
+
+  it('a frame larger than max_frame_bytes is refused with 1009, and the object stays healthy', async () => {
+    const c = await h.newCluster();
+    const peer = await h.connect(c.token);
+    const w = await peer.hello({ cluster_id: c.name });
+    await peer.next((f) => f.type === 'stream.end');
+    const max = (w.payload.limits as { max_frame_bytes: number }).max_frame_bytes;
+    peer.sendRaw(JSON.stringify({ v: 1, type: 'node.event', pad: 'x'.repeat(max + 10) }));
+    expect((await peer.closedWith()).code).toBe(CloseCode.TOO_BIG);
+    const again = await h.connect(c.token, w.payload.session_id as string);
+    const w2 = await again.hello({ cluster_id: c.name, session_id: w.payload.session_id as string, resume_from: peer.hubCursor });
+    expect(w2.payload.full_resync).toBe(false);
+    again.close();
+  });
+});

@@ -1,0 +1,89 @@
+import { describe, expect, it } from 'vitest';
+import { CloseCode } from '../../src/protocol';
+import { FAST_TIMERS, node, useHub } from './support/hub';
+
+const h = useHub();
+
+const withinPoll = Number(FAST_TIMERS.POLL_INTERVAL_MS) * 2 + 3_000;
+
+describe('ownership (spec: Resume is per hub instance; Authentication)', () => {
+  it('two hellos for one cluster at once: exactly one owner, the other is closed with 4409', async () => {
+    const c = await h.newCluster();
+    const [a, b] = await Promise.all([h.connect(c.token), h.connect(c.token)]);
+    await Promise.all([a.hello({ cluster_id: c.name }), b.hello({ cluster_id: c.name })]);
+    const owner = (await h.sql<{ session_id: string }>('select session_id from cluster_owners where cluster_uid = $1', [c.uid]))[0]?.session_id;
+    const sessions = [a, b].map((p) => p.frames.find((f) => f.type === 'welcome')?.payload.session_id);
+    expect(sessions).toContain(owner);
+    const loser = sessions[0] === owner ? b : a;
+    const winner = loser === a ? b : a;
+    const closed = await loser.closedWith(withinPoll);
+    expect(closed.code).toBe(CloseCode.DISPLACED);
+    expect(winner.isClosed).toBe(false);
+    winner.close();
+  });
+
+  it('a displaced session writes nothing: its frames are fenced off and never acknowledged', async () => {
+    const c = await h.newCluster();
+    const old = await h.connect(c.token);
+    await old.hello({ cluster_id: c.name });
+    await old.next((f) => f.type === 'stream.end');
+    const fresh = await h.connect(c.token);
+    await fresh.hello({ cluster_id: c.name });
+    // The old session has not polled yet; its write must still not land.
+    old.send('node.observed', {
+      node_id: 'stale',
+      name: 'stale',
+      ready: true,
+      schedulable: true,
+      labels: {},
+      taints: [],
+      allocatable: { gpus: 1, cpu_millis: 1, memory_mb: 1 },
+    });
+    expect((await old.closedWith(withinPoll)).code).toBe(CloseCode.DISPLACED);
+    expect(old.frames.some((f) => f.type === 'ack' && (f.ack ?? 0) >= 1)).toBe(false);
+    expect(await h.sql('select 1 from nodes where cluster_uid = $1', [c.uid])).toEqual([]);
+    fresh.close();
+  });
+
+  it('disabling a cluster cuts its live session within a poll interval: error then 4403', async () => {
+    const c = await h.newCluster();
+    const peer = await h.connect(c.token);
+    await peer.hello({ cluster_id: c.name });
+    const t0 = Date.now();
+    await h.admin('POST', `/clusters/${c.name}/disable`);
+    const err = await peer.next((f) => f.type === 'error', withinPoll);
+    expect(err.payload).toMatchObject({ code: 'conflict', retryable: false });
+    expect((await peer.closedWith()).code).toBe(CloseCode.REFUSED);
+    expect(Date.now() - t0).toBeLessThan(withinPoll);
+  });
+
+  it('rotating the token cuts a live session opened with the old one: error then 4403', async () => {
+    const c = await h.newCluster();
+    const peer = await h.connect(c.token);
+    await peer.hello({ cluster_id: c.name });
+    await h.admin('POST', `/clusters/${c.name}/rotate-token`);
+    const err = await peer.next((f) => f.type === 'error', withinPoll);
+    expect(err.payload).toMatchObject({ code: 'invalid', retryable: false });
+    expect((await peer.closedWith()).code).toBe(CloseCode.REFUSED);
+  });
+
+  it('the ownership poll publishes the live session view for the admin API', async () => {
+    const c = await h.newCluster();
+    const peer = await h.connect(c.token);
+    const w = await peer.hello({ cluster_id: c.name });
+    peer.send('node.observed', {
+      node_id: 'n1',
+      name: 'n1',
+      ready: true,
+      schedulable: true,
+      labels: {},
+      taints: [],
+      allocatable: { gpus: 1, cpu_millis: 1, memory_mb: 1 },
+    });
+    await peer.ackedThrough(1);
+    const view = await h.admin('GET', `/clusters/${c.name}`);
+    expect(view.status).toBe(200);
+    expect(view.json.session).toMatchObject({ connected: true, session_id: w.payload.session_id, live: { hub_cursor: 1 } });
+    peer.close();
+  });
+});

@@ -1,0 +1,113 @@
+/**
+ * The hub in real workerd (wrangler's in-process dev server) driven from Node: raw frames over a
+ * real WebSocket, real Postgres. Each test file starts its own hub with the configuration it
+ * needs (fast timers, tiny limits, the real defaults).
+ */
+import { afterAll, beforeAll, inject } from 'vitest';
+import WebSocket from 'ws';
+import { pgClient } from '../../../scripts/lib/pg-node';
+import { startHub, type Hub } from '../../e2e/support/worker';
+import { Peer, uniqueName } from '../../support/peer-core';
+
+export { desired, eventually, node, Peer, sleep, type Closed, type Frame } from '../../support/peer-core';
+
+/** Timers fast enough to exercise every timeout in seconds; the real values have their own file. */
+export const FAST_TIMERS = {
+  HANDSHAKE_TIMEOUT_MS: '1500',
+  IDLE_TIMEOUT_MS: '3000',
+  POLL_INTERVAL_MS: '300',
+  HOLE_TIMEOUT_MS: '2500',
+  RETENTION_MS: '2000',
+  PG_QUERY_TIMEOUT_MS: '1500',
+};
+
+export interface TestCluster {
+  uid: string;
+  name: string;
+  token: string;
+}
+
+export interface HubHandle {
+  readonly hub: Hub;
+  readonly vars: Record<string, string>;
+  admin(method: string, path: string, body?: unknown): Promise<{ status: number; json: any }>;
+  newCluster(prefix?: string): Promise<TestCluster>;
+  connect(token: string, hint?: string | null): Promise<Peer>;
+  /** Connect, hello, and read the hub's (possibly empty) resync stream to its end. */
+  openFresh(c: TestCluster): Promise<{ peer: Peer; sessionId: string }>;
+  sql<R = Record<string, any>>(text: string, params?: unknown[]): Promise<R[]>;
+}
+
+/** Start a hub for this test file (in beforeAll) and stop it afterwards. */
+export function useHub(vars: Record<string, string> = FAST_TIMERS): HubHandle {
+  let hub: Hub | null = null;
+  const peers: Peer[] = [];
+  beforeAll(async () => {
+    hub = await startHub({ vars });
+  }, 60_000);
+  afterAll(async () => {
+    for (const p of peers) p.close();
+    await hub?.stop();
+  }, 60_000);
+  const h: HubHandle = {
+    get hub() {
+      if (!hub) throw new Error('hub not started');
+      return hub;
+    },
+    vars,
+    async admin(method, path, body) {
+      const res = await fetch(`${h.hub.url}/admin${path}`, {
+        method,
+        headers: { authorization: `Bearer ${h.hub.adminToken}`, 'content-type': 'application/json' },
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      });
+      const text = await res.text();
+      return { status: res.status, json: text ? JSON.parse(text) : null };
+    },
+    async newCluster(prefix = 'c') {
+      const r = await h.admin('POST', '/clusters', { name: uniqueName(prefix) });
+      if (r.status !== 201) throw new Error(`create cluster: ${r.status} ${JSON.stringify(r.json)}`);
+      return { uid: r.json.uid, name: r.json.name, token: r.json.enrollment_token };
+    },
+    async connect(token, hint) {
+      const ws = new WebSocket(`${h.hub.wsUrl}/v1/connect`, {
+        headers: { authorization: `Bearer ${token}`, ...(hint ? { 'wingsmith-session': hint } : {}) },
+        perMessageDeflate: false,
+      });
+      await new Promise<void>((resolve, reject) => {
+        ws.once('open', () => resolve());
+        ws.once('unexpected-response', (_req, res) => reject(new Error(`connect: HTTP ${res.statusCode}`)));
+        ws.once('error', reject);
+      });
+      const peer = new Peer({
+        send: (t) => ws.send(t),
+        close: (code, reason) => ws.close(code, reason),
+        onMessage: (fn) => ws.on('message', (d) => fn(String(d))),
+        onClose: (fn) => ws.on('close', (code, reason) => fn({ code, reason: String(reason) })),
+      });
+      peers.push(peer);
+      return peer;
+    },
+    async openFresh(c) {
+      const peer = await h.connect(c.token);
+      const welcome = await peer.hello({ cluster_id: c.name });
+      await peer.next((f) => f.type === 'stream.end');
+      return { peer, sessionId: welcome.payload.session_id as string };
+    },
+    async sql(text, params = []) {
+      const client = pgClient(inject('databaseUrl'), inject('pgWsProxy'));
+      await client.connect();
+      try {
+        return (await client.query(text, params)).rows;
+      } finally {
+        await client.end();
+      }
+    },
+  };
+  return h;
+}
+
+export function cfgNumber(h: HubHandle, key: keyof typeof FAST_TIMERS | string, fallback: number): number {
+  const v = h.vars[key];
+  return v === undefined ? fallback : Number(v);
+}

@@ -1,0 +1,81 @@
+import { cloudflareTest } from '@cloudflare/vitest-pool-workers';
+import { defineConfig, type TestProjectInlineConfiguration } from 'vitest/config';
+
+// One database stack per run, started by the root globalSetup and handed to every project with
+// provide/inject (see test/support/global-setup.ts for why it lives at the root and why the
+// projects do not `extends: true`).
+
+/** Fast timers so the suite can exercise every timeout in seconds (the real values are tested in e2e). */
+const FAST_TIMERS = {
+  HANDSHAKE_TIMEOUT_MS: '1500',
+  IDLE_TIMEOUT_MS: '3000',
+  POLL_INTERVAL_MS: '300',
+  HOLE_TIMEOUT_MS: '2500',
+  RETENTION_MS: '2000',
+  PG_QUERY_TIMEOUT_MS: '1500',
+};
+
+/**
+ * A vitest-pool-workers project: the real Worker and session object in workerd, on the test database.
+ *
+ * 0.15.1 has no `isolatedStorage`/`singleWorker` options any more: every test file gets its own
+ * Miniflare (fresh in-memory Durable Object storage), while tests within one file share it
+ * (checked with listDurableObjectIds across two files). Use `reset()` or
+ * `abortAllDurableObjects()` from cloudflare:test where a file needs a clean slate between tests.
+ */
+function workersProject(name: string, include: string[], vars: Record<string, string>): TestProjectInlineConfiguration {
+  return {
+    plugins: [
+      cloudflareTest(async ({ inject }) => ({
+        wrangler: { configPath: './wrangler.toml' },
+        miniflare: {
+          bindings: {
+            DATABASE_URL: inject('databaseUrl'),
+            PG_WS_PROXY: inject('pgWsProxy'),
+            ADMIN_TOKEN: 'test-admin-token',
+            ...vars,
+          },
+        },
+      })),
+    ],
+    test: { name, include, testTimeout: 30_000, hookTimeout: 30_000 },
+  };
+}
+
+export default defineConfig({
+  test: {
+    globalSetup: ['./test/support/global-setup.ts'],
+    projects: [
+      {
+        test: {
+          name: 'unit',
+          environment: 'node',
+          include: ['test/unit/**/*.test.ts'],
+        },
+      },
+      workersProject('workers', ['test/workers/**/*.test.ts'], FAST_TIMERS),
+      // Raw frames from Node against the hub in real workerd (wrangler's dev server), one hub per
+      // file with the configuration that file needs. Bursts of frames belong here: the
+      // vitest-pool-workers harness routes each Durable Object handler call through an async
+      // module import, which can reorder them.
+      {
+        test: {
+          name: 'hub',
+          environment: 'node',
+          include: ['test/hub/**/*.test.ts'],
+          testTimeout: 30_000,
+          hookTimeout: 60_000,
+        },
+      },
+      {
+        test: {
+          name: 'e2e',
+          environment: 'node',
+          include: ['test/e2e/**/*.test.ts'],
+          testTimeout: 60_000,
+          hookTimeout: 60_000,
+        },
+      },
+    ],
+  },
+});
