@@ -112,6 +112,8 @@ export class Pg {
     const client = new Client({
       connectionString: this.config.DATABASE_URL,
       connectionTimeoutMillis: this.connectTimeoutMs,
+      // The server gives up too: a statement we stopped waiting for must not commit much later.
+      statement_timeout: this.queryTimeoutMs,
     });
     const drop = () => {
       if (this.client === client) this.client = null;

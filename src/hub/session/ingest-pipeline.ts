@@ -13,6 +13,8 @@ export interface IngestHost {
   committed(items: InboundItem[], built: BuiltBatch, result: IngestResult): void;
   /** The statement found the session no longer owns the cluster: nothing was written. */
   fenceLost(): void;
+  /** Whether retrying still helps: with no connection the peer will replay after its resume anyway. */
+  keepRetrying(): boolean;
   log: Logger;
 }
 
@@ -101,6 +103,14 @@ export class IngestPipeline {
         if (classifyDbError(err) === 'permanent') {
           this.onPermanent(chunk, err);
           continue;
+        }
+        if (!this.host.keepRetrying()) {
+          this.host.log.warn('ingest failed with no connection left; dropping unapplied frames for replay', {
+            error: describeError(err),
+            frames: this.pending.length,
+          });
+          this.pending = [];
+          return;
         }
         this.transientFailures++;
         this.retryDelay = Math.min(MAX_RETRY_DELAY_MS, this.retryDelay ? this.retryDelay * 2 : 50);

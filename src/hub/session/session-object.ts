@@ -138,6 +138,7 @@ export class SessionObject extends DurableObject<HubEnv> {
         resyncs: () => this.meta?.opResyncs ?? {},
         committed: (items, built, result) => this.onCommitted(items, built, result),
         fenceLost: () => void this.onFenceLost(),
+        keepRetrying: () => this.activeSocket() !== null,
         log: this.baseLog,
       },
       this.cfg.INGEST_BATCH_FRAMES,

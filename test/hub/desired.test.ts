@@ -1,0 +1,103 @@
+import { describe, expect, it } from 'vitest';
+import { desired, useHub } from './support/hub';
+
+const h = useHub();
+
+describe('desired state out (spec: Demand hub → operator)', () => {
+  it('a PUT reaches the owning session as deployment.desired with exactly the stored numbers and the serving configuration inline', async () => {
+    const c = await h.newCluster();
+    const { peer } = await h.openFresh(c);
+    const body = desired({
+      workload_id: 'llama-70b',
+      min_replicas: 3,
+      max_replicas: 7,
+      serving: { engine: 'vllm', model: 'meta-llama/Llama-3.1-70B', image: 'vllm:0.6', args: ['--tp', '4'], env: { A: '1' }, gpus_per_replica: 4, gpu_model: 'A100', port: 8000 },
+    });
+    const put = await h.admin('PUT', `/clusters/${c.name}/deployments/llama`, body);
+    expect(put.status).toBe(200);
+    const f = await peer.next((x) => x.type === 'deployment.desired');
+    expect(f.payload).toEqual({ deployment_id: 'llama', revision: put.json.revision, deleted: false, ...body });
+    expect(f.reply_to).toBeNull();
+    peer.close();
+  });
+
+  it('each change carries a higher revision; a withdrawal is sent as deleted: true with serving null', async () => {
+    const c = await h.newCluster();
+    const { peer } = await h.openFresh(c);
+    await h.admin('PUT', `/clusters/${c.name}/deployments/d1`, desired({ min_replicas: 1 }));
+    const first = await peer.next((x) => x.type === 'deployment.desired');
+    await h.admin('PUT', `/clusters/${c.name}/deployments/d1`, desired({ min_replicas: 2 }));
+    const second = await peer.next((x) => x.type === 'deployment.desired');
+    expect(second.payload.revision as number).toBeGreaterThan(first.payload.revision as number);
+    const del = await h.admin('DELETE', `/clusters/${c.name}/deployments/d1`);
+    expect(del.json).toMatchObject({ deleted: true });
+    const third = await peer.next((x) => x.type === 'deployment.desired');
+    expect(third.payload).toMatchObject({ deployment_id: 'd1', deleted: true, serving: null });
+    expect(third.payload.revision as number).toBeGreaterThan(second.payload.revision as number);
+    peer.close();
+  });
+
+  it('changes written by another plane component (no poke) are picked up on the ownership poll', async () => {
+    const c = await h.newCluster();
+    const { peer } = await h.openFresh(c);
+    await h.sql(
+      `with rev as (update clusters set desired_revision = desired_revision + 1 where uid = $1 returning uid, desired_revision)
+       insert into desired_deployments (cluster_uid, deployment_id, workload_id, revision, min_replicas, max_replicas, serving)
+       select uid, 'from-elsewhere', 'w', desired_revision, 1, 1, $2::jsonb from rev`,
+      [c.uid, JSON.stringify(desired().serving)],
+    );
+    const f = await peer.next((x) => x.type === 'deployment.desired', 5_000);
+    expect(f.payload).toMatchObject({ deployment_id: 'from-elsewhere', min_replicas: 1, max_replicas: 1 });
+    peer.close();
+  });
+
+  it('a PUT with min above max is refused with 400 naming the field; an unknown cluster is 404', async () => {
+    const c = await h.newCluster();
+    const bad = await h.admin('PUT', `/clusters/${c.name}/deployments/d1`, desired({ min_replicas: 5, max_replicas: 2 }));
+    expect(bad.status).toBe(400);
+    expect(bad.json.error).toMatchObject({ code: 'invalid', field: 'min_replicas' });
+    const missing = await h.admin('PUT', `/clusters/no-such-cluster/deployments/d1`, desired());
+    expect(missing.status).toBe(404);
+    expect(missing.json.error.code).toBe('not_found');
+  });
+
+  it('desired state written while no operator is connected arrives in the next session\'s resync', async () => {
+    const c = await h.newCluster();
+    await h.admin('PUT', `/clusters/${c.name}/deployments/early`, desired());
+    const peer = await h.connect(c.token);
+    await peer.hello({ cluster_id: c.name });
+    const f = await peer.next((x) => x.type === 'deployment.desired');
+    expect(f.payload.deployment_id).toBe('early');
+    peer.close();
+  });
+});
+
+describe('operations out (spec: Operations)', () => {
+  it('an operation is sent as operation.start with its deadline, and redelivered to a fresh session until concluded', async () => {
+    const c = await h.newCluster();
+    const { peer } = await h.openFresh(c);
+    const post = await h.admin('POST', `/clusters/${c.name}/operations`, { kind: 'node.drain', target: 'n1', params: { grace_period_s: 30 }, deadline_s: 600 });
+    expect(post.status).toBe(202);
+    const start = await peer.next((x) => x.type === 'operation.start');
+    expect(start.payload).toMatchObject({ operation_id: post.json.operation_id, kind: 'node.drain', target: 'n1', params: { grace_period_s: 30 } });
+    expect(Date.parse(start.payload.deadline as string)).toBeGreaterThan(Date.now() + 500_000);
+    peer.close();
+    await peer.closed;
+    // A fresh session does not replay old frames; the unconcluded operation is delivered again.
+    const again = await h.connect(c.token);
+    await again.hello({ cluster_id: c.name, lossy: true });
+    const redelivered = await again.next((x) => x.type === 'operation.start');
+    expect(redelivered.payload.operation_id).toBe(post.json.operation_id);
+    again.send('operation.result', { operation_id: post.json.operation_id, outcome: 'succeeded', message: 'drained' }, { reply_to: redelivered.id });
+    await again.ackedThrough(1);
+    again.close();
+    await again.closed;
+    // Concluded: a later fresh session does not get it.
+    const third = await h.connect(c.token);
+    await third.hello({ cluster_id: c.name, lossy: true });
+    await third.next((x) => x.type === 'stream.end');
+    await new Promise((r) => setTimeout(r, 300));
+    expect(third.frames.some((f) => f.type === 'operation.start')).toBe(false);
+    third.close();
+  });
+});

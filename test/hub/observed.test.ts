@@ -1,0 +1,148 @@
+import { describe, expect, it } from 'vitest';
+import { node, useHub } from './support/hub';
+
+const h = useHub();
+
+const device = (id: string, nodeId = 'n1') => ({
+  device_id: id,
+  node_id: nodeId,
+  vendor: 'nvidia',
+  model: 'NVIDIA A100-SXM4-80GB',
+  memory_total_mb: 81920,
+  health: 'healthy' as const,
+  driver_version: '550.54.15',
+});
+
+const deployment = (id: string, replicas: string[], ready = replicas.length) => ({
+  deployment_id: id,
+  observed_revision: 3,
+  phase: 'ready' as const,
+  ready_replicas: ready,
+  replica_ids: replicas,
+  message: '',
+});
+
+describe('observed state in (spec: Supply, Demand operator → hub)', () => {
+  it('every observed kind lands in Postgres, keyed by cluster first', async () => {
+    const c = await h.newCluster();
+    const { peer } = await h.openFresh(c);
+    peer.send('cluster.observed', { kubernetes_version: 'v1.31.2', provider: 'gke', region: 'us-east4', labels: { tier: 'prod' } });
+    peer.send('node.observed', node('n1'));
+    peer.send('device.observed', device('GPU-1'));
+    peer.send('deployment.observed', deployment('d1', ['d1-a', 'd1-b']));
+    await peer.ackedThrough(4);
+    expect(await h.sql('select kubernetes_version, provider, region, labels from observed_clusters where cluster_uid = $1', [c.uid])).toEqual([
+      { kubernetes_version: 'v1.31.2', provider: 'gke', region: 'us-east4', labels: { tier: 'prod' } },
+    ]);
+    expect(await h.sql('select node_id, ready, gpus, cpu_millis, memory_mb from nodes where cluster_uid = $1', [c.uid])).toEqual([
+      { node_id: 'n1', ready: true, gpus: 8, cpu_millis: '64000', memory_mb: '512000' },
+    ]);
+    expect(await h.sql('select device_id, node_id, memory_total_mb, health from devices where cluster_uid = $1', [c.uid])).toEqual([
+      { device_id: 'GPU-1', node_id: 'n1', memory_total_mb: '81920', health: 'healthy' },
+    ]);
+    expect(await h.sql('select replica_id from replicas where cluster_uid = $1 order by replica_id', [c.uid])).toEqual([
+      { replica_id: 'd1-a' },
+      { replica_id: 'd1-b' },
+    ]);
+    peer.close();
+  });
+
+  it('ack means applied: when an ack covers a frame, its row is already committed', async () => {
+    const c = await h.newCluster();
+    const { peer } = await h.openFresh(c);
+    for (let i = 1; i <= 50; i++) peer.send('node.observed', node(`n${i}`));
+    await peer.ackedThrough(1);
+    const acked = peer.lastAck() as number;
+    const rows = await h.sql<{ n: string }>('select count(*) as n from nodes where cluster_uid = $1', [c.uid]);
+    expect(Number(rows[0]?.n)).toBeGreaterThanOrEqual(acked);
+    peer.close();
+  });
+
+  it('deployment.observed names the whole replica set: replicas it does not name are deleted', async () => {
+    const c = await h.newCluster();
+    const { peer } = await h.openFresh(c);
+    peer.send('deployment.observed', deployment('d1', ['r1', 'r2', 'r3']));
+    peer.send('deployment.observed', deployment('d2', ['x1']));
+    await peer.ackedThrough(2);
+    peer.send('deployment.observed', deployment('d1', ['r2', 'r4'], 1));
+    await peer.ackedThrough(3);
+    const rows = await h.sql('select deployment_id, replica_id from replicas where cluster_uid = $1 order by 1, 2', [c.uid]);
+    expect(rows).toEqual([
+      { deployment_id: 'd1', replica_id: 'r2' },
+      { deployment_id: 'd1', replica_id: 'r4' },
+      { deployment_id: 'd2', replica_id: 'x1' },
+    ]);
+    peer.close();
+  });
+
+  it('the last statement about a subject in a batch wins (observed then removed in one burst)', async () => {
+    const c = await h.newCluster();
+    const { peer } = await h.openFresh(c);
+    peer.send('node.observed', node('n1', true));
+    peer.send('node.observed', node('n1', false));
+    peer.send('node.observed', node('n2'));
+    peer.send('node.removed', { node_id: 'n2' });
+    await peer.ackedThrough(4);
+    expect(await h.sql('select node_id, ready from nodes where cluster_uid = $1', [c.uid])).toEqual([{ node_id: 'n1', ready: false }]);
+    peer.close();
+  });
+
+  it('a node, GPU or deployment that is gone is removed outside a resync by <kind>.removed', async () => {
+    const c = await h.newCluster();
+    const { peer } = await h.openFresh(c);
+    peer.send('node.observed', node('n1'));
+    peer.send('device.observed', device('GPU-1'));
+    peer.send('deployment.observed', deployment('d1', ['r1']));
+    await peer.ackedThrough(3);
+    peer.send('node.removed', { node_id: 'n1' });
+    peer.send('device.removed', { device_id: 'GPU-1' });
+    peer.send('deployment.removed', { deployment_id: 'd1' });
+    await peer.ackedThrough(6);
+    for (const table of ['nodes', 'devices', 'observed_deployments', 'replicas']) {
+      expect(await h.sql(`select 1 from ${table} where cluster_uid = $1`, [c.uid]), table).toEqual([]);
+    }
+    peer.close();
+  });
+
+  it('unknown payload fields are ignored and never stored (state, not measurement)', async () => {
+    const c = await h.newCluster();
+    const { peer } = await h.openFresh(c);
+    peer.send('device.observed', { ...device('GPU-1'), utilization: 0.97, temperature_c: 81, memory_used_mb: 70000 } as ReturnType<typeof device>);
+    await peer.ackedThrough(1);
+    const [row] = await h.sql('select * from devices where cluster_uid = $1', [c.uid]);
+    expect(Object.keys(row ?? {}).sort()).toEqual(
+      ['cluster_uid', 'device_id', 'driver_version', 'health', 'memory_total_mb', 'model', 'node_id', 'obs_seq', 'obs_session', 'updated_at', 'vendor'].sort(),
+    );
+    expect(JSON.stringify(row)).not.toMatch(/0\.97|70000/);
+    peer.close();
+  });
+
+  it('events are appended once: a replayed event (same frame id) is not stored twice', async () => {
+    const c = await h.newCluster();
+    const { peer, sessionId } = await h.openFresh(c);
+    const ev = { subject: 'n1', reason: 'NodeNotReady', message: 'kubelet stopped', severity: 'warning' as const, occurred_at: new Date().toISOString() };
+    const id = peer.send('node.event', ev);
+    await peer.ackedThrough(1);
+    peer.close();
+    await peer.closed;
+    // The operator lost the ack and replays the same frame under the same session.
+    const again = await h.connect(c.token, sessionId);
+    await again.hello({ cluster_id: c.name, session_id: sessionId, resume_from: peer.hubCursor });
+    again.send('node.event', ev, { seq: 2, id });
+    again.send('node.event', { ...ev, reason: 'NodeReady' }, { seq: 3 });
+    await again.ackedThrough(3);
+    const rows = await h.sql<{ reason: string }>('select reason from events where cluster_uid = $1 order by received_at', [c.uid]);
+    expect(rows.map((r) => r.reason)).toEqual(['NodeNotReady', 'NodeReady']);
+    again.close();
+  });
+
+  it('link drop counters reach the hub (link.stats) and show in the admin API', async () => {
+    const c = await h.newCluster();
+    const { peer } = await h.openFresh(c);
+    peer.send('link.stats', { epoch: '01J9WZY0000000000000000000', dropped_events: 12, evicted_frames: 3, replaced_frames: 840 });
+    await peer.ackedThrough(1);
+    const view = await h.admin('GET', `/clusters/${c.name}`);
+    expect(view.json.link).toMatchObject({ epoch: '01J9WZY0000000000000000000', dropped_events: 12, evicted_frames: 3, replaced_frames: 840 });
+    peer.close();
+  });
+});
