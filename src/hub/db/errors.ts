@@ -24,6 +24,17 @@ export function classifyDbError(err: unknown): FailureClass {
 
 export function describeError(err: unknown): string {
   const state = sqlState(err);
-  const msg = err instanceof Error ? err.message : String(err);
-  return state ? `${state}: ${msg}` : msg;
+  return state ? `${state}: ${messageOf(err)}` : messageOf(err);
+}
+
+/** Errors from WebSockets arrive as ErrorEvents, not Errors: dig out what they say. */
+function messageOf(err: unknown): string {
+  if (err instanceof Error) return err.message;
+  if (err && typeof err === 'object') {
+    const e = err as { message?: unknown; error?: unknown; type?: unknown };
+    if (typeof e.message === 'string' && e.message) return e.message;
+    if (e.error instanceof Error) return e.error.message;
+    if (typeof e.type === 'string') return `${e.type} event`;
+  }
+  return String(err);
 }

@@ -38,11 +38,16 @@ export interface HubHandle {
   sql<R = Record<string, any>>(text: string, params?: unknown[]): Promise<R[]>;
 }
 
-/** Start a hub for this test file (in beforeAll) and stop it afterwards. */
-export function useHub(vars: Record<string, string> = FAST_TIMERS): HubHandle {
+/**
+ * Start a hub for this test file (in beforeAll) and stop it afterwards. `prepare` may add vars
+ * that only exist once something else has started (e.g. a proxy the test controls).
+ */
+export function useHub(vars: Record<string, string> = { ...FAST_TIMERS }, prepare?: () => Promise<Record<string, string>>): HubHandle {
   let hub: Hub | null = null;
   const peers: Peer[] = [];
   beforeAll(async () => {
+    const extra = prepare ? await prepare() : {};
+    Object.assign(vars, extra);
     hub = await startHub({ vars });
   }, 60_000);
   afterAll(async () => {

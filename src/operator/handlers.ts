@@ -1,0 +1,118 @@
+import type { ErrorCode, Payload } from '../protocol';
+
+/**
+ * What an application handler says about one frame from the hub.
+ *
+ * - `applied`: the state it carries is durably applied (e.g. written to the cluster's CRDs).
+ *   The frame is acknowledged.
+ * - `transient`: it could not be applied now but a retry could succeed (API server down, lock
+ *   held). The ack is withheld (the contiguous cursor stays below this frame) and the SDK retries
+ *   it later; after a reconnect the hub replays it anyway.
+ * - `permanent`: it can never be applied (violates an invariant of this cluster). The frame is
+ *   accepted, acknowledged and dropped, logged at error level, and reported to the hub with an
+ *   `error` frame (`retryable: false`, `reply_to` = the frame's id).
+ *
+ * A handler that throws, or returns anything else, is treated as `transient`: a receiver that
+ * cannot tell the two apart withholds, because a replay loop is at least visible.
+ */
+export type HandlerResult =
+  | { ok: true }
+  | { ok: false; retryable: true; reason: string }
+  | { ok: false; retryable: false; reason: string; code?: ErrorCode };
+
+export const applied = (): HandlerResult => ({ ok: true });
+export const transient = (reason: string): HandlerResult => ({ ok: false, retryable: true, reason });
+export const permanent = (reason: string, code: ErrorCode = 'invalid'): HandlerResult => ({
+  ok: false,
+  retryable: false,
+  reason,
+  code,
+});
+
+/** Interpret whatever a handler produced; anything unrecognized is transient. */
+export function normalizeResult(value: unknown): HandlerResult {
+  if (value && typeof value === 'object') {
+    const v = value as { ok?: unknown; retryable?: unknown; reason?: unknown; code?: unknown };
+    if (v.ok === true) return { ok: true };
+    const reason = typeof v.reason === 'string' ? v.reason : 'handler gave no reason';
+    if (v.ok === false && v.retryable === false) {
+      const code = typeof v.code === 'string' && ERROR_CODE_SET.has(v.code) ? (v.code as ErrorCode) : 'invalid';
+      return { ok: false, retryable: false, reason, code };
+    }
+    if (v.ok === false && v.retryable === true) return { ok: false, retryable: true, reason };
+  }
+  return { ok: false, retryable: true, reason: `handler returned an unrecognized outcome: ${describe(value)}` };
+}
+
+/** Run a handler; a throw becomes a transient failure. */
+export async function runHandler(fn: () => unknown): Promise<HandlerResult> {
+  try {
+    return normalizeResult(await fn());
+  } catch (err) {
+    return { ok: false, retryable: true, reason: `handler threw: ${err instanceof Error ? err.message : String(err)}` };
+  }
+}
+
+const ERROR_CODE_SET: ReadonlySet<string> = new Set(['not_found', 'invalid', 'conflict', 'unavailable', 'internal', 'deadline']);
+
+function describe(v: unknown): string {
+  try {
+    return JSON.stringify(v)?.slice(0, 200) ?? String(v);
+  } catch {
+    return String(v);
+  }
+}
+
+/** Context handed to the desired-state handler with each frame. */
+export interface FrameContext {
+  /** The frame's id (a ULID). */
+  frameId: string;
+  /** The frame's seq in the hub's stream. */
+  seq: number;
+  /** Set when the frame belongs to a hub resync snapshot: the snapshot's `resync.begin` id. */
+  resyncId: string | null;
+  /** How many times this frame was handed to a handler before (transient retries). */
+  attempt: number;
+}
+
+/** How an operation ended. `message` is human readable (≤ 2048 characters, longer is cut). */
+export interface OperationConclusion {
+  outcome: 'succeeded' | 'failed' | 'cancelled';
+  message?: string;
+}
+
+export interface OperationContext {
+  operationId: string;
+  /** The `operation.start` frame's id; every report about the operation replies to it. */
+  startId: string;
+  /** Wall-clock deadline (ms since the epoch). The SDK answers `error {code: 'deadline'}` when it passes. */
+  deadline: number;
+  /** Aborted when the deadline passes or the client stops: stop work and return `cancelled`. */
+  signal: AbortSignal;
+  /** Report a step (`operation.progress`). Ignored once the operation has concluded. */
+  progress(phase: string, message?: string): void;
+}
+
+export interface OperatorHandlers {
+  /**
+   * Apply one desired deployment exactly as received: the replica bounds are this cluster's
+   * share and must be rendered as they are, never summed, scaled or re-derived. Idempotent:
+   * delivery is at-least-once. The SDK skips a frame whose revision is older than one already
+   * applied for the same deployment in this session.
+   */
+  desired(payload: Payload<'deployment.desired'>, ctx: FrameContext): HandlerResult | Promise<HandlerResult>;
+  /**
+   * After a complete hub snapshot (`stream.end {complete: true}` with a matching count): remove
+   * every local desired deployment whose id is not in `keep`. Without this handler nothing is
+   * pruned (and a warning is logged).
+   */
+  pruneDesired?(keep: ReadonlySet<string>, ctx: FrameContext): HandlerResult | Promise<HandlerResult>;
+  /**
+   * Optional gate before an operation is accepted. `transient` withholds the ack of the
+   * `operation.start` (it will be retried), `permanent` refuses it with an `error` frame, which
+   * concludes the operation as failed. Without it every well-formed operation is accepted.
+   */
+  admitOperation?(payload: Payload<'operation.start'>, ctx: FrameContext): HandlerResult | Promise<HandlerResult>;
+  /** Run an accepted operation to its conclusion. A throw concludes it as `failed`. */
+  operation(payload: Payload<'operation.start'>, ctx: OperationContext): Promise<OperationConclusion> | OperationConclusion;
+}

@@ -1,0 +1,180 @@
+/**
+ * What the SDK does with one in-order frame from the hub: the decision table of the operator's
+ * receive side, kept apart from connection handling so it reads as a list of rules.
+ *
+ * Every branch ends in a settlement of the frame's seq:
+ * - `applied`: acknowledged;
+ * - `dropped`: acknowledged too (unknown type, poison frame, permanent handler failure): the seq
+ *   is consumed so the stream behind it is not wedged; the drop is logged loudly and answered
+ *   with an `error` frame (`retryable: false`, `reply_to` = the frame's id);
+ * - `failed`: transient; the ack is withheld and the frame retried.
+ */
+import { ULID_RE, type Envelope, type ErrorCode, type Incoming, type Payload } from '../protocol';
+import { runHandler, type FrameContext, type HandlerResult, type OperatorHandlers } from './handlers';
+import type { Logger } from './logger';
+import type { OperationBook } from './operations';
+import { outItem, type OutItem } from './outgoing';
+import type { InboundResyncs } from './resync';
+
+export type Settled =
+  | { settle: 'applied' }
+  | { settle: 'failed'; reason: string }
+  /** Already answered (error frame queued) and logged. */
+  | { settle: 'dropped'; reason: string };
+
+export interface DispatchHost {
+  readonly handlers: OperatorHandlers;
+  readonly book: OperationBook;
+  readonly streams: InboundResyncs;
+  /** Highest `deployment.desired.revision` applied per deployment in this session. */
+  readonly appliedRevision: Map<string, number>;
+  readonly logger: Logger;
+  send(item: OutItem): void;
+  hubError(payload: Payload<'error'>, envelope: Envelope): void;
+  pruned(keep: ReadonlySet<string>): void;
+  readonly counters: DispatchCounters;
+}
+
+export interface DispatchCounters {
+  unknownTypes: number;
+  poisonFrames: number;
+  permanentFailures: number;
+  hubErrors: number;
+  supersededDesired: number;
+}
+
+const MESSAGE_MAX = 2048;
+
+/** An `error` frame answering `envelope`, refusing it for good. */
+export function refusal(envelope: Envelope, code: ErrorCode, message: string, unknownType?: string): OutItem {
+  const text = message.length > MESSAGE_MAX ? message.slice(0, MESSAGE_MAX - 1) + '…' : message;
+  return outItem(
+    'error',
+    { code, message: text, retryable: false, ...(unknownType !== undefined ? { unknown_type: unknownType } : {}) },
+    // reply_to must be a ULID; a poison frame's own id may not be one.
+    ULID_RE.test(envelope.id) ? envelope.id : null,
+  );
+}
+
+function fromHandler(host: DispatchHost, envelope: Envelope, r: HandlerResult, what: string): Settled {
+  if (r.ok) return { settle: 'applied' };
+  if (r.retryable) return { settle: 'failed', reason: r.reason };
+  host.counters.permanentFailures++;
+  host.logger.error(`${what} failed permanently: accepted, acknowledged and dropped`, {
+    seq: envelope.seq,
+    type: envelope.type,
+    id: envelope.id,
+    reason: r.reason,
+  });
+  host.send(refusal(envelope, r.code ?? 'invalid', r.reason));
+  return { settle: 'dropped', reason: r.reason };
+}
+
+export async function dispatch(host: DispatchHost, incoming: Exclude<Incoming, { kind: 'fatal' }>, attempt: number): Promise<Settled> {
+  const env = incoming.envelope;
+  const seq = env.seq as number;
+  const inStream = host.streams.has(env.reply_to);
+
+  if (incoming.kind === 'unknown') {
+    host.counters.unknownTypes++;
+    if (inStream) host.streams.unreadable(env.reply_to as string, seq);
+    host.logger.warn('frame of an unknown type from the hub: dropped and answered', { seq, type: env.type, id: env.id });
+    host.send(refusal(env, 'invalid', `unknown message type ${env.type}`, env.type));
+    return { settle: 'dropped', reason: `unknown type ${env.type}` };
+  }
+
+  if (incoming.kind === 'poison') {
+    host.counters.poisonFrames++;
+    if (inStream) host.streams.unreadable(env.reply_to as string, seq);
+    host.logger.error('poison frame from the hub: accepted, acknowledged and dropped', {
+      seq,
+      type: env.type,
+      id: env.id,
+      reply_to: env.reply_to,
+      reason: incoming.reason,
+    });
+    host.send(refusal(env, 'invalid', incoming.reason));
+    return { settle: 'dropped', reason: incoming.reason };
+  }
+
+  const msg = incoming.message;
+  const ctx: FrameContext = { frameId: env.id, seq, resyncId: inStream ? env.reply_to : null, attempt };
+  switch (msg.type) {
+    case 'error': {
+      // Never fatal to an established session, whatever `retryable` says.
+      host.counters.hubErrors++;
+      host.logger.warn('error frame from the hub', { seq, reply_to: env.reply_to, ...msg.payload });
+      host.hubError(msg.payload, env);
+      return { settle: 'applied' };
+    }
+    case 'resync.begin': {
+      host.streams.begin(env.id, msg.payload.scope);
+      host.logger.info('hub resync stream opened', { seq, id: env.id, scope: msg.payload.scope });
+      return { settle: 'applied' };
+    }
+    case 'stream.end':
+      return endOfStream(host, env, msg.payload, ctx);
+    case 'deployment.desired': {
+      const p = msg.payload;
+      if (inStream) host.streams.carry(env.reply_to as string, seq, p.deployment_id);
+      const seen = host.appliedRevision.get(p.deployment_id);
+      if (seen !== undefined && p.revision <= seen) {
+        // A replay, or a retry overtaken by a newer revision: applying it would go backwards.
+        host.counters.supersededDesired++;
+        host.logger.debug('deployment.desired at or below an applied revision skipped', {
+          seq,
+          deployment_id: p.deployment_id,
+          revision: p.revision,
+          applied: seen,
+        });
+        return { settle: 'applied' };
+      }
+      // The handler gets the payload exactly as decoded: bounds are rendered as sent.
+      const r = await runHandler(() => host.handlers.desired(p, ctx));
+      if (r.ok) host.appliedRevision.set(p.deployment_id, p.revision);
+      return fromHandler(host, env, r, 'deployment.desired');
+    }
+    case 'operation.start': {
+      if (inStream) host.streams.carry(env.reply_to as string, seq, null);
+      const r = await host.book.start(msg.payload, ctx);
+      if (r.settle === 'dropped') {
+        host.counters.permanentFailures++;
+        host.logger.error('operation refused permanently', { seq, id: env.id, operation_id: msg.payload.operation_id, reason: r.reason });
+      }
+      return r;
+    }
+    default: {
+      // A type this side knows but the hub never sends (an operator→hub type).
+      if (inStream) host.streams.unreadable(env.reply_to as string, seq);
+      return fromHandler(host, env, { ok: false, retryable: false, reason: `${msg.type} is not a hub-to-operator message`, code: 'invalid' }, msg.type);
+    }
+  }
+}
+
+async function endOfStream(host: DispatchHost, env: Envelope, end: Payload<'stream.end'>, ctx: FrameContext): Promise<Settled> {
+  const verdict = host.streams.judge(env.reply_to, end);
+  if (!verdict.prune) {
+    host.logger.warn('hub snapshot ended without a prune', { seq: env.seq, reply_to: env.reply_to, reason: verdict.reason });
+    host.streams.close(env.reply_to);
+    return { settle: 'applied' };
+  }
+  if (!verdict.scope.includes('deployment')) {
+    host.streams.close(env.reply_to);
+    return { settle: 'applied' };
+  }
+  if (!host.handlers.pruneDesired) {
+    host.logger.warn('complete hub snapshot received but no pruneDesired handler is set: nothing pruned', { reply_to: env.reply_to });
+    host.streams.close(env.reply_to);
+    return { settle: 'applied' };
+  }
+  const keep = verdict.keepDeployments;
+  const r = await runHandler(() => host.handlers.pruneDesired?.(keep, ctx));
+  if (r.ok) {
+    for (const id of [...host.appliedRevision.keys()]) if (!keep.has(id)) host.appliedRevision.delete(id);
+    host.logger.info('pruned desired deployments against a complete hub snapshot', { reply_to: env.reply_to, kept: keep.size });
+    host.pruned(keep);
+  }
+  // A transient failure keeps the stream open so the retry judges it again.
+  if (r.ok || !r.retryable) host.streams.close(env.reply_to);
+  return fromHandler(host, env, r, 'prune after hub snapshot');
+}

@@ -1,0 +1,320 @@
+/**
+ * Operations: imperative, long-running, able to fail, and outside the resync contract.
+ *
+ * Accepted once: every `operation.start` is deduplicated by `operation_id` against the records
+ * kept in the durable record (so a restart does not re-run a concluded one). A redelivery of a
+ * running operation is dropped; a redelivery of a concluded one re-sends its conclusion, because
+ * the hub may have lost it. The conclusion is an `operation.result`, or an `error` replying to
+ * the start when the operation was refused or its deadline passed (the hub reads that as failed).
+ *
+ * An operation still running when the process died cannot be resumed by this process: at start
+ * it is concluded as `failed` with a message saying so, rather than being silently re-run.
+ * Conclusions are re-sent until the hub acknowledges the frame carrying them (a fresh session
+ * drops the replay buffer they were in).
+ */
+import type { Payload } from '../protocol';
+import type { OperationRecord, StoredConclusion } from './cursor-store';
+import { runHandler, type FrameContext, type OperationConclusion, type OperatorHandlers } from './handlers';
+import type { Logger } from './logger';
+import { outItem, type OutItem } from './outgoing';
+import { MAX_TIMEOUT_MS, type Timers } from './timers';
+
+export interface OperationHost {
+  /** Queue a frame for the hub. */
+  send(item: OutItem): void;
+  /** The set of records changed and must be persisted before the next write. */
+  changed(): void;
+  readonly timers: Timers;
+  readonly logger: Logger;
+}
+
+export type StartSettlement =
+  | { settle: 'applied' }
+  /** Withhold the ack: the gate asked for a retry. */
+  | { settle: 'failed'; reason: string }
+  /** Accepted and dropped (refused permanently); the error frame is already queued. */
+  | { settle: 'dropped'; reason: string };
+
+export interface OperationBookOptions {
+  /** How long a delivered conclusion is remembered for deduplication. Default 7 days. */
+  retentionMs?: number;
+  /** Most records kept; the oldest delivered conclusions go first. Default 10 000. */
+  maxRecords?: number;
+}
+
+interface Running {
+  abort: AbortController;
+  cancelDeadline: () => void;
+}
+
+const MESSAGE_MAX = 2048;
+const cut = (s: string, n = MESSAGE_MAX) => (s.length > n ? s.slice(0, n - 1) + '…' : s);
+
+export class OperationBook {
+  private readonly records = new Map<string, OperationRecord>();
+  private readonly running = new Map<string, Running>();
+  /** Conclusions queued but not yet written: not re-queued twice. */
+  private readonly queued = new Set<string>();
+  /** Conclusions written in this session, by the seq that carried them. */
+  private readonly writtenSeq = new Map<string, number>();
+  private readonly retentionMs: number;
+  private readonly maxRecords: number;
+  private idleWaiters: (() => void)[] = [];
+
+  constructor(
+    initial: readonly OperationRecord[],
+    private readonly host: OperationHost,
+    private readonly handlers: Pick<OperatorHandlers, 'operation' | 'admitOperation'>,
+    options: OperationBookOptions = {},
+  ) {
+    for (const r of initial) this.records.set(r.operationId, { ...r });
+    this.retentionMs = options.retentionMs ?? 7 * 24 * 3600_000;
+    this.maxRecords = options.maxRecords ?? 10_000;
+  }
+
+  /** Records to persist. */
+  snapshot(): OperationRecord[] {
+    return [...this.records.values()].map((r) => ({ ...r }));
+  }
+
+  get runningCount(): number {
+    return this.running.size;
+  }
+
+  get(operationId: string): OperationRecord | undefined {
+    const r = this.records.get(operationId);
+    return r ? { ...r } : undefined;
+  }
+
+  /** After a restart: conclude what the crash interrupted, re-send undelivered conclusions. */
+  recover(): void {
+    for (const r of this.records.values()) {
+      if (r.state === 'running') {
+        this.host.logger.warn('operation interrupted by an operator restart; concluding it as failed', {
+          operation_id: r.operationId,
+          kind: r.kind,
+        });
+        this.conclude(r, {
+          frame: 'result',
+          outcome: 'failed',
+          message: 'the operator restarted while the operation was running; it did not conclude',
+        });
+      } else if (!r.delivered) {
+        this.sendConclusion(r, r.startId);
+      }
+    }
+  }
+
+  /** An `operation.start` from the hub (already decoded and in order). */
+  async start(payload: Payload<'operation.start'>, ctx: FrameContext): Promise<StartSettlement> {
+    const known = this.records.get(payload.operation_id);
+    if (known) {
+      if (known.state === 'running') {
+        this.host.logger.debug('redelivered operation.start for a running operation dropped', { operation_id: known.operationId });
+      } else {
+        this.host.logger.info('redelivered operation.start for a concluded operation: re-sending its conclusion', {
+          operation_id: known.operationId,
+        });
+        this.sendConclusion(known, ctx.frameId);
+      }
+      return { settle: 'applied' };
+    }
+
+    const now = this.host.timers.now();
+    const deadline = Date.parse(payload.deadline);
+    const record: OperationRecord = {
+      operationId: payload.operation_id,
+      startId: ctx.frameId,
+      kind: payload.kind,
+      deadline,
+      acceptedAt: now,
+      state: 'running',
+      conclusion: null,
+      concludedAt: null,
+      delivered: false,
+    };
+
+    if (!(deadline > now)) {
+      this.records.set(record.operationId, record);
+      this.conclude(record, { frame: 'error', code: 'deadline', message: `deadline ${payload.deadline} passed before the operation could start` });
+      return { settle: 'applied' };
+    }
+
+    if (this.handlers.admitOperation) {
+      const gate = await runHandler(() => this.handlers.admitOperation?.(payload, ctx));
+      if (!gate.ok && gate.retryable) return { settle: 'failed', reason: gate.reason };
+      if (!gate.ok) {
+        this.records.set(record.operationId, record);
+        this.conclude(record, { frame: 'error', code: gate.code ?? 'invalid', message: cut(gate.reason) });
+        return { settle: 'dropped', reason: gate.reason };
+      }
+    }
+
+    this.records.set(record.operationId, record);
+    this.host.changed();
+    this.host.send(outItem('operation.accepted', { operation_id: record.operationId }, record.startId));
+    this.run(record, payload);
+    return { settle: 'applied' };
+  }
+
+  /** The hub acknowledged everything through `peerAck`: conclusions at or below it are delivered. */
+  acknowledged(peerAck: number): void {
+    let changed = false;
+    for (const [id, seq] of this.writtenSeq) {
+      if (seq > peerAck) continue;
+      this.writtenSeq.delete(id);
+      const r = this.records.get(id);
+      if (r && !r.delivered) {
+        r.delivered = true;
+        changed = true;
+      }
+    }
+    if (changed) {
+      this.prune();
+      this.host.changed();
+    }
+  }
+
+  /** A fresh session dropped the replay buffer: conclusions written but not acked go again. */
+  freshSession(): void {
+    this.writtenSeq.clear();
+    for (const r of this.records.values()) {
+      if (r.state === 'concluded' && !r.delivered) this.sendConclusion(r, r.startId);
+    }
+  }
+
+  /** Ask every running operation to stop (the client is stopping). */
+  abortAll(reason: string): void {
+    for (const run of this.running.values()) run.abort.abort(new Error(reason));
+  }
+
+  /** Resolves once no operation is running. */
+  whenIdle(): Promise<void> {
+    if (this.running.size === 0) return Promise.resolve();
+    return new Promise((resolve) => this.idleWaiters.push(resolve));
+  }
+
+  /** Cancel timers without concluding (the process is going away). */
+  dispose(): void {
+    for (const run of this.running.values()) run.cancelDeadline();
+  }
+
+  private run(record: OperationRecord, payload: Payload<'operation.start'>): void {
+    const abort = new AbortController();
+    const { timers, logger } = this.host;
+    let cancelDeadline = () => {};
+    const armDeadline = () => {
+      const left = record.deadline - timers.now();
+      if (left > MAX_TIMEOUT_MS) {
+        cancelDeadline = timers.schedule(armDeadline, MAX_TIMEOUT_MS);
+        return;
+      }
+      cancelDeadline = timers.schedule(() => {
+        if (record.state !== 'running') return;
+        logger.warn('operation missed its deadline', { operation_id: record.operationId, kind: record.kind });
+        this.conclude(record, { frame: 'error', code: 'deadline', message: `the operation did not conclude by ${payload.deadline}` });
+        abort.abort(new Error('deadline passed'));
+      }, left);
+    };
+    armDeadline();
+    this.running.set(record.operationId, { abort, cancelDeadline: () => cancelDeadline() });
+
+    const ctx = {
+      operationId: record.operationId,
+      startId: record.startId,
+      deadline: record.deadline,
+      signal: abort.signal,
+      progress: (phase: string, message = '') => {
+        if (record.state !== 'running') return;
+        this.host.send(
+          outItem(
+            'operation.progress',
+            { operation_id: record.operationId, phase: cut(phase.trim() || 'progress', 64), message: cut(message) },
+            record.startId,
+          ),
+        );
+      },
+    };
+
+    void Promise.resolve()
+      .then(() => this.handlers.operation(payload, ctx))
+      .then(
+        (c) => normalizeConclusion(c),
+        (err: unknown): OperationConclusion => ({
+          outcome: 'failed',
+          message: `operation handler threw: ${err instanceof Error ? err.message : String(err)}`,
+        }),
+      )
+      .then((c) => {
+        if (record.state !== 'running') {
+          logger.info('operation finished after it was already concluded; result ignored', {
+            operation_id: record.operationId,
+            outcome: c.outcome,
+          });
+          return;
+        }
+        this.conclude(record, { frame: 'result', outcome: c.outcome, message: cut(c.message ?? '') });
+      })
+      .finally(() => {
+        this.running.get(record.operationId)?.cancelDeadline();
+        this.running.delete(record.operationId);
+        if (this.running.size === 0) {
+          const waiters = this.idleWaiters;
+          this.idleWaiters = [];
+          for (const w of waiters) w();
+        }
+      });
+  }
+
+  private conclude(record: OperationRecord, conclusion: StoredConclusion): void {
+    record.state = 'concluded';
+    record.conclusion = conclusion;
+    record.concludedAt = this.host.timers.now();
+    record.delivered = false;
+    this.host.changed();
+    this.sendConclusion(record, record.startId);
+  }
+
+  private sendConclusion(record: OperationRecord, replyTo: string): void {
+    const c = record.conclusion;
+    if (!c || this.queued.has(record.operationId)) return;
+    this.queued.add(record.operationId);
+    const onWritten = (seq: number) => {
+      this.queued.delete(record.operationId);
+      this.writtenSeq.set(record.operationId, seq);
+    };
+    const item =
+      c.frame === 'result'
+        ? outItem('operation.result', { operation_id: record.operationId, outcome: c.outcome, message: c.message }, replyTo, { onWritten })
+        : outItem('error', { code: c.code, message: c.message, retryable: false }, replyTo, { onWritten });
+    this.host.send(item);
+  }
+
+  /** Forget delivered conclusions past retention, and the oldest ones beyond the cap. */
+  private prune(): void {
+    const now = this.host.timers.now();
+    for (const [id, r] of this.records) {
+      if (r.state === 'concluded' && r.delivered && r.concludedAt !== null && now - r.concludedAt > this.retentionMs) {
+        this.records.delete(id);
+      }
+    }
+    if (this.records.size <= this.maxRecords) return;
+    const forgettable = [...this.records.values()]
+      .filter((r) => r.state === 'concluded' && r.delivered)
+      .sort((a, b) => (a.concludedAt ?? 0) - (b.concludedAt ?? 0));
+    for (const r of forgettable) {
+      if (this.records.size <= this.maxRecords) break;
+      this.records.delete(r.operationId);
+    }
+  }
+}
+
+const OUTCOMES: ReadonlySet<string> = new Set(['succeeded', 'failed', 'cancelled']);
+
+function normalizeConclusion(c: unknown): OperationConclusion {
+  if (c && typeof c === 'object' && OUTCOMES.has((c as { outcome?: unknown }).outcome as string)) {
+    const m = (c as { message?: unknown }).message;
+    return { outcome: (c as OperationConclusion).outcome, message: typeof m === 'string' ? m : '' };
+  }
+  return { outcome: 'failed', message: 'operation handler returned no recognizable outcome' };
+}

@@ -1,0 +1,65 @@
+/**
+ * What a starting operator can claim about its own past, decided from what survived: the
+ * durable record and (if it has one) the durable outbound log. Pure.
+ *
+ * - No session: nothing to resume; not lossy (there is nothing to be a base for).
+ * - A durable log that is intact and belongs to the recorded session: resumable, whatever way
+ *   the process ended. The log is the authority on numbering (every frame the hub can have seen
+ *   is in it; numbers past its last commit never reached the socket), and the record's peer ack,
+ *   a real ack from the hub within the session, releases what the log had not compacted yet.
+ * - A durable log that cannot vouch for itself (corrupt, another session, missing): lossy.
+ * - In-memory buffer: resumable only after a clean stop that left nothing unacknowledged.
+ *
+ * After any unclean end the client also streams an observed resync once the session opens:
+ * observations queued but never numbered died with the process.
+ */
+import type { OutboundState } from '../protocol';
+import type { DurableRecord } from './cursor-store';
+import type { LogRecovery } from './outbound-log';
+
+export interface ResumeBase {
+  lossy: boolean;
+  /** Numbering to continue with (meaningless when lossy: the hub will grant a fresh session). */
+  outbound: OutboundState;
+  /** Whether the surviving buffer contents are usable (false: clear the buffer). */
+  keepBuffer: boolean;
+  resyncAfterOpen: boolean;
+  /** Why the log could not vouch, for the log line. */
+  problem: string | null;
+}
+
+export function decideResumeBase(record: DurableRecord, buffer: { durable: boolean; recovery: LogRecovery }): ResumeBase {
+  const resyncAfterOpen = !record.clean && record.sessionId !== null;
+  if (record.sessionId === null) {
+    return { lossy: false, outbound: record.outbound, keepBuffer: false, resyncAfterOpen, problem: null };
+  }
+  if (buffer.durable) {
+    const r = buffer.recovery;
+    if (r.intact && r.session === record.sessionId) {
+      const lastSent = Math.max(r.lastSeq, r.released);
+      const peerAck = Math.max(r.released, Math.min(record.outbound.peerAck, lastSent));
+      return {
+        lossy: false,
+        outbound: { nextSeq: lastSent + 1, peerAck, lostThrough: r.lostThrough },
+        keepBuffer: true,
+        resyncAfterOpen,
+        problem: r.problem,
+      };
+    }
+    return {
+      lossy: true,
+      outbound: record.outbound,
+      keepBuffer: false,
+      resyncAfterOpen,
+      problem: r.problem ?? (r.session !== record.sessionId ? 'the outbound log belongs to another session' : 'unknown'),
+    };
+  }
+  const resumable = record.clean && record.outbound.peerAck === record.outbound.nextSeq - 1;
+  return {
+    lossy: !resumable,
+    outbound: record.outbound,
+    keepBuffer: false,
+    resyncAfterOpen,
+    problem: resumable ? null : 'the in-memory replay buffer did not survive with unacknowledged frames in it',
+  };
+}

@@ -1,0 +1,22 @@
+/**
+ * The clock and timer the SDK schedules its policy delays with (ping cadence, idle limit, ack
+ * delay, reconnect backoff, handler retries, operation deadlines, the drain bound). Injected so
+ * tests can drive time by hand instead of sleeping; I/O itself is never faked.
+ */
+export interface Timers {
+  /** Wall-clock milliseconds (operation deadlines are wall-clock timestamps). */
+  now(): number;
+  /** Run `fn` after `ms`; returns a function that cancels it (idempotent). */
+  schedule(fn: () => void, ms: number): () => void;
+}
+
+/** Node's own timers, clamped to what setTimeout can express (about 24.8 days). */
+export const systemTimers: Timers = {
+  now: () => Date.now(),
+  schedule(fn, ms) {
+    const t = setTimeout(fn, Math.min(Math.max(0, ms), MAX_TIMEOUT_MS));
+    return () => clearTimeout(t);
+  },
+};
+
+export const MAX_TIMEOUT_MS = 2 ** 31 - 1;

@@ -1,0 +1,236 @@
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { permanent, transient } from '../../../src/operator/handlers';
+import { newId } from '../../../src/protocol';
+import { cursorReaches, desiredPayload, makeClient, readResync, reconnectAfterBackoff, type TestClient } from './support/harness';
+import { eventually, ScriptedHub, type HubConnection } from './support/scripted-hub';
+
+let hub: ScriptedHub;
+const clients: TestClient[] = [];
+
+beforeEach(async () => {
+  hub = await ScriptedHub.start();
+});
+afterEach(async () => {
+  for (const t of clients.splice(0)) await t.client.stop({ graceful: false });
+  await hub.stop();
+});
+
+async function open(options: Parameters<typeof makeClient>[1] = {}): Promise<{ t: TestClient; conn: HubConnection }> {
+  const t = makeClient(hub, options);
+  clients.push(t);
+  await t.client.start();
+  const conn = await hub.nextConnection();
+  await conn.nextOf('hello');
+  conn.welcome({ session_id: 'S1' });
+  await readResync(conn);
+  return { t, conn };
+}
+
+/** A round trip through the SDK: once the pong is here, every frame it wrote before is too. */
+async function sync(conn: HubConnection): Promise<void> {
+  const before = conn.frames.filter((f) => f.type === 'pong').length;
+  conn.send('ping', {});
+  await eventually(() => conn.frames.filter((f) => f.type === 'pong').length > before, 'pong');
+}
+
+describe('inbound order', () => {
+  it('applies in order and acknowledges with an ack frame when nothing else goes out', async () => {
+    const { t, conn } = await open();
+    conn.sendSeq('deployment.desired', desiredPayload('d1'));
+    await cursorReaches(t, 1);
+    t.timers.advance(50);
+    const ack = await conn.seen((f) => f.type === 'ack', 'an ack frame');
+    expect(ack).toMatchObject({ seq: null, ack: 1, payload: {} });
+  });
+
+  it('hands the handler the payload untouched: replica bounds are rendered exactly as sent', async () => {
+    const { t, conn } = await open();
+    const sent = desiredPayload('d1', 4, { min_replicas: 3, max_replicas: 7 });
+    conn.sendSeq('deployment.desired', sent);
+    await cursorReaches(t, 1);
+    expect(t.calls.desired[0]?.payload).toEqual(sent);
+  });
+
+  it('drops a duplicate', async () => {
+    const { t, conn } = await open();
+    const { id } = conn.sendSeq('deployment.desired', desiredPayload('d1'));
+    conn.send('deployment.desired', desiredPayload('d1'), { seq: 1, id });
+    await sync(conn);
+    await cursorReaches(t, 1);
+    expect(t.calls.desired).toHaveLength(1);
+    expect(t.client.stats.duplicates).toBe(1);
+  });
+
+  it('closes the connection on a gap, and reconnects', async () => {
+    const { t, conn } = await open();
+    conn.sendSeq('deployment.desired', desiredPayload('d1'));
+    conn.send('deployment.desired', desiredPayload('d2'), { seq: 3 });
+    expect((await conn.waitClosed()).code).toBe(4400);
+    expect(t.client.stats.gaps).toBe(1);
+    await reconnectAfterBackoff(t);
+    const again = await hub.nextConnection();
+    expect((await again.nextOf('hello')).payload).toMatchObject({ session_id: 'S1' });
+  });
+
+  it('on resume rewinds to cursor + 1, so the replay is applied instead of dropped as duplicates', async () => {
+    let failD2 = true;
+    const { t, conn } = await open({
+      desiredResult: (p) => (p.deployment_id === 'd2' && failD2 ? transient('api server down') : { ok: true }),
+    });
+    conn.sendSeq('deployment.desired', desiredPayload('d1'));
+    conn.sendSeq('deployment.desired', desiredPayload('d2'));
+    conn.sendSeq('deployment.desired', desiredPayload('d3'));
+    await eventually(() => t.calls.desired.length === 3, 'three deliveries');
+    await cursorReaches(t, 1);
+    // d3 was read and applied past the hole, but the cursor stays behind d2.
+    expect(t.client.session.cursor).toBe(1);
+    conn.terminate();
+
+    failD2 = false;
+    await reconnectAfterBackoff(t);
+    const conn2 = await hub.nextConnection();
+    expect((await conn2.nextOf('hello')).payload).toMatchObject({ session_id: 'S1', resume_from: 1 });
+    conn2.welcome({ session_id: 'S1', full_resync: false, ack_seq: 0 });
+    conn2.seqFrom(2);
+    conn2.sendSeq('deployment.desired', desiredPayload('d2'));
+    conn2.sendSeq('deployment.desired', desiredPayload('d3'));
+    await cursorReaches(t, 3);
+    // d2 is applied from the replay; d3's replay is read (not a duplicate) and skipped as an
+    // already-applied revision, so the cursor passes it.
+    expect(t.calls.desired.map((c) => c.payload.deployment_id)).toEqual(['d1', 'd2', 'd3', 'd2']);
+    expect(t.client.stats.duplicates).toBe(0);
+    expect(t.client.stats.supersededDesired).toBe(1);
+    t.timers.advance(50);
+    await conn2.seen((f) => f.ack === 3, 'ack 3');
+  });
+});
+
+describe('handler outcomes', () => {
+  it('a transient failure withholds the ack, is retried later, and is acked once it applies', async () => {
+    let calls = 0;
+    const { t, conn } = await open({ desiredResult: () => (++calls === 1 ? transient('lock held') : { ok: true }) });
+    conn.sendSeq('deployment.desired', desiredPayload('d1'));
+    await eventually(() => calls === 1, 'first attempt');
+    t.timers.advance(50);
+    await sync(conn);
+    expect(conn.highestAck).toBe(0);
+    expect(t.client.stats.transientFailures).toBe(1);
+
+    t.timers.advance(500);
+    await eventually(() => calls === 2, 'the retry');
+    await cursorReaches(t, 1);
+    t.timers.advance(50);
+    await conn.seen((f) => f.ack === 1, 'ack 1');
+    expect(t.calls.desired[1]?.ctx.attempt).toBe(1);
+  });
+
+  it('a thrown exception or an unrecognized outcome counts as transient', async () => {
+    let calls = 0;
+    const { t, conn } = await open({
+      desiredResult: () => {
+        calls++;
+        if (calls === 1) throw new Error('boom');
+        if (calls === 2) return 'ok?' as never;
+        return { ok: true };
+      },
+    });
+    conn.sendSeq('deployment.desired', desiredPayload('d1'));
+    await eventually(() => calls === 1, 'first attempt');
+    t.timers.advance(500);
+    await eventually(() => calls === 2, 'second attempt');
+    expect(t.client.session.cursor).toBe(0);
+    t.timers.advance(1_000);
+    await cursorReaches(t, 1);
+  });
+
+  it('a permanent failure is acked, dropped, logged loudly and reported with an error replying to the frame', async () => {
+    const { t, conn } = await open({ desiredResult: () => permanent('gpu model B200 does not exist here') });
+    const { id } = conn.sendSeq('deployment.desired', desiredPayload('d1'));
+    const err = await conn.nextOf('error');
+    expect(err.reply_to).toBe(id);
+    expect(err.payload).toMatchObject({ code: 'invalid', retryable: false, message: 'gpu model B200 does not exist here' });
+    await cursorReaches(t, 1);
+    t.timers.advance(50);
+    await eventually(() => conn.highestAck === 1, 'ack 1');
+    expect(t.logger.records.some((r) => r.level === 'error' && r.seq === 1)).toBe(true);
+  });
+
+  it('answers an unknown type with an error naming it, and counts and acks its seq', async () => {
+    const { t, conn } = await open();
+    const id = newId();
+    conn.sendRaw(JSON.stringify({ v: 1, type: 'cluster.weather', id, seq: 1, ack: null, reply_to: null, ts: new Date().toISOString(), payload: { x: 1 } }));
+    const err = await conn.nextOf('error');
+    expect(err.reply_to).toBe(id);
+    expect(err.seq).not.toBeNull();
+    expect(err.payload).toMatchObject({ code: 'invalid', retryable: false, unknown_type: 'cluster.weather' });
+    await cursorReaches(t, 1);
+    expect(t.client.stats.unknownTypes).toBe(1);
+    // The next frame is not a gap.
+    conn.sendSeq('deployment.desired', desiredPayload('d1'), {});
+    await cursorReaches(t, 1);
+  });
+
+  it('a poison frame (payload breaks an invariant) is acked, dropped and logged at error level', async () => {
+    const { t, conn } = await open();
+    const { id } = conn.sendSeq('deployment.desired', desiredPayload('d1', 1, { min_replicas: 5, max_replicas: 2 }));
+    const err = await conn.nextOf('error');
+    expect(err.reply_to).toBe(id);
+    expect(err.payload).toMatchObject({ code: 'invalid', retryable: false });
+    await cursorReaches(t, 1);
+    expect(t.calls.desired).toHaveLength(0);
+    expect(t.logger.records.some((r) => r.level === 'error' && /poison/.test(r.msg))).toBe(true);
+  });
+
+  it('an error frame from the hub is never fatal', async () => {
+    const { t, conn } = await open();
+    const seen: unknown[] = [];
+    t.client.on('hubError', (e) => seen.push(e.payload));
+    conn.sendSeq('error', { code: 'conflict', message: 'nope', retryable: false });
+    conn.sendSeq('deployment.desired', desiredPayload('d1'));
+    await cursorReaches(t, 2);
+    expect(seen).toEqual([{ code: 'conflict', message: 'nope', retryable: false }]);
+    expect(t.client.state).toBe('open');
+  });
+
+  it('skips a desired revision older than one already applied (a retry overtaken by a newer frame)', async () => {
+    let first = true;
+    const { t, conn } = await open({
+      desiredResult: (p) => (p.revision === 1 && first ? ((first = false), transient('busy')) : { ok: true }),
+    });
+    conn.sendSeq('deployment.desired', desiredPayload('d1', 1));
+    conn.sendSeq('deployment.desired', desiredPayload('d1', 2));
+    await eventually(() => t.calls.desired.length === 2, 'both revisions');
+    t.timers.advance(500);
+    await cursorReaches(t, 2);
+    expect(t.calls.desired.map((c) => c.payload.revision)).toEqual([1, 2]);
+    expect(t.client.stats.supersededDesired).toBe(1);
+  });
+});
+
+describe("the hub's resync stream", () => {
+  it('prunes local desired deployments only after a complete stream.end with a matching count', async () => {
+    const { t, conn } = await open();
+    const begin = conn.sendSeq('resync.begin', { scope: ['deployment'] });
+    conn.sendSeq('deployment.desired', desiredPayload('d1'), { reply_to: begin.id });
+    conn.sendSeq('deployment.desired', desiredPayload('d2'), { reply_to: begin.id });
+    expect(t.calls.prunes).toHaveLength(0);
+    conn.sendSeq('stream.end', { complete: true, count: 2 }, { reply_to: begin.id });
+    await cursorReaches(t, 4);
+    expect(t.calls.prunes.map((k) => [...k].sort())).toEqual([['d1', 'd2']]);
+    expect(t.calls.desired.every((c) => c.ctx.resyncId === begin.id)).toBe(true);
+  });
+
+  it('does not prune when the count differs, when incomplete, or when a frame in it was unreadable', async () => {
+    const { t, conn } = await open();
+    const a = conn.sendSeq('resync.begin', { scope: ['deployment'] });
+    conn.sendSeq('deployment.desired', desiredPayload('d1'), { reply_to: a.id });
+    conn.sendSeq('stream.end', { complete: true, count: 2 }, { reply_to: a.id });
+    const b = conn.sendSeq('resync.begin', { scope: ['deployment'] });
+    conn.sendSeq('stream.end', { complete: false, count: 0 }, { reply_to: b.id });
+    const c = conn.sendSeq('resync.begin', { scope: ['deployment'] });
+    conn.sendSeq('deployment.desired', desiredPayload('d1', 1, { min_replicas: 9, max_replicas: 1 }), { reply_to: c.id });
+    conn.sendSeq('stream.end', { complete: true, count: 1 }, { reply_to: c.id });
+    await cursorReaches(t, 8);
+    expect(t.calls.prunes).toHaveLength(0);
+  });
+});

@@ -1,0 +1,210 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { MemoryCursorStore } from '../../../src/operator/cursor-store';
+import { openFileStores } from '../../../src/operator/file-stores';
+import { MemoryOutboundLog } from '../../../src/operator/outbound-log';
+import { ackAll, cursorReaches, makeClient, readResync, reconnectAfterBackoff, SNAPSHOT, type TestClient } from './support/harness';
+import { eventually, ScriptedHub } from './support/scripted-hub';
+
+let hub: ScriptedHub;
+const clients: TestClient[] = [];
+const track = (t: TestClient) => (clients.push(t), t);
+
+beforeEach(async () => {
+  hub = await ScriptedHub.start();
+});
+afterEach(async () => {
+  for (const t of clients.splice(0)) await t.client.stop({ graceful: false });
+  await hub.stop();
+});
+
+/** Run a first session to the point where everything sent is acknowledged. */
+async function openAndSettle(t: TestClient, sessionId = 'S1') {
+  await t.client.start();
+  const conn = await hub.nextConnection();
+  await conn.nextOf('hello');
+  conn.welcome({ session_id: sessionId, full_resync: true });
+  const stream = await readResync(conn);
+  return { conn, stream };
+}
+
+describe('hello', () => {
+  it('a new operator dials /v1/connect with its bearer token and says hello first, with no session', async () => {
+    const t = track(makeClient(hub));
+    await t.client.start();
+    const conn = await hub.nextConnection();
+    const first = await conn.next();
+    expect(first.type).toBe('hello');
+    expect(first.seq).toBeNull();
+    expect(first.payload).toEqual({ cluster_id: 'c1', operator_version: '0.1.0', session_id: null, resume_from: null, lossy: false });
+    expect(conn.headers.authorization).toBe('Bearer wsmet_test');
+    expect(conn.headers['wingsmith-session']).toBeUndefined();
+    // permessage-deflate is off.
+    expect(conn.headers['sec-websocket-extensions']).toBeUndefined();
+  });
+
+  it('writes no sequenced frame before welcome, then numbers from 1 and streams the full observed state', async () => {
+    const t = track(makeClient(hub));
+    t.client.reportNode(SNAPSHOT.nodes[0]!);
+    await t.client.start();
+    const conn = await hub.nextConnection();
+    await conn.nextOf('hello');
+    // Give the writer every chance to misbehave before the welcome.
+    await new Promise((r) => setTimeout(r, 20));
+    expect(conn.frames.filter((f) => f.seq !== null)).toEqual([]);
+
+    conn.welcome({ session_id: 'S1' });
+    const { begin, body, end } = await readResync(conn);
+    const after = [await conn.next(), await conn.next()];
+    expect(begin.payload).toEqual({ scope: ['cluster', 'node', 'device', 'deployment'] });
+    expect(body.map((f) => f.type)).toEqual(['cluster.observed', 'node.observed', 'device.observed']);
+    expect(end.payload).toEqual({ complete: true, count: 3 });
+    const seqs = conn.frames.filter((f) => f.seq !== null).map((f) => f.seq);
+    expect(seqs).toEqual(seqs.map((_, i) => i + 1));
+    // The snapshot goes out whole first; then the queue: the report queued earlier and link.stats.
+    expect(after.map((f) => f.type).sort()).toEqual(['link.stats', 'node.observed']);
+    // Every frame carries the inbound cursor.
+    expect(conn.frames.filter((f) => f.seq !== null).every((f) => f.ack === 0)).toBe(true);
+  });
+
+  it('after a graceful stop the restart resumes: same session, durable cursor, not lossy', async () => {
+    const store = new MemoryCursorStore();
+    const first = track(makeClient(hub, { cursorStore: store }));
+    const { conn } = await openAndSettle(first);
+    const d = conn.sendSeq('deployment.desired', {
+      deployment_id: 'd1', workload_id: 'w1', revision: 1, min_replicas: 1, max_replicas: 1, deleted: false,
+      serving: { engine: 'vllm', model: 'm', image: 'i', args: [], env: {}, gpus_per_replica: 1, gpu_model: null, port: 8000 },
+    });
+    await conn.seen((f) => f.type === 'link.stats', 'link.stats');
+    ackAll(conn);
+    await first.client.stop();
+    expect((await conn.waitClosed()).code).toBe(1000);
+    const saved = store.peek()!;
+    expect(saved).toMatchObject({ sessionId: 'S1', cursor: d.seq, clean: true });
+    expect(saved.outbound.peerAck).toBe(saved.outbound.nextSeq - 1);
+    // The cursor reached the hub before the close.
+    expect(conn.highestAck).toBe(d.seq);
+
+    const second = track(makeClient(hub, { cursorStore: store }));
+    await second.client.start();
+    const conn2 = await hub.nextConnection();
+    const hello = await conn2.nextOf('hello');
+    expect(hello.payload).toEqual({ cluster_id: 'c1', operator_version: '0.1.0', session_id: 'S1', resume_from: 1, lossy: false });
+    expect(conn2.headers['wingsmith-session']).toBe('S1');
+  });
+
+  it('after a crash with an in-memory replay buffer, hello says lossy', async () => {
+    const store = new MemoryCursorStore();
+    const first = track(makeClient(hub, { cursorStore: store }));
+    await openAndSettle(first);
+    // Frames are unacknowledged and the process dies: the buffer is gone with it.
+    await first.client.stop({ graceful: false });
+    expect(store.peek()!.clean).toBe(false);
+
+    const second = track(makeClient(hub, { cursorStore: store, outboundLog: new MemoryOutboundLog() }));
+    await second.client.start();
+    const conn2 = await hub.nextConnection();
+    const hello = await conn2.nextOf('hello');
+    expect(hello.payload).toMatchObject({ session_id: 'S1', lossy: true });
+  });
+
+  it('after a crash with a durable outbound log, the restart resumes and replays the unacked frames verbatim', async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), 'wingsmith-op-'));
+    try {
+      const stores1 = await openFileStores(dir);
+      const first = track(makeClient(hub, stores1));
+      const { conn, stream } = await openAndSettle(first);
+      await conn.seen((f) => f.type === 'link.stats', 'link.stats');
+      // The hub saw everything but acknowledged only through the begin.
+      conn.send('ack', {}, { ack: stream.begin.seq });
+      await eventually(() => first.client.session.outbound?.peerAck === stream.begin.seq, 'the ack to land');
+      await first.client.stop({ graceful: false });
+
+      const stores2 = await openFileStores(dir);
+      const second = track(makeClient(hub, stores2));
+      await second.client.start();
+      const conn2 = await hub.nextConnection();
+      const hello = await conn2.nextOf('hello');
+      expect(hello.payload).toMatchObject({ session_id: 'S1', resume_from: 0, lossy: false });
+      conn2.welcome({ session_id: 'S1', full_resync: false, ack_seq: stream.begin.seq! });
+      const sent = conn.frames.filter((f) => f.seq !== null && f.seq > stream.begin.seq!);
+      const replayed = [];
+      for (let i = 0; i < sent.length; i++) replayed.push(await conn2.next());
+      expect(replayed.map((f) => f.raw)).toEqual(sent.map((f) => f.raw));
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('resume and fresh sessions', () => {
+  it('re-sends unreleased frames after welcome with their original text, then continues the numbering', async () => {
+    const t = track(makeClient(hub));
+    const { conn, stream } = await openAndSettle(t);
+    await conn.seen((f) => f.type === 'link.stats', 'link.stats');
+    const sent = conn.frames.filter((f) => f.seq !== null);
+    const acked = stream.begin.seq!;
+    conn.send('ack', {}, { ack: acked });
+    await eventually(() => t.client.session.outbound?.peerAck === acked, 'the ack to land');
+    conn.terminate();
+
+    await reconnectAfterBackoff(t);
+    const conn2 = await hub.nextConnection();
+    expect((await conn2.nextOf('hello')).payload).toMatchObject({ session_id: 'S1', lossy: false });
+    conn2.welcome({ session_id: 'S1', full_resync: false, ack_seq: acked });
+    const unreleased = sent.filter((f) => f.seq! > acked);
+    for (const f of unreleased) expect((await conn2.next()).raw).toBe(f.raw);
+
+    t.client.reportNode({ ...SNAPSHOT.nodes[0]!, ready: false });
+    const fresh = await conn2.nextOf('node.observed');
+    expect(fresh.seq).toBeGreaterThan(sent.length);
+    // One contiguous stream: the replay, then new frames (link.stats for the reopened session, the report).
+    const seqs = conn2.frames.filter((f) => f.seq !== null).map((f) => f.seq!);
+    expect(seqs).toEqual(seqs.map((_, i) => acked + 1 + i));
+  });
+
+  it('a fresh session restarts numbering at 1 both ways and never re-sends frames of the old one', async () => {
+    const t = track(makeClient(hub));
+    const { conn } = await openAndSettle(t);
+    await conn.seen((f) => f.type === 'link.stats', 'link.stats');
+    const oldIds = new Set(conn.frames.map((f) => f.id));
+    conn.sendSeq('deployment.desired', {
+      deployment_id: 'd1', workload_id: 'w1', revision: 1, min_replicas: 0, max_replicas: 1, deleted: false,
+      serving: { engine: 'vllm', model: 'm', image: 'i', args: [], env: {}, gpus_per_replica: 1, gpu_model: null, port: 8000 },
+    });
+    await cursorReaches(t, 1);
+    conn.terminate();
+
+    await reconnectAfterBackoff(t);
+    const conn2 = await hub.nextConnection();
+    await conn2.nextOf('hello');
+    conn2.welcome({ session_id: 'S2', full_resync: true });
+    const { begin, end } = await readResync(conn2);
+    const seqs = conn2.frames.filter((f) => f.seq !== null).map((f) => f.seq);
+    expect(Math.min(...seqs.map(Number))).toBe(1);
+    expect(conn2.frames.some((f) => oldIds.has(f.id))).toBe(false);
+    expect(end.reply_to).toBe(begin.id);
+    // Inbound numbering restarted too: the hub's seq 1 of the new session is accepted and acked.
+    conn2.seqFrom(1);
+    conn2.sendSeq('error', { code: 'internal', message: 'just a note', retryable: true });
+    await cursorReaches(t, 1);
+    t.timers.advance(50);
+    await conn2.seen((f) => f.ack === 1, 'ack of the new session seq 1');
+    expect(t.client.session).toMatchObject({ sessionId: 'S2', cursor: 1 });
+  });
+
+  it('a session id different from the one asked for is a fresh session even without full_resync', async () => {
+    const t = track(makeClient(hub));
+    const { conn } = await openAndSettle(t);
+    conn.terminate();
+    await reconnectAfterBackoff(t);
+    const conn2 = await hub.nextConnection();
+    await conn2.nextOf('hello');
+    conn2.welcome({ session_id: 'S9', full_resync: false, ack_seq: 0 });
+    const { begin } = await readResync(conn2);
+    expect(begin.seq).toBeLessThanOrEqual(2);
+    expect(t.client.session.sessionId).toBe('S9');
+  });
+});

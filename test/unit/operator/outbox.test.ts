@@ -1,0 +1,76 @@
+import { describe, expect, it } from 'vitest';
+import { handlersNormalizeCases } from './support/cases';
+import { normalizeResult } from '../../../src/operator/handlers';
+import { LinkStatsReporter } from '../../../src/operator/link-stats';
+import { outItem } from '../../../src/operator/outgoing';
+import { Outbox } from '../../../src/operator/outbox';
+import { ObservedResync } from '../../../src/operator/resync';
+import { newId } from '../../../src/protocol';
+import { SNAPSHOT } from './support/harness';
+
+const nodeItem = (id: string, ready = true) => outItem('node.observed', { ...SNAPSHOT.nodes[0]!, node_id: id, ready });
+const eventItem = (n: number) => outItem('node.event', { subject: 'node-a', reason: 'Flap', message: `${n}`, severity: 'info', occurred_at: '2026-01-01T00:00:00Z' });
+
+describe('outbox', () => {
+  it('coalesces state by subject under pressure and counts what it replaced, dropped and evicted', () => {
+    const box = new Outbox(3);
+    box.push(nodeItem('a'));
+    box.push(nodeItem('b'));
+    box.push(eventItem(1));
+    expect(box.push(nodeItem('a', false))).toBe('replaced');
+    expect(box.push(eventItem(2))).toBe('dropped_event');
+    expect(box.push(nodeItem('c'))).toBe('evicted_oldest');
+    expect(box.counters).toEqual({ replacedFrames: 1, droppedEvents: 1, evictedFrames: 1 });
+    const out = [box.next(), box.next(), box.next(), box.next()].map((i) =>
+      i === null ? null : i.type === 'node.observed' ? (i.payload as { node_id: string }).node_id : i.type,
+    );
+    // a (already superseded by a') was the oldest evictable frame when c arrived.
+    expect(out).toEqual(['b', 'node.event', 'c', null]);
+  });
+
+  it('never loses a control frame: what the queue refuses waits in order', () => {
+    const box = new Outbox(1);
+    const ctl = Array.from({ length: 40 }, (_, i) => outItem('operation.accepted', { operation_id: newId() }, `${i}`));
+    for (const c of ctl) box.push(c);
+    const out = [];
+    for (let i = box.next(); i; i = box.next()) out.push(i.replyTo);
+    expect(out).toEqual(ctl.map((c) => c.replyTo));
+  });
+
+  it('writes a resync stream whole before the queue, and a taken frame can be put back first', () => {
+    const box = new Outbox(8);
+    box.push(eventItem(1));
+    const stream = new ObservedResync(SNAPSHOT, newId);
+    box.startResync(stream);
+    const first = box.next()!;
+    expect(first.type).toBe('resync.begin');
+    box.putBack(first);
+    expect(box.next()).toBe(first);
+    const types = [];
+    for (let i = box.next(); i; i = box.next()) types.push(i.type);
+    expect(types).toEqual(['cluster.observed', 'node.observed', 'device.observed', 'stream.end', 'node.event']);
+    expect(box.empty).toBe(true);
+  });
+});
+
+describe('link.stats cadence', () => {
+  it('is due at once after a session opens, then only when counters change, at most once per interval', () => {
+    const r = new LinkStatsReporter(newId(), 5_000);
+    const zero = { droppedEvents: 0, evictedFrames: 0, replacedFrames: 0 };
+    expect(r.dueIn(zero, 1_000)).toBe(0);
+    expect(r.take(zero, 1_000)).toMatchObject({ dropped_events: 0, evicted_frames: 0, replaced_frames: 0 });
+    expect(r.dueIn(zero, 2_000)).toBeNull();
+    const one = { ...zero, droppedEvents: 1 };
+    expect(r.dueIn(one, 2_000)).toBe(4_000);
+    expect(r.dueIn(one, 7_000)).toBe(0);
+    r.take(one, 7_000);
+    r.sessionOpened();
+    expect(r.dueIn(one, 7_001)).toBe(0);
+  });
+});
+
+describe('handler outcomes', () => {
+  it.each(handlersNormalizeCases)('%s', (_name, value, expected) => {
+    expect(normalizeResult(value)).toMatchObject(expected);
+  });
+});

@@ -1,0 +1,47 @@
+import { describe, expect, it } from 'vitest';
+import { emptyRecord, type DurableRecord } from '../../../src/operator/cursor-store';
+import type { LogRecovery } from '../../../src/operator/outbound-log';
+import { decideResumeBase } from '../../../src/operator/resume-base';
+
+const rec = (o: Partial<DurableRecord>): DurableRecord => ({ ...emptyRecord(), ...o });
+const memory = { durable: false, recovery: { session: null, intact: true, problem: null, released: 0, lastSeq: 0, lostThrough: 0, discardedBytes: 0 } };
+const log = (r: Partial<LogRecovery>) => ({
+  durable: true,
+  recovery: { session: 'S1', intact: true, problem: null, released: 0, lastSeq: 0, lostThrough: 0, discardedBytes: 0, ...r },
+});
+
+describe('what a starting operator may claim (hello.lossy)', () => {
+  it('first start: no session, not lossy, no resync of its own (the fresh session brings one)', () => {
+    expect(decideResumeBase(emptyRecord(), memory)).toMatchObject({ lossy: false, resyncAfterOpen: false });
+  });
+
+  it('in-memory buffer after a clean stop with everything acknowledged: resumes', () => {
+    const r = rec({ sessionId: 'S1', clean: true, outbound: { nextSeq: 11, peerAck: 10, lostThrough: 0 } });
+    expect(decideResumeBase(r, memory)).toMatchObject({ lossy: false, outbound: { nextSeq: 11 }, resyncAfterOpen: false });
+  });
+
+  it('in-memory buffer after a crash, or a stop that left frames unacknowledged: lossy', () => {
+    const crashed = rec({ sessionId: 'S1', clean: false, outbound: { nextSeq: 11, peerAck: 10, lostThrough: 0 } });
+    expect(decideResumeBase(crashed, memory)).toMatchObject({ lossy: true, resyncAfterOpen: true });
+    const undrained = rec({ sessionId: 'S1', clean: true, outbound: { nextSeq: 11, peerAck: 7, lostThrough: 0 } });
+    expect(decideResumeBase(undrained, memory).lossy).toBe(true);
+  });
+
+  it('durable log of the same session after a crash: resumes, numbering from the log, and resyncs observed state', () => {
+    const r = rec({ sessionId: 'S1', clean: false, outbound: { nextSeq: 40, peerAck: 12, lostThrough: 0 } });
+    // The record was saved with seqs the crash kept off the socket (38, 39): the log decides.
+    expect(decideResumeBase(r, log({ released: 5, lastSeq: 37 }))).toMatchObject({
+      lossy: false,
+      keepBuffer: true,
+      outbound: { nextSeq: 38, peerAck: 12 },
+      resyncAfterOpen: true,
+    });
+  });
+
+  it('durable log that is corrupt or belongs to another session: lossy', () => {
+    const r = rec({ sessionId: 'S1' });
+    expect(decideResumeBase(r, log({ intact: false, problem: 'bad' }))).toMatchObject({ lossy: true, keepBuffer: false, problem: 'bad' });
+    expect(decideResumeBase(r, log({ session: 'S0' }))).toMatchObject({ lossy: true, problem: expect.stringMatching(/another session/) });
+    expect(decideResumeBase(r, log({ session: null }))).toMatchObject({ lossy: true });
+  });
+});

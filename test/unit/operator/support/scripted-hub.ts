@@ -1,0 +1,209 @@
+/**
+ * A test double for the hub's side of the link: a real `ws` server that records what the SDK
+ * sends and plays frames back exactly as a test scripts them. It implements no hub logic.
+ */
+import type { IncomingHttpHeaders } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { WebSocketServer, type WebSocket } from 'ws';
+import { buildFrame, newId, type MessageType, type Payload } from '../../../../src/protocol';
+
+/** A frame as the SDK sent it (parsed, untyped payload). */
+export interface SeenFrame {
+  v: number;
+  type: string;
+  id: string;
+  seq: number | null;
+  ack: number | null;
+  reply_to: string | null;
+  ts: string;
+  payload: Record<string, unknown>;
+  /** The exact text received. */
+  raw: string;
+}
+
+const WAIT_MS = 5_000;
+
+/** Resolve when `probe` returns a value; fail after a generous bound (a hang, not a timing check). */
+export async function eventually<T>(probe: () => T | undefined | null | false, what: string, ms = WAIT_MS): Promise<T> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const v = probe();
+    if (v !== undefined && v !== null && v !== false) return v;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 2));
+  }
+}
+
+export class HubConnection {
+  readonly frames: SeenFrame[] = [];
+  private cursor = 0;
+  closed: { code: number; reason: string } | null = null;
+  private hubSeq = 0;
+
+  constructor(
+    readonly socket: WebSocket,
+    readonly headers: IncomingHttpHeaders,
+  ) {
+    socket.on('message', (data) => {
+      const raw = String(data);
+      this.frames.push({ ...(JSON.parse(raw) as Omit<SeenFrame, 'raw'>), raw });
+    });
+    socket.on('close', (code, reason) => {
+      this.closed = { code, reason: String(reason) };
+    });
+  }
+
+  /** The next frame not yet consumed, skipping unsequenced liveness frames unless asked for. */
+  async next(options: { includeLiveness?: boolean } = {}): Promise<SeenFrame> {
+    return eventually(() => {
+      while (this.cursor < this.frames.length) {
+        const f = this.frames[this.cursor++] as SeenFrame;
+        if (!options.includeLiveness && (f.type === 'ping' || f.type === 'ack' || f.type === 'pong')) continue;
+        return f;
+      }
+      return undefined;
+    }, 'the next frame from the SDK');
+  }
+
+  /** Consume frames until one of `type` arrives. */
+  async nextOf(type: string): Promise<SeenFrame> {
+    return eventually(() => {
+      while (this.cursor < this.frames.length) {
+        const f = this.frames[this.cursor++] as SeenFrame;
+        if (f.type === type) return f;
+      }
+      return undefined;
+    }, `a ${type} frame`);
+  }
+
+  /** Wait until some frame (consumed or not) satisfies `pred`. */
+  async seen(pred: (f: SeenFrame) => boolean, what: string): Promise<SeenFrame> {
+    return eventually(() => this.frames.find(pred), what);
+  }
+
+  /** The highest ack the SDK has sent on this connection. */
+  get highestAck(): number {
+    let a = 0;
+    for (const f of this.frames) if (f.ack !== null && f.ack > a) a = f.ack;
+    return a;
+  }
+
+  async waitClosed(): Promise<{ code: number; reason: string }> {
+    return eventually(() => this.closed, 'the connection to close');
+  }
+
+  sendRaw(text: string): void {
+    this.socket.send(text);
+  }
+
+  /** The highest ack this double has sent to the SDK. */
+  highestAckFromHub = 0;
+
+  send<T extends MessageType>(
+    type: T,
+    payload: Payload<T>,
+    options: { seq?: number | null; ack?: number | null; reply_to?: string | null; id?: string } = {},
+  ): string {
+    const id = options.id ?? newId();
+    if (options.ack != null && options.ack > this.highestAckFromHub) this.highestAckFromHub = options.ack;
+    this.socket.send(
+      buildFrame({
+        type,
+        payload,
+        seq: options.seq === undefined ? null : options.seq,
+        ack: options.ack ?? null,
+        reply_to: options.reply_to ?? null,
+        id,
+      }),
+    );
+    return id;
+  }
+
+  /** A sequenced frame numbered by this connection's own counter (set it with `seqFrom`). */
+  sendSeq<T extends MessageType>(type: T, payload: Payload<T>, options: { reply_to?: string | null; ack?: number | null; id?: string } = {}): {
+    id: string;
+    seq: number;
+  } {
+    const seq = ++this.hubSeq;
+    return { id: this.send(type, payload, { ...options, seq }), seq };
+  }
+
+  seqFrom(next: number): void {
+    this.hubSeq = next - 1;
+  }
+
+  welcome(overrides: Omit<Partial<Payload<'welcome'>>, 'limits'> & { limits?: Partial<Payload<'welcome'>['limits']> } = {}): void {
+    const { limits, ...rest } = overrides;
+    this.send('welcome', {
+      session_id: 'S1',
+      ack_seq: 0,
+      full_resync: true,
+      hub_version: '0.1.0',
+      ...rest,
+      limits: {
+        ping_interval_s: 10,
+        idle_timeout_s: 30,
+        max_frame_bytes: 1024 * 1024,
+        replay_buffer_frames: 1000,
+        replay_buffer_bytes: 16 * 1024 * 1024,
+        ...limits,
+      },
+    });
+  }
+
+  close(code = 1000, reason = ''): void {
+    this.socket.close(code, reason);
+  }
+
+  terminate(): void {
+    this.socket.terminate();
+  }
+}
+
+export class ScriptedHub {
+  readonly connections: HubConnection[] = [];
+  private taken = 0;
+  /** Answer the upgrade with this HTTP status instead of accepting it. */
+  refuseWith: number | null = null;
+  /** Upgrade attempts answered (accepted or refused). */
+  attempts = 0;
+  upgrades = 0;
+
+  private constructor(
+    private readonly server: WebSocketServer,
+    readonly url: string,
+  ) {}
+
+  static async start(): Promise<ScriptedHub> {
+    let hub: ScriptedHub | null = null;
+    const server = new WebSocketServer({
+      host: '127.0.0.1',
+      port: 0,
+      path: '/v1/connect',
+      verifyClient: (_info, cb) => {
+        if (hub) hub.attempts++;
+        if (hub?.refuseWith) cb(false, hub.refuseWith);
+        else cb(true);
+      },
+    });
+    await new Promise<void>((resolve) => server.once('listening', () => resolve()));
+    const port = (server.address() as AddressInfo).port;
+    hub = new ScriptedHub(server, `ws://127.0.0.1:${port}`);
+    const h = hub;
+    server.on('connection', (socket, req) => h.connections.push(new HubConnection(socket, req.headers)));
+    server.on('headers', () => h.upgrades++);
+    return h;
+  }
+
+  /** The next connection not yet handed to the test. */
+  async nextConnection(): Promise<HubConnection> {
+    const c = await eventually(() => this.connections[this.taken], 'the SDK to connect');
+    this.taken++;
+    return c;
+  }
+
+  async stop(): Promise<void> {
+    for (const c of this.connections) c.terminate();
+    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  }
+}
