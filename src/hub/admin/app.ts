@@ -34,6 +34,18 @@ export const errorResponse = (description: string) => ({
   content: { 'application/json': { schema: ErrorSchema } },
 });
 
+/** Every timestamp the admin API returns: ISO 8601, UTC, milliseconds. */
+export const TimestampSchema = z.string().openapi({ format: 'date-time', example: '2026-08-19T14:02:11.482Z' });
+
+/**
+ * Failures every admin route can answer besides its own: documented on each route so a client
+ * generated from openapi.json knows their shape.
+ */
+export const commonResponses = {
+  401: errorResponse('missing or wrong admin bearer token'),
+  503: errorResponse('the hub could not complete the request (database unreachable or slow); retry'),
+} as const;
+
 /** A sub-router whose validation failures answer 400 with the offending field named. */
 export function adminRouter(): OpenAPIHono<AdminEnv> {
   return new OpenAPIHono<AdminEnv>({

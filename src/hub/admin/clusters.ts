@@ -8,7 +8,7 @@ import type { HubEnv } from '../env';
 import { jsonError } from '../http-errors';
 import type { LiveView, SessionObject } from '../session/session-object';
 import { generateEnrollmentToken, hashToken, toHex } from '../tokens';
-import { adminRouter, errorResponse } from './app';
+import { adminRouter, commonResponses, errorResponse } from './app';
 
 export const ClusterIdParam = z.object({
   id: z.string().min(1).max(253).openapi({ description: 'the cluster uid or name', example: 'gpu-east-1' }),
@@ -178,6 +178,7 @@ export const clustersRouter = adminRouter()
         },
       },
       responses: {
+        ...commonResponses,
         201: { description: 'registered', content: { 'application/json': { schema: CreatedSchema } } },
         400: errorResponse('invalid body'),
         409: errorResponse('the name is taken'),
@@ -198,12 +199,14 @@ export const clustersRouter = adminRouter()
       summary: 'List clusters with their session view',
       request: { query: ListQuery },
       responses: {
+        ...commonResponses,
         200: {
           description: 'a page of clusters, by uid',
           content: {
             'application/json': { schema: z.object({ clusters: z.array(ClusterSchema), next: z.string().nullable() }) },
           },
         },
+        400: errorResponse('invalid query parameter (the field is named)'),
       },
     }),
     async (c) => {
@@ -223,6 +226,7 @@ export const clustersRouter = adminRouter()
       summary: 'One cluster: registry and live session view',
       request: { params: ClusterIdParam },
       responses: {
+        ...commonResponses,
         200: { description: 'the cluster', content: { 'application/json': { schema: ClusterSchema } } },
         404: errorResponse('no such cluster'),
       },
@@ -244,6 +248,7 @@ export const clustersRouter = adminRouter()
       summary: 'Issue a new enrollment token; the old one stops working and a live session on it is cut',
       request: { params: ClusterIdParam },
       responses: {
+        ...commonResponses,
         200: {
           description: 'the new token, shown once',
           content: { 'application/json': { schema: z.object({ enrollment_token: z.string() }) } },
@@ -265,6 +270,7 @@ export const clustersRouter = adminRouter()
       summary: 'Disable a cluster; a live session is cut within one poll interval',
       request: { params: ClusterIdParam },
       responses: {
+        ...commonResponses,
         200: { description: 'disabled', content: { 'application/json': { schema: ClusterSchema } } },
         404: errorResponse('no such cluster'),
       },
@@ -280,6 +286,7 @@ export const clustersRouter = adminRouter()
       summary: 'Enable a disabled cluster',
       request: { params: ClusterIdParam },
       responses: {
+        ...commonResponses,
         200: { description: 'enabled', content: { 'application/json': { schema: ClusterSchema } } },
         404: errorResponse('no such cluster'),
       },

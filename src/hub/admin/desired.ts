@@ -1,11 +1,10 @@
 import { createRoute, z } from '@hono/zod-openapi';
-import { Ident, OPERATION_KINDS, OperationParams, ServingConfig, MAX_REPLICAS } from '../../protocol';
-import { createOperation, putDesiredDeployment, withdrawDesiredDeployment } from '../db/desired-admin';
+import { Ident, ServingConfig, MAX_REPLICAS } from '../../protocol';
+import { putDesiredDeployment, withdrawDesiredDeployment } from '../db/desired-admin';
 import { jsonError } from '../http-errors';
-import { adminRouter, errorResponse } from './app';
+import { adminRouter, commonResponses, errorResponse } from './app';
 import { ClusterIdParam } from './clusters';
 import { pokeOwner } from './poke';
-import { newId } from '../../protocol';
 
 const DeploymentParams = ClusterIdParam.extend({
   deployment_id: Ident,
@@ -27,15 +26,6 @@ const DesiredWritten = z
   .object({ cluster_uid: z.string(), deployment_id: z.string(), revision: z.number(), deleted: z.boolean() })
   .openapi('DesiredWritten');
 
-const OperationBody = z
-  .object({
-    kind: z.enum(OPERATION_KINDS),
-    target: z.string().min(1).max(512),
-    params: OperationParams.default({}),
-    deadline_s: z.number().positive().max(7 * 24 * 3600),
-  })
-  .openapi('OperationRequest');
-
 export const desiredRouter = adminRouter()
   .openapi(
     createRoute({
@@ -47,6 +37,7 @@ export const desiredRouter = adminRouter()
         body: { required: true, content: { 'application/json': { schema: DesiredBody } } },
       },
       responses: {
+        ...commonResponses,
         200: { description: 'stored', content: { 'application/json': { schema: DesiredWritten } } },
         400: errorResponse('invalid body'),
         404: errorResponse('no such cluster'),
@@ -68,7 +59,9 @@ export const desiredRouter = adminRouter()
       summary: 'Withdraw a deployment from this cluster; the operator is told (deleted: true)',
       request: { params: DeploymentParams },
       responses: {
+        ...commonResponses,
         200: { description: 'withdrawn', content: { 'application/json': { schema: DesiredWritten } } },
+        400: errorResponse('invalid deployment_id'),
         404: errorResponse('no such cluster or deployment'),
       },
     }),
@@ -78,31 +71,5 @@ export const desiredRouter = adminRouter()
       if (!w) return jsonError(c, 404, 'not_found', 'no such cluster or deployment') as never;
       if (!w.already) pokeOwner(c.env, c.executionCtx, w.cluster_uid, w.owner_session, w.revision);
       return c.json({ cluster_uid: w.cluster_uid, deployment_id, revision: w.revision, deleted: true }, 200);
-    },
-  )
-  .openapi(
-    createRoute({
-      method: 'post',
-      path: '/clusters/{id}/operations',
-      summary: 'Start an operation on this cluster (drain, cordon, restart, prefetch)',
-      request: {
-        params: ClusterIdParam,
-        body: { required: true, content: { 'application/json': { schema: OperationBody } } },
-      },
-      responses: {
-        202: {
-          description: 'accepted; follow it at /admin/operations/{operation_id}',
-          content: { 'application/json': { schema: z.object({ operation_id: z.string() }) } },
-        },
-        400: errorResponse('invalid body'),
-        404: errorResponse('no such cluster'),
-      },
-    }),
-    async (c) => {
-      const body = c.req.valid('json');
-      const created = await createOperation(c.var.pg, c.req.valid('param').id, { operation_id: newId(), ...body });
-      if (!created) return jsonError(c, 404, 'not_found', 'no such cluster') as never;
-      pokeOwner(c.env, c.executionCtx, created.cluster_uid, created.owner_session, created.revision);
-      return c.json({ operation_id: created.operation_id }, 202);
     },
   );

@@ -5,12 +5,18 @@ import { createLogger } from '../log';
 import { adminAuth, requestPg, type AdminEnv } from './app';
 import { clustersRouter } from './clusters';
 import { desiredRouter } from './desired';
+import { operationsRouter } from './operations';
+import { readsRouter } from './reads';
 
 const log = createLogger({ component: 'admin' });
 
 /** The admin API under /admin: JSON in and out, bearer ADMIN_TOKEN. */
 export function adminApp(): OpenAPIHono<AdminEnv> {
   const admin = new OpenAPIHono<AdminEnv>();
+  // The description is public: it is registered before the auth middleware, and Hono runs
+  // handlers in registration order, so GET /openapi.json answers before auth is consulted.
+  // Nothing else is exempt. (Exempting by path suffix would also exempt e.g.
+  // PUT /clusters/{id}/deployments/openapi.json, a valid deployment id.)
   admin.doc('/openapi.json', {
     openapi: '3.0.3',
     info: { title: 'Wingsmith Hub admin API', version: '1' },
@@ -18,13 +24,12 @@ export function adminApp(): OpenAPIHono<AdminEnv> {
     security: [{ bearer: [] }],
   });
   admin.openAPIRegistry.registerComponent('securitySchemes', 'bearer', { type: 'http', scheme: 'bearer' });
-  admin.use('*', async (c, next) => {
-    if (c.req.path.endsWith('/openapi.json')) return next();
-    return adminAuth(c, next);
-  });
+  admin.use('*', adminAuth);
   admin.use('*', requestPg);
   admin.route('/', clustersRouter);
   admin.route('/', desiredRouter);
+  admin.route('/', readsRouter);
+  admin.route('/', operationsRouter);
   admin.onError((err, c) => {
     if ('getResponse' in err && typeof err.getResponse === 'function') return err.getResponse() as Response;
     log.error('admin request failed', { path: c.req.path, error: describeError(err) });

@@ -14,13 +14,11 @@ import {
   type RejectionKey,
 } from '../db/reads';
 import { jsonError } from '../http-errors';
-import { adminRouter, errorResponse } from './app';
+import { adminRouter, commonResponses, errorResponse, TimestampSchema as Timestamp } from './app';
 import { ClusterIdParam } from './clusters';
 import { cursorCodec, KeyBigint, KeyText, KeyTimestamp, LimitParam, pageRequest, pageSchema, toResponsePage } from './paging';
 
 /** Reads of one cluster's state as the hub holds it: observed state, desired state, history. */
-
-const Timestamp = z.string().openapi({ format: 'date-time', example: '2026-08-19T14:02:11.482Z' });
 
 // --- schemas -----------------------------------------------------------------------------------
 
@@ -30,7 +28,9 @@ const DesiredSide = z
     revision: z.number().int(),
     min_replicas: z.number().int(),
     max_replicas: z.number().int(),
-    serving: ServingConfig.nullable().openapi({ description: 'null only when deleted' }),
+    serving: ServingConfig.nullable().openapi({
+      description: 'the serving configuration; for a withdrawn entry, the one that was withdrawn (the operator is sent null)',
+    }),
     deleted: z.boolean().openapi({ description: 'withdrawn (a tombstone); listed only with include_withdrawn=true' }),
     updated_at: Timestamp,
   })
@@ -142,6 +142,7 @@ export const readsRouter = adminRouter()
         }),
       },
       responses: {
+        ...commonResponses,
         200: { description: 'a page, by deployment_id', content: { 'application/json': { schema: pageSchema(DeploymentItem, 'DeploymentPage') } } },
         400: badQuery,
         404: notFound,
@@ -164,6 +165,7 @@ export const readsRouter = adminRouter()
       summary: 'Observed nodes, by node_id',
       request: { params: ClusterIdParam, query: z.object({ limit: LimitParam, cursor: nodeCursor.param }) },
       responses: {
+        ...commonResponses,
         200: { description: 'a page, by node_id', content: { 'application/json': { schema: pageSchema(NodeItem, 'NodePage') } } },
         400: badQuery,
         404: notFound,
@@ -189,6 +191,7 @@ export const readsRouter = adminRouter()
         }),
       },
       responses: {
+        ...commonResponses,
         200: { description: 'a page, by device_id', content: { 'application/json': { schema: pageSchema(DeviceItem, 'DevicePage') } } },
         400: badQuery,
         404: notFound,
@@ -216,6 +219,7 @@ export const readsRouter = adminRouter()
         }),
       },
       responses: {
+        ...commonResponses,
         200: { description: 'a page, newest first', content: { 'application/json': { schema: pageSchema(EventItem, 'EventPage') } } },
         400: badQuery,
         404: notFound,
@@ -239,6 +243,7 @@ export const readsRouter = adminRouter()
       summary: 'Poison frames from this cluster (accepted, acknowledged, dropped), newest first',
       request: { params: ClusterIdParam, query: z.object({ limit: LimitParam, cursor: rejectionCursor.param }) },
       responses: {
+        ...commonResponses,
         200: { description: 'a page, newest first', content: { 'application/json': { schema: pageSchema(RejectionItem, 'RejectionPage') } } },
         400: badQuery,
         404: notFound,

@@ -217,6 +217,7 @@ export class SessionObject extends DurableObject<HubEnv> {
     const now = Date.now();
     for (const ws of this.ctx.getWebSockets()) {
       const att = this.attachment(ws);
+      if (ws.readyState !== WebSocket.OPEN) continue;
       if (att?.phase === 'handshake' && now - att.acceptedAt >= this.cfg.HANDSHAKE_TIMEOUT_MS) {
         this.close(ws, CloseCode.TIMEOUT, `no hello within ${this.cfg.HANDSHAKE_TIMEOUT_MS} ms`);
       }
@@ -239,7 +240,7 @@ export class SessionObject extends DurableObject<HubEnv> {
         await this.poll();
       }
     }
-    if (!this.activeSocket() && this.meta && this.ctx.getWebSockets().length === 0) {
+    if (!this.activeSocket() && this.meta && !this.ctx.getWebSockets().some((w) => w.readyState === WebSocket.OPEN)) {
       const since = this.meta.disconnectedAt ?? now;
       if (now - since >= this.cfg.RETENTION_MS) {
         this.log.info('session retention expired; deleting its storage', { disconnected_at: new Date(since).toISOString() });
@@ -968,6 +969,8 @@ export class SessionObject extends DurableObject<HubEnv> {
     const now = Date.now();
     let next = Number.POSITIVE_INFINITY;
     for (const ws of this.ctx.getWebSockets()) {
+      // A socket already closing needs no timer; counting it would re-fire a past deadline in a loop.
+      if (ws.readyState !== WebSocket.OPEN) continue;
       const att = this.attachment(ws);
       if (att?.phase === 'handshake') next = Math.min(next, att.acceptedAt + this.cfg.HANDSHAKE_TIMEOUT_MS);
     }

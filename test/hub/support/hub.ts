@@ -88,7 +88,21 @@ export function useHub(vars: Record<string, string> = { ...FAST_TIMERS }, prepar
         send: (t) => ws.send(t),
         close: (code, reason) => ws.close(code, reason),
         onMessage: (fn) => ws.on('message', (d) => fn(String(d))),
-        onClose: (fn) => ws.on('close', (code, reason) => fn({ code, reason: String(reason) })),
+        onClose: (fn) => {
+          // ws reports 'close' only after the TCP teardown, which local workerd delays ~10 s for a
+          // socket the hub closes before it ever received a message. The close frame (code and
+          // reason) is what the protocol speaks, so take whichever comes first.
+          let done = false;
+          const once = (code: number, reason: string) => {
+            if (!done) {
+              done = true;
+              fn({ code, reason });
+            }
+          };
+          const receiver = (ws as unknown as { _receiver?: { on(e: 'conclude', f: (code: number, reason: Buffer) => void): void } })._receiver;
+          receiver?.on('conclude', (code, reason) => once(code, String(reason)));
+          ws.on('close', (code, reason) => once(code, String(reason)));
+        },
       });
       peers.push(peer);
       return peer;

@@ -1,0 +1,126 @@
+import { createRoute, z } from '@hono/zod-openapi';
+import { newId, OPERATION_KINDS, OperationParams, ULID_RE } from '../../protocol';
+import { createOperation } from '../db/desired-admin';
+import { getOperation, listOperations, OPERATION_EVENT_KINDS, OPERATION_STATES, type OperationKey } from '../db/reads';
+import { jsonError } from '../http-errors';
+import { adminRouter, commonResponses, errorResponse, TimestampSchema as Timestamp } from './app';
+import { ClusterIdParam } from './clusters';
+import { cursorCodec, KeyText, KeyTimestamp, LimitParam, pageRequest, pageSchema, toResponsePage } from './paging';
+import { pokeOwner } from './poke';
+
+/** Operations: started here, delivered by the owning session, concluded by the operator. */
+
+const OperationBody = z
+  .object({
+    kind: z.enum(OPERATION_KINDS),
+    target: z.string().min(1).max(512),
+    params: OperationParams.default({}),
+    deadline_s: z.number().positive().max(7 * 24 * 3600),
+  })
+  .openapi('OperationRequest');
+
+const OperationIdParam = z.object({
+  operation_id: z.string().regex(ULID_RE, 'must be a ULID').openapi({ example: '01J9X2C8W1F4TQ3R7MZK5N2B9D' }),
+});
+
+const OperationSchema = z
+  .object({
+    operation_id: z.string(),
+    cluster_uid: z.string(),
+    kind: z.enum(OPERATION_KINDS),
+    target: z.string(),
+    params: z.record(z.string(), z.union([z.string(), z.number(), z.boolean(), z.null()])),
+    deadline: Timestamp,
+    state: z.enum(OPERATION_STATES).openapi({
+      description:
+        'pending (not yet sent) → sent → accepted → running → succeeded | failed | cancelled; deadline_exceeded: not concluded by its deadline (computed when read)',
+    }),
+    outcome_message: z.string().nullable(),
+    created_at: Timestamp,
+    sent_at: Timestamp.nullable(),
+    accepted_at: Timestamp.nullable(),
+    concluded_at: Timestamp.nullable(),
+  })
+  .openapi('Operation');
+
+const HistoryEntry = z
+  .object({
+    frame_id: z.string().openapi({ description: "the operator's frame" }),
+    kind: z.enum(OPERATION_EVENT_KINDS),
+    phase: z.string().nullable().openapi({ description: 'progress: the phase; result: the outcome; error: the error code' }),
+    message: z.string(),
+    at: Timestamp.openapi({ description: 'when the hub applied it' }),
+    seq: z.number().int().nullable(),
+  })
+  .openapi('OperationHistoryEntry');
+
+const OperationDetailSchema = OperationSchema.extend({ history: z.array(HistoryEntry) }).openapi('OperationDetail');
+
+const operationCursor = cursorCodec<OperationKey>('op', z.tuple([KeyTimestamp, KeyText]));
+
+export const operationsRouter = adminRouter()
+  .openapi(
+    createRoute({
+      method: 'post',
+      path: '/clusters/{id}/operations',
+      summary: 'Start an operation on this cluster (drain, cordon, restart, prefetch)',
+      request: {
+        params: ClusterIdParam,
+        body: { required: true, content: { 'application/json': { schema: OperationBody } } },
+      },
+      responses: {
+        ...commonResponses,
+        202: {
+          description: 'accepted; follow it at /admin/operations/{operation_id}',
+          content: { 'application/json': { schema: z.object({ operation_id: z.string() }).openapi('OperationStarted') } },
+        },
+        400: errorResponse('invalid body'),
+        404: errorResponse('no such cluster'),
+      },
+    }),
+    async (c) => {
+      const body = c.req.valid('json');
+      const created = await createOperation(c.var.pg, c.req.valid('param').id, { operation_id: newId(), ...body });
+      if (!created) return jsonError(c, 404, 'not_found', 'no such cluster') as never;
+      pokeOwner(c.env, c.executionCtx, created.cluster_uid, created.owner_session, created.revision);
+      return c.json({ operation_id: created.operation_id }, 202);
+    },
+  )
+  .openapi(
+    createRoute({
+      method: 'get',
+      path: '/clusters/{id}/operations',
+      summary: "This cluster's operations, newest first",
+      request: { params: ClusterIdParam, query: z.object({ limit: LimitParam, cursor: operationCursor.param }) },
+      responses: {
+        ...commonResponses,
+        200: { description: 'a page, newest first', content: { 'application/json': { schema: pageSchema(OperationSchema, 'OperationPage') } } },
+        400: errorResponse('invalid query parameter (the field is named)'),
+        404: errorResponse('no such cluster'),
+      },
+    }),
+    async (c) => {
+      const page = await listOperations(c.var.pg, c.req.valid('param').id, pageRequest(operationCursor, c.req.valid('query')));
+      if (!page) return jsonError(c, 404, 'not_found', 'no such cluster') as never;
+      return c.json(toResponsePage(operationCursor, page), 200);
+    },
+  )
+  .openapi(
+    createRoute({
+      method: 'get',
+      path: '/operations/{operation_id}',
+      summary: 'One operation: its state and the history the operator reported',
+      request: { params: OperationIdParam },
+      responses: {
+        ...commonResponses,
+        200: { description: 'the operation', content: { 'application/json': { schema: OperationDetailSchema } } },
+        400: errorResponse('malformed operation_id'),
+        404: errorResponse('no such operation'),
+      },
+    }),
+    async (c) => {
+      const op = await getOperation(c.var.pg, c.req.valid('param').operation_id);
+      if (!op) return jsonError(c, 404, 'not_found', 'no such operation') as never;
+      return c.json(op, 200);
+    },
+  );
