@@ -144,7 +144,7 @@ oe_in as (
   select coalesce(x.operation_id, o.operation_id) as operation_id, x.frame_id, x.kind, x.phase, x.message, x.seq
   from jsonb_to_recordset($15::jsonb)
     as x(operation_id text, reply_to text, frame_id text, kind text, phase text, message text, seq bigint)
-  left join operations o on x.operation_id is null and o.cluster_uid = $1 and x.reply_to = any (o.start_frame_ids)
+  left join operations o on x.operation_id is null and o.cluster_uid = $1 and o.start_frame_ids @> array[x.reply_to]
 ),
 oe_add as (
   insert into operation_events (operation_id, frame_id, kind, phase, message, session_id, seq)
