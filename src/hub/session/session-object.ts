@@ -214,6 +214,19 @@ export class SessionObject extends DurableObject<HubEnv> {
   }
 
   override async alarm(): Promise<void> {
+    let forgotten = false;
+    try {
+      forgotten = await this.onAlarm();
+    } catch (err) {
+      this.log.error('alarm failed', { error: describeError(err) });
+    } finally {
+      // The alarm is the session's clock (handshake, silence, poll, retention): never let it lapse.
+      if (!forgotten) await this.scheduleAlarm();
+    }
+  }
+
+  /** One tick of the session's clock; true when the session was forgotten. */
+  private async onAlarm(): Promise<boolean> {
     const now = Date.now();
     for (const ws of this.ctx.getWebSockets()) {
       const att = this.attachment(ws);
@@ -245,10 +258,10 @@ export class SessionObject extends DurableObject<HubEnv> {
       if (now - since >= this.cfg.RETENTION_MS) {
         this.log.info('session retention expired; deleting its storage', { disconnected_at: new Date(since).toISOString() });
         await this.forget();
-        return;
+        return true;
       }
     }
-    await this.scheduleAlarm();
+    return false;
   }
 
   // -------------------------------------------------------------------------------------------
