@@ -110,6 +110,12 @@ export interface OperatorClientOptions {
   ackDelayMs?: number;
   /** At most one `link.stats` per this interval. Default 5 s. */
   statsIntervalMs?: number;
+  /**
+   * After the send queue evicted a state frame (backpressure), stream a fresh observed snapshot
+   * this long afterwards, so the hub observes the lost statement again. At most one per
+   * interval. Default 1 s.
+   */
+  reobserveDelayMs?: number;
   /** How long a graceful stop waits for acks and running operations. Default 10 s. */
   drainTimeoutMs?: number;
   /** Send queue capacity in frames. Default 4096. */
@@ -224,6 +230,7 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
   private ackDue = false;
   private cancelAck: (() => void) | null = null;
   private cancelStats: (() => void) | null = null;
+  private cancelReobserve: (() => void) | null = null;
   private cancelReconnect: () => void = NOOP;
   private nextReconnectAt: number | null = null;
 
@@ -870,8 +877,10 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
   // ---------------------------------------------------------------------------------------------
 
   private enqueue(item: OutItem): PushOutcome {
+    const evictedBefore = this.outbox.counters.evictedFrames;
     const outcome = this.outbox.push(item);
     if (outcome !== 'appended') this.scheduleStats();
+    if (this.outbox.counters.evictedFrames > evictedBefore) this.scheduleReobserve();
     if (outcome === 'rejected') this.log.error('send queue refused a frame', { type: item.type });
     this.requestPump();
     return outcome;
@@ -887,6 +896,26 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
       if (!this.link?.welcomed) return;
       this.enqueue(outItem('link.stats', this.linkStats.take(this.outbox.counters, this.timers.now())));
     }, due);
+  }
+
+  /**
+   * A state frame was evicted (or refused) by the full queue: its statement is gone, and unless
+   * the application happens to report that subject again the hub would keep the stale row
+   * until the next periodic resync. The spec allows the eviction because "the sender will
+   * observe the state again"; the SDK is the sender, so it does: a snapshot once the burst has
+   * had a moment to pass (at most one per `reobserveDelayMs`; a resync already streaming queues
+   * the next one behind it).
+   */
+  private scheduleReobserve(): void {
+    if (this.cancelReobserve || this.stopping) return;
+    this.cancelReobserve = this.timers.schedule(() => {
+      this.cancelReobserve = null;
+      if (this.stopping) return;
+      this.log.warn('state frames were evicted under backpressure: streaming an observed snapshot so the hub observes them again', {
+        evicted_frames: this.outbox.counters.evictedFrames,
+      });
+      this.resync();
+    }, this.opts.reobserveDelayMs ?? 1_000);
   }
 
   private async startResync(reason: string): Promise<void> {
@@ -1087,6 +1116,8 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
       (this.book?.runningCount ?? 0) === 0;
     this.cancelAck?.();
     this.cancelStats?.();
+    this.cancelReobserve?.();
+    this.cancelReobserve = null;
     for (const cancel of this.retries) cancel();
     this.retries.clear();
     this.book?.dispose();

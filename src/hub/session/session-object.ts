@@ -618,10 +618,10 @@ export class SessionObject extends DurableObject<HubEnv> {
       this.closeActive(CloseCode.DISPLACED, 'displaced by a newer session');
       return;
     }
-    if (r.desiredRevision > this.knownRevision) {
-      this.knownRevision = r.desiredRevision;
-      void this.pumpDesired();
-    }
+    if (r.desiredRevision > this.knownRevision) this.knownRevision = r.desiredRevision;
+    // Always: a fetch that failed earlier (and raised nothing) is retried here; with nothing
+    // owed the pump returns without a query.
+    void this.pumpDesired();
   }
 
   private currentFence(): SessionFence | null {

@@ -1,18 +1,20 @@
 /**
  * Runs the hub in real workerd (wrangler's in-process dev server) for end-to-end tests.
  */
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { inject } from 'vitest';
-import { unstable_startWorker } from 'wrangler';
-
-const CONFIG_PATH = fileURLToPath(new URL('../../../wrangler.toml', import.meta.url));
+import { launchHub } from './launch';
 
 export interface StartHubOptions {
   /** Extra vars, or overrides of the defaults (DATABASE_URL, PG_WS_PROXY, ADMIN_TOKEN). */
   vars?: Record<string, string>;
+  /**
+   * Keep Durable Object storage in this directory (not deleted on stop), so a hub started
+   * again on it is a restart of the same instance. Default: a fresh temporary directory per
+   * start, deleted on stop.
+   */
+  persistDir?: string;
+  /** Listen on this port. Default: any free one. */
+  port?: number;
 }
 
 export interface Hub {
@@ -33,37 +35,10 @@ export async function startHub(options: StartHubOptions = {}): Promise<Hub> {
     ADMIN_TOKEN: TEST_ADMIN_TOKEN,
     ...options.vars,
   };
-  // Durable Object storage of one hub must not leak into the next test's hub.
-  const persistDir = await mkdtemp(path.join(tmpdir(), 'wingsmith-hub-'));
-  const worker = await unstable_startWorker({
-    config: CONFIG_PATH,
-    sendMetrics: false,
-    // No .env/.dev.vars from the developer's tree: the test decides every binding.
-    envFiles: [],
-    bindings: Object.fromEntries(Object.entries(vars).map(([k, v]) => [k, { type: 'plain_text' as const, value: v }])),
-    dev: {
-      server: { hostname: '127.0.0.1', port: 0 },
-      inspector: false,
-      persist: persistDir,
-      watch: false,
-      logLevel: 'warn',
-    },
+  const hub = await launchHub({
+    vars,
+    ...(options.persistDir !== undefined ? { persistDir: options.persistDir } : {}),
+    ...(options.port !== undefined ? { port: options.port } : {}),
   });
-  try {
-    const url = await worker.url;
-    const origin = `http://${url.hostname}:${url.port}`;
-    return {
-      url: origin,
-      wsUrl: origin.replace(/^http/, 'ws'),
-      adminToken: vars.ADMIN_TOKEN ?? TEST_ADMIN_TOKEN,
-      stop: async () => {
-        await worker.dispose();
-        await rm(persistDir, { recursive: true, force: true });
-      },
-    };
-  } catch (err) {
-    await worker.dispose().catch(() => undefined);
-    await rm(persistDir, { recursive: true, force: true });
-    throw err;
-  }
+  return { url: hub.url, wsUrl: hub.wsUrl, adminToken: vars.ADMIN_TOKEN ?? TEST_ADMIN_TOKEN, stop: hub.stop };
 }

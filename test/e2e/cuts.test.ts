@@ -1,0 +1,91 @@
+/**
+ * Connections cut at random points (seeded) while both sides keep changing: observed changes
+ * stream up, desired changes stream down, and the fault-injecting proxy cuts the link now at
+ * once, now after the n-th frame in one direction, sometimes on a slow link.
+ */
+import { describe, expect, it } from 'vitest';
+import { Churn } from './support/churn';
+import { converge } from './support/converge';
+import { E2E_CLIENT, sleep, useE2E } from './support/e2e';
+import { SeededRandom, suiteSeed } from './support/rng';
+
+const e = useE2E();
+const SEED = suiteSeed(0xc07c07);
+
+describe(`connection cut at random points (seed ${SEED})`, () => {
+  it('every cut resumes the session (a network hiccup is not a resync), and the plane converges with nothing acked lost and nothing pruned wrongly', async () => {
+    const rng = new SeededRandom(SEED);
+    const reg = await e.register('cuts');
+    const proxy = await e.proxy();
+    const sim = e.cluster(reg.name, { shape: { nodes: 4, gpusPerNode: 8 } });
+    await sim.startOperator({ hubUrl: proxy.url, token: reg.token, storage: { kind: 'none' }, tuning: { ...E2E_CLIENT, random: rng.fn() } });
+    const target = { uid: reg.uid, cluster: sim, exactEvents: true, operationsRunOnce: true, expectFullPlacement: false };
+    await converge(e.query, target);
+
+    const churn = new Churn(rng, sim, e.admin, { observedEveryMs: 40, desiredEveryMs: 200, deployments: ['d1', 'd2', 'd3'] });
+    churn.start();
+    const faults = { cutAll: 0, cutAfterUp: 0, cutAfterDown: 0, slow: 0 };
+    for (let i = 0; i < 16; i++) {
+      await sleep(rng.int(150, 700));
+      const kind = rng.pick(['cutAll', 'cutAfterUp', 'cutAfterDown', 'slow'] as const);
+      faults[kind]++;
+      if (kind === 'cutAll') proxy.cutAll();
+      else if (kind === 'cutAfterUp') void proxy.cutAfter(rng.int(1, 40), 'up');
+      else if (kind === 'cutAfterDown') void proxy.cutAfter(rng.int(1, 10), 'down');
+      else proxy.delay(rng.pick([0, 5, 30]));
+    }
+    // One operation in the middle of it all: concluded exactly once despite the cuts.
+    const op = await e.admin.startOperation(reg.name, 'model.prefetch', 'meta-llama/Llama-3.1-8B-Instruct');
+    for (let i = 0; i < 4; i++) {
+      await sleep(rng.int(100, 300));
+      proxy.cutAll();
+    }
+    await churn.stop();
+    proxy.disarm();
+    proxy.delay(0);
+
+    const r = await converge(e.query, target, { timeoutMs: 30_000 });
+    const opRow = await e.query<{ state: string }>('select state from operations where operation_id = $1', [op]);
+    expect(opRow[0]?.state).toBe('succeeded');
+
+    // The faults happened, and every reconnect resumed the one session the operator has.
+    expect(proxy.stats.cuts).toBeGreaterThanOrEqual(faults.cutAll + 4);
+    expect(sim.tap.links.length).toBeGreaterThan(faults.cutAll + 4);
+    expect(sim.client.stats.freshSessions).toBe(1);
+    const welcomes = sim.tap.welcomes;
+    expect(welcomes.filter((w) => w.full_resync === true)).toHaveLength(1);
+    expect(new Set(welcomes.map((w) => w.session_id)).size).toBe(1);
+    // A steady stream really flowed both ways.
+    expect(churn.counts.puts + churn.counts.deletes).toBeGreaterThan(10);
+    expect(r.eventsSent).toBeGreaterThan(50);
+  });
+});
+
+describe('a blackholed link (socket open, no traffic)', () => {
+  it('is declared dead by the silence rule at both ends (4408); the operator reconnects, resumes, and the plane converges with nothing lost', async () => {
+    const rng = new SeededRandom(SEED + 1);
+    const reg = await e.register('blackhole');
+    const proxy = await e.proxy();
+    const sim = e.cluster(reg.name);
+    await sim.startOperator({ hubUrl: proxy.url, token: reg.token, storage: { kind: 'none' }, tuning: { ...E2E_CLIENT, random: rng.fn() } });
+    const target = { uid: reg.uid, cluster: sim, exactEvents: true, operationsRunOnce: true, expectFullPlacement: false };
+    await converge(e.query, target);
+
+    const churn = new Churn(rng, sim, e.admin, { observedEveryMs: 50, desiredEveryMs: 400, deployments: ['d1', 'd2'] });
+    churn.start();
+    await sleep(300);
+    proxy.blackhole(true);
+    // The hub's silence limit is 3 s here (the spec's 30 s, fast); the SDK takes it from the welcome.
+    await sleep(4_500);
+    proxy.blackhole(false);
+    await sleep(300);
+    await churn.stop();
+
+    await converge(e.query, target, { timeoutMs: 30_000 });
+    const [first] = proxy.history();
+    expect(sim.tap.links[0]?.close?.code).toBe(4408);
+    expect(first?.hubClose?.code).toBe(4408);
+    expect(proxy.stats.droppedUp + proxy.stats.droppedDown).toBeGreaterThan(0);
+    expect(sim.client.stats.freshSessions).toBe(1);
+  });
+});
