@@ -112,6 +112,7 @@ export class SessionObject extends DurableObject<HubEnv> {
   private pumping = false;
   private pumpAgain = false;
   private draining: Promise<void> | null = null;
+  private drainRequested = false;
   private readonly instance = newId();
   /** Since when frames have been waiting for the operator to release its replay window. */
   private windowFullSince: number | null = null;
@@ -759,11 +760,22 @@ export class SessionObject extends DurableObject<HubEnv> {
 
   /** Number and write queued frames while the operator's window allows. Serialized: frames leave in seq order. */
   private drain(): Promise<void> {
-    if (this.draining) return this.draining.then(() => this.drain());
-    this.draining = this.drainOnce().finally(() => {
-      this.draining = null;
-    });
+    // Coalesced: a request while a pass runs only asks for one more pass, so queuing a page of
+    // frames costs one or two passes, not one chained promise per frame.
+    this.drainRequested = true;
+    if (!this.draining) {
+      this.draining = this.drainLoop().finally(() => {
+        this.draining = null;
+      });
+    }
     return this.draining;
+  }
+
+  private async drainLoop(): Promise<void> {
+    while (this.drainRequested) {
+      this.drainRequested = false;
+      await this.drainOnce();
+    }
   }
 
   private async drainOnce(): Promise<void> {
@@ -772,6 +784,7 @@ export class SessionObject extends DurableObject<HubEnv> {
     if (!meta || !ws) return;
     const frames: string[] = [];
     const opsSent: { operation_id: string; frame_id: string }[] = [];
+    let effects = 0;
     this.windowFullSince = null;
     while (this.queue.peek() !== undefined) {
       const o = this.queue.peek() as Outgoing;
@@ -783,6 +796,7 @@ export class SessionObject extends DurableObject<HubEnv> {
       this.queue.shift();
       if (o.kind === 'marker') {
         this.applyEffect(meta, o.effect);
+        effects++;
         continue;
       }
       const id = o.id ?? newId();
@@ -795,8 +809,8 @@ export class SessionObject extends DurableObject<HubEnv> {
       if (o.revision !== undefined) meta.desiredWatermark = Math.max(meta.desiredWatermark, o.revision);
       if (o.effect) this.applyEffect(meta, o.effect);
     }
-    if (frames.length === 0 && opsSent.length === 0) {
-      this.store.saveMeta(meta);
+    if (frames.length === 0) {
+      if (effects > 0) this.store.saveMeta(meta);
       return;
     }
     // Durable before it is sent: the replay buffer and the numbers that describe it.
