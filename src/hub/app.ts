@@ -4,7 +4,7 @@ import { connect } from './connect';
 import type { HubEnv } from './env';
 import { describeError } from './db/errors';
 import { jsonError } from './http-errors';
-import { queryOnce } from './pg';
+import { gatewaySql } from './db/gateway';
 
 export function hubApp(): Hono<{ Bindings: HubEnv }> {
   const app = new Hono<{ Bindings: HubEnv }>();
@@ -13,7 +13,7 @@ export function hubApp(): Hono<{ Bindings: HubEnv }> {
   // Readiness: the Worker is up and can reach the registry.
   app.get('/healthz', async (c) => {
     try {
-      const { rows } = await queryOnce<{ ok: number }>(c.env, 'select 1 as ok', [], { queryTimeoutMs: 3_000 });
+      const { rows } = await gatewaySql(c.env).query<{ ok: number }>('select 1 as ok');
       return c.json({ ok: rows[0]?.ok === 1, database: 'ok' });
     } catch (err) {
       return c.json({ ok: false, database: 'unavailable', error: describeError(err) }, 503);

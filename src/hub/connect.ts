@@ -1,11 +1,11 @@
 import type { Context } from 'hono';
 import { buildFrame, CloseCode, ULID_RE, newId, type ErrorCode } from '../protocol';
 import { describeError } from './db/errors';
+import { gatewaySql } from './db/gateway';
 import { lookupToken } from './db/registry';
 import type { HubEnv } from './env';
 import { jsonError } from './http-errors';
 import { createLogger } from './log';
-import { Pg } from './pg';
 import { INTERNAL_HEADERS } from './session/session-object';
 import { hashToken, isEnrollmentTokenShaped, toHex } from './tokens';
 
@@ -46,15 +46,13 @@ export async function connect(c: Context<{ Bindings: HubEnv }>): Promise<Respons
   }
   const tokenHash = toHex(await hashToken(m[1] as string));
   let cluster;
-  const pg = new Pg(c.env, { idleCloseMs: 0, queryTimeoutMs: 5_000 });
   try {
-    cluster = await lookupToken(pg, tokenHash);
+    // On a shared, already open connection: a handshake opens none.
+    cluster = await lookupToken(gatewaySql(c.env), tokenHash);
   } catch (err) {
     log.warn('token lookup failed: database unavailable', { error: describeError(err) });
     c.header('Retry-After', '5');
     return jsonError(c, 503, 'unavailable', 'the cluster registry is unavailable; retry with backoff');
-  } finally {
-    c.executionCtx.waitUntil(pg.close());
   }
   if (!cluster) return refuseSocket('not_found', 'enrollment token is not valid (unknown or rotated)');
   if (cluster.disabled) return refuseSocket('conflict', 'cluster is disabled');

@@ -3,19 +3,15 @@ import { bearerAuth } from 'hono/bearer-auth';
 import type { MiddlewareHandler } from 'hono';
 import type { HubEnv } from '../env';
 import { jsonError } from '../http-errors';
-import { Pg } from '../pg';
+import { gatewaySql } from '../db/gateway';
+import type { Sql } from '../db/sql';
 
-export type AdminEnv = { Bindings: HubEnv; Variables: { pg: Pg } };
+export type AdminEnv = { Bindings: HubEnv; Variables: { pg: Sql } };
 
-/** One Postgres connection per admin request, closed when the response is done. */
+/** Admin statements run on the shared gateway connections: an admin call opens no connection. */
 export const requestPg: MiddlewareHandler<AdminEnv> = async (c, next) => {
-  const pg = new Pg(c.env, { idleCloseMs: 60_000 });
-  c.set('pg', pg);
-  try {
-    await next();
-  } finally {
-    c.executionCtx.waitUntil(pg.close());
-  }
+  c.set('pg', gatewaySql(c.env));
+  await next();
 };
 
 /** Shared response schema of every admin failure. */

@@ -21,6 +21,8 @@ import {
   markOperationsSent,
 } from '../db/desired';
 import { describeError } from '../db/errors';
+import { gatewaySql } from '../db/gateway';
+import type { Sql } from '../db/sql';
 import type { IngestResult, SessionFence } from '../db/ingest';
 import { claimCluster, pollOwnership, type Refusal } from '../db/ownership';
 import type { HubEnv } from '../env';
@@ -92,6 +94,7 @@ export class SessionObject extends DurableObject<HubEnv> {
   private readonly cfg: HubConfig;
   private readonly store: SessionStore;
   private readonly pg: Pg;
+  private readonly shared: Sql;
   private readonly baseLog: Logger;
   private log: Logger;
   private meta: SessionMeta | null;
@@ -121,7 +124,10 @@ export class SessionObject extends DurableObject<HubEnv> {
     super(ctx, env);
     this.cfg = hubConfig(env);
     this.store = new SessionStore(ctx.storage);
+    // Its own connection for ingest only (large fenced batches, while frames flow); everything
+    // else goes through the shared gateway, so an idle session holds no connection.
     this.pg = new Pg(env, { idleCloseMs: this.cfg.PG_IDLE_CLOSE_MS, queryTimeoutMs: this.cfg.PG_QUERY_TIMEOUT_MS });
+    this.shared = gatewaySql(env);
     this.baseLog = createLogger({ component: 'session' });
     this.meta = this.store.loadMeta();
     this.log = this.logFor(this.meta);
@@ -362,7 +368,7 @@ export class SessionObject extends DurableObject<HubEnv> {
 
     let claim;
     try {
-      claim = await claimCluster(this.pg, {
+      claim = await claimCluster(this.shared, {
         clusterUid: att.clusterUid,
         tokenHashHex: att.tokenHash,
         sessionId,
@@ -593,7 +599,7 @@ export class SessionObject extends DurableObject<HubEnv> {
     if (!meta || !ws) return;
     let r;
     try {
-      r = await pollOwnership(this.pg, {
+      r = await pollOwnership(this.shared, {
         clusterUid: meta.clusterUid,
         tokenHashHex: meta.tokenHash,
         sessionId: meta.sessionId,
@@ -679,7 +685,7 @@ export class SessionObject extends DurableObject<HubEnv> {
         });
       }
       if (f.stage === 'pages') {
-        const rows = await fetchDesiredSnapshotPage(this.pg, meta.clusterUid, f.snapshotAfter, page);
+        const rows = await fetchDesiredSnapshotPage(this.shared, meta.clusterUid, f.snapshotAfter, page);
         if (this.progress !== f) return false;
         for (const r of rows) {
           if (
@@ -707,7 +713,7 @@ export class SessionObject extends DurableObject<HubEnv> {
         return true;
       }
       if (f.stage === 'ops') {
-        const ops = await fetchOpenOperations(this.pg, meta.clusterUid, f.opsAfter, resync.revision, page);
+        const ops = await fetchOpenOperations(this.shared, meta.clusterUid, f.opsAfter, resync.revision, page);
         if (this.progress !== f) return false;
         for (const o of ops) {
           if (!this.enqueue(operationFrame(o.payload, { t: 'resync_op', revision: o.revision }))) return false;
@@ -721,7 +727,7 @@ export class SessionObject extends DurableObject<HubEnv> {
     }
     if (f.changesAfter >= this.knownRevision) return false;
     const target = this.knownRevision;
-    const changes = await fetchDesiredChanges(this.pg, meta.clusterUid, f.changesAfter, page);
+    const changes = await fetchDesiredChanges(this.shared, meta.clusterUid, f.changesAfter, page);
     if (this.progress !== f) return false;
     for (const c of changes) {
       const ok =
@@ -821,7 +827,7 @@ export class SessionObject extends DurableObject<HubEnv> {
     if (opsSent.length > 0) {
       // Replies correlate on the start frame's id: record it before the operator can answer.
       try {
-        await markOperationsSent(this.pg, this.currentFence() as SessionFence, opsSent);
+        await markOperationsSent(this.shared, this.currentFence() as SessionFence, opsSent);
       } catch (err) {
         this.log.warn('could not record operation.start frames; errors replying to them may not correlate', {
           error: describeError(err),
@@ -979,7 +985,7 @@ export class SessionObject extends DurableObject<HubEnv> {
 
   private async publishDisconnected(meta: SessionMeta): Promise<void> {
     try {
-      await pollOwnership(this.pg, {
+      await pollOwnership(this.shared, {
         clusterUid: meta.clusterUid,
         tokenHashHex: meta.tokenHash,
         sessionId: meta.sessionId,

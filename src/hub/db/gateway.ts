@@ -1,0 +1,82 @@
+import { DurableObject } from 'cloudflare:workers';
+import { hubConfig } from '../config';
+import type { HubEnv } from '../env';
+import { Pg } from '../pg';
+import type { Sql } from './sql';
+
+/**
+ * A few long-lived Postgres connections shared by the whole hub. Opening a connection costs a
+ * Postgres backend and several round trips (~22 ms here, more at the edge), and a Worker request
+ * cannot keep one between requests; a Durable Object can. The connect route's token lookup, the
+ * admin API, and session claims, polls and desired-state reads go through these shards, so a
+ * handshake or an admin call opens no connection, and an idle fleet of sessions holds none.
+ * (Each session keeps its own connection only while it ingests: those statements are large and
+ * fenced, and must not queue behind other sessions' work.)
+ */
+export class DbGateway extends DurableObject<HubEnv> {
+  private readonly pg: Pg;
+
+  constructor(ctx: DurableObjectState, env: HubEnv) {
+    super(ctx, env);
+    const cfg = hubConfig(env);
+    this.pg = new Pg(env, { idleCloseMs: 60_000, queryTimeoutMs: cfg.PG_QUERY_TIMEOUT_MS });
+  }
+
+  /** Errors come back as values: RPC would drop the SQLSTATE that tells transient from permanent. */
+  async query(text: string, params: unknown[]): Promise<GatewayResult> {
+    try {
+      const r = await this.pg.query(text, params);
+      return { ok: true, rows: r.rows, rowCount: r.rowCount };
+    } catch (err) {
+      const e = err as { message?: unknown; code?: unknown; name?: unknown };
+      return {
+        ok: false,
+        message: typeof e.message === 'string' ? e.message : String(err),
+        code: typeof e.code === 'string' ? e.code : null,
+        name: typeof e.name === 'string' ? e.name : 'Error',
+      };
+    }
+  }
+}
+
+type GatewayResult =
+  | { ok: true; rows: Record<string, unknown>[]; rowCount: number | null }
+  | { ok: false; message: string; code: string | null; name: string };
+
+/** A database error relayed by the gateway, with its SQLSTATE kept. */
+export class GatewayQueryError extends Error {
+  constructor(
+    message: string,
+    readonly code: string | null,
+    override readonly name: string,
+  ) {
+    super(message);
+  }
+}
+
+/** An `Sql` that runs each statement on one of the gateway's shards (chosen at random per statement). */
+export function gatewaySql(env: HubEnv): Sql {
+  const shards = hubConfig(env).DB_GATEWAY_SHARDS;
+  const timeoutMs = hubConfig(env).PG_QUERY_TIMEOUT_MS + 2_000;
+  return {
+    async query<R = Record<string, unknown>>(text: string, params: unknown[] = []) {
+      const shard = Math.floor(Math.random() * shards);
+      const stub = env.DB_GATEWAY.get(env.DB_GATEWAY.idFromName(`shard-${shard}`)) as unknown as DbGatewayStub;
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const timeout = new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new GatewayQueryError(`database gateway did not answer in ${timeoutMs} ms`, null, 'QueryTimeoutError')), timeoutMs);
+      });
+      try {
+        const r = await Promise.race([stub.query(text, params), timeout]);
+        if (!r.ok) throw new GatewayQueryError(r.message, r.code, r.name);
+        return { rows: r.rows as R[], rowCount: r.rowCount };
+      } finally {
+        clearTimeout(timer);
+      }
+    },
+  };
+}
+
+interface DbGatewayStub {
+  query(text: string, params: unknown[]): Promise<GatewayResult>;
+}
