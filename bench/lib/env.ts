@@ -1,0 +1,385 @@
+/**
+ * The system under test, started once per benchmark run: Postgres + proxy (in a child process,
+ * see stack-child.ts) and the hub in real workerd through wrangler's `unstable_startWorker`.
+ */
+import { execFileSync, fork, type ChildProcess } from 'node:child_process';
+import { createServer } from 'node:net';
+import { cp, mkdtemp, readFile, rm, symlink } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { Client } from '@neondatabase/serverless';
+import { ulid } from 'ulid';
+import { unstable_startWorker } from 'wrangler';
+import { pgClient } from '../../scripts/lib/pg-node';
+import { generateEnrollmentToken, hashToken, toHex } from '../../src/hub/tokens';
+import { RawOperator } from './operator';
+import { hasOpenFileUnder, workerdChildren } from './proc';
+
+const HERE = path.dirname(fileURLToPath(import.meta.url));
+const ROOT = path.join(HERE, '../..');
+
+export interface SourceSnapshot {
+  /** Directory holding wrangler.toml and src/ as measured. */
+  dir: string;
+  /** What was measured, for the report: a commit, or the working tree at a time. */
+  label: string;
+}
+
+/**
+ * The hub's source as it is measured: copied once at the start of a run, so that edits to src/
+ * during the run (wrangler rebuilds and restarts workerd on every change it sees) cannot change
+ * or interrupt what is being measured. With `ref`, the committed tree of that ref (`git archive`,
+ * read-only) instead of the working tree.
+ */
+export async function snapshotSource(ref: string | null): Promise<SourceSnapshot> {
+  const dir = await mkdtemp(path.join(tmpdir(), 'wingsmith-bench-src-'));
+  const git = (args: string[]) => {
+    try {
+      return execFileSync('git', ['-C', ROOT, ...args], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+    } catch {
+      return '';
+    }
+  };
+  let label: string;
+  if (ref) {
+    const sha = git(['rev-parse', '--verify', `${ref}^{commit}`]);
+    if (!sha) throw new Error(`not a commit: ${ref}`);
+    execFileSync('sh', ['-c', 'git -C "$1" archive "$2" src wrangler.toml tsconfig.json | tar -x -C "$3"', 'sh', ROOT, sha, dir]);
+    const subject = git(['log', '-1', '--format=%s', sha]);
+    label = `commit ${sha.slice(0, 12)} “${subject.length > 90 ? `${subject.slice(0, 90)}…` : subject}”`;
+  } else {
+    await cp(path.join(ROOT, 'src'), path.join(dir, 'src'), { recursive: true });
+    await cp(path.join(ROOT, 'wrangler.toml'), path.join(dir, 'wrangler.toml'));
+    await cp(path.join(ROOT, 'tsconfig.json'), path.join(dir, 'tsconfig.json')).catch(() => undefined);
+    const head = git(['rev-parse', '--short=12', 'HEAD']);
+    const dirty = git(['status', '--porcelain', '--', 'src', 'wrangler.toml']).split('\n').filter(Boolean).length;
+    label = `working tree at ${new Date().toISOString()} (HEAD ${head || 'unknown'}${dirty ? `, ${dirty} file(s) under src/ changed or new` : ', clean'})`;
+  }
+  await symlink(path.join(ROOT, 'node_modules'), path.join(dir, 'node_modules'), 'dir');
+  return { dir, label };
+}
+export const BENCH_ADMIN_TOKEN = 'bench-admin-token';
+
+export interface StackInfo {
+  databaseUrl: string;
+  pgWsProxy: string;
+  embedded: boolean;
+  database: string;
+  serverVersion: string;
+  maxConnections: number;
+  pid: number;
+}
+
+/** Start a Node script of this directory tree as a child process running under tsx, with IPC. */
+export function forkTs(file: string, args: string[] = [], env: NodeJS.ProcessEnv = {}): ChildProcess {
+  return fork(file, args, {
+    execArgv: ['--import', 'tsx'],
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
+}
+
+/** Wait for the child's first message of type `ready` (or fail on `error`/exit). */
+export function readyMessage<T>(child: ChildProcess, what: string, timeoutMs = 60_000): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`${what} not ready in ${timeoutMs} ms`)), timeoutMs);
+    const onMessage = (m: { type?: string; message?: string }) => {
+      if (m?.type === 'ready') {
+        clearTimeout(timer);
+        child.off('exit', onExit);
+        child.off('message', onMessage);
+        resolve(m as T);
+      } else if (m?.type === 'error') {
+        clearTimeout(timer);
+        reject(new Error(`${what}: ${m.message}`));
+      }
+    };
+    const onExit = (code: number | null) => {
+      clearTimeout(timer);
+      reject(new Error(`${what} exited with ${code} before it was ready`));
+    };
+    child.on('message', onMessage);
+    child.once('exit', onExit);
+  });
+}
+
+export interface HubVars {
+  [key: string]: string;
+}
+
+export interface BenchCluster {
+  uid: string;
+  name: string;
+  token: string;
+  /** Hex SHA-256 of the token, as the registry stores it (absent for admin-created clusters). */
+  tokenHash?: string;
+}
+
+export class BenchEnv {
+  private constructor(
+    readonly stack: StackInfo,
+    private readonly stackChild: ChildProcess,
+    public hubUrl: string,
+    public wsUrl: string,
+    private worker: Awaited<ReturnType<typeof unstable_startWorker>>,
+    public persistDir: string,
+    readonly vars: HubVars,
+    private db: Client,
+  ) {}
+
+  /** pid of the workerd process that runs the hub (not wrangler's proxy worker); set by `identifyWorkerd`. */
+  workerdPid = 0;
+  /** All workerd processes of this run, hub first (the other one is wrangler's dev proxy worker). */
+  workerdPids: number[] = [];
+  private workerdBefore = new Set<number>();
+  private clusterCounter = 0;
+
+  /** The inspector of the hub's isolate when started with `inspector: true` (for profiling). */
+  inspectorUrl: URL | undefined;
+
+  /** The source measured (see snapshotSource). */
+  source!: SourceSnapshot;
+
+  /** Facts about the measured source and schema that the analysis depends on. */
+  async facts(): Promise<Record<string, number>> {
+    const read = async (rel: string) => readFile(path.join(this.source.dir, rel), 'utf8').catch(() => '');
+    const session = await read('src/hub/session/session-object.ts');
+    const [ff] = await this.sql<{ ff: string | null }>(
+      "select (select option_value from pg_options_to_table(reloptions) where option_name = 'fillfactor') as ff from pg_class where relname = 'devices'",
+    );
+    return {
+      /** The send-queue drain chains one promise per queued frame (fixed in a5a1f54). */
+      drainChained: session.includes('this.draining.then(() => this.drain())') ? 1 : 0,
+      devicesFillfactor: Number(ff?.ff ?? 100),
+      /** Statements go through long-lived gateway connections (src/hub/db/gateway.ts). */
+      gateway: (await read('src/hub/db/gateway.ts')) ? 1 : 0,
+    };
+  }
+
+  static async start(
+    extraVars: HubVars = {},
+    options: { inspector?: boolean; databaseUrl?: string; commit?: string | null } = {},
+  ): Promise<BenchEnv> {
+    process.env.WRANGLER_SEND_METRICS = 'false';
+    const source = await snapshotSource(options.commit ?? null);
+    const child = forkTs(path.join(HERE, 'stack-child.ts'), [], options.databaseUrl ? { DATABASE_URL: options.databaseUrl } : {});
+    let stack: StackInfo;
+    try {
+      stack = await readyMessage<StackInfo>(child, 'database stack');
+    } catch (err) {
+      child.kill();
+      throw err;
+    }
+    const vars: HubVars = {
+      DATABASE_URL: stack.databaseUrl,
+      PG_WS_PROXY: stack.pgWsProxy,
+      ADMIN_TOKEN: BENCH_ADMIN_TOKEN,
+      ...extraVars,
+    };
+    const db = pgClient(stack.databaseUrl, stack.pgWsProxy);
+    db.on('error', () => undefined);
+    await db.connect();
+    const hub = await launchWorker(source.dir, vars, options.inspector === true);
+    const env = new BenchEnv(stack, child, hub.origin, hub.origin.replace(/^http/, 'ws'), hub.worker, hub.persistDir, vars, db);
+    env.source = source;
+    env.inspectorEnabled = options.inspector === true;
+    await env.adopt(hub);
+    return env;
+  }
+
+  private inspectorEnabled = false;
+
+  private async adopt(hub: LaunchedWorker): Promise<void> {
+    this.worker = hub.worker;
+    this.persistDir = hub.persistDir;
+    this.hubUrl = hub.origin;
+    this.wsUrl = hub.origin.replace(/^http/, 'ws');
+    this.workerdBefore = hub.before;
+    this.inspectorUrl = this.inspectorEnabled ? await hub.worker.inspectorUrl : undefined;
+    // Wrangler starts two workerd processes: its dev proxy worker, then the runtime with the hub.
+    // A session object opens its SQLite files under the persist directory: that names the runtime.
+    const [probe] = await this.createClusters(1, 'probe');
+    if (probe) await this.touchSession(probe);
+    this.identifyWorkerd();
+  }
+
+  /**
+   * A fresh hub (new workerd, empty Durable Object storage) on the same database, so a scenario
+   * that measures workerd memory starts from a clean process rather than from whatever earlier
+   * scenarios left in it.
+   */
+  async restartHub(): Promise<void> {
+    await this.worker.dispose().catch(() => undefined);
+    await rm(this.persistDir, { recursive: true, force: true }).catch(() => undefined);
+    await this.adopt(await launchWorker(this.source.dir, this.vars, this.inspectorEnabled));
+  }
+
+  /**
+   * Find which workerd runs the hub: the one holding Durable Object files open under the persist
+   * directory (call after at least one session exists). Falls back to the larger RSS.
+   */
+  identifyWorkerd(): number {
+    const pids = workerdChildren().filter((p) => !this.workerdBefore.has(p));
+    const owner = pids.find((p) => hasOpenFileUnder(p, this.persistDir));
+    if (!owner) throw new Error(`cannot tell which workerd runs the hub (candidates ${pids.join(', ')})`);
+    this.workerdPid = owner;
+    this.workerdPids = [owner, ...pids.filter((p) => p !== owner)];
+    return owner;
+  }
+
+  /** pid of wrangler's dev proxy worker (in the request path locally, absent in production), or 0. */
+  get proxyWorkerdPid(): number {
+    return this.workerdPids[1] ?? 0;
+  }
+
+  /** Open a session for the cluster, read its initial stream, close it. */
+  async touchSession(c: BenchCluster): Promise<void> {
+    const op = await RawOperator.connect(this.wsUrl, c.token);
+    const end = op.next((f) => f.type === 'stream.end');
+    await op.hello({ cluster_id: c.name });
+    await end;
+    op.close();
+  }
+
+  async sql<R = Record<string, unknown>>(text: string, params: unknown[] = []): Promise<R[]> {
+    return (await this.db.query(text, params)).rows as R[];
+  }
+
+  /** A fresh Neon client through the same proxy as the hub (caller ends it). */
+  async newClient(): Promise<Client> {
+    const c = pgClient(this.stack.databaseUrl, this.stack.pgWsProxy);
+    c.on('error', () => undefined);
+    await c.connect();
+    return c;
+  }
+
+  async admin(method: string, pathname: string, body?: unknown): Promise<{ status: number; json: any }> {
+    const res = await fetch(`${this.hubUrl}/admin${pathname}`, {
+      method,
+      headers: { authorization: `Bearer ${BENCH_ADMIN_TOKEN}`, 'content-type': 'application/json' },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    });
+    const text = await res.text();
+    return { status: res.status, json: text ? JSON.parse(text) : null };
+  }
+
+  /** One cluster through the admin API (the production path). */
+  async createClusterViaAdmin(prefix = 'bench'): Promise<BenchCluster> {
+    const name = `${prefix}-${Date.now().toString(36)}-${(this.clusterCounter++).toString(36)}`;
+    const r = await this.admin('POST', '/clusters', { name });
+    if (r.status !== 201) throw new Error(`create cluster: ${r.status} ${JSON.stringify(r.json)}`);
+    return { uid: r.json.uid, name: r.json.name, token: r.json.enrollment_token };
+  }
+
+  /**
+   * Many clusters in one statement (setup, not measured): the same rows `POST /admin/clusters`
+   * writes, with tokens minted and hashed exactly as the hub does.
+   */
+  async createClusters(n: number, prefix = 'bench'): Promise<BenchCluster[]> {
+    const out: BenchCluster[] = [];
+    const rows: { uid: string; name: string; token_hash: string }[] = [];
+    const stamp = Date.now().toString(36);
+    for (let i = 0; i < n; i++) {
+      const token = generateEnrollmentToken();
+      const uid = ulid();
+      const name = `${prefix}-${stamp}-${(this.clusterCounter++).toString(36)}`;
+      const tokenHash = toHex(await hashToken(token));
+      rows.push({ uid, name, token_hash: tokenHash });
+      out.push({ uid, name, token, tokenHash });
+    }
+    for (let i = 0; i < rows.length; i += 2_000) {
+      await this.sql(
+        `insert into clusters (uid, name, token_hash, token_issued_at)
+         select uid, name, decode(token_hash, 'hex'), now() from jsonb_to_recordset($1::jsonb) as x(uid text, name text, token_hash text)`,
+        [JSON.stringify(rows.slice(i, i + 2_000))],
+      );
+    }
+    return out;
+  }
+
+  /** Desired deployments written directly (setup for resync/resume sizes; not measured). */
+  async seedDesired(clusterUid: string, count: number, prefix = 'dep'): Promise<void> {
+    for (let start = 0; start < count; start += 5_000) {
+      const n = Math.min(5_000, count - start);
+      await this.sql(
+        `with rev as (
+           update clusters set desired_revision = desired_revision + $3 where uid = $1 returning desired_revision
+         )
+         insert into desired_deployments (cluster_uid, deployment_id, workload_id, revision, min_replicas, max_replicas, serving, deleted, updated_at)
+         select $1, $4 || '-' || lpad(g::text, 6, '0'), 'w-' || g, (select desired_revision from rev) - $3 + g - $2, 1, 2, $5::jsonb, false, now()
+         from generate_series($2 + 1, $2 + $3) g`,
+        [clusterUid, start, n, prefix, JSON.stringify(SERVING)],
+      );
+    }
+  }
+
+  async stop(): Promise<void> {
+    await this.db.end().catch(() => undefined);
+    await this.worker.dispose().catch(() => undefined);
+    await rm(this.persistDir, { recursive: true, force: true }).catch(() => undefined);
+    await rm(this.source.dir, { recursive: true, force: true }).catch(() => undefined);
+    await new Promise<void>((resolve) => {
+      if (this.stackChild.exitCode !== null) return resolve();
+      const t = setTimeout(() => {
+        this.stackChild.kill('SIGKILL');
+        resolve();
+      }, 15_000);
+      this.stackChild.once('exit', () => {
+        clearTimeout(t);
+        resolve();
+      });
+      this.stackChild.send({ type: 'stop' });
+    });
+  }
+}
+
+interface LaunchedWorker {
+  worker: Awaited<ReturnType<typeof unstable_startWorker>>;
+  origin: string;
+  persistDir: string;
+  before: Set<number>;
+}
+
+async function launchWorker(sourceDir: string, vars: HubVars, inspector: boolean): Promise<LaunchedWorker> {
+  const persistDir = await mkdtemp(path.join(tmpdir(), 'wingsmith-bench-hub-'));
+  const before = new Set(workerdChildren());
+  const worker = await unstable_startWorker({
+    config: path.join(sourceDir, 'wrangler.toml'),
+    sendMetrics: false,
+    envFiles: [],
+    bindings: Object.fromEntries(Object.entries(vars).map(([k, v]) => [k, { type: 'plain_text' as const, value: v }])),
+    dev: {
+      server: { hostname: '127.0.0.1', port: 0 },
+      inspector: inspector ? { hostname: '127.0.0.1', port: await freePort() } : false,
+      persist: persistDir,
+      watch: false,
+      logLevel: 'warn',
+    },
+  });
+  const url = await worker.url;
+  return { worker, origin: `http://${url.hostname}:${url.port}`, persistDir, before };
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const a = srv.address();
+      srv.close(() => resolve(typeof a === 'object' && a ? a.port : 0));
+    });
+  });
+}
+
+/** A realistic serving configuration (the fixture's shape). */
+export const SERVING = {
+  engine: 'vllm',
+  model: 'meta-llama/Llama-3.1-70B-Instruct',
+  image: 'vllm/vllm-openai:v0.6.3',
+  args: ['--tensor-parallel-size', '4', '--max-model-len', '8192'],
+  env: { VLLM_LOGGING_LEVEL: 'INFO' },
+  gpus_per_replica: 4,
+  gpu_model: 'NVIDIA A100-SXM4-80GB',
+  port: 8000,
+};

@@ -1,0 +1,193 @@
+/**
+ * `npm run bench`: the hub in real workerd with real Postgres, each figure next to a baseline
+ * measured in the same run; writes bench/RESULTS.md.
+ *
+ *   npm run bench                      full run (rewrites bench/RESULTS.md)
+ *   npm run bench -- --quick           small smoke variant (writes to a temp file unless --out)
+ *   npm run bench -- --only ingest,resume
+ *   npm run bench -- --reps 5          repetitions of each timed measurement (default 3)
+ *   npm run bench -- --out FILE        write the report here instead
+ *
+ * Benchmarks are not tests: nothing here asserts on time. Targets are reported as met or not.
+ */
+import { readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { BenchEnv } from './lib/env';
+import { installHubLogCapture } from './lib/hublog';
+import { startPooler } from './lib/pooler';
+import { Inspector } from './lib/profiler';
+import { machineInfo } from './lib/machine';
+import { ForeignLoad } from './lib/proc';
+import { renderReport, type ReportInput } from './lib/report';
+import type { Scenario, ScenarioResult } from './lib/types';
+import { handshake } from './scenarios/handshake';
+import { ingest } from './scenarios/ingest';
+import { desired } from './scenarios/desired';
+import { resume } from './scenarios/resume';
+import { resync } from './scenarios/resync';
+import { fleet } from './scenarios/fleet';
+
+const SCENARIOS: Scenario[] = [handshake, ingest, desired, resume, resync, fleet];
+const HERE = path.dirname(fileURLToPath(import.meta.url));
+
+interface Args {
+  quick: boolean;
+  pooler: boolean;
+  profile: boolean;
+  vars: Record<string, string>;
+  only: string[] | null;
+  reps: number;
+  out: string | null;
+  render: string | null;
+  commit: string | null;
+}
+
+function parseArgs(argv: string[]): Args {
+  const a: Args = { quick: false, pooler: false, profile: false, vars: {}, only: null, reps: 3, out: null, render: null, commit: null };
+  for (let i = 0; i < argv.length; i++) {
+    const v = argv[i];
+    const next = () => {
+      const n = argv[++i];
+      if (n === undefined) throw new Error(`${v} needs a value`);
+      return n;
+    };
+    if (v === '--quick') a.quick = true;
+    else if (v === '--pooler') a.pooler = true;
+    else if (v === '--profile') a.profile = true;
+    else if (v === '--var') {
+      const [k, ...rest] = next().split('=');
+      if (!k || rest.length === 0) throw new Error('--var needs KEY=VALUE');
+      a.vars[k] = rest.join('=');
+    }
+    else if (v === '--only') a.only = next().split(',').map((s) => s.trim()).filter(Boolean);
+    else if (v === '--reps') a.reps = Math.max(1, Number(next()));
+    else if (v === '--out') a.out = next();
+    else if (v === '--render') a.render = next();
+    else if (v === '--commit') a.commit = next();
+    else if (v === '--help' || v === '-h') {
+      console.log('usage: npm run bench -- [--quick] [--only name,...] [--reps N] [--out FILE] [--pooler] [--profile] [--var KEY=VALUE]');
+      console.log('  --commit REF  measure the committed hub of REF (git archive) instead of the working tree');
+      console.log('  --pooler   experiment: PgBouncer (transaction pooling) in front of Postgres');
+      console.log('  --profile  also record a CPU profile of the hub isolate per scenario (slows the hub; figures are then not results)');
+      console.log('  --var      override a hub configuration var (experiments, e.g. --var INGEST_BATCH_FRAMES=5000)');
+      console.log(`scenarios: ${SCENARIOS.map((s) => s.name).join(', ')}`);
+      process.exit(0);
+    } else throw new Error(`unknown argument ${v}`);
+  }
+  if (a.only) {
+    const unknown = a.only.filter((n) => !SCENARIOS.some((s) => s.name === n));
+    if (unknown.length) throw new Error(`unknown scenario(s): ${unknown.join(', ')}; known: ${SCENARIOS.map((s) => s.name).join(', ')}`);
+  }
+  if (a.quick && !process.argv.includes('--reps')) a.reps = 1;
+  return a;
+}
+
+function log(msg: string): void {
+  process.stderr.write(`[bench ${new Date().toISOString().slice(11, 19)}] ${msg}\n`);
+}
+
+/** Everything a report is rendered from; saved after every run so `--render` can redo the text. */
+const RAW = path.join(tmpdir(), 'wingsmith-bench-results.json');
+
+async function main(): Promise<void> {
+  const args = parseArgs(process.argv.slice(2));
+  if (args.render) {
+    const input = JSON.parse(readFileSync(args.render, 'utf8')) as ReportInput & { started: string };
+    const report = renderReport({ ...input, started: new Date(input.started) });
+    const out = args.out ?? path.join(HERE, 'RESULTS.md');
+    writeFileSync(out, report);
+    log(`re-rendered ${args.render} → ${out}`);
+    return;
+  }
+  const command = `npm run bench${process.argv.length > 2 ? ` -- ${process.argv.slice(2).join(' ')}` : ''}`;
+  const machine = machineInfo();
+  const selected = SCENARIOS.filter((s) => !args.only || args.only.includes(s.name));
+  const started = new Date();
+  const t0 = performance.now();
+  log(`${command}: ${selected.map((s) => s.name).join(', ')} (${args.quick ? 'quick' : 'full'}, ${args.reps} rep(s))`);
+  installHubLogCapture();
+  const pooler = args.pooler ? await startPooler() : null;
+  if (pooler) log(`PgBouncer (transaction pooling) at ${pooler.url}`);
+  const env = await BenchEnv.start(args.vars, { inspector: args.profile, commit: args.commit, ...(pooler ? { databaseUrl: pooler.url } : {}) });
+  log(`hub source: ${env.source.label}`);
+  const facts = await env.facts();
+
+  log(`hub at ${env.hubUrl}; Postgres: ${env.stack.database} (${env.stack.serverVersion.split(' on ')[0]})`);
+  const results: ScenarioResult[] = [];
+  const foreign: Record<string, number> = {};
+  try {
+    for (const s of selected) {
+      log(`— ${s.name}: ${s.title}`);
+      const fl = new ForeignLoad();
+      fl.start();
+      const ts = performance.now();
+      if (s.freshHub && results.length > 0) {
+        await env.restartHub();
+        log('  (fresh hub: new workerd and object storage, same database)');
+      }
+      let r: ScenarioResult;
+      try {
+        const budgetMs = s.budgetS * 1000 * (args.reps / 3);
+        const ctx = {
+          env,
+          quick: args.quick,
+          reps: args.reps,
+          log: (m: string) => log(`  ${m}`),
+          overBudget: () => !args.quick && performance.now() - ts > budgetMs,
+        };
+        if (args.profile && env.inspectorUrl) {
+          // Per scenario: a scenario may restart the hub (new workerd, new inspector).
+          const inspector = await Inspector.connect(env.inspectorUrl);
+          const [res, prof] = await inspector.profile(() => s.run(ctx));
+          r = res;
+          if (prof) r.profile = prof;
+          else log('  no profile for this scenario (the hub was restarted under it)');
+          inspector.close();
+        } else r = await s.run(ctx);
+      } catch (err) {
+        log(`  ${s.name} failed: ${err instanceof Error ? err.stack : String(err)}`);
+        r = { name: s.name, title: s.title, method: [], figures: [], evidence: [], error: err instanceof Error ? err.message : String(err) };
+      }
+      r.elapsedMs = performance.now() - ts;
+      foreign[s.name] = fl.stop();
+      results.push(r);
+      log(`  ${s.name} done in ${(r.elapsedMs / 1000).toFixed(1)} s (other work on the machine: ${foreign[s.name]?.toFixed(2)} cores on average)`);
+    }
+  } finally {
+    await env.stop();
+    await pooler?.stop();
+  }
+  const totalS = (performance.now() - t0) / 1000;
+  const input: ReportInput = {
+    command,
+    source: env.source.label,
+    facts,
+    machine,
+    stack: env.stack,
+    started,
+    totalS,
+    quick: args.quick,
+    reps: args.reps,
+    results,
+    foreign,
+    variant: [pooler ? 'PgBouncer (transaction pooling) between the proxy and Postgres' : '', args.profile ? 'CPU profiler attached to the hub (slower)' : '', Object.keys(args.vars).length ? `hub vars ${JSON.stringify(args.vars)}` : '']
+      .filter(Boolean)
+      .join('; '),
+  };
+  writeFileSync(RAW, JSON.stringify(input));
+  const report = renderReport(input);
+  const full = !args.quick && !args.only && !args.pooler && !args.profile && Object.keys(args.vars).length === 0;
+  const out = args.out ?? (full ? path.join(HERE, 'RESULTS.md') : path.join(tmpdir(), 'wingsmith-bench-RESULTS.md'));
+  writeFileSync(out, report);
+  log(`done in ${totalS.toFixed(0)} s; report: ${out} (raw: ${RAW})`);
+  process.stdout.write(report);
+  // Clients and timers of the load generators are not worth waiting for.
+  process.exit(0);
+}
+
+main().catch((err: unknown) => {
+  log(`bench failed: ${err instanceof Error ? err.stack : String(err)}`);
+  process.exit(1);
+});
