@@ -29,6 +29,7 @@ export class ConnectionLostError extends Error {
 }
 
 let proxyConfigured: string | undefined;
+let connections = 0;
 
 function configure(config: PgConfig): void {
   if (!config.PG_WS_PROXY || proxyConfigured === config.PG_WS_PROXY) return;
@@ -59,6 +60,7 @@ export class Pg {
   private connecting: Promise<Client> | null = null;
   private idleTimer: ReturnType<typeof setTimeout> | null = null;
   private inFlight = 0;
+  private connectionTag = '';
   private readonly idleCloseMs: number;
   private readonly queryTimeoutMs: number;
   private readonly connectTimeoutMs: number;
@@ -72,7 +74,11 @@ export class Pg {
     this.connectTimeoutMs = options.connectTimeoutMs ?? 5_000;
   }
 
-  async query<R = Record<string, unknown>>(text: string, params: unknown[] = []): Promise<QueryResultRows<R>> {
+  /**
+   * `name` makes it a prepared statement on this connection: parsed and planned once per
+   * connection instead of on every call (worth it for the large, frequent ingest statement).
+   */
+  async query<R = Record<string, unknown>>(text: string, params: unknown[] = [], name?: string): Promise<QueryResultRows<R>> {
     this.inFlight++;
     this.clearIdle();
     try {
@@ -82,7 +88,10 @@ export class Pg {
         timer = setTimeout(() => reject(new QueryTimeoutError(this.queryTimeoutMs)), this.queryTimeoutMs);
       });
       try {
-        const result = await Promise.race([client.query(text, params), deadline]);
+        // Unique per connection: an embedded Postgres (PGlite) runs every connection in one
+        // backend, where a fixed name would collide with another connection's statement.
+        const run = name ? client.query({ name: `${name}_${this.connectionTag}`, text, values: params }) : client.query(text, params);
+        const result = await Promise.race([run, deadline]);
         return { rows: result.rows as R[], rowCount: result.rowCount };
       } catch (err) {
         if (err instanceof QueryTimeoutError) this.discard(client);
@@ -94,6 +103,13 @@ export class Pg {
       this.inFlight--;
       this.armIdle();
     }
+  }
+
+  /** Open the connection ahead of need (e.g. while a resume is being claimed). */
+  warm(): void {
+    this.connect()
+      .then(() => this.armIdle())
+      .catch(() => undefined);
   }
 
   /** Close now (e.g. when the session ends). */
@@ -124,6 +140,7 @@ export class Pg {
       .connect()
       .then(() => {
         this.client = client;
+        this.connectionTag = (++connections).toString(36) + Math.random().toString(36).slice(2, 8);
         return client;
       })
       .catch((err: unknown) => {

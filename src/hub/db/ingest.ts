@@ -232,6 +232,9 @@ select (select ok from live) as fenced,
     + (select count(*) from pr_deployments) as pruned
 `;
 
+/** Prepared once per connection (bump the suffix when the text changes). */
+const INGEST_STATEMENT = 'wingsmith_ingest_v1';
+
 export async function applyIngestBatch(sql: Sql, fence: SessionFence, b: IngestBatch): Promise<IngestResult> {
   const { rows } = await sql.query<{ fenced: boolean; pruned: string | number }>(INGEST_SQL, [
     fence.clusterUid,
@@ -251,7 +254,7 @@ export async function applyIngestBatch(sql: Sql, fence: SessionFence, b: IngestB
     JSON.stringify(b.operationEvents),
     JSON.stringify(b.rejections),
     JSON.stringify(b.prunes),
-  ]);
+  ], INGEST_STATEMENT);
   const r = rows[0];
   return { fenced: r?.fenced === true, pruned: Number(r?.pruned ?? 0) };
 }

@@ -366,6 +366,8 @@ export class SessionObject extends DurableObject<HubEnv> {
     const fresh = freshReason !== null;
     const sessionId = fresh ? `${att.routeKey}.${newId()}` : (meta as SessionMeta).sessionId;
 
+    // A resuming operator replays at once: open the ingest connection while the claim runs.
+    if (!fresh) this.pg.warm();
     let claim;
     try {
       claim = await claimCluster(this.shared, {
