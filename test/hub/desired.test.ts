@@ -37,6 +37,22 @@ describe('desired state out (spec: Demand hub → operator)', () => {
     peer.close();
   });
 
+  it('each change is sent exactly once, in revision order, whether it arrives by poke or by poll', async () => {
+    const c = await h.newCluster();
+    const { peer } = await h.openFresh(c);
+    for (let i = 1; i <= 6; i++) {
+      await h.admin('PUT', `/clusters/${c.name}/deployments/d${i % 2}`, desired({ min_replicas: i, max_replicas: i }));
+      if (i % 3 === 0) await new Promise((r) => setTimeout(r, 400)); // let a poll run in between
+    }
+    const revisions: number[] = [];
+    while (revisions.length < 6) revisions.push((await peer.next((f) => f.type === 'deployment.desired')).payload.revision as number);
+    await new Promise((r) => setTimeout(r, 700));
+    const all = peer.frames.filter((f) => f.type === 'deployment.desired').map((f) => f.payload.revision as number);
+    expect(all).toEqual([...revisions].sort((a, b) => a - b));
+    expect(new Set(all).size).toBe(6);
+    peer.close();
+  });
+
   it('changes written by another plane component (no poke) are picked up on the ownership poll', async () => {
     const c = await h.newCluster();
     const { peer } = await h.openFresh(c);

@@ -48,7 +48,11 @@ export const desiredRouter = adminRouter()
       const body = c.req.valid('json');
       const w = await putDesiredDeployment(c.var.pg, id, { deployment_id, ...body });
       if (!w) return jsonError(c, 404, 'not_found', 'no such cluster') as never;
-      pokeOwner(c.env, c.executionCtx, w.cluster_uid, w.owner_session, w.revision);
+      pokeOwner(c.env, c.executionCtx, w.cluster_uid, w.owner_session, w.revision, {
+        kind: 'deployment',
+        revision: w.revision,
+        payload: { deployment_id, ...body, revision: w.revision, deleted: false },
+      });
       return c.json({ cluster_uid: w.cluster_uid, deployment_id, revision: w.revision, deleted: false }, 200);
     },
   )
@@ -69,7 +73,21 @@ export const desiredRouter = adminRouter()
       const { id, deployment_id } = c.req.valid('param');
       const w = await withdrawDesiredDeployment(c.var.pg, id, deployment_id);
       if (!w) return jsonError(c, 404, 'not_found', 'no such cluster or deployment') as never;
-      if (!w.already) pokeOwner(c.env, c.executionCtx, w.cluster_uid, w.owner_session, w.revision);
+      if (!w.already) {
+        pokeOwner(c.env, c.executionCtx, w.cluster_uid, w.owner_session, w.revision, {
+          kind: 'deployment',
+          revision: w.revision,
+          payload: {
+            deployment_id,
+            workload_id: w.workload_id,
+            revision: w.revision,
+            min_replicas: w.min_replicas,
+            max_replicas: w.max_replicas,
+            serving: null,
+            deleted: true,
+          },
+        });
+      }
       return c.json({ cluster_uid: w.cluster_uid, deployment_id, revision: w.revision, deleted: true }, 200);
     },
   );

@@ -82,7 +82,11 @@ export const operationsRouter = adminRouter()
       const body = c.req.valid('json');
       const created = await createOperation(c.var.pg, c.req.valid('param').id, { operation_id: newId(), ...body });
       if (!created) return jsonError(c, 404, 'not_found', 'no such cluster') as never;
-      pokeOwner(c.env, c.executionCtx, created.cluster_uid, created.owner_session, created.revision);
+      pokeOwner(c.env, c.executionCtx, created.cluster_uid, created.owner_session, created.revision, {
+        kind: 'operation',
+        revision: created.revision,
+        payload: { operation_id: created.operation_id, kind: body.kind, target: body.target, params: body.params, deadline: created.deadline },
+      });
       return c.json({ operation_id: created.operation_id }, 202);
     },
   )

@@ -1,4 +1,5 @@
 import { routeKeyOf, sessionObjectName } from '../connect';
+import type { DesiredChange } from '../db/desired';
 import type { HubEnv } from '../env';
 import { createLogger } from '../log';
 import type { SessionObject } from '../session/session-object';
@@ -7,14 +8,22 @@ const log = createLogger({ component: 'admin' });
 
 /**
  * Tell the owning session that desired state changed, so it sends now instead of at its next
- * poll. Best effort: the poll picks up anything a poke misses.
+ * poll. With the change itself the session can send it without reading it back when nothing
+ * came between. Best effort: the poll picks up anything a poke misses.
  */
-export function pokeOwner(env: HubEnv, ctx: { waitUntil(p: Promise<unknown>): void }, clusterUid: string, ownerSession: string | null, revision: number): void {
+export function pokeOwner(
+  env: HubEnv,
+  ctx: { waitUntil(p: Promise<unknown>): void },
+  clusterUid: string,
+  ownerSession: string | null,
+  revision: number,
+  change?: DesiredChange,
+): void {
   const key = routeKeyOf(ownerSession);
   if (!key) return;
   const stub = env.SESSIONS.get(env.SESSIONS.idFromName(sessionObjectName(clusterUid, key))) as DurableObjectStub<SessionObject>;
   ctx.waitUntil(
-    stub.poke(revision).catch((err: unknown) => {
+    stub.poke(revision, change).catch((err: unknown) => {
       log.warn('poke failed; the session will pick the change up on its poll', { cluster: clusterUid, error: String(err) });
     }),
   );

@@ -43,16 +43,19 @@ export async function withdrawDesiredDeployment(
   sql: Sql,
   idOrName: string,
   deploymentId: string,
-): Promise<(DesiredWrite & { already: boolean }) | null> {
+): Promise<(DesiredWrite & { already: boolean; workload_id: string; min_replicas: number; max_replicas: number }) | null> {
   const { rows } = await sql.query<{
     cluster_uid: string;
     deployment_id: string;
     revision: string;
     already: boolean;
+    workload_id: string;
+    min_replicas: number;
+    max_replicas: number;
     owner_session: string | null;
   }>(
     `with c as (select uid from clusters where uid = $1 or name = $1),
-     d as (select cluster_uid, deployment_id, deleted, revision from desired_deployments
+     d as (select cluster_uid, deployment_id, deleted, revision, workload_id, min_replicas, max_replicas from desired_deployments
            where cluster_uid = (select uid from c) and deployment_id = $2),
      rev as (
        update clusters set desired_revision = desired_revision + 1
@@ -65,7 +68,7 @@ export async function withdrawDesiredDeployment(
        returning t.cluster_uid, t.deployment_id, t.revision
      )
      select d.cluster_uid, d.deployment_id, coalesce((select revision from tomb), d.revision) as revision,
-            d.deleted as already,
+            d.deleted as already, d.workload_id, d.min_replicas, d.max_replicas,
             (select session_id from cluster_owners o where o.cluster_uid = d.cluster_uid) as owner_session
      from d`,
     [idOrName, deploymentId],
@@ -78,6 +81,7 @@ export interface OperationCreated {
   operation_id: string;
   cluster_uid: string;
   revision: number;
+  deadline: string;
   owner_session: string | null;
 }
 
@@ -86,7 +90,7 @@ export async function createOperation(
   idOrName: string,
   op: { operation_id: string; kind: string; target: string; params: Record<string, unknown>; deadline_s: number },
 ): Promise<OperationCreated | null> {
-  const { rows } = await sql.query<{ operation_id: string; cluster_uid: string; revision: string; owner_session: string | null }>(
+  const { rows } = await sql.query<{ operation_id: string; cluster_uid: string; revision: string; deadline: string | Date; owner_session: string | null }>(
     `with c as (select uid from clusters where uid = $1 or name = $1),
      rev as (
        update clusters set desired_revision = desired_revision + 1 where uid = (select uid from c)
@@ -95,11 +99,11 @@ export async function createOperation(
      ins as (
        insert into operations (operation_id, cluster_uid, kind, target, params, deadline, revision)
        select $2, uid, $3, $4, $5::jsonb, now() + make_interval(secs => $6::double precision), desired_revision from rev
-       returning operation_id, cluster_uid, revision
+       returning operation_id, cluster_uid, revision, deadline
      )
      select ins.*, (select session_id from cluster_owners o where o.cluster_uid = ins.cluster_uid) as owner_session from ins`,
     [idOrName, op.operation_id, op.kind, op.target, JSON.stringify(op.params), op.deadline_s],
   );
   const r = rows[0];
-  return r ? { ...r, revision: Number(r.revision) } : null;
+  return r ? { ...r, revision: Number(r.revision), deadline: new Date(r.deadline).toISOString() } : null;
 }

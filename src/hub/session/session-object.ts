@@ -15,6 +15,7 @@ import {
 } from '../../protocol';
 import { hubConfig, type HubConfig } from '../config';
 import {
+  type DesiredChange,
   fetchDesiredChanges,
   fetchDesiredSnapshotPage,
   fetchOpenOperations,
@@ -276,8 +277,23 @@ export class SessionObject extends DurableObject<HubEnv> {
   // -------------------------------------------------------------------------------------------
 
   /** Desired state for this cluster changed in Postgres: send it now rather than at the next poll. */
-  async poke(revision: number): Promise<void> {
+  async poke(revision: number, change?: DesiredChange): Promise<void> {
     if (revision > this.knownRevision) this.knownRevision = revision;
+    // The change itself, and nothing came between it and what is already queued: send it
+    // without reading it back. Anything else (a gap, a resync in progress) goes through the fetch.
+    const f = this.progress;
+    if (change && change.revision === revision && f.stage === 'done' && !this.pumping && f.changesAfter === revision - 1 && this.activeSocket()) {
+      // Advanced first: queuing drains at once, and the drain may start a pump that must not
+      // fetch this change again. (If the queue refuses it, the connection closes and the fetch
+      // state is rebuilt from what was written.)
+      f.changesAfter = revision;
+      if (change.kind === 'deployment') {
+        this.enqueue({ kind: 'frame', type: 'deployment.desired', payload: () => change.payload, replyTo: null, revision });
+      } else {
+        this.enqueue(operationFrame(change.payload, { t: 'watermark', revision }, revision));
+      }
+      return;
+    }
     void this.pumpDesired();
   }
 
