@@ -105,13 +105,6 @@ export class Pg {
     }
   }
 
-  /** Open the connection ahead of need (e.g. while a resume is being claimed). */
-  warm(): void {
-    this.connect()
-      .then(() => this.armIdle())
-      .catch(() => undefined);
-  }
-
   /** Close now (e.g. when the session ends). */
   async close(): Promise<void> {
     this.clearIdle();

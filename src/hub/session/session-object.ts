@@ -25,7 +25,7 @@ import { describeError } from '../db/errors';
 import { gatewaySql } from '../db/gateway';
 import type { Sql } from '../db/sql';
 import type { IngestResult, SessionFence } from '../db/ingest';
-import { claimCluster, pollOwnership, type Refusal } from '../db/ownership';
+import { claimCluster, pollOwnership, type ClaimResult, type Refusal } from '../db/ownership';
 import type { HubEnv } from '../env';
 import { createLogger, type Logger } from '../log';
 import { Pg } from '../pg';
@@ -118,6 +118,10 @@ export class SessionObject extends DurableObject<HubEnv> {
   private draining: Promise<void> | null = null;
   private drainRequested = false;
   private readonly instance = newId();
+  /** What the claim of a fresh session read ahead for its resync (first pages), until used. */
+  private preload: ClaimResult['preload'] = null;
+  /** The alarm as last set (null: none; undefined: not read yet since construction). */
+  private alarmAt: number | null | undefined = undefined;
   /** Since when frames have been waiting for the operator to release its replay window. */
   private windowFullSince: number | null = null;
 
@@ -132,6 +136,8 @@ export class SessionObject extends DurableObject<HubEnv> {
     this.baseLog = createLogger({ component: 'session' });
     this.meta = this.store.loadMeta();
     this.log = this.logFor(this.meta);
+    // A brand-new object has no alarm; an object with a session may (read it when first needed).
+    if (!this.meta) this.alarmAt = null;
     const limits = { frames: this.cfg.REPLAY_BUFFER_FRAMES, bytes: this.cfg.REPLAY_BUFFER_BYTES };
     this.outbound = new OutboundSequencer(this.store.replay, limits, this.meta?.out);
     this.inbound = new InboundSequencer(this.meta?.inCursor ?? 0);
@@ -222,6 +228,7 @@ export class SessionObject extends DurableObject<HubEnv> {
   }
 
   override async alarm(): Promise<void> {
+    this.alarmAt = null;
     let forgotten = false;
     try {
       forgotten = await this.onAlarm();
@@ -382,8 +389,6 @@ export class SessionObject extends DurableObject<HubEnv> {
     const fresh = freshReason !== null;
     const sessionId = fresh ? `${att.routeKey}.${newId()}` : (meta as SessionMeta).sessionId;
 
-    // A resuming operator replays at once: open the ingest connection while the claim runs.
-    if (!fresh) this.pg.warm();
     let claim;
     try {
       claim = await claimCluster(this.shared, {
@@ -391,6 +396,7 @@ export class SessionObject extends DurableObject<HubEnv> {
         tokenHashHex: att.tokenHash,
         sessionId,
         live: { connected: true, session_id: sessionId },
+        preloadRows: fresh ? this.cfg.DESIRED_PAGE_ROWS : 0,
       });
     } catch (err) {
       log.warn('claim failed: database unavailable', { error: describeError(err) });
@@ -449,6 +455,7 @@ export class SessionObject extends DurableObject<HubEnv> {
     const m = this.meta as SessionMeta;
     this.knownRevision = Math.max(this.knownRevision, claim.desiredRevision);
     this.progress = fetchStateFrom(m);
+    this.preload = fresh ? claim.preload : null;
     this.store.saveMeta(m);
     this.log = this.logFor(m);
 
@@ -703,7 +710,18 @@ export class SessionObject extends DurableObject<HubEnv> {
         });
       }
       if (f.stage === 'pages') {
-        const rows = await fetchDesiredSnapshotPage(this.shared, meta.clusterUid, f.snapshotAfter, page);
+        // The claim read the first page in the same statement; later pages are fetched.
+        const pre = f.snapshotAfter === null ? this.preload : null;
+        let rows: { payload: Payload<'deployment.desired'> }[];
+        let last: boolean;
+        if (pre && pre.deployments.length <= page) {
+          rows = pre.deployments.map((payload) => ({ payload }));
+          last = pre.deployments.length < pre.limit;
+          this.preload = { ...pre, deployments: [] };
+        } else {
+          rows = await fetchDesiredSnapshotPage(this.shared, meta.clusterUid, f.snapshotAfter, page);
+          last = rows.length < page;
+        }
         if (this.progress !== f) return false;
         for (const r of rows) {
           if (
@@ -718,7 +736,7 @@ export class SessionObject extends DurableObject<HubEnv> {
             return false;
           f.snapshotAfter = r.payload.deployment_id;
         }
-        if (rows.length < page) {
+        if (last) {
           f.stage = 'ops';
           return this.enqueue({
             kind: 'frame',
@@ -731,13 +749,23 @@ export class SessionObject extends DurableObject<HubEnv> {
         return true;
       }
       if (f.stage === 'ops') {
-        const ops = await fetchOpenOperations(this.shared, meta.clusterUid, f.opsAfter, resync.revision, page);
+        const pre = f.opsAfter === 0 ? this.preload : null;
+        let ops: { revision: number; payload: Payload<'operation.start'> }[];
+        let last: boolean;
+        if (pre && pre.operations.length <= page) {
+          ops = pre.operations;
+          last = pre.operations.length < pre.limit;
+        } else {
+          ops = await fetchOpenOperations(this.shared, meta.clusterUid, f.opsAfter, resync.revision, page);
+          last = ops.length < page;
+        }
+        this.preload = null;
         if (this.progress !== f) return false;
         for (const o of ops) {
           if (!this.enqueue(operationFrame(o.payload, { t: 'resync_op', revision: o.revision }))) return false;
           f.opsAfter = o.revision;
         }
-        if (ops.length === page) return true;
+        if (!last) return true;
         f.stage = 'done';
         f.changesAfter = Math.max(f.changesAfter, resync.revision);
         return this.enqueue({ kind: 'marker', effect: { t: 'resync_done' } });
@@ -787,18 +815,25 @@ export class SessionObject extends DurableObject<HubEnv> {
     // Coalesced: a request while a pass runs only asks for one more pass, so queuing a page of
     // frames costs one or two passes, not one chained promise per frame.
     this.drainRequested = true;
-    if (!this.draining) {
-      this.draining = this.drainLoop().finally(() => {
-        this.draining = null;
-      });
-    }
+    if (!this.draining) this.draining = this.drainLoop();
     return this.draining;
   }
 
   private async drainLoop(): Promise<void> {
-    while (this.drainRequested) {
+    try {
+      while (this.drainRequested) {
+        this.drainRequested = false;
+        await this.drainOnce();
+      }
+    } catch (err) {
+      // Frames may be numbered and not sent: only a resume can make that right.
       this.drainRequested = false;
-      await this.drainOnce();
+      this.log.error('send path failed; closing so the operator resumes', { error: describeError(err) });
+      this.closeActive(CloseCode.INTERNAL, 'internal error');
+    } finally {
+      // In the same turn as the last check of drainRequested: a request arriving after it
+      // starts a new loop instead of finding this one still marked as running.
+      this.draining = null;
     }
   }
 
@@ -1033,14 +1068,20 @@ export class SessionObject extends DurableObject<HubEnv> {
       next = Math.min(next, (this.meta.disconnectedAt ?? now) + this.cfg.RETENTION_MS);
     }
     if (!Number.isFinite(next)) return;
-    const current = await this.ctx.storage.getAlarm();
-    if (current === null || current > next || current < now) await this.ctx.storage.setAlarm(Math.max(next, now + 1));
+    // Known after the first read: this object is the only one that sets its alarm.
+    if (this.alarmAt === undefined) this.alarmAt = await this.ctx.storage.getAlarm();
+    const current = this.alarmAt;
+    if (current === null || current > next || current < now) {
+      this.alarmAt = Math.max(next, now + 1);
+      await this.ctx.storage.setAlarm(this.alarmAt);
+    }
   }
 
   private async forget(): Promise<void> {
     await this.ingest.quiesce();
     await this.pg.close();
     await this.store.destroy();
+    this.alarmAt = null;
     this.store.reinit();
     this.meta = null;
     this.outbound = new OutboundSequencer(this.store.replay, this.outbound.limits);
