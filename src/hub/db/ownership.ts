@@ -1,4 +1,3 @@
-import type { Payload } from '../../protocol';
 import type { Sql } from './sql';
 
 /** Why a cluster may not hold a session, or null when it may. */
@@ -9,12 +8,6 @@ export interface ClaimResult {
   /** The claim's generation when granted. */
   generation: number | null;
   desiredRevision: number;
-  /**
-   * For a fresh session, the first page of its resync snapshot and of its open operations, read
-   * in the same statement (the same snapshot as `desiredRevision`): a small cluster's whole
-   * handshake is one round trip. Null when not asked for.
-   */
-  preload: { limit: number; deployments: Payload<'deployment.desired'>[]; operations: { revision: number; payload: Payload<'operation.start'> }[] } | null;
 }
 
 /**
@@ -23,17 +16,14 @@ export interface ClaimResult {
  */
 export async function claimCluster(
   sql: Sql,
-  args: { clusterUid: string; tokenHashHex: string; sessionId: string; live: unknown; preloadRows?: number },
+  args: { clusterUid: string; tokenHashHex: string; sessionId: string; live: unknown },
 ): Promise<ClaimResult> {
-  const limit = args.preloadRows ?? 0;
   const { rows } = await sql.query<{
     registered: boolean;
     disabled: boolean | null;
     token_current: boolean | null;
     generation: string | null;
     desired_revision: string | null;
-    snapshot: PreloadDeployment[] | null;
-    open_ops: PreloadOperation[] | null;
   }>(
     `with c as (
        select uid, token_hash, disabled_at, desired_revision from clusters where uid = $1
@@ -51,22 +41,8 @@ export async function claimCluster(
             (select disabled_at is not null from c) as disabled,
             (select token_hash = decode($2, 'hex') from c) as token_current,
             (select generation from claim) as generation,
-            (select desired_revision from c) as desired_revision,
-            case when $5::int > 0 and exists (select 1 from claim) then
-              (select coalesce(json_agg(d order by d.deployment_id), '[]'::json) from (
-                 select deployment_id, workload_id, revision, min_replicas, max_replicas, serving
-                 from desired_deployments where cluster_uid = $1 and not deleted
-                 order by deployment_id limit $5) d)
-            end as snapshot,
-            case when $5::int > 0 and exists (select 1 from claim) then
-              (select coalesce(json_agg(o order by o.revision), '[]'::json) from (
-                 select operation_id, kind, target, params, deadline, revision
-                 from operations
-                 where cluster_uid = $1 and concluded_at is null and deadline > now()
-                   and revision <= (select desired_revision from c)
-                 order by revision limit $5) o)
-            end as open_ops`,
-    [args.clusterUid, args.tokenHashHex, args.sessionId, JSON.stringify(args.live), limit],
+            (select desired_revision from c) as desired_revision`,
+    [args.clusterUid, args.tokenHashHex, args.sessionId, JSON.stringify(args.live)],
   );
   const r = rows[0];
   if (!r) throw new Error('claim returned no row');
@@ -74,50 +50,7 @@ export async function claimCluster(
     refusal: refusalOf(r),
     generation: r.generation === null ? null : Number(r.generation),
     desiredRevision: Number(r.desired_revision ?? 0),
-    preload:
-      r.snapshot === null || r.open_ops === null
-        ? null
-        : {
-            limit,
-            deployments: r.snapshot.map((d) => ({
-              deployment_id: d.deployment_id,
-              workload_id: d.workload_id,
-              revision: Number(d.revision),
-              min_replicas: d.min_replicas,
-              max_replicas: d.max_replicas,
-              serving: d.serving,
-              deleted: false,
-            })),
-            operations: r.open_ops.map((o) => ({
-              revision: Number(o.revision),
-              payload: {
-                operation_id: o.operation_id,
-                kind: o.kind,
-                target: o.target,
-                params: o.params ?? {},
-                deadline: new Date(o.deadline).toISOString(),
-              },
-            })),
-          },
   };
-}
-
-interface PreloadDeployment {
-  deployment_id: string;
-  workload_id: string;
-  revision: number | string;
-  min_replicas: number;
-  max_replicas: number;
-  serving: Payload<'deployment.desired'>['serving'];
-}
-
-interface PreloadOperation {
-  operation_id: string;
-  kind: Payload<'operation.start'>['kind'];
-  target: string;
-  params: Payload<'operation.start'>['params'] | null;
-  deadline: string;
-  revision: number | string;
 }
 
 function refusalOf(r: { registered: boolean; disabled: boolean | null; token_current: boolean | null }): Refusal | null {

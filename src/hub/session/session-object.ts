@@ -25,7 +25,7 @@ import { describeError } from '../db/errors';
 import { gatewaySql } from '../db/gateway';
 import type { Sql } from '../db/sql';
 import type { IngestResult, SessionFence } from '../db/ingest';
-import { claimCluster, pollOwnership, type ClaimResult, type Refusal } from '../db/ownership';
+import { claimCluster, pollOwnership, type Refusal } from '../db/ownership';
 import type { HubEnv } from '../env';
 import { createLogger, type Logger } from '../log';
 import { Pg } from '../pg';
@@ -118,8 +118,6 @@ export class SessionObject extends DurableObject<HubEnv> {
   private draining: Promise<void> | null = null;
   private drainRequested = false;
   private readonly instance = newId();
-  /** What the claim of a fresh session read ahead for its resync (first pages), until used. */
-  private preload: ClaimResult['preload'] = null;
   /** The alarm as last set (null: none; undefined: not read yet since construction). */
   private alarmAt: number | null | undefined = undefined;
   /** Since when frames have been waiting for the operator to release its replay window. */
@@ -396,7 +394,6 @@ export class SessionObject extends DurableObject<HubEnv> {
         tokenHashHex: att.tokenHash,
         sessionId,
         live: { connected: true, session_id: sessionId },
-        preloadRows: fresh ? this.cfg.DESIRED_PAGE_ROWS : 0,
       });
     } catch (err) {
       log.warn('claim failed: database unavailable', { error: describeError(err) });
@@ -455,7 +452,6 @@ export class SessionObject extends DurableObject<HubEnv> {
     const m = this.meta as SessionMeta;
     this.knownRevision = Math.max(this.knownRevision, claim.desiredRevision);
     this.progress = fetchStateFrom(m);
-    this.preload = fresh ? claim.preload : null;
     this.store.saveMeta(m);
     this.log = this.logFor(m);
 
@@ -710,18 +706,7 @@ export class SessionObject extends DurableObject<HubEnv> {
         });
       }
       if (f.stage === 'pages') {
-        // The claim read the first page in the same statement; later pages are fetched.
-        const pre = f.snapshotAfter === null ? this.preload : null;
-        let rows: { payload: Payload<'deployment.desired'> }[];
-        let last: boolean;
-        if (pre && pre.deployments.length <= page) {
-          rows = pre.deployments.map((payload) => ({ payload }));
-          last = pre.deployments.length < pre.limit;
-          this.preload = { ...pre, deployments: [] };
-        } else {
-          rows = await fetchDesiredSnapshotPage(this.shared, meta.clusterUid, f.snapshotAfter, page);
-          last = rows.length < page;
-        }
+        const rows = await fetchDesiredSnapshotPage(this.shared, meta.clusterUid, f.snapshotAfter, page);
         if (this.progress !== f) return false;
         for (const r of rows) {
           if (
@@ -736,7 +721,7 @@ export class SessionObject extends DurableObject<HubEnv> {
             return false;
           f.snapshotAfter = r.payload.deployment_id;
         }
-        if (last) {
+        if (rows.length < page) {
           f.stage = 'ops';
           return this.enqueue({
             kind: 'frame',
@@ -749,23 +734,13 @@ export class SessionObject extends DurableObject<HubEnv> {
         return true;
       }
       if (f.stage === 'ops') {
-        const pre = f.opsAfter === 0 ? this.preload : null;
-        let ops: { revision: number; payload: Payload<'operation.start'> }[];
-        let last: boolean;
-        if (pre && pre.operations.length <= page) {
-          ops = pre.operations;
-          last = pre.operations.length < pre.limit;
-        } else {
-          ops = await fetchOpenOperations(this.shared, meta.clusterUid, f.opsAfter, resync.revision, page);
-          last = ops.length < page;
-        }
-        this.preload = null;
+        const ops = await fetchOpenOperations(this.shared, meta.clusterUid, f.opsAfter, resync.revision, page);
         if (this.progress !== f) return false;
         for (const o of ops) {
           if (!this.enqueue(operationFrame(o.payload, { t: 'resync_op', revision: o.revision }))) return false;
           f.opsAfter = o.revision;
         }
-        if (!last) return true;
+        if (ops.length === page) return true;
         f.stage = 'done';
         f.changesAfter = Math.max(f.changesAfter, resync.revision);
         return this.enqueue({ kind: 'marker', effect: { t: 'resync_done' } });
