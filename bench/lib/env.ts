@@ -152,6 +152,10 @@ export class BenchEnv {
       /** The send-queue drain chains one promise per queued frame (fixed in a5a1f54). */
       drainChained: session.includes('this.draining.then(() => this.drain())') ? 1 : 0,
       devicesFillfactor: Number(ff?.ff ?? 100),
+      /** The ingest statement is prepared once per connection (named). */
+      ingestPrepared: (await read('src/hub/db/ingest.ts')).includes('INGEST_STATEMENT') ? 1 : 0,
+      /** A poke carries the change, and the owner sends it without reading it back. */
+      pokeCarries: session.includes('poke(revision: number, change?') ? 1 : 0,
       /** Statements go through long-lived gateway connections (src/hub/db/gateway.ts). */
       gateway: (await read('src/hub/db/gateway.ts')) ? 1 : 0,
     };

@@ -29,7 +29,8 @@ export function describeError(err: unknown): string {
 
 /** Errors from WebSockets arrive as ErrorEvents, not Errors: dig out what they say. */
 function messageOf(err: unknown): string {
-  if (err instanceof Error) return err.message;
+  // The driver stringifies the socket's ErrorEvent into its own Error, which says nothing.
+  if (err instanceof Error) return err.message === '[object ErrorEvent]' ? 'database socket error (connection refused or lost)' : err.message;
   if (err && typeof err === 'object') {
     const e = err as { message?: unknown; error?: unknown; type?: unknown };
     if (typeof e.message === 'string' && e.message) return e.message;
