@@ -35,6 +35,10 @@ import { pickDatabaseUrlForTests, startDevStack, type DevStack } from './lib/dev
 import { pgTarget } from './lib/pg-node';
 import { startPgWsProxy, type PgWsProxy } from './lib/pg-ws-proxy';
 
+// Offline machines: no metrics, and no fetch of the Request.cf placeholder (a warning per start).
+process.env.WRANGLER_SEND_METRICS ??= 'false';
+process.env.CLOUDFLARE_CF_FETCH_ENABLED ??= 'false';
+
 const USAGE = `usage: npm run soak -- [--minutes M] [--seed S] [--clusters K] [--out FILE] [--log-level L]
   --minutes M     how long to loop faults (default 3)
   --seed S        the RNG seed; the same seed replays the same choices (default 1)
