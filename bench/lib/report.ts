@@ -54,7 +54,7 @@ export function renderReport(r: ReportInput): string {
   lines.push('');
   if (r.source) lines.push(`- Hub measured: ${r.source}; the source is copied at the start of the run, so edits during it do not reach the running hub.`);
   lines.push(`- Machine: ${m.nproc} cores (\`nproc\`), ${m.cpuModel}, ${m.memory} RAM, ${m.kernel}.`);
-  lines.push(`- Node ${m.node}; workerd ${m.workerd}; wrangler ${m.wrangler} (\`unstable_startWorker\`, local mode); Socket.IO ${m.socketIo}.`);
+  lines.push(`- Node ${m.node}; workerd ${m.workerd}; wrangler ${m.wrangler} (its dev environment, local mode; clients connect to the Worker's own workerd socket, bypassing wrangler's dev ProxyWorker — a second workerd process that relays every request and frame for live reload and is not part of a deployment); Socket.IO ${m.socketIo}.`);
   lines.push(
     `- Postgres: ${r.stack.embedded ? 'embedded PGlite' : r.stack.serverVersion.split(',')[0]} at ${r.stack.database.replace(/\/[^/]*$/, '/…')} (max_connections ${r.stack.maxConnections}), a fresh database per run, dropped at the end; reached by the hub through the Neon driver and the WebSocket→TCP proxy (scripts/lib/pg-ws-proxy.ts, in its own process).`,
   );

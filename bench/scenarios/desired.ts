@@ -227,7 +227,7 @@ export const desired: Scenario = {
           },
         ],
         evidence: [
-          `Hub admin PUT response time (stored in Postgres, poke sent): median ${fmtMs(repeated(putMs).median)}; the frame usually arrives after the response, so delivery ≈ PUT + poke + the session's fetch of changes (one statement) + send.`,
+          `Hub admin PUT response time (stored in Postgres, poke sent): median ${fmtMs(repeated(putMs).median)}; the poke leaves in parallel with the response and carries the change, so delivery ≈ the PUT's statement + the poke + stamping and sending; it often arrives before the response.`,
           `Hub burst: per-change latency p99 ${fmtMs(repeated(burstP99).median)}; throughput ≈ ${fmtNum((burstN / hubBurst.median) * 1000)} changes/s (Socket.IO ${fmtNum((burstN / sioBurst.median) * 1000)}, Socket.IO+PG ${fmtNum((burstN / sioDbBurst.median) * 1000)}).`,
           `Hub log: ${hubLog}.`,
         ],

@@ -201,7 +201,7 @@ export const handshake: Scenario = {
       const pgbench = await pgbenchConnect(env.stack.databaseUrl, ctx.quick ? 2 : 4);
       const conn = summarize(connMs);
       evidence.push(
-        `Where the hub's handshake time goes (medians): WebSocket upgrade ${fmtMs(upgrade.p50)} (the Worker hashes the token, looks it up in Postgres on a new connection, routes to a new session object), then hello → welcome ${fmtMs(pooled.p50 - upgrade.p50)} (the object claims ownership in one statement on its own new connection).`,
+        `Where the hub's handshake time goes (medians): WebSocket upgrade ${fmtMs(upgrade.p50)} (the Worker hashes the token, looks it up through a gateway object's warm connection, routes to a new session object), then hello → welcome ${fmtMs(pooled.p50 - upgrade.p50)} (the object claims ownership in one statement, again through the gateway).`,
         `A new Postgres connection + first query through the Neon driver and proxy, from Node: median ${fmtMs(conn.p50)} (p90 ${fmtMs(conn.p90)}); the same query on the open connection ${fmtMs(median(queryMs))}. Postgres CPU per new connection ≈ ${fmtNum(pgCpuPerConnMs)} ms (all postgres processes, measured around ${connN} connects)${pgbench ? `; pgbench -C straight to Postgres (no proxy, no driver): average connection time ${fmtMs(pgbench.connectMs)}` : ''}.`,
         `Hub, all ${pooled.n} connects pooled: median ${fmtMs(pooled.p50)}, p90 ${fmtMs(pooled.p90)}, p99 ${fmtMs(pooled.p99)}, max ${fmtMs(pooled.max)}.`,
         `workerd CPU per handshake (Worker + session object, including the empty resync stream and the close): ${fmtNum(cpuPerConnectMs)} ms.`,
