@@ -3,7 +3,6 @@
  * see stack-child.ts) and the hub in real workerd through wrangler's `unstable_startWorker`.
  */
 import { execFileSync, fork, type ChildProcess } from 'node:child_process';
-import { createServer } from 'node:net';
 import { cp, mkdtemp, readFile, rm, symlink } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -14,6 +13,7 @@ import { unstable_DevEnv, type unstable_startWorker } from 'wrangler';
 import { pgClient } from '../../scripts/lib/pg-node';
 import { generateEnrollmentToken, hashToken, toHex } from '../../src/hub/tokens';
 import { RawOperator } from './operator';
+import { freePort } from './pooler';
 import { hasOpenFileUnder, workerdChildren } from './proc';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
@@ -389,16 +389,6 @@ async function launchWorker(sourceDir: string, vars: HubVars, inspector: boolean
   return { worker, origin, devProxyOrigin: `http://${url.hostname}:${url.port}`, persistDir, before };
 }
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const a = srv.address();
-      srv.close(() => resolve(typeof a === 'object' && a ? a.port : 0));
-    });
-  });
-}
 
 /** A realistic serving configuration (the fixture's shape). */
 export const SERVING = {
