@@ -50,6 +50,18 @@ interface Target {
   arrivals: Arrivals;
 }
 
+/** Median of n sequential GETs of a path the server answers 404 without work: the HTTP floor. */
+async function emptyRoundTrip(url: string, n: number): Promise<number> {
+  const xs: number[] = [];
+  for (let i = 0; i < n + 10; i++) {
+    const t0 = performance.now();
+    const res = await fetch(url);
+    await res.text();
+    if (i >= 10) xs.push(performance.now() - t0);
+  }
+  return median(xs);
+}
+
 /** Sequential single changes: PUT start → frame at the operator. */
 async function singles(t: Target, n: number, tag: string): Promise<{ delivery: number[]; putMs: number[] }> {
   const delivery: number[] = [];
@@ -144,6 +156,7 @@ export const desired: Scenario = {
       const med = { hub: [] as number[], sio: [] as number[], sioDb: [] as number[] };
       const p99 = { hub: [] as number[], sio: [] as number[], sioDb: [] as number[] };
       const putMs: number[] = [];
+      const floor = { hub: [] as number[], sio: [] as number[] };
       const burstT = { hub: [] as number[], sio: [] as number[], sioDb: [] as number[] };
       const burstP99: number[] = [];
       for (let r = 0; r < ctx.reps; r++) {
@@ -151,6 +164,8 @@ export const desired: Scenario = {
         const h = await singles(hub, singlesN, `s${r}-h`);
         const s = await singles(sioPlain, singlesN, `s${r}-s`);
         const d = await singles(sioDb, singlesN, `s${r}-d`);
+        floor.hub.push(await emptyRoundTrip(`${env.hubUrl}/no-such-route`, singlesN));
+        floor.sio.push(await emptyRoundTrip(`${sioUrl}/no-such-route`, singlesN));
         putMs.push(median(h.putMs));
         med.hub.push(median(h.delivery));
         med.sio.push(median(s.delivery));
@@ -228,6 +243,7 @@ export const desired: Scenario = {
         ],
         evidence: [
           `Hub admin PUT response time (stored in Postgres, poke sent): median ${fmtMs(repeated(putMs).median)}; the poke leaves in parallel with the response and carries the change, so delivery ≈ the PUT's statement + the poke + stamping and sending; it often arrives before the response.`,
+          `HTTP floor, a GET the server answers 404 without work: hub (a Worker route in workerd) ${fmtMs(repeated(floor.hub).median)}, Socket.IO's Node http server ${fmtMs(repeated(floor.sio).median)}: of the hub's ${fmtMs(hubMed.median)} against Socket.IO+PG's ${fmtMs(sioDbMed.median)}, ${fmtMs(repeated(floor.hub).median - repeated(floor.sio).median)} is the runtime's request entry before any hub code runs.`,
           `Hub burst: per-change latency p99 ${fmtMs(repeated(burstP99).median)}; throughput ≈ ${fmtNum((burstN / hubBurst.median) * 1000)} changes/s (Socket.IO ${fmtNum((burstN / sioBurst.median) * 1000)}, Socket.IO+PG ${fmtNum((burstN / sioDbBurst.median) * 1000)}).`,
           `Hub log: ${hubLog}.`,
         ],
@@ -236,6 +252,8 @@ export const desired: Scenario = {
           sioMs: sioMed.median,
           sioDbMs: sioDbMed.median,
           putMs: repeated(putMs).median,
+          hubFloorMs: repeated(floor.hub).median,
+          sioFloorMs: repeated(floor.sio).median,
           burstN,
           hubBurstMs: hubBurst.median,
           sioBurstMs: sioBurst.median,
