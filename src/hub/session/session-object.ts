@@ -29,6 +29,7 @@ import { claimCluster, pollOwnership, type Refusal } from '../db/ownership';
 import type { HubEnv } from '../env';
 import { createLogger, type Logger } from '../log';
 import { Pg } from '../pg';
+import { CoalescedRun } from './coalesced-run';
 import type { BuiltBatch, InboundItem } from './ingest-batch';
 import { IngestPipeline } from './ingest-pipeline';
 import { estimateBytes, type Effect, type Outgoing } from './outgoing';
@@ -115,8 +116,14 @@ export class SessionObject extends DurableObject<HubEnv> {
   private progress: FetchState;
   private pumping = false;
   private pumpAgain = false;
-  private draining: Promise<void> | null = null;
-  private drainRequested = false;
+  private readonly drainer = new CoalescedRun(
+    () => this.drainOnce(),
+    (err) => {
+      // Frames may be numbered and not sent: only a resume can make that right.
+      this.log.error('send path failed; closing so the operator resumes', { error: describeError(err) });
+      this.closeActive(CloseCode.INTERNAL, 'internal error');
+    },
+  );
   private readonly instance = newId();
   /** The alarm as last set (null: none; undefined: not read yet since construction). */
   private alarmAt: number | null | undefined = undefined;
@@ -787,29 +794,7 @@ export class SessionObject extends DurableObject<HubEnv> {
 
   /** Number and write queued frames while the operator's window allows. Serialized: frames leave in seq order. */
   private drain(): Promise<void> {
-    // Coalesced: a request while a pass runs only asks for one more pass, so queuing a page of
-    // frames costs one or two passes, not one chained promise per frame.
-    this.drainRequested = true;
-    if (!this.draining) this.draining = this.drainLoop();
-    return this.draining;
-  }
-
-  private async drainLoop(): Promise<void> {
-    try {
-      while (this.drainRequested) {
-        this.drainRequested = false;
-        await this.drainOnce();
-      }
-    } catch (err) {
-      // Frames may be numbered and not sent: only a resume can make that right.
-      this.drainRequested = false;
-      this.log.error('send path failed; closing so the operator resumes', { error: describeError(err) });
-      this.closeActive(CloseCode.INTERNAL, 'internal error');
-    } finally {
-      // In the same turn as the last check of drainRequested: a request arriving after it
-      // starts a new loop instead of finding this one still marked as running.
-      this.draining = null;
-    }
+    return this.drainer.request();
   }
 
   private async drainOnce(): Promise<void> {
