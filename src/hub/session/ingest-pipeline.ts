@@ -64,9 +64,7 @@ export class IngestPipeline {
 
   kick(): void {
     if (this.running || this.stopping) return;
-    this.running = this.run().finally(() => {
-      this.running = null;
-    });
+    this.running = this.run();
   }
 
   /**
@@ -88,51 +86,57 @@ export class IngestPipeline {
   }
 
   private async run(): Promise<void> {
-    // Let frames that arrive in the same tick join the first batch.
-    await Promise.resolve();
-    while (this.pending.length > 0 && !this.stopping) {
-      const fence = this.host.fence();
-      if (!fence) return;
-      const chunk = this.pending.slice(0, this.chunkLimit);
-      const built = buildBatch(chunk, this.host.resyncs());
-      let result: IngestResult;
-      try {
-        result = await applyIngestBatch(this.host.sql, fence, built.batch);
-      } catch (err) {
-        if (this.stopping) return;
-        if (classifyDbError(err) === 'permanent') {
-          this.onPermanent(chunk, err);
+    try {
+      // Let frames that arrive in the same tick join the first batch.
+      await Promise.resolve();
+      while (this.pending.length > 0 && !this.stopping) {
+        const fence = this.host.fence();
+        if (!fence) return;
+        const chunk = this.pending.slice(0, this.chunkLimit);
+        const built = buildBatch(chunk, this.host.resyncs());
+        let result: IngestResult;
+        try {
+          result = await applyIngestBatch(this.host.sql, fence, built.batch);
+        } catch (err) {
+          if (this.stopping) return;
+          if (classifyDbError(err) === 'permanent') {
+            this.onPermanent(chunk, err);
+            continue;
+          }
+          if (!this.host.keepRetrying()) {
+            this.host.log.warn('ingest failed with no connection left; dropping unapplied frames for replay', {
+              error: describeError(err),
+              frames: this.pending.length,
+            });
+            this.pending = [];
+            return;
+          }
+          this.transientFailures++;
+          this.retryDelay = Math.min(MAX_RETRY_DELAY_MS, this.retryDelay ? this.retryDelay * 2 : 50);
+          this.host.log.warn('ingest batch failed; ack withheld, will retry', {
+            error: describeError(err),
+            frames: chunk.length,
+            first_seq: chunk[0]?.seq,
+            retry_ms: this.retryDelay,
+          });
+          await this.sleep(this.retryDelay);
           continue;
         }
-        if (!this.host.keepRetrying()) {
-          this.host.log.warn('ingest failed with no connection left; dropping unapplied frames for replay', {
-            error: describeError(err),
-            frames: this.pending.length,
-          });
-          this.pending = [];
+        if (this.stopping && !result.fenced) return;
+        if (!result.fenced) {
+          this.host.fenceLost();
           return;
         }
-        this.transientFailures++;
-        this.retryDelay = Math.min(MAX_RETRY_DELAY_MS, this.retryDelay ? this.retryDelay * 2 : 50);
-        this.host.log.warn('ingest batch failed; ack withheld, will retry', {
-          error: describeError(err),
-          frames: chunk.length,
-          first_seq: chunk[0]?.seq,
-          retry_ms: this.retryDelay,
-        });
-        await this.sleep(this.retryDelay);
-        continue;
+        this.pending.splice(0, chunk.length);
+        this.transientFailures = 0;
+        this.retryDelay = 0;
+        this.chunkLimit = Math.min(this.maxBatch, this.chunkLimit * 2);
+        this.host.committed(chunk, built, result);
       }
-      if (this.stopping && !result.fenced) return;
-      if (!result.fenced) {
-        this.host.fenceLost();
-        return;
-      }
-      this.pending.splice(0, chunk.length);
-      this.transientFailures = 0;
-      this.retryDelay = 0;
-      this.chunkLimit = Math.min(this.maxBatch, this.chunkLimit * 2);
-      this.host.committed(chunk, built, result);
+    } finally {
+      // Cleared in the same turn as the last look at `pending`: a `.finally()` on the promise
+      // would clear it a microtask later, and a frame pushed in between would wait for the next push.
+      this.running = null;
     }
   }
 

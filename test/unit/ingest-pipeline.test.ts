@@ -1,0 +1,69 @@
+/**
+ * The ingest pipeline's scheduling, with a scripted statement in place of Postgres (what the
+ * statement does is covered against a real database in test/hub/observed.test.ts and friends).
+ */
+import { describe, expect, it } from 'vitest';
+import type { Sql } from '../../src/hub/db/sql';
+import { createLogger } from '../../src/hub/log';
+import type { InboundItem } from '../../src/hub/session/ingest-batch';
+import { IngestPipeline, type IngestHost } from '../../src/hub/session/ingest-pipeline';
+
+const item = (seq: number): InboundItem => ({ kind: 'unknown', seq, id: `f${seq}`, replyTo: null, type: 'future.thing', arrivedAt: Date.now() });
+
+async function settle(): Promise<void> {
+  for (let i = 0; i < 50; i++) await Promise.resolve();
+}
+
+function harness(onCommitted: (seqs: number[], pipeline: IngestPipeline) => void = () => {}) {
+  const committed: number[][] = [];
+  let statements = 0;
+  const sql: Sql = {
+    async query<R>() {
+      statements++;
+      return { rows: [{ fenced: true, pruned: 0 }] as R[], rowCount: 1 };
+    },
+  };
+  const host: IngestHost = {
+    sql,
+    fence: () => ({ clusterUid: 'c', sessionId: 's', generation: 1, tokenHash: '00' }),
+    resyncs: () => ({}),
+    committed: (items) => {
+      const seqs = items.map((i) => i.seq);
+      committed.push(seqs);
+      onCommitted(seqs, pipeline);
+    },
+    fenceLost: () => {
+      throw new Error('fence lost');
+    },
+    keepRetrying: () => true,
+    log: createLogger({}, 'error'),
+  };
+  const pipeline = new IngestPipeline(host, 100);
+  return { pipeline, committed, statements: () => statements };
+}
+
+describe('ingest pipeline scheduling', () => {
+  it('frames that arrive in the same tick share one statement', async () => {
+    const h = harness();
+    for (let seq = 1; seq <= 5; seq++) h.pipeline.push(item(seq));
+    await settle();
+    expect(h.committed).toEqual([[1, 2, 3, 4, 5]]);
+    expect(h.statements()).toBe(1);
+  });
+
+  it('a frame pushed just as the last batch finishes is applied without waiting for another frame', async () => {
+    // Pushed from a microtask queued during the commit: it runs after the loop has found nothing
+    // left, and before a `.finally()` on the loop's promise would have marked it stopped.
+    let pushedLate = false;
+    const h = harness((seqs, pipeline) => {
+      if (!pushedLate && seqs.includes(1)) {
+        pushedLate = true;
+        queueMicrotask(() => pipeline.push(item(2)));
+      }
+    });
+    h.pipeline.push(item(1));
+    await settle();
+    expect(h.committed).toEqual([[1], [2]]);
+    expect(h.pipeline.size).toBe(0);
+  });
+});
