@@ -103,7 +103,8 @@ describe('operations out (spec: Operations)', () => {
     const again = await h.connect(c.token);
     await again.hello({ cluster_id: c.name, lossy: true });
     const redelivered = await again.next((x) => x.type === 'operation.start');
-    expect(redelivered.payload.operation_id).toBe(post.json.operation_id);
+    // The whole payload again, exactly as first sent (the redelivery path reads it from Postgres).
+    expect(redelivered.payload).toEqual(start.payload);
     again.send('operation.result', { operation_id: post.json.operation_id, outcome: 'succeeded', message: 'drained' }, { reply_to: redelivered.id });
     await again.ackedThrough(1);
     again.close();

@@ -57,8 +57,11 @@ function toChange(r: ChangeRow): DesiredChange {
 const DEPLOYMENT_COLS = `'deployment'::text as kind, revision, deployment_id, workload_id, min_replicas, max_replicas,
   serving, deleted, null::text as operation_id, null::text as op_kind, null::text as target, null::jsonb as params,
   null::timestamptz as deadline`;
-const OPERATION_COLS = `'operation'::text as kind, revision, null::text, null::text, null::int, null::int, null::jsonb,
-  null::boolean, operation_id, kind, target, params, deadline`;
+// Named like DEPLOYMENT_COLS: used alone (open operations), an unaliased `kind` would overwrite
+// the row's discriminator and leave `op_kind` empty.
+const OPERATION_COLS = `'operation'::text as kind, revision, null::text as deployment_id, null::text as workload_id,
+  null::int as min_replicas, null::int as max_replicas, null::jsonb as serving, null::boolean as deleted,
+  operation_id, kind as op_kind, target, params, deadline`;
 
 /** Everything above `after` (deployments, withdrawals, new operations), oldest revision first. */
 export async function fetchDesiredChanges(sql: Sql, clusterUid: string, after: number, limit: number): Promise<DesiredChange[]> {
