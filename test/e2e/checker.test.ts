@@ -99,4 +99,13 @@ describe('the convergence checker catches what it promises to', () => {
     expect(v).toMatch(new RegExp(`operation ${id}: concluded more than one way`));
     expect(v).toMatch(new RegExp(`operation ${id}: its handler ran 2 times`));
   });
+
+  it('a frame from the hub that is not a valid catalog message is flagged', async () => {
+    sim.tap.invalidFromHub.push('poison: operation.start kind: Invalid option');
+    try {
+      expect((await violations()).join('\n')).toMatch(/the hub sent a frame that is not a valid catalog message \(poison: operation.start kind/);
+    } finally {
+      sim.tap.invalidFromHub.pop();
+    }
+  });
 });

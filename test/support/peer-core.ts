@@ -3,7 +3,7 @@
  * what goes over the wire. Socket-agnostic: the workerd tests and the Node tests each adapt their
  * own WebSocket to `PeerSocket`.
  */
-import { buildFrame, isSequencedType, newId, type MessageType, type Payload } from '../../src/protocol';
+import { buildFrame, isSequencedType, newId, readFrame, type MessageType, type Payload } from '../../src/protocol';
 
 export interface Frame {
   v: number;
@@ -30,6 +30,8 @@ export interface PeerSocket {
 
 export class Peer {
   readonly frames: Frame[] = [];
+  /** Frames from the hub that do not decode as valid catalog messages (should stay empty). */
+  readonly invalid: string[] = [];
   private cursor = 0;
   private waiters: (() => void)[] = [];
   readonly closed: Promise<Closed>;
@@ -48,6 +50,10 @@ export class Peer {
       });
     });
     socket.onMessage((text) => {
+      // The hub must never send what a conforming operator would refuse: every frame is checked
+      // against the catalog, and the harness fails the test on any that is not a valid message.
+      const r = readFrame(text);
+      if (r.kind !== 'message') this.invalid.push(`${r.kind}: ${'reason' in r ? r.reason : 'unknown type'}: ${text.slice(0, 300)}`);
       this.frames.push(JSON.parse(text) as Frame);
       this.wake();
     });

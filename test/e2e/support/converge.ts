@@ -13,6 +13,7 @@
  *   current session is acknowledged, and every operation is concluded.
  *
  * Invariants (checked once agreement is reached; each violation is a sentence):
+ * - the hub sent only valid catalog messages (every frame it wrote decodes as one);
  * - nothing acked is lost: every event frame the hub acknowledged is in `events` (events are
  *   history: nothing may overwrite or prune them, so this holds at any instant);
  * - nothing invented: every stored event is one an operator of this cluster sent;
@@ -293,6 +294,11 @@ export function linkNotQuiet(plane: PlaneState, cluster: SimCluster): string[] {
 export function checkInvariants(plane: PlaneState, target: ConvergeTarget): string[] {
   const v: string[] = [];
   const taps = [target.cluster.tap, ...(target.otherTaps ?? [])];
+
+  // The hub only ever sends valid catalog messages.
+  for (const t of taps) {
+    for (const bad of t.invalidFromHub) v.push(`the hub sent a frame that is not a valid catalog message (${bad})`);
+  }
 
   // Nothing acked is lost; nothing invented.
   const sent = new Set<string>();

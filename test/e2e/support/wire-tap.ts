@@ -12,6 +12,7 @@
  * Hooks can rewrite a frame in either direction (a poison frame made from a real one, keeping its
  * seq) or drop it. Independent of vitest.
  */
+import { readFrame } from '../../../src/protocol';
 import { wsDialer } from '../../../src/operator/ws-transport';
 import type { Dialer, Transport } from '../../../src/operator/transport';
 
@@ -62,6 +63,8 @@ export type FrameHook = (frame: WireFrame, text: string) => string | null | unde
 export class WireTap {
   readonly links: LinkRecord[] = [];
   readonly sessions = new Map<string, SessionRecord>();
+  /** Frames the hub sent that do not decode as valid catalog messages (checked before any hook rewrites them). */
+  readonly invalidFromHub: string[] = [];
   /** Hooks on frames the operator writes; each runs once per frame until it returns non-undefined, then is removed. */
   private readonly outHooks: FrameHook[] = [];
   private readonly inHooks: FrameHook[] = [];
@@ -196,6 +199,10 @@ export class WireTap {
   }
 
   private incoming(link: LinkRecord, text: string): string | null {
+    const checked = readFrame(text);
+    if (checked.kind !== 'message') {
+      this.invalidFromHub.push(`${checked.kind}: ${'reason' in checked ? checked.reason : 'unknown type'}: ${text.slice(0, 300)}`);
+    }
     let f = parse(text);
     if (!f) return text;
     const hooked = runHooks(this.inHooks, f, text);

@@ -3,7 +3,7 @@
  * real WebSocket, real Postgres. Each test file starts its own hub with the configuration it
  * needs (fast timers, tiny limits, the real defaults).
  */
-import { afterAll, beforeAll, inject } from 'vitest';
+import { afterAll, afterEach, beforeAll, expect, inject } from 'vitest';
 import WebSocket from 'ws';
 import { pgClient } from '../../../scripts/lib/pg-node';
 import { startHub, type Hub } from '../../e2e/support/worker';
@@ -50,6 +50,10 @@ export function useHub(vars: Record<string, string> = { ...FAST_TIMERS }, prepar
     Object.assign(vars, extra);
     hub = await startHub({ vars });
   }, 60_000);
+  afterEach(() => {
+    const bad = peers.flatMap((p) => p.invalid.splice(0));
+    expect(bad, 'frames from the hub that are not valid catalog messages').toEqual([]);
+  });
   afterAll(async () => {
     for (const p of peers) p.close();
     await hub?.stop();
