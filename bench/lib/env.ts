@@ -346,8 +346,6 @@ interface LaunchedWorker {
   worker: Awaited<ReturnType<typeof unstable_startWorker>>;
   /** The hub's own socket (wrangler's dev proxy bypassed). */
   origin: string;
-  /** The same hub through wrangler's dev ProxyWorker. */
-  devProxyOrigin: string;
   persistDir: string;
   before: Set<number>;
 }
@@ -357,7 +355,7 @@ async function launchWorker(sourceDir: string, vars: HubVars, inspector: boolean
   const before = new Set(workerdChildren());
   // Clients talk to the hub's own workerd socket. wrangler's dev ProxyWorker (another workerd
   // process that relays every request and frame, there for live reload) is not part of a
-  // deployment, and it cost ~1.3 ms per HTTP round trip here; its URL is kept for reference.
+  // deployment, and it cost ~1.3 ms per HTTP round trip here.
   const devEnv = new unstable_DevEnv();
   type Direct = { protocol: string; hostname: string; port: string };
   const proxy = devEnv.proxy as unknown as { onReloadComplete(e: ReloadComplete): void };
@@ -381,12 +379,12 @@ async function launchWorker(sourceDir: string, vars: HubVars, inspector: boolean
       logLevel: 'warn',
     },
   });
-  const url = await worker.url;
+  await worker.ready;
   // The runtime reports its own socket once it has loaded the Worker (after the proxy is up).
   const d = await Promise.race([direct, new Promise<null>((r) => setTimeout(() => r(null), 30_000).unref())]);
   if (!d) throw new Error("wrangler did not report the Worker's own socket");
   const origin = `http://${d.hostname}:${d.port}`;
-  return { worker, origin, devProxyOrigin: `http://${url.hostname}:${url.port}`, persistDir, before };
+  return { worker, origin, persistDir, before };
 }
 
 

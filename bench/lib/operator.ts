@@ -4,18 +4,10 @@
  * states exactly what goes over the wire.
  */
 import WebSocket from 'ws';
-import { buildFrame, newId, type MessageType, type Payload } from '../../src/protocol';
+import { buildFrame, newId, type Envelope, type MessageType, type Payload } from '../../src/protocol';
 
-export interface WireFrame {
-  v: number;
-  type: string;
-  id: string;
-  seq: number | null;
-  ack: number | null;
-  reply_to: string | null;
-  ts: string;
-  payload: Record<string, any>;
-}
+/** An envelope as received, its payload read as a plain object. */
+export type WireFrame = Omit<Envelope, 'payload'> & { payload: Record<string, any> };
 
 export interface ConnectOptions {
   hint?: string | null;

@@ -3,18 +3,10 @@
  * what goes over the wire. Socket-agnostic: the workerd tests and the Node tests each adapt their
  * own WebSocket to `PeerSocket`.
  */
-import { buildFrame, isSequencedType, newId, readFrame, type MessageType, type Payload } from '../../src/protocol';
+import { buildFrame, isSequencedType, newId, readFrame, type Envelope, type MessageType, type Payload } from '../../src/protocol';
 
-export interface Frame {
-  v: number;
-  type: string;
-  id: string;
-  seq: number | null;
-  ack: number | null;
-  reply_to: string | null;
-  ts: string;
-  payload: Record<string, unknown>;
-}
+/** An envelope as received, its payload read as a plain object. */
+export type Frame = Omit<Envelope, 'payload'> & { payload: Record<string, unknown> };
 
 export interface Closed {
   code: number;

@@ -5,21 +5,14 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { WebSocketServer, type WebSocket } from 'ws';
-import { buildFrame, newId, type MessageType, type Payload } from '../../../../src/protocol';
+import { buildFrame, newId, type Envelope, type MessageType, type Payload } from '../../../../src/protocol';
 
 /** A frame as the SDK sent it (parsed, untyped payload). */
-export interface SeenFrame {
-  v: number;
-  type: string;
-  id: string;
-  seq: number | null;
-  ack: number | null;
-  reply_to: string | null;
-  ts: string;
+export type SeenFrame = Omit<Envelope, 'payload'> & {
   payload: Record<string, unknown>;
   /** The exact text received. */
   raw: string;
-}
+};
 
 const WAIT_MS = 5_000;
 
