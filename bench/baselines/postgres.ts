@@ -31,7 +31,16 @@ export async function claimedFence(env: BenchEnv, client: Client): Promise<Sessi
   const [c] = await env.createClusters(1, 'pgbase');
   if (!c?.tokenHash) throw new Error('cluster not created');
   const sessionId = `${newId()}.${newId()}`;
-  const claim = await claimCluster(sqlOf(client), { clusterUid: c.uid, tokenHashHex: c.tokenHash, sessionId, live: {} });
+  const claim = await claimCluster(sqlOf(client), {
+    clusterUid: c.uid,
+    tokenHashHex: c.tokenHash,
+    resume: null,
+    freshSessionId: sessionId,
+    live: {},
+    remoteAddr: null,
+    operatorVersion: 'bench',
+    contention: { windowMs: 600_000, threshold: 3, quietMs: 600_000 },
+  });
   if (claim.generation === null) throw new Error(`claim refused: ${claim.refusal}`);
   return { clusterUid: c.uid, sessionId, generation: claim.generation, tokenHash: c.tokenHash };
 }

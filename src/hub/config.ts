@@ -35,6 +35,11 @@ const ConfigSchema = z.object({
   /** Shared Postgres connections (gateway objects) for lookups, claims, polls and the admin API. */
   DB_GATEWAY_SHARDS: ms(4),
   PG_IDLE_CLOSE_MS: ms(3_000),
+  /** More than CONTENTION_THRESHOLD displacements of one cluster within this window is contention. */
+  CONTENTION_WINDOW_MS: ms(10 * 60_000),
+  CONTENTION_THRESHOLD: ms(3),
+  /** A contention episode is over (and leaves the cluster view) after this long without a displacement. */
+  CONTENTION_QUIET_MS: ms(10 * 60_000),
 });
 
 export type HubConfig = z.infer<typeof ConfigSchema>;

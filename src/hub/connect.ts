@@ -58,6 +58,7 @@ export async function connect(c: Context<{ Bindings: HubEnv }>): Promise<Respons
   if (cluster.disabled) return refuseSocket('conflict', 'cluster is disabled');
 
   const routeKey = routeKeyOf(c.req.header(SESSION_HINT_HEADER)) ?? newId();
+  const remoteAddr = c.req.header('cf-connecting-ip')?.slice(0, 64) ?? null;
   const stub = c.env.SESSIONS.get(c.env.SESSIONS.idFromName(sessionObjectName(cluster.uid, routeKey)));
   // A fresh request: nothing the operator sent besides the upgrade reaches the object.
   return stub.fetch('https://session.internal/connect', {
@@ -67,6 +68,8 @@ export async function connect(c: Context<{ Bindings: HubEnv }>): Promise<Respons
       [INTERNAL_HEADERS.clusterName]: cluster.name,
       [INTERNAL_HEADERS.tokenHash]: tokenHash,
       [INTERNAL_HEADERS.routeKey]: routeKey,
+      // For contention reports: which operator is where. Cloudflare sets it; locally it is absent.
+      ...(remoteAddr ? { [INTERNAL_HEADERS.remoteAddr]: remoteAddr } : {}),
     },
   });
 }

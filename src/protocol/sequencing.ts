@@ -177,11 +177,18 @@ export class OutboundSequencer {
    * Whether the peer can resume from `resumeFrom` (its highest contiguous processed seq), and
    * if so which frames to re-send right after the welcome.
    */
-  planResume(resumeFrom: number): ResumePlan {
-    if (resumeFrom > this.lastSent) return { ok: false, reason: 'ahead_of_sent' };
-    if (resumeFrom < this.state.lostThrough) return { ok: false, reason: 'left_buffer' };
+  /** Why a resume from this point is impossible, or null when it is possible. Changes nothing. */
+  resumeProblem(resumeFrom: number): Exclude<ResumePlan, { ok: true }>['reason'] | null {
+    if (resumeFrom > this.lastSent) return 'ahead_of_sent';
+    if (resumeFrom < this.state.lostThrough) return 'left_buffer';
     // The peer once acked past this point and has since forgotten it: those frames are released.
-    if (resumeFrom < this.state.peerAck) return { ok: false, reason: 'behind_release' };
+    if (resumeFrom < this.state.peerAck) return 'behind_release';
+    return null;
+  }
+
+  planResume(resumeFrom: number): ResumePlan {
+    const problem = this.resumeProblem(resumeFrom);
+    if (problem !== null) return { ok: false, reason: problem };
     this.acknowledge(resumeFrom);
     return { ok: true, replay: this.store.entriesAfter(resumeFrom) };
   }

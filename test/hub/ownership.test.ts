@@ -86,4 +86,68 @@ describe('ownership (spec: Resume is per hub instance; Authentication)', () => {
     expect(view.json.session).toMatchObject({ connected: true, session_id: w.payload.session_id, live: { hub_cursor: 1 } });
     peer.close();
   });
+
+  it('a session that lost its claim to another is never resumed: its return is a fresh session with full resync', async () => {
+    const c = await h.newCluster();
+    const a = await h.openFresh(c);
+    a.peer.send('node.observed', node('from-a'));
+    await a.peer.ackedThrough(1);
+    const b = await h.openFresh(c);
+    expect((await a.peer.closedWith(withinPoll)).code).toBe(CloseCode.DISPLACED);
+
+    // The displaced operator comes back asking to resume its own session, in its own object.
+    const back = await h.connect(c.token, a.sessionId);
+    const w = await back.hello({ cluster_id: c.name, session_id: a.sessionId, resume_from: a.peer.hubCursor });
+    expect(w.payload.full_resync).toBe(true);
+    expect(w.payload.session_id).not.toBe(a.sessionId);
+    expect(w.payload.ack_seq).toBe(0);
+    // Numbering restarted: the hub's resync stream begins at 1.
+    const begin = await back.next((f) => f.type === 'resync.begin');
+    expect(begin.seq).toBe(1);
+    back.close();
+    b.peer.close();
+  });
+
+  it('a session that reconnects while its own old connection is half-open still holds its claim and resumes', async () => {
+    const c = await h.newCluster();
+    const a = await h.openFresh(c);
+    a.peer.send('node.observed', node('n1'));
+    await a.peer.ackedThrough(1);
+    const again = await h.connect(c.token, a.sessionId);
+    const w = await again.hello({ cluster_id: c.name, session_id: a.sessionId, resume_from: a.peer.hubCursor });
+    expect(w.payload).toMatchObject({ full_resync: false, session_id: a.sessionId, ack_seq: 1 });
+    expect((await a.peer.closedWith(withinPoll)).code).toBe(CloseCode.DISPLACED);
+    const view = await h.admin('GET', `/clusters/${c.name}`);
+    expect(view.json.contention).toBeNull();
+    again.close();
+  });
+
+  it('a claim that keeps changing hands is reported as contention in the cluster view, naming the sessions', async () => {
+    const c = await h.newCluster();
+    const opened: string[] = [];
+    let previous: Awaited<ReturnType<typeof h.openFresh>> | null = null;
+    // Five claims, each taken from a session that is still connected: four displacements.
+    for (let i = 0; i < 5; i++) {
+      const next = await h.openFresh(c);
+      opened.push(next.sessionId);
+      if (previous) expect((await previous.peer.closedWith(withinPoll)).code).toBe(CloseCode.DISPLACED);
+      previous = next;
+    }
+    const view = await h.admin('GET', `/clusters/${c.name}`);
+    expect(view.json.operator_version).toBe('0.1.0');
+    expect(view.json.contention).toMatchObject({ displacements: 4 });
+    const named = (view.json.contention.sessions as { session_id: string }[]).map((s) => s.session_id).sort();
+    expect(named).toEqual([...opened].sort());
+    expect(Date.parse(view.json.contention.since)).toBeLessThanOrEqual(Date.parse(view.json.contention.last_at));
+    previous?.peer.close();
+  });
+
+  it('one displacement is not contention', async () => {
+    const c = await h.newCluster();
+    const a = await h.openFresh(c);
+    const b = await h.openFresh(c);
+    expect((await a.peer.closedWith(withinPoll)).code).toBe(CloseCode.DISPLACED);
+    expect((await h.admin('GET', `/clusters/${c.name}`)).json.contention).toBeNull();
+    b.peer.close();
+  });
 });

@@ -29,6 +29,20 @@ const SessionSchema = z
   })
   .openapi('Session');
 
+const ContentionSchema = z
+  .object({
+    since: z.string(),
+    last_at: z.string(),
+    displacements: z.number().openapi({ description: 'claims taken from another connected session in this episode' }),
+    sessions: z.array(
+      z.object({ session_id: z.string(), remote_addr: z.string().nullable(), operator_version: z.string().nullable() }),
+    ),
+  })
+  .openapi('Contention', {
+    description:
+      'the claim of this cluster keeps changing hands (more than CONTENTION_THRESHOLD displacements within CONTENTION_WINDOW_MS): usually two operators running with one enrollment token; shown until CONTENTION_QUIET_MS without a displacement',
+  });
+
 const LinkSchema = z
   .object({
     epoch: z.string(),
@@ -48,6 +62,8 @@ export const ClusterSchema = z
     disabled: z.boolean(),
     disabled_at: z.string().nullable(),
     desired_revision: z.number(),
+    operator_version: z.string().nullable().openapi({ description: 'of the session that last claimed the cluster' }),
+    contention: ContentionSchema.nullable(),
     session: SessionSchema.nullable(),
     link: LinkSchema.nullable(),
     rejections: z.number(),
@@ -72,6 +88,8 @@ interface ClusterViewRow {
   polled_at: string | null;
   connected: boolean | null;
   live: Record<string, unknown> | null;
+  operator_version: string | null;
+  contention: { since: string; last_at: string; displacements: string | number; sessions: NonNullable<ClusterView['contention']>['sessions'] } | null;
   epoch: string | null;
   dropped_events: string | null;
   evicted_frames: string | null;
@@ -80,15 +98,39 @@ interface ClusterViewRow {
   rejections: string;
 }
 
+// $1 stale-after ms, $2 contention window ms, $3 contention quiet ms; filters start at $4.
 const VIEW_SQL = `
   select c.uid, c.name, c.created_at, c.token_issued_at, c.disabled_at, c.desired_revision,
     o.session_id, o.generation, o.claimed_at, o.polled_at,
     (o.connected and o.polled_at > now() - make_interval(secs => $1::double precision / 1000)) as connected,
-    o.live, ls.epoch, ls.dropped_events, ls.evicted_frames, ls.replaced_frames, ls.updated_at as link_updated_at,
+    o.live, o.operator_version,
+    ct.contention,
+    ls.epoch, ls.dropped_events, ls.evicted_frames, ls.replaced_frames, ls.updated_at as link_updated_at,
     (select count(*) from rejections r where r.cluster_uid = c.uid) as rejections
   from clusters c
   left join cluster_owners o on o.cluster_uid = c.uid
-  left join link_stats ls on ls.cluster_uid = c.uid`;
+  left join link_stats ls on ls.cluster_uid = c.uid
+  left join lateral (
+    with episode as (
+      select * from cluster_displacements d
+      where o.contention_since is not null
+        and o.contention_last_at > now() - make_interval(secs => $3::double precision / 1000)
+        and d.cluster_uid = c.uid
+        and d.at >= o.contention_since - make_interval(secs => $2::double precision / 1000)
+    ), sessions as (
+      select distinct on (session_id) session_id, remote_addr, operator_version, at from (
+        select from_session as session_id, from_remote_addr as remote_addr, from_operator_version as operator_version, at from episode
+        union all
+        select to_session, to_remote_addr, to_operator_version, at from episode
+      ) x order by session_id, at desc
+    )
+    select case when count(*) = 0 then null else jsonb_build_object(
+      'since', o.contention_since, 'last_at', o.contention_last_at, 'displacements', count(*),
+      'sessions', (select jsonb_agg(jsonb_build_object('session_id', session_id, 'remote_addr', remote_addr,
+                                                      'operator_version', operator_version) order by at desc) from sessions))
+      end as contention
+    from episode
+  ) ct on true`;
 
 const iso = (v: string | Date | null): string | null => (v === null ? null : new Date(v).toISOString());
 
@@ -101,6 +143,16 @@ function toView(r: ClusterViewRow): ClusterView {
     disabled: r.disabled_at !== null,
     disabled_at: iso(r.disabled_at),
     desired_revision: Number(r.desired_revision),
+    operator_version: r.operator_version,
+    contention:
+      r.contention === null
+        ? null
+        : {
+            since: iso(r.contention.since) as string,
+            last_at: iso(r.contention.last_at) as string,
+            displacements: Number(r.contention.displacements),
+            sessions: r.contention.sessions.slice(0, 10),
+          },
     session:
       r.session_id === null
         ? null
@@ -127,13 +179,14 @@ function toView(r: ClusterViewRow): ClusterView {
   };
 }
 
-/** A connection considered live if its session polled within three poll intervals. */
-function staleAfterMs(env: HubEnv): number {
-  return hubConfig(env).POLL_INTERVAL_MS * 3;
+/** VIEW_SQL's first parameters: a connection is live if its session polled within three poll intervals. */
+function viewParams(env: HubEnv): [number, number, number] {
+  const cfg = hubConfig(env);
+  return [cfg.POLL_INTERVAL_MS * 3, cfg.CONTENTION_WINDOW_MS, cfg.CONTENTION_QUIET_MS];
 }
 
 export async function clusterView(sql: Sql, env: HubEnv, idOrName: string): Promise<ClusterView | null> {
-  const { rows } = await sql.query<ClusterViewRow>(`${VIEW_SQL} where c.uid = $2 or c.name = $2`, [staleAfterMs(env), idOrName]);
+  const { rows } = await sql.query<ClusterViewRow>(`${VIEW_SQL} where c.uid = $4 or c.name = $4`, [...viewParams(env), idOrName]);
   return rows[0] ? toView(rows[0]) : null;
 }
 
@@ -212,8 +265,8 @@ export const clustersRouter = adminRouter()
     async (c) => {
       const { limit, after } = c.req.valid('query');
       const { rows } = await c.var.pg.query<ClusterViewRow>(
-        `${VIEW_SQL} where ($2::text is null or c.uid > $2) order by c.uid limit $3`,
-        [staleAfterMs(c.env), after ?? null, limit + 1],
+        `${VIEW_SQL} where ($4::text is null or c.uid > $4) order by c.uid limit $5`,
+        [...viewParams(c.env), after ?? null, limit + 1],
       );
       const page = rows.slice(0, limit).map(toView);
       return c.json({ clusters: page, next: rows.length > limit ? (page[page.length - 1]?.uid ?? null) : null }, 200);

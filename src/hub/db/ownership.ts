@@ -3,55 +3,166 @@ import type { Sql } from './sql';
 /** Why a cluster may not hold a session, or null when it may. */
 export type Refusal = 'not_registered' | 'disabled' | 'token_rotated';
 
+export interface ClaimArgs {
+  clusterUid: string;
+  tokenHashHex: string;
+  /** The session to resume when this session still holds the claim it last had, else null. */
+  resume: { sessionId: string; generation: number } | null;
+  /** The id a fresh session gets (also when the resume is refused because the claim was lost). */
+  freshSessionId: string;
+  live: unknown;
+  remoteAddr: string | null;
+  operatorVersion: string;
+  contention: ContentionPolicy;
+}
+
+export interface ContentionPolicy {
+  /** Displacements counted over this window… */
+  windowMs: number;
+  /** …more than this many start a contention episode. */
+  threshold: number;
+  /** An episode ends after this long without a displacement. */
+  quietMs: number;
+}
+
+export interface Displacement {
+  from: { session_id: string; remote_addr: string | null; operator_version: string | null };
+  to: { session_id: string; remote_addr: string | null; operator_version: string | null };
+}
+
 export interface ClaimResult {
   refusal: Refusal | null;
   /** The claim's generation when granted. */
   generation: number | null;
+  /** The session that now holds the claim: the resumed one, or the fresh id. */
+  sessionId: string | null;
   desiredRevision: number;
+  /** The session that held the claim before, when it was another one (poke it: it is displaced). */
+  previousSession: string | null;
+  /** Set when this claim took the cluster from another session that was still connected. */
+  displacement: Displacement | null;
+  /** This displacement started a contention episode (log it once). */
+  contentionStarted: boolean;
 }
 
 /**
  * At hello: check registration, disablement and the token, and claim ownership, in one
  * statement. The newest hello wins and bumps the generation.
+ *
+ * Whether the session may be resumed is decided under the row lock, on the claim as it stands:
+ * only a session that still holds the claim it last had (same session, same generation) resumes.
+ * A session that lost its claim to another is never resumed: it gets the fresh id, so its return
+ * is a full resync that replaces the plane's rows with one snapshot instead of mixing two views.
+ * (A session superseding its own half-open connection still holds its claim and resumes.)
  */
-export async function claimCluster(
-  sql: Sql,
-  args: { clusterUid: string; tokenHashHex: string; sessionId: string; live: unknown },
-): Promise<ClaimResult> {
+export async function claimCluster(sql: Sql, args: ClaimArgs): Promise<ClaimResult> {
   const { rows } = await sql.query<{
     registered: boolean;
     disabled: boolean | null;
     token_current: boolean | null;
     generation: string | null;
+    session_id: string | null;
+    prev_session_id: string | null;
+    prev_connected: boolean | null;
     desired_revision: string | null;
-  }>(
-    `with c as (
-       select uid, token_hash, disabled_at, desired_revision from clusters where uid = $1
-     ), ok as (
-       select uid from c where token_hash = decode($2, 'hex') and disabled_at is null
-     ), claim as (
-       insert into cluster_owners (cluster_uid, session_id, generation, claimed_at, connected, polled_at, live)
-       select uid, $3, 1, now(), true, now(), $4::jsonb from ok
-       on conflict (cluster_uid) do update
-         set session_id = excluded.session_id, generation = cluster_owners.generation + 1,
-             claimed_at = now(), connected = true, polled_at = now(), live = excluded.live
-       returning generation
-     )
-     select exists (select 1 from c) as registered,
-            (select disabled_at is not null from c) as disabled,
-            (select token_hash = decode($2, 'hex') from c) as token_current,
-            (select generation from claim) as generation,
-            (select desired_revision from c) as desired_revision`,
-    [args.clusterUid, args.tokenHashHex, args.sessionId, JSON.stringify(args.live)],
-  );
+    displaced: Displacement | null;
+    contention_started: boolean | null;
+  }>(CLAIM_SQL, [
+    args.clusterUid,
+    args.tokenHashHex,
+    args.freshSessionId,
+    JSON.stringify(args.live),
+    args.resume?.sessionId ?? null,
+    args.resume?.generation ?? null,
+    args.remoteAddr,
+    args.operatorVersion,
+    args.contention.windowMs,
+    args.contention.threshold,
+    args.contention.quietMs,
+  ]);
   const r = rows[0];
   if (!r) throw new Error('claim returned no row');
+  const previous = r.prev_session_id !== null && r.prev_session_id !== r.session_id ? r.prev_session_id : null;
   return {
     refusal: refusalOf(r),
     generation: r.generation === null ? null : Number(r.generation),
+    sessionId: r.session_id,
     desiredRevision: Number(r.desired_revision ?? 0),
+    previousSession: previous,
+    displacement: r.displaced,
+    contentionStarted: r.contention_started === true,
   };
 }
+
+// $1 cluster, $2 token hash, $3 fresh session id, $4 live view, $5 session to resume, $6 its
+// generation, $7 remote address, $8 operator version, $9 window ms, $10 threshold, $11 quiet ms.
+const CLAIM_SQL = `
+with c as (
+  select uid, token_hash, disabled_at, desired_revision from clusters where uid = $1
+), ok as (
+  select uid from c where token_hash = decode($2, 'hex') and disabled_at is null
+), recent as (
+  select count(*) as n from cluster_displacements
+  where cluster_uid = $1 and at > now() - make_interval(secs => $9::bigint / 1000.0)
+), claim as (
+  insert into cluster_owners (cluster_uid, session_id, generation, claimed_at, connected, polled_at, live,
+    remote_addr, operator_version)
+  select uid, $3, 1, now(), true, now(), $4::jsonb, $7, $8 from ok
+  on conflict (cluster_uid) do update set
+    session_id = case when cluster_owners.session_id = $5 and cluster_owners.generation = $6::bigint
+                      then $5 else excluded.session_id end,
+    generation = cluster_owners.generation + 1,
+    claimed_at = now(), connected = true, polled_at = now(), live = excluded.live,
+    remote_addr = excluded.remote_addr, operator_version = excluded.operator_version,
+    prev_session_id = cluster_owners.session_id,
+    prev_connected = cluster_owners.connected,
+    prev_remote_addr = cluster_owners.remote_addr,
+    prev_operator_version = cluster_owners.operator_version,
+    -- An episode continues while displacements keep coming within the quiet period; a new one
+    -- starts when this displacement makes more than the threshold within the window.
+    contention_since = case
+      when not (cluster_owners.connected and cluster_owners.session_id is distinct from
+                (case when cluster_owners.session_id = $5 and cluster_owners.generation = $6::bigint then $5 else excluded.session_id end))
+        then cluster_owners.contention_since
+      when cluster_owners.contention_since is not null
+           and cluster_owners.contention_last_at > now() - make_interval(secs => $11::bigint / 1000.0)
+        then cluster_owners.contention_since
+      when (select n from recent) + 1 > $10::int then now()
+      else null end,
+    contention_last_at = case
+      when not (cluster_owners.connected and cluster_owners.session_id is distinct from
+                (case when cluster_owners.session_id = $5 and cluster_owners.generation = $6::bigint then $5 else excluded.session_id end))
+        then cluster_owners.contention_last_at
+      else now() end
+  returning session_id, generation, prev_session_id, prev_connected, prev_remote_addr, prev_operator_version,
+    contention_since, remote_addr, operator_version
+), displaced as (
+  select * from claim cl
+  where cl.prev_connected and cl.prev_session_id is distinct from cl.session_id
+), logged as (
+  insert into cluster_displacements (cluster_uid, from_session, from_remote_addr, from_operator_version,
+    to_session, to_remote_addr, to_operator_version)
+  select $1, d.prev_session_id, d.prev_remote_addr, d.prev_operator_version, d.session_id, d.remote_addr, d.operator_version
+  from displaced d
+  returning from_session, from_remote_addr, from_operator_version, to_session, to_remote_addr, to_operator_version
+), trimmed as (
+  delete from cluster_displacements
+  where cluster_uid = $1 and exists (select 1 from displaced) and at < now() - interval '1 day'
+)
+select exists (select 1 from c) as registered,
+       (select disabled_at is not null from c) as disabled,
+       (select token_hash = decode($2, 'hex') from c) as token_current,
+       (select generation from claim) as generation,
+       (select session_id from claim) as session_id,
+       (select prev_session_id from claim) as prev_session_id,
+       (select prev_connected from claim) as prev_connected,
+       (select desired_revision from c) as desired_revision,
+       (select jsonb_build_object(
+          'from', jsonb_build_object('session_id', from_session, 'remote_addr', from_remote_addr, 'operator_version', from_operator_version),
+          'to', jsonb_build_object('session_id', to_session, 'remote_addr', to_remote_addr, 'operator_version', to_operator_version))
+        from logged) as displaced,
+       (select d.contention_since = now() from displaced d) as contention_started
+`;
 
 function refusalOf(r: { registered: boolean; disabled: boolean | null; token_current: boolean | null }): Refusal | null {
   if (!r.registered) return 'not_registered';

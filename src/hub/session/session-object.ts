@@ -25,7 +25,7 @@ import { describeError } from '../db/errors';
 import { gatewaySql } from '../db/gateway';
 import type { Sql } from '../db/sql';
 import type { IngestResult, SessionFence } from '../db/ingest';
-import { claimCluster, pollOwnership, type Refusal } from '../db/ownership';
+import { claimCluster, pollOwnership, type Displacement, type Refusal } from '../db/ownership';
 import type { HubEnv } from '../env';
 import { createLogger, type Logger } from '../log';
 import { Pg } from '../pg';
@@ -41,6 +41,7 @@ export const INTERNAL_HEADERS = {
   clusterName: 'x-wingsmith-cluster-name',
   tokenHash: 'x-wingsmith-token-hash',
   routeKey: 'x-wingsmith-route-key',
+  remoteAddr: 'x-wingsmith-remote-addr',
 } as const;
 
 interface Attachment {
@@ -51,6 +52,7 @@ interface Attachment {
   clusterName: string;
   tokenHash: string;
   routeKey: string;
+  remoteAddr: string | null;
   sessionId: string | null;
 }
 
@@ -197,6 +199,7 @@ export class SessionObject extends DurableObject<HubEnv> {
       clusterName,
       tokenHash,
       routeKey,
+      remoteAddr: h.get(INTERNAL_HEADERS.remoteAddr),
       sessionId: null,
     };
     this.ctx.acceptWebSocket(server);
@@ -377,30 +380,27 @@ export class SessionObject extends DurableObject<HubEnv> {
     }
 
     // Resume or fresh. Three conditions force a fresh session without consulting resume_from:
-    // no record of the session, lossy, or a point that has left the buffer.
+    // no record of the session, lossy, or a point that has left the buffer. A fourth is decided
+    // by the claim itself: a session that lost its claim to another is never resumed.
     const meta = this.meta;
-    let freshReason: string | null = null;
-    if (!meta || hello.session_id === null || hello.session_id !== meta.sessionId) freshReason = 'no record of the session';
-    else if (hello.lossy) freshReason = 'operator is lossy';
-    else if (meta.tokenHash !== att.tokenHash) freshReason = 'enrollment token changed';
-    else if (hello.resume_from === null) freshReason = 'no resume point';
-
-    let replay: { frame: string }[] = [];
-    if (freshReason === null) {
-      const plan = this.outbound.planResume(hello.resume_from as number);
-      if (plan.ok) replay = plan.replay;
-      else freshReason = `resume point ${hello.resume_from} unavailable (${plan.reason})`;
-    }
-    const fresh = freshReason !== null;
-    const sessionId = fresh ? `${att.routeKey}.${newId()}` : (meta as SessionMeta).sessionId;
+    let freshReason = localFreshReason(meta, hello, att.tokenHash, this.outbound);
+    const freshSessionId = `${att.routeKey}.${newId()}`;
 
     let claim;
     try {
       claim = await claimCluster(this.shared, {
         clusterUid: att.clusterUid,
         tokenHashHex: att.tokenHash,
-        sessionId,
-        live: { connected: true, session_id: sessionId },
+        resume: freshReason === null && meta ? { sessionId: meta.sessionId, generation: meta.generation } : null,
+        freshSessionId,
+        live: { connected: true },
+        remoteAddr: att.remoteAddr,
+        operatorVersion: hello.operator_version,
+        contention: {
+          windowMs: this.cfg.CONTENTION_WINDOW_MS,
+          threshold: this.cfg.CONTENTION_THRESHOLD,
+          quietMs: this.cfg.CONTENTION_QUIET_MS,
+        },
       });
     } catch (err) {
       log.warn('claim failed: database unavailable', { error: describeError(err) });
@@ -411,6 +411,12 @@ export class SessionObject extends DurableObject<HubEnv> {
       log.warn('session refused at hello', { reason: claim.refusal });
       return this.refuse(ws, CloseCode.REFUSED, replyTo, e.code, e.message);
     }
+    if (claim.displacement) this.reportDisplacement(log, claim.displacement, claim.contentionStarted);
+    if (freshReason === null && claim.sessionId !== meta?.sessionId) {
+      freshReason = 'the session lost its claim to another session; a displaced session is never resumed';
+    }
+    const fresh = freshReason !== null;
+    const sessionId = fresh ? freshSessionId : (meta as SessionMeta).sessionId;
     if (ws.readyState !== WebSocket.OPEN) return;
 
     // This connection now carries the session; any older one for it is superseded.
@@ -426,6 +432,17 @@ export class SessionObject extends DurableObject<HubEnv> {
     await this.ingest.quiesce();
     this.resetOutgoing();
     if (ws.readyState !== WebSocket.OPEN) return;
+
+    // Only now, with nothing left that could number a frame on the old connection, is the list of
+    // frames to re-send final (taken before the claim, frames numbered meanwhile would be skipped).
+    let replay: { frame: string }[] = [];
+    if (!fresh) {
+      const plan = this.outbound.planResume(hello.resume_from as number);
+      if (!plan.ok) {
+        return this.refuse(ws, CloseCode.TRY_AGAIN_LATER, replyTo, 'unavailable', `resume point changed during the handshake (${plan.reason}); reconnect`, true);
+      }
+      replay = plan.replay;
+    }
 
     const now = Date.now();
     if (fresh) {
@@ -495,11 +512,29 @@ export class SessionObject extends DurableObject<HubEnv> {
       resume_from: hello.resume_from,
       ack_seq: this.inbound.cursor,
       replayed: replay.length,
+      remote_addr: att.remoteAddr,
       generation: m.generation,
       operator_version: hello.operator_version,
     });
     void this.pumpDesired();
     await this.scheduleAlarm();
+  }
+
+  /** A claim taken from another connected session: logged, and loudly once per contention episode. */
+  private reportDisplacement(log: Logger, d: Displacement, contentionStarted: boolean): void {
+    const fields = {
+      displaced_session: d.from.session_id,
+      displaced_remote_addr: d.from.remote_addr,
+      displaced_operator_version: d.from.operator_version,
+      session: d.to.session_id,
+      remote_addr: d.to.remote_addr,
+      operator_version: d.to.operator_version,
+    };
+    if (contentionStarted) {
+      log.warn('CONTENTION: the claim of this cluster keeps changing hands between sessions; are two operators running with one enrollment token?', fields);
+    } else {
+      log.info('claim taken from another connected session', fields);
+    }
   }
 
   /** The hot path: one frame of an open session. Synchronous; applying happens in batches. */
@@ -1075,6 +1110,24 @@ export class SessionObject extends DurableObject<HubEnv> {
   private logFor(meta: SessionMeta | null): Logger {
     return meta ? this.baseLog.child({ cluster: meta.clusterUid, session: meta.sessionId }) : this.baseLog;
   }
+}
+
+/**
+ * Why this hello cannot resume, from what the object itself knows (the claim may add one more:
+ * a lost claim), or null when it may.
+ */
+function localFreshReason(
+  meta: SessionMeta | null,
+  hello: Payload<'hello'>,
+  tokenHash: string,
+  outbound: OutboundSequencer,
+): string | null {
+  if (!meta || hello.session_id === null || hello.session_id !== meta.sessionId) return 'no record of the session';
+  if (hello.lossy) return 'operator is lossy';
+  if (meta.tokenHash !== tokenHash) return 'enrollment token changed';
+  if (hello.resume_from === null) return 'no resume point';
+  const problem = outbound.resumeProblem(hello.resume_from);
+  return problem === null ? null : `resume point ${hello.resume_from} unavailable (${problem})`;
 }
 
 interface FetchState {
