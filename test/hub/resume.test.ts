@@ -1,4 +1,5 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, inject, it } from 'vitest';
+import { pgClient } from '../../scripts/lib/pg-node';
 import { CloseCode } from '../../src/protocol';
 import { desired, node, useHub } from './support/hub';
 
@@ -164,5 +165,35 @@ describe('resume (spec: Sequence numbers and resume)', () => {
     expect((await peer.closedWith()).code).toBe(CloseCode.DISPLACED);
     again.close();
   });
-});
 
+  it('frames numbered on the old connection while the resume is being claimed are re-sent after welcome too', async () => {
+    if (inject('embeddedPostgres')) return; // PGlite has one backend: a held transaction blocks everything.
+    const c = await h.newCluster();
+    const { peer, sessionId } = await h.openFresh(c);
+    const cursor = peer.hubCursor;
+    // Hold the claim row so the resume's claim statement waits; meanwhile the old connection is
+    // still the session's, and a desired change is numbered and sent on it.
+    const lock = pgClient(inject('databaseUrl'), inject('pgWsProxy'));
+    await lock.connect();
+    let again;
+    try {
+      await lock.query('begin');
+      await lock.query('select 1 from cluster_owners where cluster_uid = $1 for update', [c.uid]);
+      again = await h.connect(c.token, sessionId);
+      again.send('hello', { cluster_id: c.name, operator_version: '0.1.0', session_id: sessionId, resume_from: cursor, lossy: false });
+      await new Promise((r) => setTimeout(r, 300));
+      await h.admin('PUT', `/clusters/${c.name}/deployments/during-claim`, desired());
+      const onOld = await peer.next((f) => f.type === 'deployment.desired');
+      expect(onOld.seq).toBe(cursor + 1);
+    } finally {
+      await lock.query('rollback');
+      await lock.end();
+    }
+    const welcome = await again.next((f) => f.type === 'welcome');
+    expect(welcome.payload).toMatchObject({ full_resync: false, session_id: sessionId });
+    const replayed = await again.next((f) => f.seq !== null);
+    expect(replayed).toMatchObject({ type: 'deployment.desired', seq: cursor + 1 });
+    expect((replayed.payload as { deployment_id: string }).deployment_id).toBe('during-claim');
+    again.close();
+  });
+});
