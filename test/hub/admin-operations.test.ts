@@ -170,6 +170,32 @@ describe('operations: POST → operation.start → accepted / progress / result 
     peer.close();
   });
 
+  it('an operation.start is not sent until its frame id is recorded; a failure to record it is retried, then an error reply still concludes it', async () => {
+    const c = await h.newCluster('mark');
+    const { peer } = await h.openFresh(c);
+    // Recording the start frame fails (transiently) for this cluster only.
+    const fn = `wingsmith_test_fail_mark_${c.uid.toLowerCase()}`;
+    await h.sql(`create function ${fn}() returns trigger language plpgsql as $$
+      begin raise exception 'test: cannot record the start frame' using errcode = '40001'; end $$`);
+    await h.sql(`create trigger ${fn} before update of start_frame_ids on operations for each row
+      when (new.cluster_uid = '${c.uid}') execute function ${fn}()`);
+    let id: string;
+    try {
+      id = await start(c);
+      await sleep(1_500);
+      expect(peer.frames.some((f) => f.type === 'operation.start')).toBe(false);
+      expect((await getOp(id)).state).toBe('pending');
+    } finally {
+      await h.sql(`drop trigger ${fn} on operations`);
+      await h.sql(`drop function ${fn}()`);
+    }
+    const sf = await startFrame(peer, id);
+    peer.send('error', { code: 'invalid', message: 'no such node here', retryable: false }, { reply_to: sf.id });
+    await peer.ackedThrough(peer.nextSeq - 1);
+    expect(await getOp(id)).toMatchObject({ state: 'failed', outcome_message: expect.stringContaining('no such node here') });
+    peer.close();
+  });
+
   it('an operation started while no session is connected is delivered when one opens: pending → sent', async () => {
     const c = await h.newCluster('late');
     const id = await start(c);

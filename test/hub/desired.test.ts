@@ -117,4 +117,33 @@ describe('operations out (spec: Operations)', () => {
     expect(third.frames.some((f) => f.type === 'operation.start')).toBe(false);
     third.close();
   });
+
+  it("the operator's refusal of a deployment.desired is recorded on the deployment and counted in the cluster view", async () => {
+    const c = await h.newCluster();
+    const { peer } = await h.openFresh(c);
+    const put = await h.admin('PUT', `/clusters/${c.name}/deployments/big`, desired({ min_replicas: 64, max_replicas: 64 }));
+    const f = await peer.next((x) => x.type === 'deployment.desired');
+    // What a real operator does with a frame it can never render: ack it and answer with an error.
+    peer.send('error', { code: 'invalid', message: 'no GPU model A100 on this cluster', retryable: false }, { reply_to: f.id });
+    await peer.ackedThrough(peer.nextSeq - 1);
+    const list = await h.admin('GET', `/clusters/${c.name}/deployments`);
+    expect(list.json.items).toEqual([
+      expect.objectContaining({
+        deployment_id: 'big',
+        refusals: 1,
+        last_refusal: {
+          at: expect.any(String),
+          revision: put.json.revision,
+          code: 'invalid',
+          message: 'no GPU model A100 on this cluster',
+          seq: peer.nextSeq - 1,
+          session_id: expect.any(String),
+        },
+      }),
+    ]);
+    const view = await h.admin('GET', `/clusters/${c.name}`);
+    expect(view.json.desired_refusals).toBe(1);
+    expect(view.json.session.live.counters.desiredRefusals).toBe(1);
+    peer.close();
+  });
 });

@@ -56,4 +56,36 @@ describe('poison frames (spec: Poison frames)', () => {
     expect(await h.sql('select seq, frame_id from rejections where cluster_uid = $1', [c.uid])).toEqual([{ seq: '1', frame_id: 'not-a-ulid' }]);
     peer.close();
   });
+
+  it('a poison frame is answered with a sequenced error naming the reason, exactly as an unknown type is', async () => {
+    const c = await h.newCluster();
+    const { peer } = await h.openFresh(c);
+    const badId = peer.send('node.observed', { ...node(''), node_id: '' });
+    const refusedId = peer.send('node.observed', { ...node('n-nul'), name: 'bad\u0000name' });
+    await peer.ackedThrough(2);
+    const schemaAnswer = await peer.next((f) => f.type === 'error' && f.reply_to === badId);
+    expect(schemaAnswer.seq).not.toBeNull();
+    expect(schemaAnswer.payload).toMatchObject({ code: 'invalid', retryable: false, message: expect.stringMatching(/node_id/) });
+    const dbAnswer = await peer.next((f) => f.type === 'error' && f.reply_to === refusedId, 10_000);
+    expect(dbAnswer.payload).toMatchObject({ code: 'invalid', retryable: false, message: expect.stringMatching(/database refused/) });
+    expect(peer.isClosed).toBe(false);
+    const view = await h.admin('GET', `/clusters/${c.name}`);
+    expect(view.json.session.live.counters).toMatchObject({ answeredRejections: 2 });
+    peer.close();
+  });
+
+  it('an operation frame naming an operation this cluster does not have is recorded as a rejection and answered', async () => {
+    const c = await h.newCluster();
+    const { peer, sessionId } = await h.openFresh(c);
+    const stray = newId();
+    const id = peer.send('operation.progress', { operation_id: stray, phase: 'draining', message: 'half way' });
+    peer.send('node.observed', node('n1'));
+    await peer.ackedThrough(2);
+    const answer = await peer.next((f) => f.type === 'error' && f.reply_to === id);
+    expect(answer.payload).toMatchObject({ code: 'invalid', retryable: false, message: expect.stringContaining(stray) });
+    expect(await h.sql('select session_id, seq, frame_id, type from rejections where cluster_uid = $1', [c.uid])).toEqual([
+      { session_id: sessionId, seq: '1', frame_id: id, type: 'operation.progress' },
+    ]);
+    peer.close();
+  });
 });

@@ -27,6 +27,7 @@ function harness(onCommitted: (seqs: number[], pipeline: IngestPipeline) => void
     sql,
     fence: () => ({ clusterUid: 'c', sessionId: 's', generation: 1, tokenHash: '00' }),
     resyncs: () => ({}),
+    sentDesired: () => null,
     committed: (items) => {
       const seqs = items.map((i) => i.seq);
       committed.push(seqs);

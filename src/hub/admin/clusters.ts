@@ -67,6 +67,7 @@ export const ClusterSchema = z
     session: SessionSchema.nullable(),
     link: LinkSchema.nullable(),
     rejections: z.number(),
+    desired_refusals: z.number().openapi({ description: "the operator's refusals of desired state, over every deployment" }),
   })
   .openapi('Cluster');
 export type ClusterView = z.infer<typeof ClusterSchema>;
@@ -96,6 +97,7 @@ interface ClusterViewRow {
   replaced_frames: string | null;
   link_updated_at: string | null;
   rejections: string;
+  desired_refusals: string;
 }
 
 // $1 stale-after ms, $2 contention window ms, $3 contention quiet ms; filters start at $4.
@@ -106,7 +108,8 @@ const VIEW_SQL = `
     o.live, o.operator_version,
     ct.contention,
     ls.epoch, ls.dropped_events, ls.evicted_frames, ls.replaced_frames, ls.updated_at as link_updated_at,
-    (select count(*) from rejections r where r.cluster_uid = c.uid) as rejections
+    (select count(*) from rejections r where r.cluster_uid = c.uid) as rejections,
+    (select coalesce(sum(refusals), 0) from desired_deployments dd where dd.cluster_uid = c.uid) as desired_refusals
   from clusters c
   left join cluster_owners o on o.cluster_uid = c.uid
   left join link_stats ls on ls.cluster_uid = c.uid
@@ -176,6 +179,7 @@ function toView(r: ClusterViewRow): ClusterView {
             updated_at: iso(r.link_updated_at) as string,
           },
     rejections: Number(r.rejections),
+    desired_refusals: Number(r.desired_refusals),
   };
 }
 

@@ -53,6 +53,18 @@ const DeploymentItem = z
     desired: DesiredSide.nullable().openapi({ description: 'null: nothing desired (or withdrawn, without include_withdrawn)' }),
     observed: ObservedSide.nullable().openapi({ description: 'null: the operator reports no such deployment' }),
     in_sync: z.boolean().openapi({ description: 'observed_revision equals the desired revision and the deployment is not withdrawn' }),
+    last_refusal: z
+      .object({
+        at: Timestamp,
+        revision: z.number().int(),
+        code: z.string(),
+        message: z.string(),
+        seq: z.number().int(),
+        session_id: z.string(),
+      })
+      .nullable()
+      .openapi({ description: "the operator's last refusal of this deployment's desired state (an error frame answering it); compare its revision with the desired one" }),
+    refusals: z.number().int().openapi({ description: 'how many times the operator has refused this deployment' }),
   })
   .openapi('DeploymentState');
 

@@ -13,6 +13,8 @@ export interface IngestResult {
   /** False: this session no longer owns the cluster (or it was disabled or its token rotated); nothing was written. */
   fenced: boolean;
   pruned: number;
+  /** operation.* frames naming an operation this cluster does not have: recorded as rejections. */
+  unknownOperations: { seq: number; frame_id: string; type: string; reason: string }[];
 }
 
 /**
@@ -185,12 +187,39 @@ op_up as (
   returning 1
 ),
 
+-- A frame about an operation this cluster does not have can never apply: a rejection, answered.
+op_unknown as (
+  select e.seq, e.frame_id, 'operation.' || e.kind as type,
+    'operation ' || left(e.operation_id, 200) || ' is not known for this cluster' as reason
+  from oe_in e
+  where e.kind <> 'error'
+    and not exists (select 1 from operations o where o.operation_id = e.operation_id and o.cluster_uid = $1)
+),
 rj_add as (
   insert into rejections (cluster_uid, session_id, seq, frame_id, type, reason)
-  select $1, $2, seq, frame_id, type, reason
-  from jsonb_to_recordset($16::jsonb) as x(seq bigint, frame_id text, type text, reason text), live
+  select $1, $2, r.seq, r.frame_id, r.type, r.reason
+  from (
+    select seq, frame_id, type, reason from jsonb_to_recordset($16::jsonb) as x(seq bigint, frame_id text, type text, reason text)
+    union all
+    select seq, frame_id, type, reason from op_unknown
+  ) r, live
   where live.ok
   on conflict (cluster_uid, session_id, seq) do nothing
+  returning 1
+),
+
+-- The operator's refusals of desired state: the last one per deployment, and a count.
+dr_in as (
+  select deployment_id, count(*) as n,
+    (array_agg(jsonb_build_object('revision', revision, 'code', code, 'message', message, 'seq', seq) order by seq desc))[1] as last
+  from jsonb_to_recordset($18::jsonb) as x(deployment_id text, revision bigint, code text, message text, seq bigint)
+  group by deployment_id
+),
+dr_up as (
+  update desired_deployments d
+  set last_refusal = r.last || jsonb_build_object('at', now(), 'session_id', $2), refusals = d.refusals + r.n
+  from dr_in r, live
+  where live.ok and d.cluster_uid = $1 and d.deployment_id = r.deployment_id
   returning 1
 ),
 
@@ -229,14 +258,16 @@ pr_replicas as (
 )
 select (select ok from live) as fenced,
   (select count(*) from pr_cluster) + (select count(*) from pr_nodes) + (select count(*) from pr_devices)
-    + (select count(*) from pr_deployments) as pruned
+    + (select count(*) from pr_deployments) as pruned,
+  (select coalesce(jsonb_agg(jsonb_build_object('seq', seq, 'frame_id', frame_id, 'type', type, 'reason', reason)), '[]'::jsonb)
+   from op_unknown) as unknown_ops
 `;
 
 /** Prepared once per connection (bump the suffix when the text changes). */
-const INGEST_STATEMENT = 'wingsmith_ingest_v1';
+const INGEST_STATEMENT = 'wingsmith_ingest_v2';
 
 export async function applyIngestBatch(sql: Sql, fence: SessionFence, b: IngestBatch): Promise<IngestResult> {
-  const { rows } = await sql.query<{ fenced: boolean; pruned: string | number }>(INGEST_SQL, [
+  const { rows } = await sql.query<{ fenced: boolean; pruned: string | number; unknown_ops: IngestResult['unknownOperations'] | null }>(INGEST_SQL, [
     fence.clusterUid,
     fence.sessionId,
     fence.generation,
@@ -254,7 +285,9 @@ export async function applyIngestBatch(sql: Sql, fence: SessionFence, b: IngestB
     JSON.stringify(b.operationEvents),
     JSON.stringify(b.rejections),
     JSON.stringify(b.prunes),
+    JSON.stringify(b.desiredRefusals),
   ], INGEST_STATEMENT);
   const r = rows[0];
-  return { fenced: r?.fenced === true, pruned: Number(r?.pruned ?? 0) };
+  const fenced = r?.fenced === true;
+  return { fenced, pruned: Number(r?.pruned ?? 0), unknownOperations: fenced ? (r?.unknown_ops ?? []).map((u) => ({ ...u, seq: Number(u.seq) })) : [] };
 }

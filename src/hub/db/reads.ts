@@ -80,6 +80,9 @@ export interface DeploymentView {
     updated_at: string;
   } | null;
   in_sync: boolean;
+  /** The operator's last refusal of this deployment's desired state (an error answering the frame). */
+  last_refusal: { at: string; revision: number; code: string; message: string; seq: number; session_id: string } | null;
+  refusals: number;
 }
 
 export type DeploymentKey = readonly [deployment_id: string];
@@ -102,6 +105,8 @@ interface DeploymentRow {
   observed_updated_at: string | null;
   replica_ids: string[];
   in_sync: boolean | null;
+  last_refusal: DeploymentView['last_refusal'];
+  refusals: number | null;
 }
 
 /**
@@ -130,7 +135,8 @@ page as (
     d.serving, d.deleted, ${iso('d.updated_at')} as desired_updated_at,
     o.deployment_id is not null as has_observed, o.observed_revision, o.phase, o.ready_replicas, o.message,
     ${iso('o.updated_at')} as observed_updated_at,
-    coalesce(o.observed_revision = d.revision and not d.deleted, false) as in_sync
+    coalesce(o.observed_revision = d.revision and not d.deleted, false) as in_sync,
+    d.last_refusal, d.refusals
   from d full outer join o on o.deployment_id = d.deployment_id
   order by 1 limit $4
 )
@@ -176,6 +182,10 @@ export async function listDeployments(
           }
         : null,
       in_sync: r.in_sync === true,
+      last_refusal: r.last_refusal
+        ? { ...r.last_refusal, revision: Number(r.last_refusal.revision), seq: Number(r.last_refusal.seq), at: new Date(r.last_refusal.at).toISOString() }
+        : null,
+      refusals: r.refusals ?? 0,
     }),
     (r) => [r.deployment_id as string] as const,
   );

@@ -46,7 +46,21 @@ export interface Rejection {
   frame_id: string | null;
   type: string;
   reason: string;
+  /** False when the frame was already answered on arrival (an unknown type). */
+  answer: boolean;
 }
+
+/** The operator refused a deployment.desired: an error replying to that frame. */
+export interface DesiredRefusal {
+  deployment_id: string;
+  revision: number;
+  code: string;
+  message: string;
+  seq: number;
+}
+
+/** Which deployment a frame the hub sent carried, if it was a deployment.desired. */
+export type SentDesiredLookup = (frameId: string) => { deploymentId: string; revision: number } | null;
 
 export interface Prune {
   kind: ResyncKind;
@@ -75,6 +89,7 @@ export interface IngestBatch {
   operationUpdates: OperationUpdate[];
   operationEvents: OperationEvent[];
   rejections: Rejection[];
+  desiredRefusals: DesiredRefusal[];
   prunes: Prune[];
 }
 
@@ -115,6 +130,7 @@ export function emptyBatch(): IngestBatch {
     operationUpdates: [],
     operationEvents: [],
     rejections: [],
+    desiredRefusals: [],
     prunes: [],
   };
 }
@@ -125,7 +141,8 @@ export function batchIsEmpty(b: IngestBatch): boolean {
     b.nodes.length + b.nodeDeletes.length + b.devices.length + b.deviceDeletes.length === 0 &&
     b.deployments.length + b.deploymentDeletes.length + b.events.length === 0 &&
     b.linkStats === null &&
-    b.operationUpdates.length + b.operationEvents.length + b.rejections.length + b.prunes.length === 0
+    b.operationUpdates.length + b.operationEvents.length + b.rejections.length + b.prunes.length === 0 &&
+    b.desiredRefusals.length === 0
   );
 }
 
@@ -154,7 +171,11 @@ class LastWins<T> {
   }
 }
 
-export function buildBatch(items: readonly InboundItem[], resyncsIn: Record<string, OpResync>): BuiltBatch {
+export function buildBatch(
+  items: readonly InboundItem[],
+  resyncsIn: Record<string, OpResync>,
+  sentDesired: SentDesiredLookup = () => null,
+): BuiltBatch {
   const resyncs: Record<string, OpResync> = {};
   for (const [k, v] of Object.entries(resyncsIn)) resyncs[k] = { ...v, scope: [...v.scope] };
   const batch = emptyBatch();
@@ -172,12 +193,13 @@ export function buildBatch(items: readonly InboundItem[], resyncsIn: Record<stri
     }
     return u;
   };
-  const reject = (item: InboundItem, reason: string) => {
+  const reject = (item: InboundItem, reason: string, answer = true) => {
     batch.rejections.push({
       seq: item.seq,
       frame_id: item.id ? clean(item.id, 64) : null,
       type: clean(item.type, 256),
       reason: clean(reason, 2048),
+      answer,
     });
   };
 
@@ -192,7 +214,7 @@ export function buildBatch(items: readonly InboundItem[], resyncsIn: Record<stri
       continue;
     }
     if (item.kind === 'unknown') {
-      reject(item, `unknown message type ${item.type}`);
+      reject(item, `unknown message type ${item.type}`, false);
       if (stream) stream.tainted = true;
       continue;
     }
@@ -251,9 +273,18 @@ export function buildBatch(items: readonly InboundItem[], resyncsIn: Record<stri
         batch.operationEvents.push(opEvent(item, m.payload.operation_id, 'result', m.payload.outcome, m.payload.message));
         break;
       }
-      case 'error':
+      case 'error': {
         peerErrors.push({ seq: item.seq, replyTo: item.replyTo, payload: m.payload });
-        if (item.replyTo !== null) {
+        const refused = item.replyTo !== null ? sentDesired(item.replyTo) : null;
+        if (refused) {
+          batch.desiredRefusals.push({
+            deployment_id: refused.deploymentId,
+            revision: refused.revision,
+            code: m.payload.code,
+            message: clean(m.payload.message, 2048),
+            seq: item.seq,
+          });
+        } else if (item.replyTo !== null) {
           batch.operationEvents.push({
             operation_id: null,
             reply_to: item.replyTo,
@@ -265,6 +296,7 @@ export function buildBatch(items: readonly InboundItem[], resyncsIn: Record<stri
           });
         }
         break;
+      }
       case 'resync.begin':
         resyncs[item.id] = { beginSeq: item.seq, scope: [...m.payload.scope], count: 0, tainted: false };
         break;

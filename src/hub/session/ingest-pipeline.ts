@@ -2,13 +2,15 @@ import { applyIngestBatch, type IngestResult, type SessionFence } from '../db/in
 import { classifyDbError, describeError } from '../db/errors';
 import type { Sql } from '../db/sql';
 import type { Logger } from '../log';
-import { buildBatch, type BuiltBatch, type InboundItem } from './ingest-batch';
+import { buildBatch, type BuiltBatch, type InboundItem, type SentDesiredLookup } from './ingest-batch';
 import type { OpResync } from './store';
 
 export interface IngestHost {
   sql: Sql;
   fence(): SessionFence | null;
   resyncs(): Record<string, OpResync>;
+  /** Resolves an operator error's reply_to to the deployment.desired it answers. */
+  sentDesired: SentDesiredLookup;
   /** The batch is committed in Postgres: settle its frames, persist the cursor, send the ack. */
   committed(items: InboundItem[], built: BuiltBatch, result: IngestResult): void;
   /** The statement found the session no longer owns the cluster: nothing was written. */
@@ -93,7 +95,7 @@ export class IngestPipeline {
         const fence = this.host.fence();
         if (!fence) return;
         const chunk = this.pending.slice(0, this.chunkLimit);
-        const built = buildBatch(chunk, this.host.resyncs());
+        const built = buildBatch(chunk, this.host.resyncs(), this.host.sentDesired);
         let result: IngestResult;
         try {
           result = await applyIngestBatch(this.host.sql, fence, built.batch);

@@ -15,8 +15,6 @@ export type Outgoing =
       id?: string;
       /** The desired revision this frame carries. */
       revision?: number;
-      /** An operation.start: the hub records which frame carried it before sending. */
-      operationId?: string;
       effect?: Effect;
     }
   /** No frame: only an effect to apply once everything queued before it has been written. */

@@ -8,6 +8,7 @@ import {
   newId,
   OutboundSequencer,
   readFrame,
+  ULID_RE,
   utf8Length,
   type ErrorCode,
   type MessageType,
@@ -157,6 +158,7 @@ export class SessionObject extends DurableObject<HubEnv> {
         sql: this.pg,
         fence: () => this.currentFence(),
         resyncs: () => this.meta?.opResyncs ?? {},
+        sentDesired: (frameId) => this.store.sentDesiredFrame(frameId),
         committed: (items, built, result) => this.onCommitted(items, built, result),
         fenceLost: () => void this.onFenceLost(),
         keepRetrying: () => this.activeSocket() !== null,
@@ -297,16 +299,20 @@ export class SessionObject extends DurableObject<HubEnv> {
     // The change itself, and nothing came between it and what is already queued: send it
     // without reading it back. Anything else (a gap, a resync in progress) goes through the fetch.
     const f = this.progress;
-    if (change && change.revision === revision && f.stage === 'done' && !this.pumping && f.changesAfter === revision - 1 && this.activeSocket()) {
+    // (An operation takes the fetch path: its start frame's id must be recorded before it is sent.)
+    if (
+      change?.kind === 'deployment' &&
+      change.revision === revision &&
+      f.stage === 'done' &&
+      !this.pumping &&
+      f.changesAfter === revision - 1 &&
+      this.activeSocket()
+    ) {
       // Advanced first: queuing drains at once, and the drain may start a pump that must not
       // fetch this change again. (If the queue refuses it, the connection closes and the fetch
       // state is rebuilt from what was written.)
       f.changesAfter = revision;
-      if (change.kind === 'deployment') {
-        this.enqueue({ kind: 'frame', type: 'deployment.desired', payload: () => change.payload, replyTo: null, revision });
-      } else {
-        this.enqueue(operationFrame(change.payload, { t: 'watermark', revision }, revision));
-      }
+      this.enqueue({ kind: 'frame', type: 'deployment.desired', payload: () => change.payload, replyTo: null, revision });
       return;
     }
     void this.pumpDesired();
@@ -599,7 +605,7 @@ export class SessionObject extends DurableObject<HubEnv> {
           retryable: false,
           unknown_type: env.type.slice(0, 256),
         }),
-        replyTo: /^[0-9A-HJKMNP-TV-Z]{26}$/.test(env.id) ? env.id : null,
+        replyTo: ULID_RE.test(env.id) ? env.id : null,
       });
       item = { ...base, kind: 'unknown' };
     } else if (f.kind === 'poison') {
@@ -640,6 +646,31 @@ export class SessionObject extends DurableObject<HubEnv> {
     }
     for (const e of built.peerErrors) {
       this.log.warn('error frame from operator', { seq: e.seq, reply_to: e.replyTo, code: e.payload.code, message: e.payload.message });
+    }
+    for (const r of built.batch.desiredRefusals) {
+      meta.counters.desiredRefusals++;
+      this.log.warn('operator refused desired state; recorded on the deployment', {
+        seq: r.seq,
+        deployment_id: r.deployment_id,
+        revision: r.revision,
+        code: r.code,
+        message: r.message,
+      });
+    }
+    // A frame that can never apply is handled exactly as an unknown type is: recorded, acked and
+    // answered, so the operator hears of it, not only the plane's rejections table.
+    for (const r of result.unknownOperations) {
+      meta.counters.rejections++;
+      this.log.error('POISON FRAME: names an operation this cluster does not have; acknowledged, dropped, recorded', {
+        seq: r.seq,
+        type: r.type,
+        frame_id: r.frame_id,
+        reason: r.reason,
+      });
+    }
+    for (const r of [...built.batch.rejections.filter((x) => x.answer), ...result.unknownOperations]) {
+      meta.counters.answeredRejections++;
+      this.enqueue(rejectionAnswer(r));
     }
     meta.lastFrameAt = this.lastFrameAt;
     this.store.saveMeta(meta);
@@ -719,7 +750,11 @@ export class SessionObject extends DurableObject<HubEnv> {
         }
       } while (this.pumpAgain);
     } catch (err) {
-      this.log.warn('desired-state fetch failed; will retry on the next poll', { error: describeError(err) });
+      // Nothing of a failed step was queued (operation starts are recorded before they are), so
+      // the next poll's pump picks it up whole.
+      this.log.error('desired-state fetch or operation record failed; nothing of it was sent; retrying on the next poll', {
+        error: describeError(err),
+      });
     } finally {
       this.pumping = false;
     }
@@ -778,8 +813,11 @@ export class SessionObject extends DurableObject<HubEnv> {
       if (f.stage === 'ops') {
         const ops = await fetchOpenOperations(this.shared, meta.clusterUid, f.opsAfter, resync.revision, page);
         if (this.progress !== f) return false;
+        const ids = await this.recordOperationStarts(ops.map((o) => o.payload));
+        if (!ids || this.progress !== f) return false;
         for (const o of ops) {
-          if (!this.enqueue(operationFrame(o.payload, { t: 'resync_op', revision: o.revision }))) return false;
+          const id = ids.get(o.payload.operation_id) as string;
+          if (!this.enqueue(operationFrame(o.payload, id, { t: 'resync_op', revision: o.revision }))) return false;
           f.opsAfter = o.revision;
         }
         if (ops.length === page) return true;
@@ -792,6 +830,8 @@ export class SessionObject extends DurableObject<HubEnv> {
     const target = this.knownRevision;
     const changes = await fetchDesiredChanges(this.shared, meta.clusterUid, f.changesAfter, page);
     if (this.progress !== f) return false;
+    const ids = await this.recordOperationStarts(changes.flatMap((c) => (c.kind === 'operation' ? [c.payload] : [])));
+    if (!ids || this.progress !== f) return false;
     for (const c of changes) {
       const ok =
         c.kind === 'deployment'
@@ -802,7 +842,7 @@ export class SessionObject extends DurableObject<HubEnv> {
               replyTo: null,
               revision: c.revision,
             })
-          : this.enqueue(operationFrame(c.payload, { t: 'watermark', revision: c.revision }, c.revision));
+          : this.enqueue(operationFrame(c.payload, ids.get(c.payload.operation_id) as string, { t: 'watermark', revision: c.revision }, c.revision));
       if (!ok) return false;
       f.changesAfter = c.revision;
     }
@@ -812,6 +852,22 @@ export class SessionObject extends DurableObject<HubEnv> {
       return this.enqueue({ kind: 'marker', effect: { t: 'watermark', revision: target } });
     }
     return true;
+  }
+
+  /**
+   * Record the ids of the operation.start frames about to be queued, before any is sent: an
+   * operator's error replying to one correlates on that id alone, in whichever session it comes
+   * back. A failure throws (the pump logs it and the poll retries; nothing unrecorded is sent).
+   * Null when this session no longer owns the cluster.
+   */
+  private async recordOperationStarts(ops: Payload<'operation.start'>[]): Promise<Map<string, string> | null> {
+    const ids = new Map<string, string>();
+    if (ops.length === 0) return ids;
+    for (const o of ops) ids.set(o.operation_id, newId());
+    const fence = this.currentFence();
+    if (!fence) return null;
+    const fenced = await markOperationsSent(this.shared, fence, [...ids].map(([operation_id, frame_id]) => ({ operation_id, frame_id })));
+    return fenced ? ids : null;
   }
 
   /** Queue a frame; a full queue closes the connection (4429) and resume sorts it out. */
@@ -837,7 +893,7 @@ export class SessionObject extends DurableObject<HubEnv> {
     const ws = this.activeSocket();
     if (!meta || !ws) return;
     const frames: string[] = [];
-    const opsSent: { operation_id: string; frame_id: string }[] = [];
+    const desiredSent: [string, string, number][] = [];
     let effects = 0;
     this.windowFullSince = null;
     while (this.queue.peek() !== undefined) {
@@ -859,7 +915,10 @@ export class SessionObject extends DurableObject<HubEnv> {
         buildFrame({ type: o.type, payload, seq, ack: this.inbound.cursor, reply_to: o.replyTo, id }),
       );
       frames.push(frame);
-      if (o.operationId) opsSent.push({ operation_id: o.operationId, frame_id: id });
+      if (o.type === 'deployment.desired') {
+        const d = payload as Payload<'deployment.desired'>;
+        desiredSent.push([id, d.deployment_id, d.revision]);
+      }
       if (o.revision !== undefined) meta.desiredWatermark = Math.max(meta.desiredWatermark, o.revision);
       if (o.effect) this.applyEffect(meta, o.effect);
     }
@@ -869,19 +928,10 @@ export class SessionObject extends DurableObject<HubEnv> {
     }
     // Durable before it is sent: the replay buffer and the numbers that describe it.
     this.store.replay.flush();
+    this.store.recordSentDesired(desiredSent);
     meta.out = this.outbound.snapshot();
     meta.counters.framesOut += frames.length;
     this.store.saveMeta(meta);
-    if (opsSent.length > 0) {
-      // Replies correlate on the start frame's id: record it before the operator can answer.
-      try {
-        await markOperationsSent(this.shared, this.currentFence() as SessionFence, opsSent);
-      } catch (err) {
-        this.log.warn('could not record operation.start frames; errors replying to them may not correlate', {
-          error: describeError(err),
-        });
-      }
-    }
     if (this.activeSocket() !== ws) return;
     for (const frame of frames) this.send(ws, frame);
     if (this.queue.length < this.cfg.DESIRED_PAGE_ROWS) void this.pumpDesired();
@@ -1148,13 +1198,24 @@ function fetchStateFrom(meta: SessionMeta | null): FetchState {
   };
 }
 
-function operationFrame(payload: Payload<'operation.start'>, effect: Effect, revision?: number): Outgoing {
+/** The sequenced error that answers a rejected frame (reply_to: its id, when it is a ULID). */
+function rejectionAnswer(r: { frame_id: string | null; type: string; reason: string }): Outgoing {
+  const replyTo = r.frame_id !== null && ULID_RE.test(r.frame_id) ? r.frame_id : null;
+  return {
+    kind: 'frame',
+    type: 'error',
+    payload: () => ({ code: 'invalid', message: `frame rejected (${r.type.slice(0, 64)}): ${r.reason.slice(0, 400)}`, retryable: false }),
+    replyTo,
+  };
+}
+
+function operationFrame(payload: Payload<'operation.start'>, id: string, effect: Effect, revision?: number): Outgoing {
   return {
     kind: 'frame',
     type: 'operation.start' satisfies MessageType,
+    id,
     payload: () => payload,
     replyTo: null,
-    operationId: payload.operation_id,
     effect,
     ...(revision !== undefined ? { revision } : {}),
   };

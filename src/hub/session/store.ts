@@ -58,6 +58,10 @@ export interface SessionCounters {
   resyncsCompleted: number;
   resyncsIncomplete: number;
   pruned: number;
+  /** Errors from the operator answering a deployment.desired (it could not render it). */
+  desiredRefusals: number;
+  /** Operator frames answered with an error and recorded as rejections (poison, unknown operation…). */
+  answeredRejections: number;
 }
 
 export const ZERO_COUNTERS: SessionCounters = {
@@ -69,6 +73,8 @@ export const ZERO_COUNTERS: SessionCounters = {
   resyncsCompleted: 0,
   resyncsIncomplete: 0,
   pruned: 0,
+  desiredRefusals: 0,
+  answeredRejections: 0,
 };
 
 const SCHEMA = `
@@ -81,13 +87,23 @@ create table if not exists replay (
   frame text not null,
   bytes integer not null
 );
+create table if not exists sent_desired (
+  frame_id text primary key,
+  deployment_id text not null,
+  revision integer not null
+) without rowid;
 `;
+
+/** How many sent deployment.desired frames stay resolvable for an operator's error reply. */
+const SENT_DESIRED_KEEP = 20_000;
 
 // A bound value is limited to 2 MB in Durable Object SQLite: flush appends in chunks below it.
 const FLUSH_CHUNK_BYTES = 1_000_000;
 
 export class SessionStore {
   readonly replay: SqliteReplayStore;
+  /** Rows in sent_desired, roughly (exact after a trim; counted up from 0 after construction). */
+  private sentDesired = 0;
 
   constructor(private readonly storage: DurableObjectStorage) {
     storage.sql.exec(SCHEMA);
@@ -98,6 +114,7 @@ export class SessionStore {
   reinit(): void {
     this.storage.sql.exec(SCHEMA);
     this.replay.clear();
+    this.sentDesired = 0;
   }
 
   loadMeta(): SessionMeta | null {
@@ -113,6 +130,36 @@ export class SessionStore {
       'insert into meta (k, doc) values (1, ?) on conflict (k) do update set doc = excluded.doc',
       JSON.stringify(meta),
     );
+  }
+
+  /**
+   * Which deployment (and revision) each deployment.desired frame carried, so an operator's
+   * error replying to one can be recorded against it. The operator acknowledges a frame it
+   * refuses before (or with) its error, so the replay buffer cannot answer this.
+   */
+  recordSentDesired(entries: readonly [frameId: string, deploymentId: string, revision: number][]): void {
+    if (entries.length === 0) return;
+    this.storage.sql.exec(
+      `insert or replace into sent_desired (frame_id, deployment_id, revision)
+       select json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]') from json_each(?)`,
+      JSON.stringify(entries),
+    );
+    this.sentDesired += entries.length;
+    if (this.sentDesired > SENT_DESIRED_KEEP * 1.5) {
+      // ULIDs sort by time: keep the newest.
+      this.storage.sql.exec(
+        'delete from sent_desired where frame_id < (select frame_id from sent_desired order by frame_id desc limit 1 offset ?)',
+        SENT_DESIRED_KEEP,
+      );
+      this.sentDesired = SENT_DESIRED_KEEP;
+    }
+  }
+
+  sentDesiredFrame(frameId: string): { deploymentId: string; revision: number } | null {
+    const r = this.storage.sql
+      .exec<{ deployment_id: string; revision: number }>('select deployment_id, revision from sent_desired where frame_id = ?', frameId)
+      .toArray()[0];
+    return r ? { deploymentId: r.deployment_id, revision: r.revision } : null;
   }
 
   /** Forget the session entirely (retention expired). */
