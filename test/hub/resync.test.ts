@@ -1,5 +1,6 @@
-import { describe, expect, it } from 'vitest';
-import { desired, node, useHub, type Peer } from './support/hub';
+import { describe, expect, inject, it } from 'vitest';
+import { pgClient } from '../../scripts/lib/pg-node';
+import { desired, node, sleep, useHub, type Peer } from './support/hub';
 
 const h = useHub();
 
@@ -177,5 +178,33 @@ describe('hub full resync (spec: Full resync; DESIGN decision 6)', () => {
       peer.close();
       await peer.closed;
     }
+  });
+
+  it('a row written in the same ingest batch as, but before, the resync.begin is pruned when the snapshot does not carry it', async () => {
+    if (inject('embeddedPostgres')) return; // PGlite has one backend: a held row lock blocks everything.
+    const c = await h.newCluster();
+    const { peer } = await h.openFresh(c);
+    peer.send('node.observed', node('blocker'));
+    await peer.ackedThrough(1);
+    // Stall the next statement on a row lock so the frames behind it gather into one batch.
+    const lock = pgClient(inject('databaseUrl'), inject('pgWsProxy'));
+    await lock.connect();
+    try {
+      await lock.query('begin');
+      await lock.query("select 1 from nodes where cluster_uid = $1 and node_id = 'blocker' for update", [c.uid]);
+      peer.send('node.observed', node('blocker'));
+      await sleep(300);
+      peer.send('node.observed', node('stale'));
+      const begin = peer.send('resync.begin', { scope: ['node'] });
+      peer.send('node.observed', node('n1'), { reply_to: begin });
+      peer.send('stream.end', { complete: true, count: 1 }, { reply_to: begin });
+      await sleep(300);
+    } finally {
+      await lock.query('rollback');
+      await lock.end();
+    }
+    await peer.ackedThrough(peer.nextSeq - 1, 10_000);
+    expect(await nodesOf(c.uid)).toEqual(['n1']);
+    peer.close();
   });
 });

@@ -326,12 +326,20 @@ export function buildBatch(
   const n = nodes.split();
   const d = devices.split();
   const dep = deployments.split();
-  batch.nodes = n.upserts;
+  // A complete snapshot in this batch supersedes what this batch said before its begin: the
+  // statement spares every subject it writes, so a subject last written before the begin (and
+  // not carried since) must not be written at all, and the prune removes its row.
+  const survives = (kind: ResyncKind) => {
+    const begin = Math.max(0, ...batch.prunes.filter((x) => x.kind === kind).map((x) => x.begin_seq));
+    return (x: { seq: number }) => x.seq > begin;
+  };
+  batch.nodes = n.upserts.filter(survives('node'));
   batch.nodeDeletes = n.deletes;
-  batch.devices = d.upserts;
+  batch.devices = d.upserts.filter(survives('device'));
   batch.deviceDeletes = d.deletes;
-  batch.deployments = dep.upserts;
+  batch.deployments = dep.upserts.filter(survives('deployment'));
   batch.deploymentDeletes = dep.deletes;
+  if (batch.cluster && !survives('cluster')(batch.cluster)) batch.cluster = null;
   batch.operationUpdates = [...ops.values()];
   return { batch, resyncs, streams, peerErrors };
 }
