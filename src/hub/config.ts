@@ -32,6 +32,8 @@ const ConfigSchema = z.object({
   /** Rows fetched per desired-state query. */
   DESIRED_PAGE_ROWS: ms(1_000),
   PG_QUERY_TIMEOUT_MS: ms(10_000),
+  /** A session's ingest statement waits this long for a row lock (at most half PG_QUERY_TIMEOUT_MS). */
+  PG_LOCK_TIMEOUT_MS: ms(2_000),
   /** Shared Postgres connections (gateway objects) for lookups, claims, polls and the admin API. */
   DB_GATEWAY_SHARDS: ms(4),
   PG_IDLE_CLOSE_MS: ms(3_000),

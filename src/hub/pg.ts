@@ -47,6 +47,12 @@ export interface PgOptions {
   idleCloseMs?: number;
   /** Deadline per query; a stalled database must not wedge a session. */
   queryTimeoutMs?: number;
+  /**
+   * How long a statement waits for a row lock before failing (55P03) on this connection. Shorter
+   * than the query deadline, so a lock held elsewhere fails one statement quickly, on a
+   * connection that survives, and the ingest pipeline can isolate the frame that waited.
+   */
+  lockTimeoutMs?: number;
   connectTimeoutMs?: number;
 }
 
@@ -64,6 +70,7 @@ export class Pg {
   private readonly idleCloseMs: number;
   private readonly queryTimeoutMs: number;
   private readonly connectTimeoutMs: number;
+  private readonly lockTimeoutMs: number | undefined;
 
   constructor(
     private readonly config: PgConfig,
@@ -72,6 +79,7 @@ export class Pg {
     this.idleCloseMs = options.idleCloseMs ?? 3_000;
     this.queryTimeoutMs = options.queryTimeoutMs ?? 10_000;
     this.connectTimeoutMs = options.connectTimeoutMs ?? 5_000;
+    this.lockTimeoutMs = options.lockTimeoutMs;
   }
 
   /**
@@ -123,6 +131,7 @@ export class Pg {
       connectionTimeoutMillis: this.connectTimeoutMs,
       // The server gives up too: a statement we stopped waiting for must not commit much later.
       statement_timeout: this.queryTimeoutMs,
+      ...(this.lockTimeoutMs !== undefined ? { lock_timeout: Math.max(1, Math.round(this.lockTimeoutMs)) } : {}),
     });
     const drop = () => {
       if (this.client === client) this.client = null;

@@ -181,7 +181,8 @@ describe('resume (spec: Sequence numbers and resume)', () => {
       await lock.query('select 1 from cluster_owners where cluster_uid = $1 for update', [c.uid]);
       again = await h.connect(c.token, sessionId);
       again.send('hello', { cluster_id: c.name, operator_version: '0.1.0', session_id: sessionId, resume_from: cursor, lossy: false });
-      await new Promise((r) => setTimeout(r, 300));
+      await new Promise((r) => setTimeout(r, 200));
+      peer.send('ping', {}); // the old connection stays live (a loaded machine is slow)
       await h.admin('PUT', `/clusters/${c.name}/deployments/during-claim`, desired());
       const onOld = await peer.next((f) => f.type === 'deployment.desired');
       expect(onOld.seq).toBe(cursor + 1);

@@ -2,7 +2,17 @@ import { describe, expect, it } from 'vitest';
 import { inject } from 'vitest';
 import { CloseCode } from '../../src/protocol';
 import { pgClient } from '../../scripts/lib/pg-node';
-import { FAST_TIMERS, node, useHub } from './support/hub';
+import { eventually, FAST_TIMERS, node, useHub } from './support/hub';
+
+const device = (id: string, driver: string) => ({
+  device_id: id,
+  node_id: 'n1',
+  vendor: 'nvidia',
+  model: 'H100',
+  memory_total_mb: 81920,
+  health: 'healthy' as const,
+  driver_version: driver,
+});
 
 const h = useHub();
 
@@ -71,5 +81,44 @@ describe('transient failure (spec: Acknowledgement is continuous; Poison frames)
     await again.ackedThrough(2, 10_000);
     expect((await h.sql('select node_id from nodes where cluster_uid = $1 order by 1', [c.uid])).map((r) => r.node_id)).toEqual(['n0', 'n1']);
     again.close();
+  });
+
+  it('reading does not stop at a hole: frames after a locked row apply while the ack stays behind it, and catches up when the lock goes', async () => {
+    if (inject('embeddedPostgres')) return;
+    const c = await h.newCluster();
+    const { peer } = await h.openFresh(c);
+    peer.send('device.observed', device('GPU-locked', 'before'));
+    await peer.ackedThrough(1);
+    const lock = pgClient(inject('databaseUrl'), inject('pgWsProxy'));
+    await lock.connect();
+    try {
+      await lock.query('begin');
+      await lock.query("select 1 from devices where cluster_uid = $1 and device_id = 'GPU-locked' for update", [c.uid]);
+      peer.send('device.observed', device('GPU-locked', 'after')); // seq 2: waits on the lock
+      for (let i = 1; i <= 4; i++) peer.send('device.observed', device(`GPU-${i}`, 'new')); // seq 3..6
+      // The frames behind the hole are applied: visible through the admin API.
+      const seen = await eventually(async () => {
+        const r = await h.admin('GET', `/clusters/${c.name}/devices`);
+        const ids = (r.json.items as { device_id: string }[]).map((d) => d.device_id).sort();
+        return ids.length === 5 ? ids : undefined;
+      }, 10_000);
+      expect(seen).toEqual(['GPU-1', 'GPU-2', 'GPU-3', 'GPU-4', 'GPU-locked']);
+      // …while the ack stays behind the frame that could not apply.
+      expect(peer.lastAck()).toBe(1);
+      const view = await h.admin('GET', `/clusters/${c.name}`);
+      expect(view.json.session.live).toMatchObject({ hub_cursor: 1, held_subjects: 1 });
+      peer.send('ping', {});
+    } finally {
+      await lock.query('rollback');
+      await lock.end();
+    }
+    await peer.ackedThrough(6, 10_000);
+    const rows = await h.sql<{ device_id: string; driver_version: string }>(
+      'select device_id, driver_version from devices where cluster_uid = $1 order by 1',
+      [c.uid],
+    );
+    // The held frame applied after all, and nothing older overwrote anything newer.
+    expect(rows.find((r) => r.device_id === 'GPU-locked')?.driver_version).toBe('after');
+    peer.close();
   });
 });

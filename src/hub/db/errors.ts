@@ -22,6 +22,17 @@ export function classifyDbError(err: unknown): FailureClass {
   return 'transient';
 }
 
+// A lock not granted in time, a statement timeout, a serialization failure or a deadlock: one
+// frame's row can cause these, so the ingest pipeline isolates the frame instead of stalling
+// every frame behind it.
+const ISOLATABLE_STATES = new Set(['55P03', '57014', '40001', '40P01']);
+
+/** A transient failure that one frame's subject may have caused (see ISOLATABLE_STATES). */
+export function isIsolatable(err: unknown): boolean {
+  const state = sqlState(err);
+  return state !== null && ISOLATABLE_STATES.has(state);
+}
+
 export function describeError(err: unknown): string {
   const state = sqlState(err);
   return state ? `${state}: ${messageOf(err)}` : messageOf(err);

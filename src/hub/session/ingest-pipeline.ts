@@ -1,8 +1,9 @@
 import { applyIngestBatch, type IngestResult, type SessionFence } from '../db/ingest';
-import { classifyDbError, describeError } from '../db/errors';
+import { classifyDbError, describeError, isIsolatable } from '../db/errors';
 import type { Sql } from '../db/sql';
 import type { Logger } from '../log';
 import { buildBatch, type BuiltBatch, type InboundItem, type SentDesiredLookup } from './ingest-batch';
+import { DEFAULT_SCHEDULE_LIMITS, IngestSchedule, type FailureKind, type ScheduleLimits } from './ingest-schedule';
 import type { OpResync } from './store';
 
 export interface IngestHost {
@@ -20,52 +21,62 @@ export interface IngestHost {
   log: Logger;
 }
 
-const MAX_RETRY_DELAY_MS = 2_000;
-
 /**
  * Applies accepted frames in batches: whatever arrived while the previous batch was in flight
  * forms the next one, so one round trip carries many frames. Ack means applied: nothing is
- * settled until its batch commits.
+ * settled until its batch commits. Which frames a statement carries is the schedule's decision
+ * (ingest-schedule.ts); this class runs statements and sleeps.
  *
- * - Transient failure (connection, timeout, lock, unknown): the same frames are retried, in
- *   order, with backoff; newer frames queue behind them. The session closes the connection
- *   when the oldest has waited too long, so the peer replays from the cursor.
+ * - A transient failure one frame can cause (lock, statement timeout, serialization): the batch
+ *   is split until that frame is alone; its subject is held and retried with backoff while every
+ *   other frame goes on being applied. The cursor stays behind it; the session closes the
+ *   connection when it has waited too long, so the peer replays from the cursor.
+ * - Any other transient failure (the database unreachable): the same frames again after a backoff.
  * - Permanent failure (the data itself, SQLSTATE class 21/22/23): the batch is split until the
  *   frame the database refuses is alone; that one becomes a recorded rejection.
  */
 export class IngestPipeline {
-  private pending: InboundItem[] = [];
+  private readonly schedule: IngestSchedule;
   private running: Promise<void> | null = null;
   private stopping = false;
-  private chunkLimit: number;
-  private retryDelay = 0;
   private wake: (() => void) | null = null;
-  /** Consecutive transient failures, for the live view. */
+  /** Consecutive failed statements, for the live view. */
   transientFailures = 0;
 
   constructor(
     private readonly host: IngestHost,
-    private readonly maxBatch: number,
+    maxBatch: number,
+    limits: Partial<ScheduleLimits> = {},
   ) {
-    this.chunkLimit = maxBatch;
+    this.schedule = new IngestSchedule({ ...DEFAULT_SCHEDULE_LIMITS, ...limits, maxBatch });
   }
 
   get size(): number {
-    return this.pending.length;
+    return this.schedule.size;
+  }
+
+  /** Subjects whose frames are set aside after a transient failure. */
+  get heldSubjects(): number {
+    return this.schedule.heldSubjects;
   }
 
   /** When the oldest unapplied frame arrived, or null when everything is applied. */
   oldestArrival(): number | null {
-    return this.pending[0]?.arrivedAt ?? null;
+    return this.schedule.oldestArrival();
   }
 
   push(item: InboundItem): void {
-    this.pending.push(item);
+    this.schedule.push(item);
     this.kick();
   }
 
   kick(): void {
-    if (this.running || this.stopping) return;
+    if (this.stopping) return;
+    if (this.running) {
+      // A frame for a subject nobody waits on may be runnable at once.
+      this.wake?.();
+      return;
+    }
     this.running = this.run();
   }
 
@@ -79,10 +90,8 @@ export class IngestPipeline {
     try {
       await this.running;
     } finally {
-      this.pending = [];
+      this.schedule.clear();
       this.stopping = false;
-      this.chunkLimit = this.maxBatch;
-      this.retryDelay = 0;
       this.transientFailures = 0;
     }
   }
@@ -91,37 +100,31 @@ export class IngestPipeline {
     try {
       // Let frames that arrive in the same tick join the first batch.
       await Promise.resolve();
-      while (this.pending.length > 0 && !this.stopping) {
+      while (!this.stopping) {
+        const plan = this.schedule.next(Date.now());
+        if ('idle' in plan) return;
+        if ('waitUntil' in plan) {
+          await this.sleep(plan.waitUntil - Date.now());
+          continue;
+        }
         const fence = this.host.fence();
         if (!fence) return;
-        const chunk = this.pending.slice(0, this.chunkLimit);
+        const chunk = plan.run;
         const built = buildBatch(chunk, this.host.resyncs(), this.host.sentDesired);
         let result: IngestResult;
         try {
           result = await applyIngestBatch(this.host.sql, fence, built.batch);
         } catch (err) {
           if (this.stopping) return;
-          if (classifyDbError(err) === 'permanent') {
-            this.onPermanent(chunk, err);
-            continue;
-          }
+          this.onFailure(chunk, err);
           if (!this.host.keepRetrying()) {
             this.host.log.warn('ingest failed with no connection left; dropping unapplied frames for replay', {
               error: describeError(err),
-              frames: this.pending.length,
+              frames: this.schedule.size,
             });
-            this.pending = [];
+            this.schedule.clear();
             return;
           }
-          this.transientFailures++;
-          this.retryDelay = Math.min(MAX_RETRY_DELAY_MS, this.retryDelay ? this.retryDelay * 2 : 50);
-          this.host.log.warn('ingest batch failed; ack withheld, will retry', {
-            error: describeError(err),
-            frames: chunk.length,
-            first_seq: chunk[0]?.seq,
-            retry_ms: this.retryDelay,
-          });
-          await this.sleep(this.retryDelay);
           continue;
         }
         if (this.stopping && !result.fenced) return;
@@ -129,54 +132,62 @@ export class IngestPipeline {
           this.host.fenceLost();
           return;
         }
-        this.pending.splice(0, chunk.length);
+        this.schedule.succeeded();
         this.transientFailures = 0;
-        this.retryDelay = 0;
-        this.chunkLimit = Math.min(this.maxBatch, this.chunkLimit * 2);
         this.host.committed(chunk, built, result);
       }
     } finally {
-      // Cleared in the same turn as the last look at `pending`: a `.finally()` on the promise
+      // Cleared in the same turn as the last look at the schedule: a `.finally()` on the promise
       // would clear it a microtask later, and a frame pushed in between would wait for the next push.
       this.running = null;
     }
   }
 
-  private onPermanent(chunk: InboundItem[], err: unknown): void {
-    if (chunk.length > 1) {
-      this.chunkLimit = Math.ceil(chunk.length / 2);
-      this.host.log.warn('ingest batch refused by the database; splitting to find the frame', {
+  private onFailure(chunk: InboundItem[], err: unknown): void {
+    const kind: FailureKind = classifyDbError(err) === 'permanent' ? 'permanent' : isIsolatable(err) ? 'isolatable' : 'global';
+    const fields = { error: describeError(err), frames: chunk.length, first_seq: chunk[0]?.seq };
+    const refused = this.schedule.failed(kind, Date.now());
+    if (kind === 'permanent') {
+      if (!refused) {
+        this.host.log.warn('ingest batch refused by the database; splitting to find the frame', fields);
+        return;
+      }
+      // Alone and still refused: a permanently unappliable frame. Accept, record, move on.
+      this.schedule.replace({
+        seq: refused.seq,
+        id: refused.id,
+        replyTo: refused.replyTo,
+        type: refused.type,
+        arrivedAt: refused.arrivedAt,
+        kind: 'poison',
+        reason: `database refused the frame: ${describeError(err).slice(0, 500)}`,
+      });
+      this.host.log.error('poison frame: database refused it; recording rejection', {
+        seq: refused.seq,
+        type: refused.type,
+        frame_id: refused.id,
         error: describeError(err),
-        frames: chunk.length,
-        first_seq: chunk[0]?.seq,
       });
       return;
     }
-    const [item] = chunk as [InboundItem];
-    // Alone and still refused: a permanently unappliable frame. Accept, record, move on.
-    this.pending[0] = {
-      seq: item.seq,
-      id: item.id,
-      replyTo: item.replyTo,
-      type: item.type,
-      arrivedAt: item.arrivedAt,
-      kind: 'poison',
-      reason: `database refused the frame: ${describeError(err).slice(0, 500)}`,
-    };
-    this.host.log.error('poison frame: database refused it; recording rejection', {
-      seq: item.seq,
-      type: item.type,
-      frame_id: item.id,
-      error: describeError(err),
-    });
+    this.transientFailures++;
+    this.host.log.warn(
+      kind === 'isolatable'
+        ? 'ingest batch failed transiently; isolating the frame, ack withheld behind it, later frames still applied'
+        : 'ingest batch failed; ack withheld, will retry',
+      { ...fields, held_subjects: this.schedule.heldSubjects },
+    );
   }
 
   private sleep(ms: number): Promise<void> {
     return new Promise((resolve) => {
-      const t = setTimeout(() => {
-        this.wake = null;
-        resolve();
-      }, ms);
+      const t = setTimeout(
+        () => {
+          this.wake = null;
+          resolve();
+        },
+        Math.max(0, ms),
+      );
       this.wake = () => {
         clearTimeout(t);
         this.wake = null;

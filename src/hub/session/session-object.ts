@@ -70,6 +70,8 @@ export interface LiveView {
   hub_expected: number;
   /** Frames accepted and not yet applied. */
   pending_apply: number;
+  /** Subjects (a node, a GPU, …) whose frames are set aside after a transient failure; later frames still apply. */
+  held_subjects: number;
   /** The hub's last sent seq and the operator's cursor of it. */
   last_sent_seq: number;
   operator_cursor: number;
@@ -139,7 +141,11 @@ export class SessionObject extends DurableObject<HubEnv> {
     this.store = new SessionStore(ctx.storage);
     // Its own connection for ingest only (large fenced batches, while frames flow); everything
     // else goes through the shared gateway, so an idle session holds no connection.
-    this.pg = new Pg(env, { idleCloseMs: this.cfg.PG_IDLE_CLOSE_MS, queryTimeoutMs: this.cfg.PG_QUERY_TIMEOUT_MS });
+    this.pg = new Pg(env, {
+      idleCloseMs: this.cfg.PG_IDLE_CLOSE_MS,
+      queryTimeoutMs: this.cfg.PG_QUERY_TIMEOUT_MS,
+      lockTimeoutMs: Math.min(this.cfg.PG_LOCK_TIMEOUT_MS, this.cfg.PG_QUERY_TIMEOUT_MS / 2),
+    });
     this.shared = gatewaySql(env);
     this.baseLog = createLogger({ component: 'session' });
     this.meta = this.store.loadMeta();
@@ -1145,6 +1151,7 @@ export class SessionObject extends DurableObject<HubEnv> {
       hub_cursor: this.inbound.cursor,
       hub_expected: this.inbound.expected,
       pending_apply: this.ingest.size,
+      held_subjects: this.ingest.heldSubjects,
       last_sent_seq: this.outbound.lastSent,
       operator_cursor: this.outbound.peerAck,
       replay_buffer_frames: this.outbound.unacked,

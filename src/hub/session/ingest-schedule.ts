@@ -1,0 +1,242 @@
+/**
+ * Which accepted frames the next ingest statement carries, and what a failure does to that
+ * choice. Pure (no clock of its own, no I/O): the pipeline drives it, and a property test drives
+ * it through random failures.
+ *
+ * Reading does not stop at a hole: when a statement fails transiently in a way one frame can
+ * cause (a row lock, a statement timeout, a serialization failure), the batch is split until the
+ * failing frame stands alone; that frame's subject is then held (retried with backoff) and every
+ * other frame goes on being applied. Order is kept where it matters:
+ * - per subject: a frame never applies before an earlier frame about the same node, GPU,
+ *   deployment, operation… (a later statement must never be overwritten by an older one);
+ * - at a resync boundary (`resync.begin`, `stream.end`): it applies only after every frame before
+ *   it, and nothing after it applies before it (a prune must see the whole stream, and the
+ *   stream's count only the frames inside it).
+ * The contiguous cursor stays behind the first unapplied frame (the sequencer's rule), so the ack
+ * never passes a hole.
+ */
+import type { InboundItem } from './ingest-batch';
+
+/** How a failed statement failed. */
+export type FailureKind =
+  /** Could be one frame's doing (lock, timeout, serialization): split and isolate. */
+  | 'isolatable'
+  /** The database is unreachable or failing as a whole: retry the same frames after a backoff. */
+  | 'global'
+  /** The data itself (SQLSTATE 21/22/23): split until the refused frame is alone. */
+  | 'permanent';
+
+export interface ScheduleLimits {
+  maxBatch: number;
+  /** Subjects held at once before isolation gives up and the whole backlog waits. */
+  maxHeld: number;
+  baseDelayMs: number;
+  maxDelayMs: number;
+}
+
+export const DEFAULT_SCHEDULE_LIMITS: ScheduleLimits = { maxBatch: 2_000, maxHeld: 8, baseDelayMs: 50, maxDelayMs: 2_000 };
+
+/** The ordering key of a frame, or null when it may apply in any order (events, rejections). */
+export function subjectOf(item: InboundItem): string | null {
+  if (item.kind !== 'message') return null;
+  const m = item.message;
+  switch (m.type) {
+    case 'cluster.observed':
+      return 'cluster';
+    case 'node.observed':
+    case 'node.removed':
+      return `node:${m.payload.node_id}`;
+    case 'device.observed':
+    case 'device.removed':
+      return `device:${m.payload.device_id}`;
+    case 'deployment.observed':
+    case 'deployment.removed':
+      return `deployment:${m.payload.deployment_id}`;
+    case 'link.stats':
+      return 'link';
+    case 'operation.accepted':
+    case 'operation.progress':
+    case 'operation.result':
+      return `op:${m.payload.operation_id}`;
+    case 'error':
+      return item.replyTo === null ? null : `reply:${item.replyTo}`;
+    default:
+      return null;
+  }
+}
+
+export function isBarrier(item: InboundItem): boolean {
+  return item.type === 'resync.begin' || item.type === 'stream.end';
+}
+
+interface Hold {
+  until: number;
+  attempts: number;
+}
+
+export type Plan =
+  /** Run one statement with these frames (in seq order). */
+  | { run: InboundItem[] }
+  /** Nothing can run before this time (held subjects, or a backoff). */
+  | { waitUntil: number }
+  /** Nothing pending. */
+  | { idle: true };
+
+export class IngestSchedule {
+  private pending: InboundItem[] = [];
+  private readonly held = new Map<string, Hold>();
+  private chunkLimit: number;
+  /** A whole-backlog backoff after a global failure (or when isolation cannot help). */
+  private backoffUntil = 0;
+  private backoffMs = 0;
+  /** Subjects isolated since the last statement that succeeded: two means the cause is not one frame. */
+  private isolatedWithoutProgress = 0;
+  /** The frames of the last plan, so a failure can be attributed. */
+  private lastRun: InboundItem[] = [];
+  private lastRunWasRetryOf: string | null = null;
+
+  constructor(private readonly limits: ScheduleLimits = DEFAULT_SCHEDULE_LIMITS) {
+    this.chunkLimit = limits.maxBatch;
+  }
+
+  get size(): number {
+    return this.pending.length;
+  }
+
+  get heldSubjects(): number {
+    return this.held.size;
+  }
+
+  /** When the oldest unapplied frame arrived, or null when everything is applied. */
+  oldestArrival(): number | null {
+    return this.pending[0]?.arrivedAt ?? null;
+  }
+
+  push(item: InboundItem): void {
+    this.pending.push(item);
+  }
+
+  /** Forget everything unapplied (the peer replays it after a resume). */
+  clear(): void {
+    this.pending = [];
+    this.held.clear();
+    this.chunkLimit = this.limits.maxBatch;
+    this.backoffUntil = 0;
+    this.backoffMs = 0;
+    this.isolatedWithoutProgress = 0;
+    this.lastRun = [];
+    this.lastRunWasRetryOf = null;
+  }
+
+  /** Replace a frame the database refused with its rejection (same seq, same place). */
+  replace(item: InboundItem): void {
+    const i = this.pending.findIndex((x) => x.seq === item.seq);
+    if (i >= 0) this.pending[i] = item;
+  }
+
+  next(now: number): Plan {
+    if (this.pending.length === 0) return { idle: true };
+    if (now < this.backoffUntil) return { waitUntil: this.backoffUntil };
+    // A held subject whose time has come is retried alone first: if it still fails, nothing
+    // else has to be split again to find it.
+    for (const [key, hold] of this.held) {
+      if (hold.until > now) continue;
+      const run = this.framesOf(key);
+      if (run.length > 0) return this.plan(run, key);
+      this.held.delete(key);
+    }
+    const run: InboundItem[] = [];
+    let skipped = false;
+    for (const item of this.pending) {
+      if (run.length >= this.chunkLimit) break;
+      if (isBarrier(item)) {
+        if (skipped) break;
+        run.push(item);
+        continue;
+      }
+      const key = subjectOf(item);
+      if (key !== null && this.held.has(key)) {
+        skipped = true;
+        continue;
+      }
+      run.push(item);
+    }
+    if (run.length > 0) return this.plan(run, null);
+    return { waitUntil: Math.min(...[...this.held.values()].map((h) => h.until)) };
+  }
+
+  /** The last plan's statement committed: those frames are applied. */
+  succeeded(): InboundItem[] {
+    const done = new Set(this.lastRun.map((x) => x.seq));
+    this.pending = this.pending.filter((x) => !done.has(x.seq));
+    if (this.lastRunWasRetryOf !== null) this.held.delete(this.lastRunWasRetryOf);
+    this.chunkLimit = Math.min(this.limits.maxBatch, this.chunkLimit * 2);
+    this.backoffMs = 0;
+    this.isolatedWithoutProgress = 0;
+    const ran = this.lastRun;
+    this.lastRun = [];
+    return ran;
+  }
+
+  /**
+   * The last plan's statement failed. Returns the frame to turn into a rejection when a
+   * permanent failure has been narrowed to one frame, else null.
+   */
+  failed(kind: FailureKind, now: number): InboundItem | null {
+    const run = this.lastRun;
+    this.lastRun = [];
+    if (kind === 'permanent') {
+      if (run.length > 1) {
+        this.chunkLimit = Math.ceil(run.length / 2);
+        return null;
+      }
+      return run[0] ?? null;
+    }
+    // Two subjects set aside and still nothing applies: the cause is not one frame.
+    if (kind === 'isolatable' && this.isolatedWithoutProgress < 2) {
+      if (this.lastRunWasRetryOf !== null) {
+        this.hold(this.lastRunWasRetryOf, now);
+        return null;
+      }
+      if (run.length > 1) {
+        this.chunkLimit = Math.ceil(run.length / 2);
+        return null;
+      }
+      const only = run[0];
+      const key = only && !isBarrier(only) ? subjectOf(only) : null;
+      if (key !== null && this.held.size < this.limits.maxHeld) {
+        this.isolatedWithoutProgress++;
+        this.hold(key, now);
+        this.chunkLimit = this.limits.maxBatch;
+        return null;
+      }
+    }
+    // Nothing to isolate (the database as a whole, or a frame that cannot be set aside): the
+    // same frames again after a backoff.
+    this.backoffMs = Math.min(this.limits.maxDelayMs, this.backoffMs ? this.backoffMs * 2 : this.limits.baseDelayMs);
+    this.backoffUntil = now + this.backoffMs;
+    return null;
+  }
+
+  private plan(run: InboundItem[], retryOf: string | null): Plan {
+    this.lastRun = run;
+    this.lastRunWasRetryOf = retryOf;
+    return { run };
+  }
+
+  private framesOf(key: string): InboundItem[] {
+    const run: InboundItem[] = [];
+    for (const item of this.pending) {
+      if (run.length >= this.chunkLimit || isBarrier(item)) break;
+      if (subjectOf(item) === key) run.push(item);
+    }
+    return run;
+  }
+
+  private hold(key: string, now: number): void {
+    const prev = this.held.get(key);
+    const attempts = (prev?.attempts ?? 0) + 1;
+    const delay = Math.min(this.limits.maxDelayMs, this.limits.baseDelayMs * 2 ** (attempts - 1));
+    this.held.set(key, { until: now + delay, attempts });
+  }
+}
