@@ -56,5 +56,28 @@ export function readFrame(text: string): Incoming {
   if (!payload.ok && payload.unknownType) return { kind: 'unknown', envelope };
   if (problem) return { kind: 'poison', envelope, reason: problem };
   if (!payload.ok) return { kind: 'poison', envelope, reason: payload.reason };
+  // A `__proto__` key parses as an own property but vanishes from any object built from it (the
+  // schemas drop it in silence): refuse it instead. Cheap unless the text could hold one.
+  if ((text.includes('__proto__') || text.includes('\\u')) && protoKeyPath(envelope.payload) !== null) {
+    return { kind: 'poison', envelope, reason: `payload key ${protoKeyPath(envelope.payload)} is not allowed` };
+  }
   return { kind: 'message', envelope, message: payload.message };
+}
+
+/** The dotted path of the first own `__proto__` key in a parsed JSON value, or null. */
+function protoKeyPath(v: unknown, path = 'payload'): string | null {
+  if (v === null || typeof v !== 'object') return null;
+  if (Array.isArray(v)) {
+    for (let i = 0; i < v.length; i++) {
+      const p = protoKeyPath(v[i], `${path}.${i}`);
+      if (p) return p;
+    }
+    return null;
+  }
+  for (const key of Object.keys(v)) {
+    if (key === '__proto__') return `${path}.__proto__`;
+    const p = protoKeyPath((v as Record<string, unknown>)[key], `${path}.${key}`);
+    if (p) return p;
+  }
+  return null;
 }

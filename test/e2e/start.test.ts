@@ -170,8 +170,8 @@ async function hello(hubUrl: string, token: string): Promise<{ type: string; pay
 async function adminClusters(hubUrl: string, adminToken: string): Promise<{ uid: string; name: string }[]> {
   const res = await fetch(`${hubUrl}/admin/clusters`, { headers: { authorization: `Bearer ${adminToken}` } });
   expect(res.status).toBe(200);
-  const body = (await res.json()) as { clusters: { uid: string; name: string }[] };
-  return body.clusters;
+  const body = (await res.json()) as { items: { uid: string; name: string }[] };
+  return body.items;
 }
 
 function startLines(stderr: string): string[] {

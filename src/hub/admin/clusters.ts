@@ -9,6 +9,7 @@ import { jsonError } from '../http-errors';
 import type { LiveView, SessionObject } from '../session/session-object';
 import { generateEnrollmentToken, hashToken, toHex } from '../tokens';
 import { adminRouter, commonResponses, errorResponse } from './app';
+import { cursorCodec, KeyText, LimitParam } from './paging';
 
 export const ClusterIdParam = z.object({
   id: z.string().min(1).max(253).openapi({ description: 'the cluster uid or name', example: 'gpu-east-1' }),
@@ -208,9 +209,12 @@ async function askSession(env: HubEnv, clusterUid: string, sessionId: string): P
   }
 }
 
+const clusterCursor = cursorCodec<readonly [uid: string]>('cl', z.tuple([KeyText]));
+
 const ListQuery = z.object({
-  limit: z.coerce.number().int().min(1).max(500).default(100),
-  after: z.string().max(64).optional().openapi({ description: 'the last uid of the previous page' }),
+  limit: LimitParam,
+  cursor: clusterCursor.param,
+  after: z.string().max(64).optional().openapi({ description: 'deprecated (one release): the last uid of the previous page; use cursor' }),
 });
 
 export const clustersRouter = adminRouter()
@@ -260,20 +264,31 @@ export const clustersRouter = adminRouter()
         200: {
           description: 'a page of clusters, by uid',
           content: {
-            'application/json': { schema: z.object({ clusters: z.array(ClusterSchema), next: z.string().nullable() }) },
+            'application/json': {
+              schema: z
+                .object({
+                  items: z.array(ClusterSchema),
+                  next_cursor: z.string().nullable().openapi({ description: 'pass as ?cursor= for the next page; null on the last page' }),
+                  clusters: z.array(ClusterSchema).openapi({ description: 'deprecated (one release): the same as items', deprecated: true }),
+                  next: z.string().nullable().openapi({ description: 'deprecated (one release): the last uid, for ?after=', deprecated: true }),
+                })
+                .openapi('ClusterPage'),
+            },
           },
         },
         400: errorResponse('invalid query parameter (the field is named)'),
       },
     }),
     async (c) => {
-      const { limit, after } = c.req.valid('query');
+      const { limit, cursor, after } = c.req.valid('query');
+      const from = cursor !== undefined ? (clusterCursor.decode(cursor)?.[0] ?? null) : (after ?? null);
       const { rows } = await c.var.pg.query<ClusterViewRow>(
         `${VIEW_SQL} where ($4::text is null or c.uid > $4) order by c.uid limit $5`,
-        [...viewParams(c.env), after ?? null, limit + 1],
+        [...viewParams(c.env), from, limit + 1],
       );
-      const page = rows.slice(0, limit).map(toView);
-      return c.json({ clusters: page, next: rows.length > limit ? (page[page.length - 1]?.uid ?? null) : null }, 200);
+      const items = rows.slice(0, limit).map(toView);
+      const last = rows.length > limit ? (items[items.length - 1]?.uid ?? null) : null;
+      return c.json({ items, next_cursor: last === null ? null : clusterCursor.encode([last]), clusters: items, next: last }, 200);
     },
   )
   .openapi(

@@ -1,8 +1,10 @@
 import { OpenAPIHono } from '@hono/zod-openapi';
-import { describeError } from '../db/errors';
+import { HTTPException } from 'hono/http-exception';
+import { classifyDbError, describeError } from '../db/errors';
 import { jsonError } from '../http-errors';
 import { createLogger } from '../log';
 import { adminAuth, requestPg, type AdminEnv } from './app';
+import { jsonBodyGuard } from './body-guard';
 import { clustersRouter } from './clusters';
 import { desiredRouter } from './desired';
 import { operationsRouter } from './operations';
@@ -25,13 +27,23 @@ export function adminApp(): OpenAPIHono<AdminEnv> {
   });
   admin.openAPIRegistry.registerComponent('securitySchemes', 'bearer', { type: 'http', scheme: 'bearer' });
   admin.use('*', adminAuth);
+  admin.use('*', jsonBodyGuard);
   admin.use('*', requestPg);
   admin.route('/', clustersRouter);
   admin.route('/', desiredRouter);
   admin.route('/', readsRouter);
   admin.route('/', operationsRouter);
   admin.onError((err, c) => {
-    if ('getResponse' in err && typeof err.getResponse === 'function') return err.getResponse() as Response;
+    // The framework's own refusals (a body it could not read, …) in the API's JSON shape.
+    if (err instanceof HTTPException) {
+      const status = err.status >= 400 && err.status < 500 ? err.status : 400;
+      return jsonError(c, status as 400, status === 415 ? 'unsupported_media_type' : 'invalid', err.message || 'invalid request');
+    }
+    // The database refused the data itself (class 21/22/23): a retry can never succeed.
+    if (classifyDbError(err) === 'permanent') {
+      log.warn('admin request refused by the database', { path: c.req.path, error: describeError(err) });
+      return jsonError(c, 400, 'invalid', `the database refused the request's data: ${describeError(err).slice(0, 300)}`);
+    }
     log.error('admin request failed', { path: c.req.path, error: describeError(err) });
     return jsonError(c, 503, 'unavailable', 'the hub could not complete the request; retry');
   });

@@ -98,3 +98,30 @@ describe('envelope', () => {
     expect(f.id).toMatch(/^[0-9A-HJKMNP-TV-Z]{26}$/);
   });
 });
+
+describe('__proto__ keys in a payload', () => {
+  const base = {
+    v: 1,
+    type: 'node.observed',
+    id: '01J9X2E5G7QK8V3B0YHN4TZC00',
+    seq: 1,
+    ack: null,
+    reply_to: null,
+    ts: '2026-08-19T14:02:11.482Z',
+    payload: { node_id: 'n', name: 'n', ready: true, schedulable: true, labels: { a: 'b' }, taints: [], allocatable: { gpus: 1, cpu_millis: 1, memory_mb: 1 } },
+  };
+  const text = JSON.stringify(base);
+
+  it('make a poison frame (a schema would drop the key in silence), named by path', () => {
+    const r = readFrame(text.replace('"a":"b"', '"__proto__":"b"'));
+    expect(r).toMatchObject({ kind: 'poison', reason: 'payload key payload.labels.__proto__ is not allowed' });
+  });
+
+  it('are found when written with escapes too', () => {
+    expect(readFrame(text.replace('"a":"b"', '"\\u005f_proto__":"b"')).kind).toBe('poison');
+  });
+
+  it('leave an ordinary frame alone', () => {
+    expect(readFrame(text).kind).toBe('message');
+  });
+});

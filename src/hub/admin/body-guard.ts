@@ -1,0 +1,74 @@
+import type { MiddlewareHandler } from 'hono';
+import { jsonError } from '../http-errors';
+import type { AdminEnv } from './app';
+
+/**
+ * The admin API's JSON body at the trust boundary, before any route validates it:
+ * - a body must be `application/json` (415 otherwise) and parse (400 otherwise), answered with
+ *   the API's JSON error shape instead of the framework's plain text;
+ * - no key may be `__proto__` (a JavaScript object would silently drop it: a value the caller
+ *   sent would never be stored, with no error);
+ * - no string may hold what Postgres text cannot (NUL) or a lone UTF-16 surrogate (invalid in
+ *   jsonb): refused here with the field named, instead of a database error that could never
+ *   succeed on retry.
+ * Routes without a body (POST …/disable) pass untouched.
+ */
+export const jsonBodyGuard: MiddlewareHandler<AdminEnv> = async (c, next) => {
+  if (c.req.method !== 'POST' && c.req.method !== 'PUT' && c.req.method !== 'PATCH') return next();
+  const text = await c.req.text();
+  if (text.length === 0) return next();
+  const type = (c.req.header('content-type') ?? '').split(';')[0]?.trim().toLowerCase();
+  if (type !== 'application/json') {
+    return jsonError(c, 415, 'unsupported_media_type', `the body must be application/json (got ${type || 'no content type'})`);
+  }
+  let body: unknown;
+  try {
+    body = JSON.parse(text);
+  } catch (err) {
+    return jsonError(c, 400, 'invalid', `the body is not valid JSON: ${err instanceof Error ? err.message : String(err)}`);
+  }
+  const problem = unsafeValue(body, []);
+  if (problem) return jsonError(c, 400, 'invalid', `${problem.path || 'body'}: ${problem.message}`, problem.path || undefined);
+  return next();
+};
+
+interface Problem {
+  path: string;
+  message: string;
+}
+
+// eslint-disable-next-line no-control-regex
+const NUL = /\u0000/;
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+function stringProblem(s: string): string | null {
+  if (NUL.test(s)) return 'contains a NUL character, which cannot be stored';
+  if (LONE_SURROGATE.test(s)) return 'is not valid Unicode (a lone surrogate)';
+  return null;
+}
+
+/** The first unsafe key or string in a parsed JSON value, depth first, with its dotted path. */
+export function unsafeValue(v: unknown, path: string[]): Problem | null {
+  if (typeof v === 'string') {
+    const m = stringProblem(v);
+    return m ? { path: path.join('.'), message: m } : null;
+  }
+  if (Array.isArray(v)) {
+    for (let i = 0; i < v.length; i++) {
+      const p = unsafeValue(v[i], [...path, String(i)]);
+      if (p) return p;
+    }
+    return null;
+  }
+  if (v !== null && typeof v === 'object') {
+    for (const key of Object.keys(v)) {
+      const at = [...path, key].join('.');
+      if (key === '__proto__') return { path: at, message: '__proto__ is not allowed as a key' };
+      const km = stringProblem(key);
+      if (km) return { path: at, message: `the key ${km}` };
+      const p = unsafeValue((v as Record<string, unknown>)[key], [...path, key]);
+      if (p) return p;
+    }
+  }
+  return null;
+}
