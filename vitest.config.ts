@@ -23,11 +23,16 @@ const FAST_TIMERS = {
  * (checked with listDurableObjectIds across two files). Use `reset()` or
  * `abortAllDurableObjects()` from cloudflare:test where a file needs a clean slate between tests.
  */
-function workersProject(name: string, include: string[], vars: Record<string, string>): TestProjectInlineConfiguration {
+function workersProject(
+  name: string,
+  include: string[],
+  vars: Record<string, string>,
+  environment?: string,
+): TestProjectInlineConfiguration {
   return {
     plugins: [
       cloudflareTest(async ({ inject }) => ({
-        wrangler: { configPath: './wrangler.toml' },
+        wrangler: { configPath: './wrangler.toml', ...(environment ? { environment } : {}) },
         miniflare: {
           bindings: {
             DATABASE_URL: inject('databaseUrl'),
@@ -54,6 +59,9 @@ export default defineConfig({
         },
       },
       workersProject('workers', ['test/workers/**/*.test.ts'], FAST_TIMERS),
+      // The eu region's configuration exactly as wrangler.toml's [env.eu] declares it; local workerd
+      // has no jurisdictions, so they are emulated (src/hub/region.ts), as `HUB_REGION=eu npm start` does.
+      workersProject('workers-eu', ['test/workers-eu/**/*.test.ts'], { ...FAST_TIMERS, HUB_JURISDICTION_EMULATION: '1' }, 'eu'),
       // Raw frames from Node against the hub in real workerd (wrangler's dev server), one hub per
       // file with the configuration that file needs. Bursts of frames belong here: the
       // vitest-pool-workers harness routes each Durable Object handler call through an async

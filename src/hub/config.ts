@@ -1,10 +1,15 @@
 import { z } from 'zod';
+import { JURISDICTIONS, LOCATION_HINTS, REGION_NAME_RE } from './region';
 
 /**
  * Hub configuration from Worker vars. The timers the spec fixes are configuration with the
  * spec's values as defaults, so tests can run them fast.
  */
 const ms = (d: number) => z.coerce.number().int().positive().default(d);
+/** An optional var: unset and empty are the same (a blank line in a config must not mean "set"). */
+const optional = <T extends z.ZodType>(t: T) => z.preprocess((v) => (v === '' ? undefined : v), t.optional());
+const flag = z.preprocess((v) => (v === '' || v === undefined ? false : v), z.union([z.boolean(), z.enum(['1', 'true', '0', 'false'])]))
+  .transform((v) => v === true || v === '1' || v === 'true');
 
 const ConfigSchema = z.object({
   HUB_VERSION: z.string().min(1).default('0.1.0'),
@@ -42,9 +47,26 @@ const ConfigSchema = z.object({
   CONTENTION_THRESHOLD: ms(3),
   /** A contention episode is over (and leaves the cluster view) after this long without a displacement. */
   CONTENTION_QUIET_MS: ms(10 * 60_000),
+  /** The region this deployment serves (a wrangler environment); unset on the default deployment. */
+  HUB_REGION: optional(z.string().regex(REGION_NAME_RE, 'lowercase letters, digits and -, at most 32 characters')),
+  /** The Durable Object jurisdiction every object of this deployment is created in. */
+  HUB_JURISDICTION: optional(z.enum(JURISDICTIONS)),
+  /** Where the gateway objects are created (near this region's database); unset: near the first request. */
+  DB_GATEWAY_LOCATION_HINT: optional(z.enum(LOCATION_HINTS)),
+  /** Local development only: emulate HUB_JURISDICTION where the runtime has no jurisdictions (see region.ts). */
+  HUB_JURISDICTION_EMULATION: flag,
+}).superRefine((c, ctx) => {
+  // The region is what operators and the admin API see; a jurisdiction without one would be
+  // residency nobody can tell from the outside.
+  if (c.HUB_JURISDICTION && !c.HUB_REGION) {
+    ctx.addIssue({ code: 'custom', path: ['HUB_JURISDICTION'], message: 'needs HUB_REGION (the region that keeps its objects there)' });
+  }
 });
 
 export type HubConfig = z.infer<typeof ConfigSchema>;
+
+/** Every setting's name, set or not (optional ones are absent from a parsed config). */
+export const HUB_CONFIG_NAMES: readonly string[] = Object.keys(ConfigSchema.shape);
 
 let cached: { source: object; config: HubConfig } | null = null;
 

@@ -1,35 +1,21 @@
 import type { Context } from 'hono';
-import { buildFrame, CloseCode, ULID_RE, newId, type ErrorCode } from '../protocol';
+import { decodeTime } from 'ulid';
+import { buildFrame, CloseCode, newId, type ErrorCode } from '../protocol';
+import { INTERNAL_HEADERS, routeKeyOf, sessionStub } from './address';
+import { hubConfig } from './config';
 import { describeError } from './db/errors';
 import { gatewaySql } from './db/gateway';
-import { lookupToken } from './db/registry';
+import { lookupToken, type TokenLookup } from './db/registry';
 import type { HubEnv } from './env';
 import { jsonError } from './http-errors';
 import { createLogger } from './log';
-import { INTERNAL_HEADERS } from './session/session-object';
+import { inRegion } from './region';
 import { hashToken, isEnrollmentTokenShaped, toHex } from './tokens';
 
 const log = createLogger({ component: 'connect' });
 
 /** Header an operator sets to resume: the session_id its last welcome named. */
 export const SESSION_HINT_HEADER = 'Wingsmith-Session';
-
-/**
- * The route key part of a session id (`<route key>.<incarnation>`, both ULIDs), or null when
- * the hint does not route. Routing is keyed by the token's cluster and this key, so whatever an
- * attacker writes here can only ever reach an object of the cluster its token belongs to.
- */
-export function routeKeyOf(hint: string | undefined | null): string | null {
-  if (!hint) return null;
-  const dot = hint.indexOf('.');
-  if (dot !== 26 || hint.length !== 53) return null;
-  const key = hint.slice(0, 26);
-  return ULID_RE.test(key) && ULID_RE.test(hint.slice(27)) ? key : null;
-}
-
-export function sessionObjectName(clusterUid: string, routeKey: string): string {
-  return `${clusterUid}/${routeKey}`;
-}
 
 /** `GET /v1/connect`: admit an operator and hand its WebSocket to its session's object. */
 export async function connect(c: Context<{ Bindings: HubEnv }>): Promise<Response> {
@@ -54,12 +40,14 @@ export async function connect(c: Context<{ Bindings: HubEnv }>): Promise<Respons
     c.header('Retry-After', '5');
     return jsonError(c, 503, 'unavailable', 'the cluster registry is unavailable; retry with backoff');
   }
-  if (!cluster) return refuseSocket('not_found', 'enrollment token is not valid (unknown or rotated)');
+  // Each region has its own registry: a token from another region's is unknown here, and the
+  // message says where the operator dialled.
+  if (!cluster) return refuseSocket('not_found', `enrollment token is not valid${inRegion(hubConfig(c.env))} (unknown or rotated)`);
   if (cluster.disabled) return refuseSocket('conflict', 'cluster is disabled');
 
-  const routeKey = routeKeyOf(c.req.header(SESSION_HINT_HEADER)) ?? newId();
+  const routeKey = routeKeyFor(cluster, c.req.header(SESSION_HINT_HEADER)) ?? newId();
   const remoteAddr = c.req.header('cf-connecting-ip')?.slice(0, 64) ?? null;
-  const stub = c.env.SESSIONS.get(c.env.SESSIONS.idFromName(sessionObjectName(cluster.uid, routeKey)));
+  const stub = sessionStub(c.env, { clusterUid: cluster.uid, routeKey, locationHint: cluster.location_hint });
   // A fresh request: nothing the operator sent besides the upgrade reaches the object.
   return stub.fetch('https://session.internal/connect', {
     headers: {
@@ -72,6 +60,18 @@ export async function connect(c: Context<{ Bindings: HubEnv }>): Promise<Respons
       ...(remoteAddr ? { [INTERNAL_HEADERS.remoteAddr]: remoteAddr } : {}),
     },
   });
+}
+
+/**
+ * The object a resume hint routes to, unless that object was created before the cluster's
+ * placement last changed: placement is fixed when an object is created, so a changed location
+ * hint takes effect by starting a new object (a fresh session with full resync). The route key
+ * is a ULID minted when its object was first addressed, so it tells when that was.
+ */
+function routeKeyFor(cluster: TokenLookup, hint: string | undefined): string | null {
+  const key = routeKeyOf(hint);
+  if (!key || cluster.placement_changed_at === null) return key;
+  return decodeTime(key) < new Date(cluster.placement_changed_at).getTime() ? null : key;
 }
 
 /** A typed refusal over the socket (error frame, then 4403); no session object is involved. */

@@ -129,8 +129,8 @@ export type ClientState = 'idle' | 'connecting' | 'handshaking' | 'open' | 'wait
 
 export interface ClientEvents {
   state: [ClientState];
-  /** A session opened. `fresh`: numbering restarted and a resync follows. */
-  welcome: [{ sessionId: string; fresh: boolean; hubVersion: string; limits: Limits }];
+  /** A session opened. `fresh`: numbering restarted and a resync follows. `region`: the hub's region, null if it names none. */
+  welcome: [{ sessionId: string; fresh: boolean; hubVersion: string; limits: Limits; region: string | null }];
   closed: [{ code: number; reason: string; httpStatus: number | null; welcomed: boolean }];
   /** The hub refused this operator (disabled, token rotated, displaced, version refused). */
   refused: [{ code: number; reason: string; httpStatus: number | null; error: Payload<'error'> | null }];
@@ -801,7 +801,7 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
       this.resyncAfterOpen = false;
       void this.startResync(fresh ? 'fresh session' : 'restart after an unclean stop');
     }
-    this.emit('welcome', { sessionId: w.session_id, fresh, hubVersion: w.hub_version, limits: w.limits });
+    this.emit('welcome', { sessionId: w.session_id, fresh, hubVersion: w.hub_version, limits: w.limits, region: w.region ?? null });
     this.requestPump();
   }
 

@@ -48,6 +48,8 @@ export const WelcomePayload = z.object({
   ack_seq: Seq,
   full_resync: z.boolean(),
   hub_version: z.string().min(1).max(128),
+  /** The region the operator reached; absent from a hub that is not regional. */
+  region: z.string().min(1).max(64).optional(),
   limits: z.object({
     ping_interval_s: z.number().positive(),
     idle_timeout_s: z.number().positive(),

@@ -371,6 +371,7 @@ const ROUTES = [
   'post /clusters',
   'get /clusters',
   'get /clusters/{id}',
+  'patch /clusters/{id}',
   'post /clusters/{id}/rotate-token',
   'post /clusters/{id}/disable',
   'post /clusters/{id}/enable',
@@ -405,7 +406,7 @@ describe('GET /admin/openapi.json', () => {
         for (const name of path.match(/\{(\w+)\}/g) ?? []) {
           expect(op.parameters.some((p: any) => p.in === 'path' && `{${p.name}}` === name), `${method} ${path} ${name}`).toBe(true);
         }
-        if (method === 'post' || method === 'put') {
+        if (method === 'post' || method === 'put' || method === 'patch') {
           if (path !== '/clusters/{id}/rotate-token' && !path.endsWith('/disable') && !path.endsWith('/enable')) {
             expect(op.requestBody.content['application/json'].schema, `${method} ${path}`).toBeDefined();
           }
@@ -439,7 +440,7 @@ describe('GET /admin/openapi.json', () => {
         const res = await fetch(`${h.hub.url}/admin${path}`, {
           method: method.toUpperCase(),
           headers: { 'content-type': 'application/json', ...headers },
-          ...(method === 'post' || method === 'put' ? { body: JSON.stringify(desired({ name: 'x', kind: 'node.drain', target: 'n', deadline_s: 5 })) } : {}),
+          ...(method === 'post' || method === 'put' || method === 'patch' ? { body: JSON.stringify(desired({ name: 'x', kind: 'node.drain', target: 'n', deadline_s: 5 })) } : {}),
         });
         expect(res.status, `${method} ${path}`).toBe(401);
         expect(res.headers.get('content-type')).toMatch(/application\/json/);

@@ -1,12 +1,13 @@
 import { createRoute, z } from '@hono/zod-openapi';
 import { ulid } from 'ulid';
-import { routeKeyOf, sessionObjectName } from '../connect';
+import { routeKeyOf, sessionStub } from '../address';
 import { hubConfig } from '../config';
-import { CLUSTER_NAME_RE, createCluster, rotateToken, setDisabled } from '../db/registry';
+import { CLUSTER_NAME_RE, createCluster, knownHint, rotateToken, setDisabled, setLocationHint } from '../db/registry';
 import type { Sql } from '../db/sql';
 import type { HubEnv } from '../env';
 import { jsonError } from '../http-errors';
-import type { LiveView, SessionObject } from '../session/session-object';
+import { LOCATION_HINTS, LocationHintSchema } from '../region';
+import type { LiveView } from '../session/session-object';
 import { generateEnrollmentToken, hashToken, toHex } from '../tokens';
 import { adminRouter, commonResponses, errorResponse } from './app';
 import { cursorCodec, KeyText, LimitParam } from './paging';
@@ -54,10 +55,24 @@ const LinkSchema = z
   })
   .openapi('LinkStats');
 
+const HintSchema = LocationHintSchema.nullable().openapi({
+  description:
+    `where the cluster's new session objects are placed (a Durable Object location hint: ${LOCATION_HINTS.join(', ')}); ` +
+    'null: near the first connection, as by default. Best effort, and fixed when an object is created: a change applies from ' +
+    'the cluster\'s next connection, which starts a new session object (a fresh session with full resync).',
+  example: 'weur',
+});
+
 export const ClusterSchema = z
   .object({
     uid: z.string(),
     name: z.string(),
+    region: z.string().nullable().openapi({ description: 'the region this hub serves (its HUB_REGION); null on the default deployment', example: 'eu' }),
+    jurisdiction: z
+      .string()
+      .nullable()
+      .openapi({ description: 'the Durable Object jurisdiction the cluster\'s session state is kept in; null: none', example: 'eu' }),
+    location_hint: HintSchema,
     created_at: z.string(),
     token_issued_at: z.string(),
     disabled: z.boolean(),
@@ -80,6 +95,7 @@ const CreatedSchema = z
 interface ClusterViewRow {
   uid: string;
   name: string;
+  location_hint: string | null;
   created_at: string;
   token_issued_at: string;
   disabled_at: string | null;
@@ -103,7 +119,7 @@ interface ClusterViewRow {
 
 // $1 stale-after ms, $2 contention window ms, $3 contention quiet ms; filters start at $4.
 const VIEW_SQL = `
-  select c.uid, c.name, c.created_at, c.token_issued_at, c.disabled_at, c.desired_revision,
+  select c.uid, c.name, c.location_hint, c.created_at, c.token_issued_at, c.disabled_at, c.desired_revision,
     o.session_id, o.generation, o.claimed_at, o.polled_at,
     (o.connected and o.polled_at > now() - make_interval(secs => $1::double precision / 1000)) as connected,
     o.live, o.operator_version,
@@ -138,10 +154,14 @@ const VIEW_SQL = `
 
 const iso = (v: string | Date | null): string | null => (v === null ? null : new Date(v).toISOString());
 
-function toView(r: ClusterViewRow): ClusterView {
+function toView(r: ClusterViewRow, env: HubEnv): ClusterView {
+  const cfg = hubConfig(env);
   return {
     uid: r.uid,
     name: r.name,
+    region: cfg.HUB_REGION ?? null,
+    jurisdiction: cfg.HUB_JURISDICTION ?? null,
+    location_hint: knownHint(r.location_hint),
     created_at: iso(r.created_at) as string,
     token_issued_at: iso(r.token_issued_at) as string,
     disabled: r.disabled_at !== null,
@@ -192,14 +212,14 @@ function viewParams(env: HubEnv): [number, number, number] {
 
 export async function clusterView(sql: Sql, env: HubEnv, idOrName: string): Promise<ClusterView | null> {
   const { rows } = await sql.query<ClusterViewRow>(`${VIEW_SQL} where c.uid = $4 or c.name = $4`, [...viewParams(env), idOrName]);
-  return rows[0] ? toView(rows[0]) : null;
+  return rows[0] ? toView(rows[0], env) : null;
 }
 
 /** The session object's own view, fresher than its last poll; null if it does not answer quickly. */
 async function askSession(env: HubEnv, clusterUid: string, sessionId: string): Promise<LiveView | null> {
   const key = routeKeyOf(sessionId);
   if (!key) return null;
-  const stub = env.SESSIONS.get(env.SESSIONS.idFromName(sessionObjectName(clusterUid, key))) as DurableObjectStub<SessionObject>;
+  const stub = sessionStub(env, { clusterUid, routeKey: key });
   const timeout = new Promise<null>((resolve) => setTimeout(() => resolve(null), 2_000));
   try {
     const view = await Promise.race([stub.status(), timeout]);
@@ -233,6 +253,7 @@ export const clustersRouter = adminRouter()
                   .string()
                   .regex(CLUSTER_NAME_RE, 'lowercase letters, digits and -, 1–63 characters, starting and ending with a letter or digit')
                   .openapi({ example: 'gpu-east-1' }),
+                location_hint: HintSchema.optional(),
               }),
             },
           },
@@ -246,9 +267,9 @@ export const clustersRouter = adminRouter()
       },
     }),
     async (c) => {
-      const { name } = c.req.valid('json');
+      const { name, location_hint } = c.req.valid('json');
       const token = generateEnrollmentToken();
-      const row = await createCluster(c.var.pg, ulid(), name, toHex(await hashToken(token)));
+      const row = await createCluster(c.var.pg, ulid(), name, toHex(await hashToken(token)), location_hint ?? null);
       if (!row) return jsonError(c, 409, 'conflict', `a cluster named ${name} already exists`, 'name') as never;
       return c.json({ uid: row.uid, name: row.name, enrollment_token: token }, 201);
     },
@@ -286,7 +307,7 @@ export const clustersRouter = adminRouter()
         `${VIEW_SQL} where ($4::text is null or c.uid > $4) order by c.uid limit $5`,
         [...viewParams(c.env), from, limit + 1],
       );
-      const items = rows.slice(0, limit).map(toView);
+      const items = rows.slice(0, limit).map((r) => toView(r, c.env));
       const last = rows.length > limit ? (items[items.length - 1]?.uid ?? null) : null;
       return c.json({ items, next_cursor: last === null ? null : clusterCursor.encode([last]), clusters: items, next: last }, 200);
     },
@@ -310,6 +331,29 @@ export const clustersRouter = adminRouter()
         const live = await askSession(c.env, view.uid, view.session.session_id);
         if (live) view.session = { ...view.session, connected: live.connected, live: { ...live }, source: 'object' };
       }
+      return c.json(view, 200);
+    },
+  )
+  .openapi(
+    createRoute({
+      method: 'patch',
+      path: '/clusters/{id}',
+      summary: 'Change where the cluster\'s new session objects are placed',
+      request: {
+        params: ClusterIdParam,
+        body: { required: true, content: { 'application/json': { schema: z.object({ location_hint: HintSchema }) } } },
+      },
+      responses: {
+        ...commonResponses,
+        200: { description: 'the cluster as changed', content: { 'application/json': { schema: ClusterSchema } } },
+        400: errorResponse('invalid body (an unknown location hint is named in the message)'),
+        404: errorResponse('no such cluster'),
+      },
+    }),
+    async (c) => {
+      const row = await setLocationHint(c.var.pg, c.req.valid('param').id, c.req.valid('json').location_hint);
+      const view = row ? await clusterView(c.var.pg, c.env, row.uid) : null;
+      if (!view) return jsonError(c, 404, 'not_found', 'no such cluster') as never;
       return c.json(view, 200);
     },
   )

@@ -1,8 +1,7 @@
-import { routeKeyOf, sessionObjectName } from '../connect';
+import { routeKeyOf, sessionStub } from '../address';
 import type { DesiredChange } from '../db/desired';
 import type { HubEnv } from '../env';
 import { createLogger } from '../log';
-import type { SessionObject } from '../session/session-object';
 
 const log = createLogger({ component: 'admin' });
 
@@ -21,7 +20,8 @@ export function pokeOwner(
 ): void {
   const key = routeKeyOf(ownerSession);
   if (!key) return;
-  const stub = env.SESSIONS.get(env.SESSIONS.idFromName(sessionObjectName(clusterUid, key))) as DurableObjectStub<SessionObject>;
+  // The owner's object exists already: no placement hint to give.
+  const stub = sessionStub(env, { clusterUid, routeKey: key });
   ctx.waitUntil(
     stub.poke(revision, change).catch((err: unknown) => {
       log.warn('poke failed; the session will pick the change up on its poll', { cluster: clusterUid, error: String(err) });

@@ -1,8 +1,13 @@
 import { DurableObject } from 'cloudflare:workers';
+import { gatewayStub } from '../address';
 import { hubConfig } from '../config';
 import type { HubEnv } from '../env';
+import { createLogger } from '../log';
 import { Pg } from '../pg';
+import { residencyProblem } from '../region';
 import type { Sql } from './sql';
+
+const log = createLogger({ component: 'db-gateway' });
 
 /**
  * A few long-lived Postgres connections shared by the whole hub. Opening a connection costs a
@@ -15,15 +20,22 @@ import type { Sql } from './sql';
  */
 export class DbGateway extends DurableObject<HubEnv> {
   private readonly pg: Pg;
+  /** Set when this shard lives outside the deployment's jurisdiction: it then relays nothing. */
+  private readonly misplaced: string | null;
 
   constructor(ctx: DurableObjectState, env: HubEnv) {
     super(ctx, env);
     const cfg = hubConfig(env);
     this.pg = new Pg(env, { idleCloseMs: 60_000, queryTimeoutMs: cfg.PG_QUERY_TIMEOUT_MS });
+    this.misplaced = residencyProblem(ctx.id, cfg);
   }
 
   /** Errors come back as values: RPC would drop the SQLSTATE that tells transient from permanent. */
   async query(text: string, params: unknown[]): Promise<GatewayResult> {
+    if (this.misplaced) {
+      log.error('RESIDENCY: gateway shard refusing to relay outside the deployment\'s jurisdiction', { reason: this.misplaced });
+      return { ok: false, message: `residency check failed: ${this.misplaced}`, code: null, name: 'ResidencyError' };
+    }
     try {
       const r = await this.pg.query(text, params);
       return { ok: true, rows: r.rows, rowCount: r.rowCount };
@@ -61,7 +73,7 @@ export function gatewaySql(env: HubEnv): Sql {
   return {
     async query<R = Record<string, unknown>>(text: string, params: unknown[] = []) {
       const shard = Math.floor(Math.random() * shards);
-      const stub = env.DB_GATEWAY.get(env.DB_GATEWAY.idFromName(`shard-${shard}`)) as unknown as DbGatewayStub;
+      const stub = gatewayStub(env, shard) as unknown as DbGatewayStub;
       let timer: ReturnType<typeof setTimeout> | undefined;
       const timeout = new Promise<never>((_, reject) => {
         timer = setTimeout(() => reject(new GatewayQueryError(`database gateway did not answer in ${timeoutMs} ms`, null, 'QueryTimeoutError')), timeoutMs);

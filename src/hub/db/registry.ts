@@ -1,3 +1,4 @@
+import { LocationHintSchema, type LocationHint } from '../region';
 import type { Sql } from './sql';
 
 /** The cluster registry: one statement per operation. Token hashes travel as hex. */
@@ -7,20 +8,48 @@ export interface ClusterRow {
   token_issued_at: string;
   disabled_at: string | null;
   created_at: string;
+  location_hint: string | null;
 }
 
-const COLUMNS = `uid, name, token_issued_at, disabled_at, created_at`;
+const COLUMNS = `uid, name, token_issued_at, disabled_at, created_at, location_hint`;
+
+/** A stored hint is used only if it is one the platform knows (the column is plain text). */
+export function knownHint(v: unknown): LocationHint | null {
+  const r = LocationHintSchema.safeParse(v);
+  return r.success ? r.data : null;
+}
 
 /** Names are DNS-label-like and lowercase, so a name can never be mistaken for a uid (a ULID). */
 export const CLUSTER_NAME_RE = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/;
 
-export async function createCluster(sql: Sql, uid: string, name: string, tokenHashHex: string): Promise<ClusterRow | null> {
+export async function createCluster(
+  sql: Sql,
+  uid: string,
+  name: string,
+  tokenHashHex: string,
+  locationHint: LocationHint | null = null,
+): Promise<ClusterRow | null> {
   const { rows } = await sql.query<ClusterRow>(
-    `insert into clusters (uid, name, token_hash, token_issued_at)
-     values ($1, $2, decode($3, 'hex'), now())
+    `insert into clusters (uid, name, token_hash, token_issued_at, location_hint)
+     values ($1, $2, decode($3, 'hex'), now(), $4)
      on conflict (name) do nothing
      returning ${COLUMNS}`,
-    [uid, name, tokenHashHex],
+    [uid, name, tokenHashHex, locationHint],
+  );
+  return rows[0] ?? null;
+}
+
+/**
+ * Change where the cluster's new session objects are placed. An actual change is timestamped:
+ * the connect route then starts a new object for a session opened before it.
+ */
+export async function setLocationHint(sql: Sql, idOrName: string, locationHint: LocationHint | null): Promise<ClusterRow | null> {
+  const { rows } = await sql.query<ClusterRow>(
+    `update clusters set
+       placement_changed_at = case when location_hint is distinct from $2 then now() else placement_changed_at end,
+       location_hint = $2
+     where uid = $1 or name = $1 returning ${COLUMNS}`,
+    [idOrName, locationHint],
   );
   return rows[0] ?? null;
 }
@@ -62,13 +91,17 @@ export interface TokenLookup {
   uid: string;
   name: string;
   disabled: boolean;
+  location_hint: LocationHint | null;
+  placement_changed_at: string | null;
 }
 
-/** The connect route's check: which cluster does this token belong to, and may it connect? */
+/** The connect route's check: which cluster does this token belong to, and may it connect? Where do its objects go? */
 export async function lookupToken(sql: Sql, tokenHashHex: string): Promise<TokenLookup | null> {
-  const { rows } = await sql.query<TokenLookup>(
-    `select uid, name, disabled_at is not null as disabled from clusters where token_hash = decode($1, 'hex')`,
+  const { rows } = await sql.query<Omit<TokenLookup, 'location_hint'> & { location_hint: unknown }>(
+    `select uid, name, disabled_at is not null as disabled, location_hint, placement_changed_at
+     from clusters where token_hash = decode($1, 'hex')`,
     [tokenHashHex],
   );
-  return rows[0] ?? null;
+  const r = rows[0];
+  return r ? { ...r, location_hint: knownHint(r.location_hint) } : null;
 }

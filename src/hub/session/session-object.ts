@@ -14,6 +14,7 @@ import {
   type MessageType,
   type Payload,
 } from '../../protocol';
+import { INTERNAL_HEADERS } from '../address';
 import { hubConfig, type HubConfig } from '../config';
 import {
   type DesiredChange,
@@ -30,20 +31,12 @@ import { claimCluster, pollOwnership, type Displacement, type Refusal } from '..
 import type { HubEnv } from '../env';
 import { createLogger, type Logger } from '../log';
 import { Pg } from '../pg';
+import { residencyRefusal, welcomeRegion } from '../region';
 import { CoalescedRun } from './coalesced-run';
 import type { BuiltBatch, InboundItem } from './ingest-batch';
 import { IngestPipeline } from './ingest-pipeline';
 import { estimateBytes, type Effect, type Outgoing } from './outgoing';
 import { SessionStore, ZERO_COUNTERS, type SessionMeta } from './store';
-
-/** Headers the Worker sets on the upgrade it forwards; never taken from the operator. */
-export const INTERNAL_HEADERS = {
-  clusterUid: 'x-wingsmith-cluster-uid',
-  clusterName: 'x-wingsmith-cluster-name',
-  tokenHash: 'x-wingsmith-token-hash',
-  routeKey: 'x-wingsmith-route-key',
-  remoteAddr: 'x-wingsmith-remote-addr',
-} as const;
 
 interface Attachment {
   cid: string;
@@ -179,6 +172,8 @@ export class SessionObject extends DurableObject<HubEnv> {
   // -------------------------------------------------------------------------------------------
 
   override async fetch(request: Request): Promise<Response> {
+    const misplaced = residencyRefusal(this.ctx.id, this.cfg, this.baseLog);
+    if (misplaced) return misplaced;
     const h = request.headers;
     const clusterUid = h.get(INTERNAL_HEADERS.clusterUid);
     const clusterName = h.get(INTERNAL_HEADERS.clusterName);
@@ -519,6 +514,7 @@ export class SessionObject extends DurableObject<HubEnv> {
           ack_seq: this.inbound.cursor,
           full_resync: fresh,
           hub_version: this.cfg.HUB_VERSION,
+          ...welcomeRegion(this.cfg),
           limits: {
             ping_interval_s: this.cfg.PING_INTERVAL_MS / 1000,
             idle_timeout_s: this.cfg.IDLE_TIMEOUT_MS / 1000,

@@ -47,9 +47,16 @@ export async function sql<R = Record<string, unknown>>(text: string, params: unk
  * belong in the Node-driven suite (test/hub), where ordering is the real transport's.
  */
 export async function connect(token: string, hint?: string | null): Promise<Peer> {
-  const res = await worker.fetch('http://hub.test/v1/connect', {
-    headers: { upgrade: 'websocket', authorization: `Bearer ${token}`, ...(hint ? { 'wingsmith-session': hint } : {}) },
-  });
+  return connectVia((req) => worker.fetch(req), token, hint);
+}
+
+/** Connect through any fetch of the hub (e.g. the app called with an instrumented env). */
+export async function connectVia(fetchHub: (req: Request) => Promise<Response>, token: string, hint?: string | null): Promise<Peer> {
+  const res = await fetchHub(
+    new Request('http://hub.test/v1/connect', {
+      headers: { upgrade: 'websocket', authorization: `Bearer ${token}`, ...(hint ? { 'wingsmith-session': hint } : {}) },
+    }),
+  );
   if (res.status !== 101 || !res.webSocket) throw new Error(`connect: HTTP ${res.status} ${await res.text()}`);
   const ws = res.webSocket;
   ws.accept();

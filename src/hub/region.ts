@@ -1,0 +1,122 @@
+import { z } from 'zod';
+import type { HubConfig } from './config';
+import type { Logger } from './log';
+
+/**
+ * Regions and data residency (issue 14, DESIGN decision 11). A region is a wrangler environment
+ * with its own route, database and secrets; when its configuration names a Durable Object
+ * jurisdiction, every object of the deployment lives in the jurisdiction-restricted namespace,
+ * and an object that finds itself outside it refuses to serve.
+ */
+
+/**
+ * Durable Object jurisdictions: `eu` and `fedramp` (Cloudflare's data-location page), `us`
+ * (added 2026-06), `fedramp-high` (the runtime's own type, workers-types 2026-07).
+ */
+export const JURISDICTIONS = ['eu', 'us', 'fedramp', 'fedramp-high'] as const;
+export type Jurisdiction = (typeof JURISDICTIONS)[number];
+
+/**
+ * Location hints for a new Durable Object, as documented (and typed by the runtime). Cloudflare
+ * says `sam`, `afr` and `me` currently fall back to a nearby region; they stay valid requests.
+ */
+export const LOCATION_HINTS = ['wnam', 'enam', 'sam', 'weur', 'eeur', 'apac', 'apac-ne', 'apac-se', 'oc', 'afr', 'me'] as const;
+export type LocationHint = (typeof LOCATION_HINTS)[number];
+export const LocationHintSchema = z.enum(LOCATION_HINTS);
+
+/** A region's name: short, lowercase, safe in a hostname, a log line and an error message. */
+export const REGION_NAME_RE = /^[a-z0-9](?:[a-z0-9-]{0,30}[a-z0-9])?$/;
+
+/**
+ * Local workerd has no jurisdictions (`ns.jurisdiction()` throws "Jurisdiction restrictions are
+ * not implemented in workerd", checked with workerd 1.20260426 and in workerd's source as of
+ * 2026-08). With HUB_JURISDICTION_EMULATION set, and only on such a runtime, a restricted
+ * namespace is emulated: the object's name carries the jurisdiction, as a real id encodes it,
+ * so names never collide across jurisdictions and the object can read its own. On Cloudflare
+ * the real namespace is always used, whatever the flag says.
+ */
+const EMULATED_PREFIX = '~jurisdiction:';
+
+/** What address.ts needs of a namespace: the real one, a restricted one, or the local emulation. */
+export interface ObjectNamespace {
+  idFromName(name: string): DurableObjectId;
+  get(id: DurableObjectId, options?: DurableObjectNamespaceGetDurableObjectOptions): DurableObjectStub;
+}
+
+const restricted = new WeakMap<DurableObjectNamespace, { cfg: HubConfig; sub: ObjectNamespace }>();
+
+/** The namespace this deployment creates its objects in: jurisdiction-restricted when configured. */
+export function regionalNamespace(ns: DurableObjectNamespace, cfg: HubConfig): ObjectNamespace {
+  const j = cfg.HUB_JURISDICTION;
+  if (!j) return ns;
+  const cached = restricted.get(ns);
+  if (cached?.cfg === cfg) return cached.sub;
+  let sub: ObjectNamespace;
+  try {
+    // `us` is newer than the pinned workers-types; the runtime takes any jurisdiction it knows.
+    sub = ns.jurisdiction(j as DurableObjectJurisdiction);
+  } catch (err) {
+    if (!runtimeLacksJurisdictions(err)) throw err;
+    if (!cfg.HUB_JURISDICTION_EMULATION) {
+      throw new Error(
+        `this runtime has no Durable Object jurisdictions, and HUB_JURISDICTION is ${j}: ` +
+          'refusing to create objects outside it (locally, npm start emulates it; see the README)',
+      );
+    }
+    sub = {
+      idFromName: (name) => ns.idFromName(`${EMULATED_PREFIX}${j}/${name}`),
+      get: (id, options) => ns.get(id, options),
+    };
+  }
+  restricted.set(ns, { cfg, sub });
+  return sub;
+}
+
+function runtimeLacksJurisdictions(err: unknown): boolean {
+  return err instanceof Error && /not implemented in workerd/i.test(err.message);
+}
+
+/**
+ * The jurisdiction an object was created in: the platform's `ctx.id.jurisdiction`; under the
+ * local emulation, the one its name carries.
+ */
+export function jurisdictionOf(id: DurableObjectId, cfg: HubConfig): string | null {
+  if (id.jurisdiction) return id.jurisdiction;
+  if (cfg.HUB_JURISDICTION_EMULATION && id.name?.startsWith(EMULATED_PREFIX)) {
+    const rest = id.name.slice(EMULATED_PREFIX.length);
+    return rest.slice(0, rest.indexOf('/')) || null;
+  }
+  return null;
+}
+
+/** Why this object must not serve this deployment, or null when it lives where it must. */
+export function residencyProblem(id: DurableObjectId, cfg: HubConfig): string | null {
+  const expected = cfg.HUB_JURISDICTION ?? null;
+  const actual = jurisdictionOf(id, cfg);
+  if (actual === expected) return null;
+  return (
+    `object is in jurisdiction ${actual ?? '(none)'} but region ${cfg.HUB_REGION ?? '(default)'} ` +
+    `keeps its objects in ${expected ?? '(no jurisdiction)'}`
+  );
+}
+
+/**
+ * The session object's gate at connect: a misrouted object is a residency breach, not a warning,
+ * so it serves nothing (HTTP 500 before any upgrade; the operator backs off and retries).
+ */
+export function residencyRefusal(id: DurableObjectId, cfg: HubConfig, log: Logger): Response | null {
+  const problem = residencyProblem(id, cfg);
+  if (!problem) return null;
+  log.error('RESIDENCY: refusing to serve outside the deployment\'s jurisdiction', { region: cfg.HUB_REGION ?? null, reason: problem });
+  return Response.json({ error: { code: 'internal', message: `residency check failed: ${problem}` } }, { status: 500 });
+}
+
+/** Additive `welcome` field: the region the operator reached (absent on the default deployment). */
+export function welcomeRegion(cfg: HubConfig): { region?: string } {
+  return cfg.HUB_REGION ? { region: cfg.HUB_REGION } : {};
+}
+
+/** "… in region eu" when the deployment is regional: a wrong endpoint is obvious in an operator's log. */
+export function inRegion(cfg: HubConfig): string {
+  return cfg.HUB_REGION ? ` in region ${cfg.HUB_REGION}` : '';
+}

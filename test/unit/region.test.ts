@@ -1,0 +1,114 @@
+/**
+ * Regions: the configuration rules and the residency decision, as pure logic. The namespaces here
+ * are stand-ins for the two runtimes the hub meets: Cloudflare (jurisdiction() works, ids carry
+ * their jurisdiction) and local workerd (jurisdiction() throws, as checked with workerd
+ * 1.20260426). The hub in workerd is exercised by test/workers-eu.
+ */
+import { describe, expect, it } from 'vitest';
+import { routeKeyOf } from '../../src/hub/address';
+import { hubConfig } from '../../src/hub/config';
+import { jurisdictionOf, regionalNamespace, residencyProblem } from '../../src/hub/region';
+import { newId } from '../../src/protocol';
+
+const cfg = (vars: Record<string, string>) => hubConfig({ ...vars });
+
+function id(name: string, jurisdiction?: string): DurableObjectId {
+  return { name, jurisdiction, toString: () => `${jurisdiction ?? ''}:${name}`, equals: () => false } as DurableObjectId;
+}
+
+/** A namespace as Cloudflare's: jurisdiction() gives a sub-namespace whose ids carry it. */
+function cloudflareNamespace(): DurableObjectNamespace {
+  const make = (j?: string): DurableObjectNamespace =>
+    ({
+      idFromName: (name: string) => id(name, j),
+      get: (i: DurableObjectId) => ({ id: i }),
+      jurisdiction: (sub: string) => make(sub),
+    }) as unknown as DurableObjectNamespace;
+  return make();
+}
+
+/** A namespace as local workerd's: no jurisdictions at all. */
+function workerdNamespace(): DurableObjectNamespace {
+  return {
+    idFromName: (name: string) => id(name),
+    get: (i: DurableObjectId) => ({ id: i }),
+    jurisdiction: () => {
+      throw new Error('Jurisdiction restrictions are not implemented in workerd.');
+    },
+  } as unknown as DurableObjectNamespace;
+}
+
+describe('region configuration', () => {
+  it('the default deployment has no region and no jurisdiction', () => {
+    const c = cfg({});
+    expect(c.HUB_REGION).toBeUndefined();
+    expect(c.HUB_JURISDICTION).toBeUndefined();
+    expect(c.HUB_JURISDICTION_EMULATION).toBe(false);
+  });
+
+  it('a jurisdiction needs a region, and only known jurisdictions and region-shaped names pass', () => {
+    expect(() => cfg({ HUB_JURISDICTION: 'eu' })).toThrow(/HUB_JURISDICTION: needs HUB_REGION/);
+    expect(() => cfg({ HUB_REGION: 'eu', HUB_JURISDICTION: 'mars' })).toThrow(/HUB_JURISDICTION/);
+    expect(() => cfg({ HUB_REGION: 'EU west' })).toThrow(/HUB_REGION/);
+    expect(() => cfg({ DB_GATEWAY_LOCATION_HINT: 'moon' })).toThrow(/DB_GATEWAY_LOCATION_HINT/);
+    for (const j of ['eu', 'us', 'fedramp', 'fedramp-high']) expect(cfg({ HUB_REGION: 'r', HUB_JURISDICTION: j }).HUB_JURISDICTION).toBe(j);
+    // A region without a jurisdiction is valid: a named endpoint whose objects are placed as usual.
+    expect(cfg({ HUB_REGION: 'apac' }).HUB_JURISDICTION).toBeUndefined();
+    expect(cfg({ HUB_REGION: '' }).HUB_REGION).toBeUndefined();
+  });
+});
+
+describe('residency', () => {
+  const eu = cfg({ HUB_REGION: 'eu', HUB_JURISDICTION: 'eu' });
+
+  it('an object is where it must be when its jurisdiction is the deployment\'s', () => {
+    expect(residencyProblem(id('x', 'eu'), eu)).toBeNull();
+    expect(residencyProblem(id('x'), cfg({}))).toBeNull();
+  });
+
+  it('an unrestricted object, or one in another jurisdiction, must not serve a regional deployment; nor one with a jurisdiction the default one', () => {
+    expect(residencyProblem(id('x'), eu)).toMatch(/jurisdiction \(none\) but region eu keeps its objects in eu/);
+    expect(residencyProblem(id('x', 'fedramp'), eu)).toMatch(/jurisdiction fedramp/);
+    expect(residencyProblem(id('x', 'eu'), cfg({}))).toMatch(/keeps its objects in \(no jurisdiction\)/);
+  });
+
+  it('on Cloudflare the real restricted namespace is used, even with the emulation flag set', () => {
+    const ns = regionalNamespace(cloudflareNamespace(), cfg({ HUB_REGION: 'eu', HUB_JURISDICTION: 'eu', HUB_JURISDICTION_EMULATION: '1' }));
+    const i = ns.idFromName('c/k');
+    expect(i.jurisdiction).toBe('eu');
+    expect(i.name).toBe('c/k');
+  });
+
+  it('on a runtime without jurisdictions, a regional deployment refuses to create objects unless emulation is asked for', () => {
+    expect(() => regionalNamespace(workerdNamespace(), eu)).toThrow(/no Durable Object jurisdictions.*refusing/);
+    const emu = cfg({ HUB_REGION: 'eu', HUB_JURISDICTION: 'eu', HUB_JURISDICTION_EMULATION: '1' });
+    const i = regionalNamespace(workerdNamespace(), emu).idFromName('c/k');
+    expect(jurisdictionOf(i, emu)).toBe('eu');
+    expect(residencyProblem(i, emu)).toBeNull();
+    // The same name unrestricted is another object, and one outside the jurisdiction.
+    expect(i.name).not.toBe('c/k');
+    expect(residencyProblem(id('c/k'), emu)).not.toBeNull();
+  });
+
+  it('an emulated name counts only under the emulation: a deployment without it never takes a name for a jurisdiction', () => {
+    const emu = cfg({ HUB_REGION: 'eu', HUB_JURISDICTION: 'eu', HUB_JURISDICTION_EMULATION: '1' });
+    const i = regionalNamespace(workerdNamespace(), emu).idFromName('c/k');
+    expect(jurisdictionOf(i, eu)).toBeNull();
+    expect(residencyProblem(i, eu)).not.toBeNull();
+  });
+
+  it('the default deployment uses the namespace as it is', () => {
+    const ns = workerdNamespace();
+    expect(regionalNamespace(ns, cfg({}))).toBe(ns);
+  });
+});
+
+describe('route keys (address.ts)', () => {
+  it('a session id routes by its first ULID; anything else does not route', () => {
+    const key = newId();
+    expect(routeKeyOf(`${key}.${newId()}`)).toBe(key);
+    for (const bad of [null, undefined, '', key, `${key}.`, `${key}.nope`, `${key}.${newId()}x`, `x${key}.${newId()}`]) {
+      expect(routeKeyOf(bad)).toBeNull();
+    }
+  });
+});

@@ -1,0 +1,113 @@
+/**
+ * The eu deployment (wrangler.toml [env.eu], run by the `workers-eu` project) keeps every object
+ * in the eu jurisdiction, and an object outside it serves nothing.
+ *
+ * What local workerd shows and what only Cloudflare shows: workerd has no jurisdictions
+ * (`ns.jurisdiction()` throws "not implemented in workerd"), so these tests run the emulation
+ * `npm start` uses (src/hub/region.ts): the object's id carries the jurisdiction in its name and
+ * the object reads it back from its own `ctx.id`. On Cloudflare the same code takes the real
+ * restricted namespace and reads the platform's `ctx.id.jurisdiction`; that the object then
+ * actually runs and stores only in the EU is the platform's guarantee, observable only there.
+ */
+import { listDurableObjectIds, runInDurableObject } from 'cloudflare:test';
+import { describe, expect, it } from 'vitest';
+import { INTERNAL_HEADERS, gatewayStub, routeKeyOf, sessionObjectName, sessionStub } from '../../src/hub/address';
+import { hubConfig } from '../../src/hub/config';
+import { jurisdictionOf } from '../../src/hub/region';
+import { CloseCode, newId } from '../../src/protocol';
+import { generateEnrollmentToken } from '../../src/hub/tokens';
+import { admin, connect, hubEnv, newCluster } from '../workers/support/peer';
+
+const cfg = hubConfig(hubEnv);
+const ids = (list: DurableObjectId[]) => list.map((id) => id.toString()).sort();
+
+describe('the eu deployment (wrangler.toml [env.eu])', () => {
+  it('runs with the eu environment\'s configuration', () => {
+    expect(cfg.HUB_REGION).toBe('eu');
+    expect(cfg.HUB_JURISDICTION).toBe('eu');
+  });
+
+  it('creates every session object and every gateway shard in the eu jurisdiction, and the object reads eu from its own id', async () => {
+    const before = ids(await listDurableObjectIds(hubEnv.SESSIONS));
+    const c = await newCluster('eu');
+    const peer = await connect(c.token);
+    const welcome = await peer.hello({ cluster_id: c.name });
+    expect(welcome.payload.region).toBe('eu');
+    peer.close();
+
+    const stub = sessionStub(hubEnv, { clusterUid: c.uid, routeKey: routeKeyOf(welcome.payload.session_id as string) as string });
+    // The one object this connect created is the one the regional namespace names.
+    const created = ids(await listDurableObjectIds(hubEnv.SESSIONS)).filter((id) => !before.includes(id));
+    expect(created).toEqual([stub.id.toString()]);
+    const seen = await runInDurableObject(stub, (_instance, state) => ({
+      platform: state.id.jurisdiction ?? null,
+      resolved: jurisdictionOf(state.id, cfg),
+    }));
+    expect(seen.resolved).toBe('eu');
+    // Locally the platform reports none (workerd has no jurisdictions); on Cloudflare this is 'eu'.
+    expect(seen.platform).toBeNull();
+
+    // The gateway shards that served the admission, the claim and the admin calls: all regional.
+    const shards = Array.from({ length: cfg.DB_GATEWAY_SHARDS }, (_, i) => gatewayStub(hubEnv, i));
+    const gateways = ids(await listDurableObjectIds(hubEnv.DB_GATEWAY));
+    expect(gateways.length).toBeGreaterThan(0);
+    for (const id of gateways) {
+      const shard = shards.find((s) => s.id.toString() === id);
+      expect(shard, `gateway object ${id} is not a regional shard`).toBeDefined();
+      expect(await runInDurableObject(shard as DurableObjectStub, (_i, state) => jurisdictionOf(state.id, cfg))).toBe('eu');
+    }
+  });
+
+  it('a session object outside the jurisdiction refuses to serve a connect, and keeps no session', async () => {
+    const c = await newCluster('eu');
+    // The same name through the unrestricted namespace: what a lookup that bypassed address.ts would reach.
+    const misplaced = hubEnv.SESSIONS.get(hubEnv.SESSIONS.idFromName(sessionObjectName(c.uid, newId())));
+    const res = await misplaced.fetch('https://session.internal/connect', {
+      headers: {
+        upgrade: 'websocket',
+        [INTERNAL_HEADERS.clusterUid]: c.uid,
+        [INTERNAL_HEADERS.clusterName]: c.name,
+        [INTERNAL_HEADERS.tokenHash]: '00',
+        [INTERNAL_HEADERS.routeKey]: newId(),
+      },
+    });
+    expect(res.status).toBe(500);
+    expect(res.webSocket).toBeNull();
+    const body = (await res.json()) as { error: { code: string; message: string } };
+    expect(body.error.code).toBe('internal');
+    expect(body.error.message).toMatch(/residency check failed: .*region eu keeps its objects in eu/);
+    const state = await runInDurableObject(misplaced, (_i, s) => s.getWebSockets().length);
+    expect(state).toBe(0);
+  });
+
+  it('a gateway shard outside the jurisdiction relays no statement', async () => {
+    const misplaced = hubEnv.DB_GATEWAY.get(hubEnv.DB_GATEWAY.idFromName('shard-0')) as unknown as {
+      query(text: string, params: unknown[]): Promise<{ ok: boolean; name?: string; message?: string }>;
+    };
+    const r = await misplaced.query('select 1 as ok', []);
+    expect(r).toMatchObject({ ok: false, name: 'ResidencyError' });
+    expect(r.message).toMatch(/residency check failed/);
+  });
+
+  it('a well-shaped token unknown in this region is refused as today (error, 4403) with a message naming the region', async () => {
+    const peer = await connect(generateEnrollmentToken());
+    const err = await peer.next();
+    expect(err).toMatchObject({
+      type: 'error',
+      seq: null,
+      payload: { code: 'not_found', retryable: false, message: 'enrollment token is not valid in region eu (unknown or rotated)' },
+    });
+    const closed = await peer.closedWith();
+    expect(closed.code).toBe(CloseCode.REFUSED);
+    expect(closed.reason).toContain('in region eu');
+  });
+
+  it('the cluster view names the region and the jurisdiction its session state is kept in', async () => {
+    const c = await newCluster('eu');
+    const one = await admin('GET', `/clusters/${c.name}`);
+    expect(one.status).toBe(200);
+    expect(one.json).toMatchObject({ uid: c.uid, region: 'eu', jurisdiction: 'eu', location_hint: null });
+    const list = await admin('GET', '/clusters?limit=500');
+    expect(list.json.clusters.find((x: { uid: string }) => x.uid === c.uid)).toMatchObject({ region: 'eu', jurisdiction: 'eu' });
+  });
+});
