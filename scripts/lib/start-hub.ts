@@ -6,15 +6,15 @@ import net from 'node:net';
 import path from 'node:path';
 import { existsSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { hubConfig } from '../../src/hub/config';
+import { hubConfig, HUB_CONFIG_NAMES } from '../../src/hub/config';
 import { ensureDemoCluster, DEMO_CLUSTER_NAME, type DemoCluster } from './demo-cluster';
 import { startDevStack } from './dev-stack';
 import { migrate } from './migrations';
 import { isNeonUrl, redactUrl } from './pg-node';
 import { simAvailable, startSimChild, type SimChild } from './sim-child';
+import { defaultStateDirFor, REGION_VARS, RegionError, requestedRegion, resolveRegion, type StartRegion } from './start-region';
 import { isSupervisorMessage, SAME_INTERRUPT_MS } from './supervise';
 import {
-  DEFAULT_STATE_DIR,
   displayPath,
   lockStateDir,
   REPO_ROOT,
@@ -31,9 +31,11 @@ const USAGE = `usage: npm start [-- --sim]
 
 environment:
   PORT, HOST            where the hub listens (default 127.0.0.1:8787)
+  HUB_REGION            run this region's environment of wrangler.toml (e.g. eu), with its own
+                        state directory (.wrangler/state-<region>); unset: the default deployment
   DATABASE_URL          a Postgres to use instead of the embedded one
   ADMIN_TOKEN           the admin bearer token (default: generated once, kept in the state dir)
-  WINGSMITH_STATE_DIR   where local state lives (default .wrangler/state)
+  WINGSMITH_STATE_DIR   where local state lives (default .wrangler/state, or .wrangler/state-<region>)
   ${'hub configuration, passed to the Worker: ' + hubConfigNames().join(', ')}`;
 
 const CONFIG_PATH = path.join(REPO_ROOT, 'wrangler.toml');
@@ -44,9 +46,9 @@ const DEFAULT_HOST = '127.0.0.1';
 class StartError extends Error {}
 
 function hubConfigNames(): string[] {
-  // Every field of the hub's configuration has a default, so parsing nothing lists them all;
-  // the names stay in one place (src/hub/config.ts).
-  return Object.keys(hubConfig({}));
+  // The names stay in one place (src/hub/config.ts); a region's own settings come from its
+  // wrangler environment, not from the shell.
+  return HUB_CONFIG_NAMES.filter((n) => !(REGION_VARS as readonly string[]).includes(n));
 }
 
 /** The hub configuration the environment sets, checked here so a typo fails now, not per request. */
@@ -187,6 +189,7 @@ function printBanner(o: {
   stateDir: string;
   adminTokenFile: string;
   sim: string;
+  region: StartRegion | null;
 }): void {
   const adminNote =
     o.admin.source === 'env' ? 'from ADMIN_TOKEN' : `kept in ${displayPath(o.adminTokenFile)}${o.admin.source === 'generated' ? ', new' : ''}`;
@@ -201,6 +204,13 @@ function printBanner(o: {
     `  Admin token:   ${o.admin.token}   (${adminNote})`,
     `  Demo cluster:  ${o.demo.name} (uid ${o.demo.uid})${o.demo.disabled ? '  ⚠ disabled: POST /admin/clusters/demo/enable to let it connect' : ''}`,
     `  Demo token:    ${o.demo.token}   (${demoNote})`,
+    ...(o.region
+      ? [
+          `  Region:        ${o.region.name} (wrangler.toml [env.${o.region.name}]${
+            o.region.jurisdiction ? `; Durable Objects in jurisdiction ${o.region.jurisdiction}, emulated locally` : ''
+          })`,
+        ]
+      : []),
     `  Database:      ${o.database.describe}`,
     o.database.embedded
       ? `  State:         ${displayPath(o.stateDir)} (Postgres in pglite/, Durable Objects in v3/, tokens, logs/); to reset, stop and delete it`
@@ -236,7 +246,14 @@ export async function runHub(): Promise<void> {
   const wantSim = args.sim || process.env.WINGSMITH_SIM === '1';
 
   // ---- Environment for wrangler, set before it is imported (it reads some at load).
-  const stateDir = path.resolve(process.env.WINGSMITH_STATE_DIR || DEFAULT_STATE_DIR);
+  let regionName: string | null;
+  try {
+    regionName = requestedRegion(process.env);
+  } catch (err) {
+    console.error(`start: ${(err as Error).message}`);
+    process.exit(1);
+  }
+  const stateDir = path.resolve(process.env.WINGSMITH_STATE_DIR || defaultStateDirFor(regionName));
   const paths = statePaths(stateDir);
   process.env.WRANGLER_SEND_METRICS = 'false';
   // No Request.cf fetch from Cloudflare: offline-safe and one warning fewer.
@@ -328,6 +345,8 @@ export async function runHub(): Promise<void> {
   };
 
   try {
+    // Before anything is created in the region's state directory: a mistyped region is one line.
+    const region = regionName ? resolveRegion(await wranglerModule, CONFIG_PATH, regionName) : null;
     const host = process.env.HOST || DEFAULT_HOST;
     const port = parsePort(process.env.PORT);
     const hubVars = hubVarsFromEnv();
@@ -364,10 +383,13 @@ export async function runHub(): Promise<void> {
       ADMIN_TOKEN: secret(admin.token),
       ...(database.pgWsProxy ? { PG_WS_PROXY: plain(database.pgWsProxy) } : {}),
       ...Object.fromEntries(Object.entries(hubVars).map(([k, v]) => [k, plain(v)])),
+      // Local workerd has no jurisdictions: emulate the region's (src/hub/region.ts).
+      ...(region?.jurisdiction ? { HUB_JURISDICTION_EMULATION: plain('1') } : {}),
     };
     console.log(`start: starting the hub in workerd on ${clientOrigin(host, port)}…`);
     const worker = await unstable_startWorker({
       config: CONFIG_PATH,
+      ...(region ? { env: region.name } : {}),
       sendMetrics: false,
       // Every binding comes from here (and wrangler.toml's [vars]); a stray .env or .dev.vars
       // in the tree must not quietly override DATABASE_URL or ADMIN_TOKEN.
@@ -429,7 +451,7 @@ export async function runHub(): Promise<void> {
       : simReady
         ? `starting against ${demo.name}; its output is prefixed "sim │"`
         : 'unavailable: scripts/sim.ts does not exist in this checkout';
-    printBanner({ origin, admin, demo, database, stateDir, adminTokenFile: paths.adminToken, sim: simStatus });
+    printBanner({ origin, admin, demo, database, stateDir, adminTokenFile: paths.adminToken, sim: simStatus, region });
     if (quietWranglerByDefault) process.env.WRANGLER_LOG = 'log';
 
     // After the banner, so the simulator's first lines do not land in the middle of it.
@@ -444,7 +466,7 @@ export async function runHub(): Promise<void> {
     await stopSignal;
     await shutdown(0);
   } catch (err) {
-    if (err instanceof StartError) console.error(`start: ${err.message}`);
+    if (err instanceof StartError || err instanceof RegionError) console.error(`start: ${err.message}`);
     else if (process.env.DEBUG) console.error('start: unexpected failure:', err);
     else console.error(`start: unexpected failure: ${err instanceof Error ? err.message : String(err)} (DEBUG=1 shows the stack)`);
     await shutdown(1);

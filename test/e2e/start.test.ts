@@ -11,13 +11,15 @@
  * same either way (see scripts/lib/supervise.ts for how it copes with the tsx CLI).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { mkdtemp, readdir, rm } from 'node:fs/promises';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, inject, it } from 'vitest';
 import WebSocket from 'ws';
+import { generateEnrollmentToken } from '../../src/hub/tokens';
 import { buildFrame } from '../../src/protocol';
 
 const REPO = fileURLToPath(new URL('../../', import.meta.url));
@@ -66,7 +68,7 @@ function start(env: Record<string, string>): Run {
     if (v === undefined) continue;
     // Our own runner's variables, and anything that would change what start.ts does.
     if (k.startsWith('VITEST') || k === 'NODE_ENV' || k === 'DATABASE_URL' || k === 'ADMIN_TOKEN' || k === 'HOST') continue;
-    if (k.startsWith('WRANGLER_') || k.startsWith('WINGSMITH_')) continue;
+    if (k.startsWith('WRANGLER_') || k.startsWith('WINGSMITH_') || k.startsWith('HUB_')) continue;
     base[k] = v;
   }
   const child = spawn(process.execPath, ['--import', 'tsx', 'scripts/start.ts'], {
@@ -140,25 +142,27 @@ async function banner(run: Run, ms: number): Promise<Banner> {
 }
 
 /** Connects with an enrollment token and says hello; resolves with the first frame back. */
-async function hello(hubUrl: string, token: string): Promise<{ type: string; payload: Record<string, unknown> }> {
+async function hello(hubUrl: string, token: string, cluster = 'demo'): Promise<{ type: string; payload: Record<string, unknown> }> {
   const ws = new WebSocket(`${hubUrl.replace(/^http/, 'ws')}/v1/connect`, {
     headers: { authorization: `Bearer ${token}` },
     perMessageDeflate: false,
   });
+  // Listening before the socket opens: a refusal's error frame can arrive with the upgrade.
+  const first = new Promise<string>((resolve, reject) => {
+    ws.once('message', (data) => resolve(String(data)));
+    ws.once('close', (code) => reject(new Error(`closed ${code} before any frame`)));
+  });
+  first.catch(() => undefined);
   try {
     await new Promise<void>((resolve, reject) => {
       ws.once('open', () => resolve());
       ws.once('error', reject);
       ws.once('unexpected-response', (_req, res) => reject(new Error(`HTTP ${res.statusCode}`)));
     });
-    const first = new Promise<string>((resolve, reject) => {
-      ws.once('message', (data) => resolve(String(data)));
-      ws.once('close', (code) => reject(new Error(`closed ${code} before any frame`)));
-    });
     ws.send(
       buildFrame({
         type: 'hello',
-        payload: { cluster_id: 'demo', operator_version: '0.1.0', session_id: null, resume_from: null, lossy: false },
+        payload: { cluster_id: cluster, operator_version: '0.1.0', session_id: null, resume_from: null, lossy: false },
       }),
     );
     return JSON.parse(await first) as { type: string; payload: Record<string, unknown> };
@@ -266,5 +270,37 @@ describe('npm start', () => {
     expect(lines[0]).toContain('ECONNREFUSED');
     expect(run.stderr()).not.toContain('s3cret');
     expect(run.stderr()).not.toMatch(/\n\s+at /);
+  }, 60_000);
+  it('HUB_REGION=eu runs the eu environment of wrangler.toml: its own Worker and state, welcome and cluster view name eu, objects in the (emulated) eu jurisdiction', async () => {
+    const stateDir = await tempStateDir();
+    const port = await freePort();
+    // The run's test database (reached through the proxy like any plain Postgres): no embedded
+    // Postgres to initialize, so this stays a few seconds.
+    const run = start({ PORT: String(port), WINGSMITH_STATE_DIR: stateDir, HUB_REGION: 'eu', DATABASE_URL: inject('databaseUrl') });
+    const b = await banner(run, 90_000);
+    expect(run.stdout()).toMatch(/Region:\s+eu \(wrangler.toml \[env.eu\]; Durable Objects in jurisdiction eu, emulated locally\)/);
+
+    const welcome = await hello(b.hubUrl, b.demoToken);
+    expect(welcome.type).toBe('welcome');
+    expect(welcome.payload.region).toBe('eu');
+    const view = await fetch(`${b.hubUrl}/admin/clusters/demo`, { headers: { authorization: `Bearer ${b.adminToken}` } });
+    expect(await view.json()).toMatchObject({ uid: b.demoUid, region: 'eu', jurisdiction: 'eu' });
+    const refused = await hello(b.hubUrl, generateEnrollmentToken());
+    expect(refused).toMatchObject({ type: 'error', payload: { message: 'enrollment token is not valid in region eu (unknown or rotated)' } });
+    // The eu Worker's own Durable Object namespaces, as a deployment of [env.eu] would have.
+    expect(await readdir(path.join(stateDir, 'v3', 'do'))).toEqual(expect.arrayContaining(['wingsmith-hub-eu-SessionObject', 'wingsmith-hub-eu-DbGateway']));
+
+    ctrlC(run);
+    expect(await within(10_000, 'exit after Ctrl-C', run.exited, run)).toEqual({ code: 0, signal: null });
+  }, 120_000);
+
+  it('refuses a region wrangler.toml does not define, with one line naming the regions it does, before creating any state', async () => {
+    const stateParent = await tempStateDir();
+    const stateDir = path.join(stateParent, 'state');
+    const run = start({ PORT: String(await freePort()), WINGSMITH_STATE_DIR: stateDir, HUB_REGION: 'mars' });
+    const { code } = await within(30_000, 'exit', run.exited, run);
+    expect(code).not.toBe(0);
+    expect(startLines(run.stderr())).toEqual([expect.stringMatching(/no region mars in wrangler.toml \(regions: eu, us\)/)]);
+    expect(existsSync(stateDir)).toBe(false);
   }, 60_000);
 });
