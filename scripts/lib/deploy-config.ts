@@ -1,0 +1,98 @@
+/**
+ * What every region's environment in wrangler.toml must get right, checked before a deploy
+ * (scripts/check-deploy.ts) and in the unit tests against the real file.
+ *
+ * Wrangler does not carry vars or bindings into an environment, and does carry routes into one
+ * that sets none (wrangler 4.86's config code). So each region repeats what it must and sets what
+ * it must not inherit; these rules catch the drift that copying invites.
+ */
+import { z } from 'zod';
+import { hubConfig } from '../../src/hub/config';
+
+const Binding = z.object({ name: z.string(), class_name: z.string(), script_name: z.string().optional() }).loose();
+const Section = z
+  .object({
+    name: z.string().optional(),
+    vars: z.record(z.string(), z.unknown()).optional(),
+    durable_objects: z.object({ bindings: z.array(Binding).optional() }).optional(),
+    route: z.unknown().optional(),
+    routes: z.array(z.unknown()).optional(),
+    workers_dev: z.boolean().optional(),
+  })
+  .loose();
+const RawConfig = Section.extend({ env: z.record(z.string(), Section).optional() });
+type Section = z.infer<typeof Section>;
+
+export interface Target {
+  /** '' is the default (top-level) deployment. */
+  env: string;
+  workerName: string;
+}
+
+function bindingsOf(s: Section): string[] {
+  return (s.durable_objects?.bindings ?? []).map((b) => `${b.name}=${b.class_name}${b.script_name ? `@${b.script_name}` : ''}`).sort();
+}
+
+function routesOf(s: Section): string[] {
+  const all = [...(s.route !== undefined ? [s.route] : []), ...(s.routes ?? [])];
+  return all.map((r) => (typeof r === 'string' ? r : String((r as { pattern?: unknown }).pattern ?? JSON.stringify(r))));
+}
+
+/** Every deployment wrangler.toml defines, and the problems with its regions (empty: none). */
+export function checkDeployConfig(raw: unknown): { targets: Target[]; problems: string[] } {
+  const parsed = RawConfig.safeParse(raw);
+  if (!parsed.success) return { targets: [], problems: [`wrangler.toml: ${parsed.error.issues[0]?.message ?? 'unreadable'}`] };
+  const top = parsed.data;
+  const topName = top.name ?? '';
+  const problems: string[] = [];
+  const targets: Target[] = [{ env: '', workerName: topName }];
+  const topBindings = bindingsOf(top);
+  const topVars = top.vars ?? {};
+  const seenRoutes = new Map<string, string>(routesOf(top).map((r) => [r, 'the default deployment']));
+  const seenNames = new Map<string, string>([[topName, 'the default deployment']]);
+
+  for (const [env, s] of Object.entries(top.env ?? {})) {
+    const where = `[env.${env}]`;
+    const workerName = s.name ?? `${topName}-${env}`;
+    targets.push({ env, workerName });
+    const other = seenNames.get(workerName);
+    if (other) problems.push(`${where}: Worker name ${workerName} is also ${other}'s`);
+    seenNames.set(workerName, where);
+
+    // Not inherited: the same Durable Object classes, bound to this region's own Worker.
+    const b = bindingsOf(s);
+    if (JSON.stringify(b) !== JSON.stringify(topBindings)) {
+      problems.push(`${where}: durable_objects bindings [${b.join(', ')}] differ from the top level's [${topBindings.join(', ')}] (bindings are not inherited)`);
+    }
+    if ((s.durable_objects?.bindings ?? []).some((x) => x.script_name)) {
+      problems.push(`${where}: a durable_objects binding names script_name: a region must keep its objects in its own Worker`);
+    }
+
+    // Not inherited: every top-level var, with the same value (one release line across regions).
+    const vars = s.vars ?? {};
+    for (const [k, v] of Object.entries(topVars)) {
+      if (vars[k] !== v) problems.push(`${where}: vars.${k} is ${JSON.stringify(vars[k] ?? null)}, the top level says ${JSON.stringify(v)} (vars are not inherited)`);
+    }
+    if (vars.HUB_REGION !== env) problems.push(`${where}: vars.HUB_REGION must be "${env}" (the environment is the region)`);
+    if (vars.HUB_JURISDICTION_EMULATION !== undefined) {
+      problems.push(`${where}: HUB_JURISDICTION_EMULATION is for local development only; remove it from wrangler.toml`);
+    }
+    try {
+      hubConfig(Object.fromEntries(Object.entries(vars).map(([k, v]) => [k, String(v)])));
+    } catch (err) {
+      problems.push(`${where}: ${(err as Error).message}`);
+    }
+
+    // Inherited when unset: a region must name its own endpoint, or it would claim another's.
+    const routes = routesOf(s);
+    if (routes.length === 0 && s.workers_dev !== true) {
+      problems.push(`${where}: no route or routes of its own (routes are inherited from the top level; set this region's hostname)`);
+    }
+    for (const r of routes) {
+      const owner = seenRoutes.get(r);
+      if (owner) problems.push(`${where}: route ${r} is also ${owner}'s`);
+      seenRoutes.set(r, where);
+    }
+  }
+  return { targets, problems };
+}

@@ -1,0 +1,94 @@
+/**
+ * The regions in wrangler.toml stay consistent (scripts/lib/deploy-config.ts): the real file has
+ * none of the problems, and each rule catches the drift it is for.
+ */
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { experimental_readRawConfig } from 'wrangler';
+import { REPO_ROOT } from '../../scripts/lib/start-state';
+import { checkDeployConfig } from '../../scripts/lib/deploy-config';
+
+const BINDINGS = {
+  bindings: [
+    { name: 'SESSIONS', class_name: 'SessionObject' },
+    { name: 'DB_GATEWAY', class_name: 'DbGateway' },
+  ],
+};
+
+function config(eu: Record<string, unknown>): Record<string, unknown> {
+  return {
+    name: 'hub',
+    vars: { HUB_VERSION: '0.1.0' },
+    durable_objects: BINDINGS,
+    env: {
+      eu: {
+        routes: [{ pattern: 'eu.hub.example.com', custom_domain: true }],
+        vars: { HUB_VERSION: '0.1.0', HUB_REGION: 'eu', HUB_JURISDICTION: 'eu' },
+        durable_objects: BINDINGS,
+        ...eu,
+      },
+    },
+  };
+}
+
+describe('wrangler.toml regions', () => {
+  it('the repository\'s wrangler.toml: the default deployment and every region, consistent', () => {
+    const raw = experimental_readRawConfig({ config: path.join(REPO_ROOT, 'wrangler.toml') }).rawConfig;
+    const { targets, problems } = checkDeployConfig(raw);
+    expect(problems).toEqual([]);
+    expect(targets).toEqual([
+      { env: '', workerName: 'wingsmith-hub' },
+      { env: 'eu', workerName: 'wingsmith-hub-eu' },
+      { env: 'us', workerName: 'wingsmith-hub-us' },
+    ]);
+  });
+
+  it('a consistent region passes; its Worker name defaults as wrangler names it', () => {
+    expect(checkDeployConfig(config({}))).toEqual({
+      targets: [
+        { env: '', workerName: 'hub' },
+        { env: 'eu', workerName: 'hub-eu' },
+      ],
+      problems: [],
+    });
+  });
+
+  it('catches what is not inherited and was not repeated', () => {
+    expect(checkDeployConfig(config({ durable_objects: undefined })).problems).toEqual([
+      expect.stringMatching(/\[env.eu\]: durable_objects bindings \[\] differ .*not inherited/),
+    ]);
+    expect(checkDeployConfig(config({ vars: { HUB_REGION: 'eu' } })).problems).toEqual([
+      expect.stringMatching(/vars.HUB_VERSION is null, the top level says "0.1.0"/),
+    ]);
+    expect(checkDeployConfig(config({ vars: { HUB_VERSION: '0.2.0', HUB_REGION: 'eu' } })).problems).toEqual([
+      expect.stringMatching(/vars.HUB_VERSION is "0.2.0"/),
+    ]);
+  });
+
+  it('catches a region that is not named as its environment, a bad jurisdiction, or the local emulation', () => {
+    expect(checkDeployConfig(config({ vars: { HUB_VERSION: '0.1.0', HUB_REGION: 'us' } })).problems).toEqual([
+      expect.stringMatching(/HUB_REGION must be "eu"/),
+    ]);
+    expect(checkDeployConfig(config({ vars: { HUB_VERSION: '0.1.0', HUB_REGION: 'eu', HUB_JURISDICTION: 'mars' } })).problems).toEqual([
+      expect.stringMatching(/HUB_JURISDICTION/),
+    ]);
+    expect(
+      checkDeployConfig(config({ vars: { HUB_VERSION: '0.1.0', HUB_REGION: 'eu', HUB_JURISDICTION_EMULATION: '1' } })).problems,
+    ).toEqual([expect.stringMatching(/HUB_JURISDICTION_EMULATION is for local development only/)]);
+  });
+
+  it('catches objects bound to another Worker, and routes inherited or shared', () => {
+    const shared = { bindings: BINDINGS.bindings.map((b) => ({ ...b, script_name: 'hub' })) };
+    expect(checkDeployConfig(config({ durable_objects: shared })).problems).toEqual(
+      expect.arrayContaining([expect.stringMatching(/script_name: a region must keep its objects in its own Worker/)]),
+    );
+    expect(checkDeployConfig(config({ routes: undefined })).problems).toEqual([expect.stringMatching(/no route or routes of its own/)]);
+    expect(checkDeployConfig(config({ routes: undefined, workers_dev: true })).problems).toEqual([]);
+    const twice = config({});
+    (twice.env as Record<string, unknown>).us = {
+      ...((twice.env as Record<string, Record<string, unknown>>).eu as Record<string, unknown>),
+      vars: { HUB_VERSION: '0.1.0', HUB_REGION: 'us' },
+    };
+    expect(checkDeployConfig(twice).problems).toEqual([expect.stringMatching(/\[env.us\]: route eu.hub.example.com is also \[env.eu\]'s/)]);
+  });
+});
