@@ -5,18 +5,21 @@ import type { HubEnv } from './env';
 import { describeError } from './db/errors';
 import { jsonError } from './http-errors';
 import { gatewaySql } from './db/gateway';
+import { hubConfig } from './config';
 
 export function hubApp(): Hono<{ Bindings: HubEnv }> {
   const app = new Hono<{ Bindings: HubEnv }>();
   app.get('/v1/connect', connect);
   app.route('/admin', adminApp());
-  // Readiness: the Worker is up and can reach the registry.
+  // Readiness: the Worker is up and can reach the registry. It also says which region this is,
+  // so a fleet view across regions can tell an endpoint from another.
   app.get('/healthz', async (c) => {
+    const region = hubConfig(c.env).HUB_REGION ?? null;
     try {
       const { rows } = await gatewaySql(c.env).query<{ ok: number }>('select 1 as ok');
-      return c.json({ ok: rows[0]?.ok === 1, database: 'ok' });
+      return c.json({ ok: rows[0]?.ok === 1, database: 'ok', region });
     } catch (err) {
-      return c.json({ ok: false, database: 'unavailable', error: describeError(err) }, 503);
+      return c.json({ ok: false, database: 'unavailable', region, error: describeError(err) }, 503);
     }
   });
   app.notFound((c) => jsonError(c, 404, 'not_found', `no route ${c.req.method} ${c.req.path}`));

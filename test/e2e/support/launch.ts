@@ -22,6 +22,8 @@ export interface LaunchOptions {
   persistDir?: string;
   /** Listen on this port (0 or omitted: any free one). */
   port?: number;
+  /** A region's environment of wrangler.toml (e.g. 'eu'); omitted: the default deployment. */
+  env?: string;
 }
 
 export interface LaunchedHub {
@@ -46,6 +48,7 @@ export async function launchHub(options: LaunchOptions): Promise<LaunchedHub> {
   const persistDir = options.persistDir ?? (await mkdtemp(path.join(tmpdir(), 'wingsmith-hub-')));
   const worker = await unstable_startWorker({
     config: CONFIG_PATH,
+    ...(options.env ? { env: options.env } : {}),
     sendMetrics: false,
     // No .env/.dev.vars from the developer's tree: the caller decides every binding.
     envFiles: [],

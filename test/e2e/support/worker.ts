@@ -15,6 +15,8 @@ export interface StartHubOptions {
   persistDir?: string;
   /** Listen on this port. Default: any free one. */
   port?: number;
+  /** A region's environment of wrangler.toml (e.g. 'eu'); omitted: the default deployment. */
+  env?: string;
 }
 
 export interface Hub {
@@ -39,6 +41,7 @@ export async function startHub(options: StartHubOptions = {}): Promise<Hub> {
     vars,
     ...(options.persistDir !== undefined ? { persistDir: options.persistDir } : {}),
     ...(options.port !== undefined ? { port: options.port } : {}),
+    ...(options.env !== undefined ? { env: options.env } : {}),
   });
   return { url: hub.url, wsUrl: hub.wsUrl, adminToken: vars.ADMIN_TOKEN ?? TEST_ADMIN_TOKEN, stop: hub.stop };
 }
