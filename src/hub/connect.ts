@@ -71,7 +71,14 @@ export async function connect(c: Context<{ Bindings: HubEnv }>): Promise<Respons
 function routeKeyFor(cluster: TokenLookup, hint: string | undefined): string | null {
   const key = routeKeyOf(hint);
   if (!key || cluster.placement_changed_at === null) return key;
-  return decodeTime(key) < new Date(cluster.placement_changed_at).getTime() ? null : key;
+  let minted: number;
+  try {
+    minted = decodeTime(key);
+  } catch {
+    // ULID-shaped but beyond a ULID's time range: the hub never minted it, so it does not route.
+    return null;
+  }
+  return minted < new Date(cluster.placement_changed_at).getTime() ? null : key;
 }
 
 /** A typed refusal over the socket (error frame, then 4403); no session object is involved. */

@@ -109,6 +109,20 @@ describe('placement of session objects (location hints)', () => {
     expect(hintsFor(hub.calls, c.uid, w4.payload.session_id as string)).toEqual([null]);
   });
 
+  it('after a placement change, a resume hint the hub could never have minted starts a new object instead of failing', async () => {
+    const c = await register({});
+    expect((await admin('PATCH', `/clusters/${c.uid}`, { location_hint: 'oc' })).status).toBe(200);
+    const hub = instrumentedHub();
+    // ULID-shaped, but its time field is beyond what a ULID can hold.
+    const forged = `${'Z'.repeat(26)}.${'Z'.repeat(26)}`;
+    const peer = await connectVia(hub.fetch, c.token, forged);
+    const welcome = await peer.hello({ cluster_id: c.name, session_id: forged });
+    peer.close();
+    expect(welcome.payload.full_resync).toBe(true);
+    expect(routeKeyOf(welcome.payload.session_id as string)).not.toBe('Z'.repeat(26));
+    expect(hintsFor(hub.calls, c.uid, welcome.payload.session_id as string)).toEqual(['oc']);
+  });
+
   it('hints are validated against the documented list, at registration and when changed', async () => {
     const bad = await admin('POST', '/clusters', { name: uniqueName('place'), location_hint: 'mars' });
     expect(bad.status).toBe(400);
