@@ -41,6 +41,8 @@ const ConfigSchema = z.object({
   PG_LOCK_TIMEOUT_MS: ms(2_000),
   /** Shared Postgres connections (gateway objects) for lookups, claims, polls and the admin API. */
   DB_GATEWAY_SHARDS: ms(4),
+  /** Postgres connections each gateway shard may open: a statement waiting on a lock holds only one. */
+  DB_GATEWAY_CONNECTIONS: ms(3),
   PG_IDLE_CLOSE_MS: ms(3_000),
   /** More than CONTENTION_THRESHOLD displacements of one cluster within this window is contention. */
   CONTENTION_WINDOW_MS: ms(10 * 60_000),

@@ -82,6 +82,15 @@ export class Pg {
     this.lockTimeoutMs = options.lockTimeoutMs;
   }
 
+  /** Statements in flight (queued on the connection or running). */
+  get inFlightCount(): number {
+    return this.inFlight;
+  }
+
+  get isOpen(): boolean {
+    return this.client !== null;
+  }
+
   /**
    * `name` makes it a prepared statement on this connection: parsed and planned once per
    * connection instead of on every call (worth it for the large, frequent ingest statement).

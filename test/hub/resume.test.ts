@@ -172,7 +172,8 @@ describe('resume (spec: Sequence numbers and resume)', () => {
     const { peer, sessionId } = await h.openFresh(c);
     const cursor = peer.hubCursor;
     // Hold the claim row so the resume's claim statement waits; meanwhile the old connection is
-    // still the session's, and a desired change is numbered and sent on it.
+    // still the session's, and a desired change is numbered and sent on it. (The waiting claim
+    // holds one of its gateway shard's connections; the PUT and the poke go through others.)
     const lock = pgClient(inject('databaseUrl'), inject('pgWsProxy'));
     await lock.connect();
     let again;
@@ -182,7 +183,6 @@ describe('resume (spec: Sequence numbers and resume)', () => {
       again = await h.connect(c.token, sessionId);
       again.send('hello', { cluster_id: c.name, operator_version: '0.1.0', session_id: sessionId, resume_from: cursor, lossy: false });
       await new Promise((r) => setTimeout(r, 200));
-      peer.send('ping', {}); // the old connection stays live (a loaded machine is slow)
       await h.admin('PUT', `/clusters/${c.name}/deployments/during-claim`, desired());
       const onOld = await peer.next((f) => f.type === 'deployment.desired');
       expect(onOld.seq).toBe(cursor + 1);

@@ -19,15 +19,29 @@ const log = createLogger({ component: 'db-gateway' });
  * fenced, and must not queue behind other sessions' work.)
  */
 export class DbGateway extends DurableObject<HubEnv> {
-  private readonly pg: Pg;
+  /**
+   * A few connections, not one: a statement that waits (a claim on a locked row, a slow admin
+   * read) holds its connection, and everything queued behind it on that connection would wait
+   * too. Each statement goes to the connection with the fewest in flight (opened on demand).
+   */
+  private readonly pool: Pg[];
   /** Set when this shard lives outside the deployment's jurisdiction: it then relays nothing. */
   private readonly misplaced: string | null;
 
   constructor(ctx: DurableObjectState, env: HubEnv) {
     super(ctx, env);
     const cfg = hubConfig(env);
-    this.pg = new Pg(env, { idleCloseMs: 60_000, queryTimeoutMs: cfg.PG_QUERY_TIMEOUT_MS });
+    this.pool = Array.from({ length: cfg.DB_GATEWAY_CONNECTIONS }, () => new Pg(env, { idleCloseMs: 60_000, queryTimeoutMs: cfg.PG_QUERY_TIMEOUT_MS }));
     this.misplaced = residencyProblem(ctx.id, cfg);
+  }
+
+  /** An idle open connection first, then an idle closed one, then the least loaded. */
+  private leastBusy(): Pg {
+    let best = this.pool[0] as Pg;
+    for (const pg of this.pool) {
+      if (pg.inFlightCount < best.inFlightCount || (pg.inFlightCount === best.inFlightCount && pg.isOpen && !best.isOpen)) best = pg;
+    }
+    return best;
   }
 
   /** Errors come back as values: RPC would drop the SQLSTATE that tells transient from permanent. */
@@ -37,7 +51,7 @@ export class DbGateway extends DurableObject<HubEnv> {
       return { ok: false, message: `residency check failed: ${this.misplaced}`, code: null, name: 'ResidencyError' };
     }
     try {
-      const r = await this.pg.query(text, params);
+      const r = await this.leastBusy().query(text, params);
       return { ok: true, rows: r.rows, rowCount: r.rowCount };
     } catch (err) {
       const e = err as { message?: unknown; code?: unknown; name?: unknown };
