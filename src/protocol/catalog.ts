@@ -225,6 +225,12 @@ export const LinkStatsPayload = z.object({
   dropped_events: Count,
   evicted_frames: Count,
   replaced_frames: Count,
+  /**
+   * Attempts to apply a hub frame that failed transiently (the application's handler threw, or
+   * said `transient`); each is withheld and retried. Optional: an operator one version behind
+   * does not send it.
+   */
+  handler_failures: Count.optional(),
 });
 
 // ---------------------------------------------------------------------------------------------

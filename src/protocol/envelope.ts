@@ -12,6 +12,15 @@ export function isSequencedType(type: string): boolean {
   return !UNSEQUENCED_TYPES.has(type);
 }
 
+/**
+ * Types that may travel without an `id` and a `ts` (written `null`): the canonical liveness
+ * frames. An idle operator's ping must be byte-identical from one interval to the next so the
+ * hub's runtime can answer it without waking the session object (it matches the text exactly);
+ * a per-frame id or timestamp would make every ping unique. Nothing ever replies to a ping's or
+ * a pong's id, so nothing is lost. Every other type keeps requiring both.
+ */
+export const ANONYMOUS_TYPES: ReadonlySet<string> = new Set(['ping', 'pong']);
+
 export const ULID_RE = /^[0-9A-HJKMNP-TV-Z]{26}$/;
 /** RFC 3339 timestamp in UTC or with an offset; fractional seconds optional. */
 export const RFC3339_RE = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:Z|[+-]\d{2}:\d{2})$/;
@@ -109,25 +118,29 @@ export function decodeEnvelope(text: string): EnvelopeDecode {
  * sequenced frame is still counted and acknowledged.
  */
 export function frameProblem(e: Envelope): string | null {
-  if (!ULID_RE.test(e.id)) return 'envelope id is not a ULID';
+  // A decoded envelope holds '' for an id or ts that was null or absent.
+  const anonymous = ANONYMOUS_TYPES.has(e.type);
+  if (!(anonymous && e.id === '') && !ULID_RE.test(e.id)) return 'envelope id is not a ULID';
   if (e.reply_to !== null && !ULID_RE.test(e.reply_to)) return 'envelope reply_to is not a ULID';
-  if (!RFC3339_RE.test(e.ts) || Number.isNaN(Date.parse(e.ts))) return 'envelope ts is not an RFC 3339 timestamp';
+  if (!(anonymous && e.ts === '') && (!RFC3339_RE.test(e.ts) || Number.isNaN(Date.parse(e.ts)))) {
+    return 'envelope ts is not an RFC 3339 timestamp';
+  }
   if (e.payload === null || typeof e.payload !== 'object' || Array.isArray(e.payload)) {
     return 'payload is not a JSON object';
   }
   return null;
 }
 
-/** Serialize with a fixed key order. */
+/** Serialize with a fixed key order; an absent id or ts (decoded as '') is written null. */
 export function encodeEnvelope(e: Envelope): string {
   return JSON.stringify({
     v: e.v,
     type: e.type,
-    id: e.id,
+    id: e.id === '' ? null : e.id,
     seq: e.seq,
     ack: e.ack,
     reply_to: e.reply_to,
-    ts: e.ts,
+    ts: e.ts === '' ? null : e.ts,
     payload: e.payload,
   });
 }

@@ -36,6 +36,26 @@ export function buildFrame<T extends MessageType>(f: FrameFields<T>): string {
   });
 }
 
+function canonicalLiveness(type: 'ping' | 'pong', ack: number): string {
+  if (!Number.isSafeInteger(ack) || ack < 0) throw new RangeError(`${type} ack must be a non-negative integer, got ${ack}`);
+  // Spelled out rather than serialized: this exact text is what the hub's runtime matches.
+  return `{"v":${ENVELOPE_VERSION},"type":"${type}","id":null,"seq":null,"ack":${ack},"reply_to":null,"ts":null,"payload":{}}`;
+}
+
+/**
+ * The one text of a ping carrying `ack` (the sender's durable contiguous cursor of the peer's
+ * stream, 0 when it has none). No id, no ts: an idle operator's pings are byte-identical, so the
+ * hub's runtime can answer them without waking the session object (MESSAGES.md, `ping`).
+ */
+export function canonicalPing(ack: number): string {
+  return canonicalLiveness('ping', ack);
+}
+
+/** The one text of a pong carrying `ack`; see `canonicalPing`. */
+export function canonicalPong(ack: number): string {
+  return canonicalLiveness('pong', ack);
+}
+
 /** What one received text frame turned out to be. */
 export type Incoming =
   /** The envelope cannot be read, or its `v` is out of range: close 4400. */

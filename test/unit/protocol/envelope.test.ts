@@ -1,7 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import {
   buildFrame,
+  canonicalPing,
+  canonicalPong,
   decodeEnvelope,
+  encodeEnvelope,
   ENVELOPE_VERSION,
   isSequencedType,
   MIN_ENVELOPE_VERSION,
@@ -96,6 +99,40 @@ describe('envelope', () => {
     const f = JSON.parse(buildFrame({ type: 'ping', payload: {}, ack: 5, now: Date.UTC(2026, 0, 2, 3, 4, 5, 6) }));
     expect(f).toMatchObject({ v: 1, type: 'ping', seq: null, ack: 5, reply_to: null, ts: '2026-01-02T03:04:05.006Z' });
     expect(f.id).toMatch(/^[0-9A-HJKMNP-TV-Z]{26}$/);
+  });
+
+  it('canonical ping and pong: one exact text per cursor, no id, no ts', () => {
+    expect(canonicalPing(7)).toBe('{"v":1,"type":"ping","id":null,"seq":null,"ack":7,"reply_to":null,"ts":null,"payload":{}}');
+    expect(canonicalPong(0)).toBe('{"v":1,"type":"pong","id":null,"seq":null,"ack":0,"reply_to":null,"ts":null,"payload":{}}');
+    expect(() => canonicalPing(-1)).toThrow(RangeError);
+    expect(() => canonicalPong(1.5)).toThrow(RangeError);
+  });
+
+  it('a ping or pong without id and ts decodes as a message, and encodes back to the same text', () => {
+    for (const type of ['ping', 'pong']) {
+      const canonical = `{"v":1,"type":"${type}","id":null,"seq":null,"ack":42,"reply_to":null,"ts":null,"payload":{}}`;
+      const r = readFrame(canonical);
+      expect(r.kind).toBe('message');
+      if (r.kind !== 'message') continue;
+      expect(r.message.type).toBe(type);
+      expect(r.envelope.ack).toBe(42);
+      expect(encodeEnvelope(r.envelope)).toBe(canonical);
+    }
+  });
+
+  it('the old ping and pong, with an id and a ts, are still read (a peer one version behind)', () => {
+    for (const type of ['ping', 'pong']) {
+      const r = readFrame(buildFrame({ type: type as 'ping', payload: {}, ack: 3 }));
+      expect(r.kind).toBe('message');
+    }
+  });
+
+  it('only ping and pong may omit id and ts: any other type without them is a poison frame', () => {
+    expect(readFrame(text({ ...base, id: null })).kind).toBe('poison');
+    expect(readFrame(text({ ...base, ts: null })).kind).toBe('poison');
+    expect(readFrame(text({ ...base, type: 'ack', seq: null, payload: {}, id: null, ts: null })).kind).toBe('poison');
+    expect(readFrame(text({ ...base, type: 'ping', seq: null, payload: {}, id: 'not-a-ulid', ts: null })).kind).toBe('poison');
+    expect(readFrame(text({ ...base, type: 'pong', seq: null, payload: {}, id: null, ts: 'yesterday' })).kind).toBe('poison');
   });
 });
 
