@@ -45,6 +45,16 @@ export class Backoff {
     this.attempts = Math.max(this.attempts, Math.ceil(Math.log2(this.policy.capMs / this.policy.baseMs)));
   }
 
+  /**
+   * The delay after a refusal: the whole cap, not a draw under it (a draw could retry a refused
+   * version within a second). Later delays stay at the cap's ceiling, with jitter, until a reset.
+   */
+  refusal(): number {
+    this.saturate();
+    this.attempts++;
+    return this.policy.capMs;
+  }
+
   reset(): void {
     this.attempts = 0;
   }

@@ -34,14 +34,19 @@
  *   session opens, because frames queued but never numbered died with the process.
  * - Receive side: strict order (duplicates dropped, a gap closes the link), handler outcomes as
  *   in `handlers.ts`, unknown types and poison frames answered and acked, hub `error` frames
- *   logged and never fatal, the hub's desired snapshot pruned only after a complete stream.
+ *   logged and never fatal, the hub's desired snapshot pruned only after a complete stream (and
+ *   a restart in the middle of one says `lossy`, so a whole new snapshot follows).
  * - Acks ride on every outgoing frame; when the cursor moved and nothing else went out within
  *   `ackDelayMs` an `ack` frame carries it.
  * - Liveness: `ping` every `pingIntervalMs` (else the hub's `limits.ping_interval_s`, else 10 s);
  *   the link is closed (4408) after `idleTimeoutMs` (else the hub's `idle_timeout_s`, else 30 s)
- *   without any frame. Reconnects forever: exponential backoff 1 s → 30 s with full jitter; the
- *   attempt count resets once a session stayed up `stableAfterMs`. Refusals (4403, 4409, HTTP
- *   401/403, a handshake error with retryable false) wait the full cap.
+ *   without any frame; no `welcome` within `handshakeTimeoutMs` of `hello` closes it too. Pings
+ *   are the canonical text (no id, no ts) so an idle operator's pings are byte-identical.
+ *   Reconnects forever: exponential backoff 1 s → 30 s with full jitter; the attempt count resets
+ *   once a session stayed up `stableAfterMs`.
+ * - Refusals (refusal.ts): one `refused` event and one log line each; those the hub will not
+ *   reverse by itself wait the whole cap; on 4409 the displaced session is forgotten and the
+ *   next hello asks for a new one.
  * - Backpressure: the protocol core's coalescing `OperatorSendQueue`; frames are numbered when
  *   written, and never more than `limits.replay_buffer_frames` / `_bytes` are unacked at once.
  *   Drop counters go to the hub in `link.stats`.
@@ -49,6 +54,8 @@
 import { EventEmitter } from 'node:events';
 import {
   buildFrame,
+  canonicalPing,
+  canonicalPong,
   CloseCode,
   InboundSequencer,
   newId,
@@ -65,15 +72,16 @@ import {
 } from '../protocol';
 import { Backoff, DEFAULT_BACKOFF, type BackoffPolicy } from './backoff';
 import { CorruptCursorStoreError, emptyRecord, FileCursorStore, type CursorStore, type DurableRecord } from './cursor-store';
-import type { OperatorHandlers } from './handlers';
+import { assertHandlers, type OperatorHandlers } from './handlers';
 import { dispatch, type DispatchCounters, type DispatchHost, type Settled } from './inbound-dispatch';
-import { LinkStatsReporter } from './link-stats';
+import { LinkStatsReporter, type LinkCounters } from './link-stats';
 import { jsonLogger, type Logger } from './logger';
 import { OperationBook, type OperationBookOptions } from './operations';
 import { decideResumeBase } from './resume-base';
 import { MemoryOutboundLog, type OutboundLog } from './outbound-log';
 import { checkedPayload, outItem, type OutItem } from './outgoing';
 import { Outbox } from './outbox';
+import { classifyClose, httpRefusalError, refusalLogLine, type RefusalError, type RefusalKind } from './refusal';
 import { InboundResyncs, ObservedResync, type ObservedSnapshot } from './resync';
 import { systemTimers, type Timers } from './timers';
 import { connectUrl, type Dialer, type Transport } from './transport';
@@ -103,6 +111,8 @@ export interface OperatorClientOptions {
   dial?: Dialer;
   pingIntervalMs?: number;
   idleTimeoutMs?: number;
+  /** No `welcome` this long after `hello`: close (4408) and back off. Default 10 s (the spec). */
+  handshakeTimeoutMs?: number;
   backoff?: Partial<BackoffPolicy>;
   /** A session up this long resets the backoff. Default 10 s. */
   stableAfterMs?: number;
@@ -120,6 +130,12 @@ export interface OperatorClientOptions {
   drainTimeoutMs?: number;
   /** Send queue capacity in frames. Default 4096. */
   sendQueueCapacity?: number;
+  /**
+   * Most control frames (error replies, operation reports) waiting to be written. At the bound
+   * no hub frame is applied (its ack is withheld, so the hub's window stops it sending) and
+   * operation progress is dropped. Default: `sendQueueCapacity`, at least 64.
+   */
+  controlQueueLimit?: number;
   /** Retry delays for a frame whose handler failed transiently. Default 500 ms → 30 s. */
   retry?: Partial<BackoffPolicy>;
   operations?: OperationBookOptions;
@@ -131,13 +147,30 @@ export interface ClientEvents {
   state: [ClientState];
   /** A session opened. `fresh`: numbering restarted and a resync follows. `region`: the hub's region, null if it names none. */
   welcome: [{ sessionId: string; fresh: boolean; hubVersion: string; limits: Limits; region: string | null }];
-  closed: [{ code: number; reason: string; httpStatus: number | null; welcomed: boolean }];
-  /** The hub refused this operator (disabled, token rotated, displaced, version refused). */
-  refused: [{ code: number; reason: string; httpStatus: number | null; error: Payload<'error'> | null }];
+  /** The link closed. `error`: the connection-level error the hub sent before closing, if any. */
+  closed: [{ code: number; reason: string; httpStatus: number | null; welcomed: boolean; error: RefusalError | null }];
+  /**
+   * The hub refused this operator (refusal.ts): not an enrollment token (HTTP 401/403), not
+   * registered, disabled or token rotated (4403), displaced by another operator (4409), or a
+   * handshake it explained with an error (another major, the wrong cluster id, registry down).
+   * `retryInMs`: when the next attempt is (the whole backoff cap unless the error was retryable).
+   */
+  refused: [RefusedEvent];
   hubError: [{ payload: Payload<'error'>; replyTo: string | null; seq: number | null }];
   /** Local desired deployments were pruned against a complete hub snapshot. */
   pruned: [{ keep: ReadonlySet<string> }];
   stopped: [];
+}
+
+export interface RefusedEvent {
+  kind: RefusalKind;
+  closeCode: number;
+  /** The same as `closeCode` (the field's first name). */
+  code: number;
+  httpStatus: number | null;
+  error: RefusalError | null;
+  reason: string;
+  retryInMs: number;
 }
 
 export interface ClientStats extends DispatchCounters {
@@ -168,9 +201,11 @@ interface Link {
   lastAckSent: number;
   lastFrameAt: number;
   replay: ReplayEntry[] | null;
-  handshakeError: Payload<'error'> | null;
+  /** The connection-level error (`seq: null`) the hub sent on this link: why it is closing it. */
+  connectionError: RefusalError | null;
   cancelPing: () => void;
   cancelIdle: () => void;
+  cancelHandshake: () => void;
 }
 
 const NOOP = () => {};
@@ -203,6 +238,8 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
   private inbound!: InboundSequencer;
   private book!: OperationBook;
   private sessionId: string | null = null;
+  /** The session this operator was displaced from (kept for diagnostics, never resumed). */
+  private displacedSession: string | null = null;
   private lossy = false;
   private limits: Limits = DEFAULT_LIMITS;
   private link: Link | null = null;
@@ -244,6 +281,7 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
 
   constructor(options: OperatorClientOptions) {
     super();
+    assertHandlers(options.handlers);
     this.opts = options;
     this.url = connectUrl(options.url);
     this.timers = options.timers ?? systemTimers;
@@ -251,7 +289,8 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
     this.dial = options.dial ?? wsDialer();
     this.backoff = new Backoff({ ...DEFAULT_BACKOFF, ...options.backoff }, options.random ?? Math.random);
     this.retryPolicy = { baseMs: 500, capMs: 30_000, ...options.retry };
-    this.outbox = new Outbox(options.sendQueueCapacity ?? 4096);
+    const capacity = options.sendQueueCapacity ?? 4096;
+    this.outbox = new Outbox(capacity, options.controlQueueLimit ?? Math.max(capacity, 64));
     this.buffer = options.outboundLog ?? new MemoryOutboundLog();
     const epoch = newId(this.timers.now());
     this.linkStats = new LinkStatsReporter(epoch, options.statsIntervalMs ?? 5_000);
@@ -275,6 +314,7 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
       permanentFailures: 0,
       hubErrors: 0,
       supersededDesired: 0,
+      handlerFailures: 0,
     };
   }
 
@@ -429,6 +469,15 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
       this.buffer.clear();
     }
     this.lossy = base.lossy;
+    this.displacedSession = record.displacedSession ?? null;
+    if (record.hubSnapshotOpen && record.sessionId !== null) {
+      // The half-received snapshot is gone from memory: it can never be pruned against, and a
+      // resume would only replay its tail. Ask for a fresh session, which brings a whole one.
+      this.log.warn('restarted in the middle of a hub snapshot: hello will say lossy so a fresh snapshot follows', {
+        session: record.sessionId,
+      });
+      this.lossy = true;
+    }
     this.outbound = new OutboundSequencer(this.buffer, UNBOUNDED, base.outbound);
     this.resyncAfterOpen = base.resyncAfterOpen;
   }
@@ -441,6 +490,8 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
       outbound: this.outbound.snapshot(),
       clean,
       operations: this.book ? this.book.snapshot() : [],
+      hubSnapshotOpen: this.streams.size > 0,
+      displacedSession: this.displacedSession,
     };
   }
 
@@ -528,9 +579,10 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
       lastAckSent: 0,
       lastFrameAt: this.timers.now(),
       replay: null,
-      handshakeError: null,
+      connectionError: null,
       cancelPing: NOOP,
       cancelIdle: NOOP,
+      cancelHandshake: NOOP,
     };
     this.link = link;
     this.counters.connects++;
@@ -546,7 +598,10 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
         {
           onOpen: () => this.onOpen(link),
           onMessage: (text, binary) => this.onMessage(link, text, binary),
-          onClose: (code, reason, httpStatus) => this.onClosed(link, code, reason, httpStatus ?? null),
+          onClose: (code, reason, httpStatus, httpBody) => {
+            if (httpStatus !== undefined && httpBody) link.connectionError = httpRefusalError(httpBody);
+            this.onClosed(link, code, reason, httpStatus ?? null);
+          },
         },
       );
       if (link.ended) transport.close(CloseCode.NORMAL, 'already closed');
@@ -569,6 +624,12 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
     };
     this.log.info('connected; hello', { session: this.sessionId, resume_from: hello.resume_from, lossy: hello.lossy });
     this.write(link, buildFrame({ type: 'hello', payload: hello, now: this.timers.now() }));
+    const handshakeMs = this.opts.handshakeTimeoutMs ?? 10_000;
+    link.cancelHandshake = this.timers.schedule(() => {
+      if (link.welcomed || link.ended) return;
+      this.log.warn('no welcome within the handshake timeout: closing the link', { timeout_ms: handshakeMs });
+      this.closeLink(link, CloseCode.TIMEOUT, `no welcome within ${handshakeMs} ms`);
+    }, handshakeMs);
   }
 
   /** Close a link; everything else happens in `onClosed`, which every transport calls once. */
@@ -585,6 +646,7 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
     link.ended = true;
     link.cancelPing();
     link.cancelIdle();
+    link.cancelHandshake();
     if (this.link !== link) return;
     this.link = null;
     this.gen++;
@@ -594,35 +656,50 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
     this.cancelAck = null;
     this.ackDue = false;
     const welcomed = link.welcomed;
-    this.log.info('link closed', { code, reason, http_status: httpStatus, welcomed, session: this.sessionId });
-    this.emit('closed', { code, reason, httpStatus, welcomed });
+    const error = link.connectionError;
+    const refusal = this.stopping ? null : classifyClose({ closeCode: code, reason, httpStatus, welcomed, error });
+    if (!refusal) this.log.info('link closed', { code, reason, http_status: httpStatus, welcomed, session: this.sessionId, error });
+    this.safeEmit('closed', { code, reason, httpStatus, welcomed, error });
     if (this.stopping) {
       this.checkDrained();
       return;
     }
     if (welcomed && this.timers.now() - link.welcomedAt >= (this.opts.stableAfterMs ?? 10_000)) this.backoff.reset();
-    const refused =
-      code === CloseCode.REFUSED ||
-      code === CloseCode.DISPLACED ||
-      httpStatus === 401 ||
-      httpStatus === 403 ||
-      (!welcomed && link.handshakeError?.retryable === false);
-    if (refused) {
-      this.backoff.saturate();
-      this.log.error('the hub refused this operator; retrying at the backoff cap', {
-        code,
-        reason,
-        http_status: httpStatus,
-        error: link.handshakeError,
-      });
-      this.emit('refused', { code, reason, httpStatus, error: link.handshakeError });
+    if (!refusal) return this.scheduleReconnect();
+    if (refusal.forgetSession && this.sessionId !== null) {
+      // Resuming would take the cluster back from the operator that holds it now. The record
+      // keeps the old id for diagnostics; the next hello asks for a new session.
+      this.displacedSession = this.sessionId;
+      this.sessionId = null;
+      this.lossy = false;
+      this.markChanged();
     }
-    this.scheduleReconnect();
+    const delay = refusal.waitCap ? this.backoff.refusal() : this.backoff.next();
+    const line = refusalLogLine(refusal, delay);
+    this.log.error(line.msg, { ...line.fields, session: this.sessionId, displaced_session: refusal.forgetSession ? this.displacedSession : undefined });
+    this.safeEmit('refused', {
+      kind: refusal.kind,
+      closeCode: refusal.closeCode,
+      code: refusal.closeCode,
+      httpStatus: refusal.httpStatus,
+      error: refusal.error,
+      reason: refusal.reason,
+      retryInMs: delay,
+    });
+    this.scheduleReconnect(delay);
   }
 
-  private scheduleReconnect(): void {
+  /** Emit to the application; a listener that throws must not break the link's own work. */
+  private safeEmit<K extends keyof ClientEvents>(event: K, ...args: ClientEvents[K]): void {
+    try {
+      (this.emit as (e: K, ...a: ClientEvents[K]) => boolean)(event, ...args);
+    } catch (err) {
+      this.log.error(`a '${String(event)}' listener threw; ignored`, { err });
+    }
+  }
+
+  private scheduleReconnect(delay = this.backoff.next()): void {
     if (this.stopping) return;
-    const delay = this.backoff.next();
     this.setState('waiting');
     this.nextReconnectAt = this.timers.now() + delay;
     this.log.debug('reconnecting after backoff', { delay_ms: delay, attempt: this.backoff.attempt });
@@ -650,7 +727,9 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
   private armPing(link: Link): void {
     link.cancelPing = this.timers.schedule(() => {
       if (link.ended || this.link !== link) return;
-      this.write(link, buildFrame({ type: 'ping', payload: {}, ack: this.persistedCursor, now: this.timers.now() }));
+      // Canonical: while the cursor does not move, every ping is the same text, which the hub's
+      // runtime answers without waking the session object.
+      this.write(link, canonicalPing(this.persistedCursor));
       link.lastAckSent = Math.max(link.lastAckSent, this.persistedCursor);
       this.armPing(link);
     }, this.pingMs);
@@ -699,11 +778,10 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
     if (env.seq === null) return this.onUnsequenced(link, incoming);
 
     if (!link.welcomed) {
+      // A hub that numbered its refusal anyway: there is no session to number it in, so it is
+      // read as the connection-level error it stands for.
       if (incoming.kind === 'message' && incoming.message.type === 'error') {
-        // The hub explains a refusal before it closes the handshake.
-        link.handshakeError = incoming.message.payload;
-        this.log.error('the hub rejected the handshake', { ...incoming.message.payload });
-        this.emit('hubError', { payload: incoming.message.payload, replyTo: env.reply_to, seq: env.seq });
+        link.connectionError = this.onConnectionError(incoming.message.payload, env);
         return;
       }
       return this.protocolError(link, `sequenced ${env.type} before welcome`);
@@ -736,13 +814,29 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
       this.log.warn('unreadable unsequenced frame from the hub ignored', { type: env.type, reason: incoming.reason });
       return;
     }
+    if (incoming.kind === 'message' && incoming.message.type === 'error') {
+      link.connectionError = this.onConnectionError(incoming.message.payload, env);
+      return;
+    }
     if (env.type === 'ping') {
-      this.write(link, buildFrame({ type: 'pong', payload: {}, ack: this.persistedCursor, now: this.timers.now() }));
+      this.write(link, canonicalPong(this.persistedCursor));
       link.lastAckSent = Math.max(link.lastAckSent, this.persistedCursor);
     } else if (env.type === 'hello') {
       this.log.warn('the hub sent a hello; ignored');
     }
     // pong and ack: their whole content is the envelope's ack, handled already.
+  }
+
+  /**
+   * A connection-level error (`seq: null`): the hub explains why it is about to close this link
+   * (a refusal, a protocol error, displacement). It belongs to no stream: not acknowledged, never
+   * fatal by itself. The close that follows decides what happens (onClosed).
+   */
+  private onConnectionError(payload: Payload<'error'>, env: Envelope): RefusalError {
+    this.counters.hubErrors++;
+    this.log.debug('connection-level error from the hub', { ...payload, reply_to: env.reply_to });
+    this.safeEmit('hubError', { payload, replyTo: env.reply_to, seq: null });
+    return { code: payload.code, message: payload.message, retryable: payload.retryable };
   }
 
   private onWelcome(link: Link, w: Payload<'welcome'>): void {
@@ -792,16 +886,17 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
     }
     link.welcomed = true;
     link.welcomedAt = this.timers.now();
+    link.cancelHandshake();
     this.counters.sessionsOpened++;
     this.setState('open');
     this.armPing(link);
     this.linkStats.sessionOpened();
-    this.enqueue(outItem('link.stats', this.linkStats.take(this.outbox.counters, this.timers.now())));
+    this.enqueue(outItem('link.stats', this.linkStats.take(this.linkCounters(), this.timers.now())));
     if (fresh || this.resyncAfterOpen) {
       this.resyncAfterOpen = false;
       void this.startResync(fresh ? 'fresh session' : 'restart after an unclean stop');
     }
-    this.emit('welcome', { sessionId: w.session_id, fresh, hubVersion: w.hub_version, limits: w.limits, region: w.region ?? null });
+    this.safeEmit('welcome', { sessionId: w.session_id, fresh, hubVersion: w.hub_version, limits: w.limits, region: w.region ?? null });
     this.requestPump();
   }
 
@@ -825,8 +920,9 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
       logger: this.log.child({ session: this.sessionId }),
       counters: this.counters,
       send: (item) => this.enqueue(item),
-      hubError: (payload, env: Envelope) => this.emit('hubError', { payload, replyTo: env.reply_to, seq: env.seq }),
-      pruned: (keep) => this.emit('pruned', { keep }),
+      canReply: () => this.outbox.hasRoom(true),
+      hubError: (payload, env: Envelope) => this.safeEmit('hubError', { payload, replyTo: env.reply_to, seq: env.seq }),
+      pruned: (keep) => this.safeEmit('pruned', { keep }),
     };
   }
 
@@ -834,16 +930,27 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
     // Frames read on a link that has since closed are not applied: the hub replays them.
     if (gen !== this.gen) return;
     const seq = incoming.envelope.seq as number;
-    const result: Settled = await dispatch(this.dispatchHost(), incoming, attempt);
+    let result: Settled;
+    try {
+      result = await dispatch(this.dispatchHost(), incoming, attempt);
+    } catch (err) {
+      // A bug of ours: unsure means transient, so the frame is retried rather than lost.
+      this.log.error('applying a frame failed unexpectedly; treated as transient', { err, seq, type: incoming.envelope.type });
+      result = { settle: 'failed', reason: `internal error: ${err instanceof Error ? err.message : String(err)}`, cause: 'backpressure' };
+    }
     if (gen !== this.gen) return;
+    // Whether a hub snapshot is open is part of the durable record (restart safety).
+    if (incoming.envelope.type === 'resync.begin' || incoming.envelope.type === 'stream.end') this.markChanged();
     if (result.settle === 'failed') {
       this.inbound.settle(seq, 'failed');
       this.counters.transientFailures++;
+      if (result.cause === 'handler') this.scheduleStats();
       const delay = Math.min(this.retryPolicy.capMs, this.retryPolicy.baseMs * 2 ** Math.min(attempt, 30));
       this.log.warn('frame not applied (transient): ack withheld, retrying', {
         seq,
         type: incoming.envelope.type,
         reason: result.reason,
+        cause: result.cause,
         attempt: attempt + 1,
         retry_in_ms: delay,
       });
@@ -886,15 +993,19 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
     return outcome;
   }
 
+  private linkCounters(): LinkCounters {
+    return { ...this.outbox.counters, handlerFailures: this.counters.handlerFailures };
+  }
+
   private scheduleStats(): void {
     if (this.cancelStats) return;
-    const due = this.linkStats.dueIn(this.outbox.counters, this.timers.now());
+    const due = this.linkStats.dueIn(this.linkCounters(), this.timers.now());
     if (due === null) return;
     this.cancelStats = this.timers.schedule(() => {
       this.cancelStats = null;
       // Between sessions the next welcome sends a fresh report anyway.
       if (!this.link?.welcomed) return;
-      this.enqueue(outItem('link.stats', this.linkStats.take(this.outbox.counters, this.timers.now())));
+      this.enqueue(outItem('link.stats', this.linkStats.take(this.linkCounters(), this.timers.now())));
     }, due);
   }
 
@@ -1034,6 +1145,8 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
     if (this.link !== link || link.closing || link.ended) return; // Numbered frames wait in the buffer for the resume.
 
     for (const t of texts) this.write(link, t);
+    // Control frames went out: conclusions that waited for room in the queue may follow.
+    if (this.book.hasDeferred) this.book.resumeDeferred();
     for (const w of written) {
       w.item.onWritten?.(w.seq);
       if (w.item.type === 'stream.end') {
@@ -1142,6 +1255,7 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
   private operationHost() {
     return {
       send: (item: OutItem) => this.enqueue(item),
+      hasRoom: () => this.outbox.hasRoom(),
       changed: () => {
         this.markChanged();
         this.requestPump();

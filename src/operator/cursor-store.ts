@@ -11,7 +11,13 @@
  * - `clean`: true only when written by a graceful stop that left nothing unsent and nothing
  *   unacknowledged; a start overwrites it with false at once, so a crash is always detectable;
  * - `operations`: the operations this cluster has accepted, so a restart neither re-runs a
- *   concluded one nor forgets to report it.
+ *   concluded one nor forgets to report it;
+ * - `hubSnapshotOpen`: a hub resync stream was open (its `resync.begin` applied, its
+ *   `stream.end` not yet). A process that restarts with it set cannot prune against that
+ *   snapshot (the frames before the restart are gone from memory), so its hello says `lossy` and
+ *   a fresh session brings a whole new snapshot;
+ * - `displacedSession`: the session this operator was displaced from (close 4409), kept for
+ *   diagnostics only: `sessionId` is null from then on, so it is never resumed.
  */
 import { readFile, rename } from 'node:fs/promises';
 import { z } from 'zod';
@@ -49,6 +55,9 @@ const DurableRecordSchema = z.object({
   outbound: z.object({ nextSeq: z.number().int().positive(), peerAck: Count, lostThrough: Count }),
   clean: z.boolean(),
   operations: z.array(OperationRecordSchema),
+  // Added after the first release: a record written before has neither.
+  hubSnapshotOpen: z.boolean().optional(),
+  displacedSession: z.string().min(1).max(128).nullable().optional(),
 });
 export type DurableRecord = z.infer<typeof DurableRecordSchema>;
 
@@ -60,6 +69,8 @@ export function emptyRecord(): DurableRecord {
     outbound: { nextSeq: 1, peerAck: 0, lostThrough: 0 },
     clean: false,
     operations: [],
+    hubSnapshotOpen: false,
+    displacedSession: null,
   };
 }
 

@@ -12,8 +12,9 @@ import type { ErrorCode, Payload } from '../protocol';
  *   accepted, acknowledged and dropped, logged at error level, and reported to the hub with an
  *   `error` frame (`retryable: false`, `reply_to` = the frame's id).
  *
- * A handler that throws, or returns anything else, is treated as `transient`: a receiver that
- * cannot tell the two apart withholds, because a replay loop is at least visible.
+ * A handler may also throw: a `PermanentError` is `permanent` (its message is the reason); any
+ * other throw, or a return value that is none of these, is `transient`: a receiver that cannot
+ * tell the two apart withholds, because a replay loop is at least visible.
  */
 export type HandlerResult =
   | { ok: true }
@@ -28,6 +29,32 @@ export const permanent = (reason: string, code: ErrorCode = 'invalid'): HandlerR
   reason,
   code,
 });
+
+const PERMANENT = Symbol.for('wingsmith.operator.PermanentError');
+
+/**
+ * Throw this from a handler to reject a frame for good: the same as returning `permanent()`. The
+ * frame is accepted, acknowledged and dropped, logged at error level, and answered with
+ * `error {code, retryable: false, reply_to: <the frame's id>}` (`code` defaults to `invalid`).
+ * Any other exception is transient: the ack is withheld and the frame retried.
+ */
+export class PermanentError extends Error {
+  override readonly name = 'PermanentError';
+  readonly [PERMANENT] = true;
+
+  constructor(
+    message: string,
+    readonly code: ErrorCode = 'invalid',
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+  }
+}
+
+/** True for a `PermanentError`, also one thrown by another copy of this module. */
+export function isPermanentError(err: unknown): err is PermanentError {
+  return err instanceof PermanentError || (typeof err === 'object' && err !== null && (err as { [PERMANENT]?: unknown })[PERMANENT] === true);
+}
 
 /** Interpret whatever a handler produced; anything unrecognized is transient. */
 export function normalizeResult(value: unknown): HandlerResult {
@@ -44,11 +71,15 @@ export function normalizeResult(value: unknown): HandlerResult {
   return { ok: false, retryable: true, reason: `handler returned an unrecognized outcome: ${describe(value)}` };
 }
 
-/** Run a handler; a throw becomes a transient failure. */
+/** Run a handler; a `PermanentError` is a permanent failure, any other throw a transient one. */
 export async function runHandler(fn: () => unknown): Promise<HandlerResult> {
   try {
     return normalizeResult(await fn());
   } catch (err) {
+    if (isPermanentError(err)) {
+      const code = ERROR_CODE_SET.has(err.code) ? err.code : 'invalid';
+      return { ok: false, retryable: false, reason: err.message || 'handler rejected the frame', code };
+    }
     return { ok: false, retryable: true, reason: `handler threw: ${err instanceof Error ? err.message : String(err)}` };
   }
 }
@@ -103,10 +134,10 @@ export interface OperatorHandlers {
   desired(payload: Payload<'deployment.desired'>, ctx: FrameContext): HandlerResult | Promise<HandlerResult>;
   /**
    * After a complete hub snapshot (`stream.end {complete: true}` with a matching count): remove
-   * every local desired deployment whose id is not in `keep`. Without this handler nothing is
-   * pruned (and a warning is logged).
+   * every local desired deployment whose id is not in `keep`. Required: the hub's snapshot is
+   * the only thing that removes a deployment withdrawn while this operator was away.
    */
-  pruneDesired?(keep: ReadonlySet<string>, ctx: FrameContext): HandlerResult | Promise<HandlerResult>;
+  pruneDesired(keep: ReadonlySet<string>, ctx: FrameContext): HandlerResult | Promise<HandlerResult>;
   /**
    * Optional gate before an operation is accepted. `transient` withholds the ack of the
    * `operation.start` (it will be retried), `permanent` refuses it with an `error` frame, which
@@ -115,4 +146,15 @@ export interface OperatorHandlers {
   admitOperation?(payload: Payload<'operation.start'>, ctx: FrameContext): HandlerResult | Promise<HandlerResult>;
   /** Run an accepted operation to its conclusion. A throw concludes it as `failed`. */
   operation(payload: Payload<'operation.start'>, ctx: OperationContext): Promise<OperationConclusion> | OperationConclusion;
+}
+
+/** Check at construction what the types promise, for callers without a type checker. */
+export function assertHandlers(handlers: unknown): asserts handlers is OperatorHandlers {
+  const h = (handlers ?? {}) as Record<string, unknown>;
+  for (const name of ['desired', 'pruneDesired', 'operation'] as const) {
+    if (typeof h[name] !== 'function') throw new TypeError(`handlers.${name} is required and must be a function`);
+  }
+  if (h.admitOperation !== undefined && typeof h.admitOperation !== 'function') {
+    throw new TypeError('handlers.admitOperation must be a function when given');
+  }
 }

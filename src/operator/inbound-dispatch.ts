@@ -7,7 +7,9 @@
  * - `dropped`: acknowledged too (unknown type, poison frame, permanent handler failure): the seq
  *   is consumed so the stream behind it is not wedged; the drop is logged loudly and answered
  *   with an `error` frame (`retryable: false`, `reply_to` = the frame's id);
- * - `failed`: transient; the ack is withheld and the frame retried.
+ * - `failed`: transient; the ack is withheld and the frame retried. Its cause is the
+ *   application's handler (it threw, or said `transient`: counted in `link.stats`) or
+ *   backpressure (the send queue has no room for the answer the frame may need).
  */
 import { ULID_RE, type Envelope, type ErrorCode, type Incoming, type Payload } from '../protocol';
 import { runHandler, type FrameContext, type HandlerResult, type OperatorHandlers } from './handlers';
@@ -18,7 +20,7 @@ import type { InboundResyncs } from './resync';
 
 export type Settled =
   | { settle: 'applied' }
-  | { settle: 'failed'; reason: string }
+  | { settle: 'failed'; reason: string; cause: 'handler' | 'backpressure' }
   /** Already answered (error frame queued) and logged. */
   | { settle: 'dropped'; reason: string };
 
@@ -30,6 +32,8 @@ export interface DispatchHost {
   readonly appliedRevision: Map<string, number>;
   readonly logger: Logger;
   send(item: OutItem): void;
+  /** Whether the send queue has room for this frame's answer (an error or operation.accepted). */
+  canReply(): boolean;
   hubError(payload: Payload<'error'>, envelope: Envelope): void;
   pruned(keep: ReadonlySet<string>): void;
   readonly counters: DispatchCounters;
@@ -41,6 +45,8 @@ export interface DispatchCounters {
   permanentFailures: number;
   hubErrors: number;
   supersededDesired: number;
+  /** Transient failures of the application's handlers (a throw, or `transient`), per attempt. */
+  handlerFailures: number;
 }
 
 const MESSAGE_MAX = 2048;
@@ -58,7 +64,10 @@ export function refusal(envelope: Envelope, code: ErrorCode, message: string, un
 
 function fromHandler(host: DispatchHost, envelope: Envelope, r: HandlerResult, what: string): Settled {
   if (r.ok) return { settle: 'applied' };
-  if (r.retryable) return { settle: 'failed', reason: r.reason };
+  if (r.retryable) {
+    host.counters.handlerFailures++;
+    return { settle: 'failed', reason: r.reason, cause: 'handler' };
+  }
   host.counters.permanentFailures++;
   host.logger.error(`${what} failed permanently: accepted, acknowledged and dropped`, {
     seq: envelope.seq,
@@ -73,6 +82,8 @@ function fromHandler(host: DispatchHost, envelope: Envelope, r: HandlerResult, w
 export async function dispatch(host: DispatchHost, incoming: Exclude<Incoming, { kind: 'fatal' }>, attempt: number): Promise<Settled> {
   const env = incoming.envelope;
   const seq = env.seq as number;
+  // Every frame may need an answer; none is applied that could not have one queued.
+  if (!host.canReply()) return { settle: 'failed', reason: 'the send queue has no room for control frames', cause: 'backpressure' };
   const inStream = host.streams.has(env.reply_to);
 
   if (incoming.kind === 'unknown') {
@@ -141,6 +152,10 @@ export async function dispatch(host: DispatchHost, incoming: Exclude<Incoming, {
         host.counters.permanentFailures++;
         host.logger.error('operation refused permanently', { seq, id: env.id, operation_id: msg.payload.operation_id, reason: r.reason });
       }
+      if (r.settle === 'failed') {
+        host.counters.handlerFailures++;
+        return { ...r, cause: 'handler' };
+      }
       return r;
     }
     default: {
@@ -162,13 +177,8 @@ async function endOfStream(host: DispatchHost, env: Envelope, end: Payload<'stre
     host.streams.close(env.reply_to);
     return { settle: 'applied' };
   }
-  if (!host.handlers.pruneDesired) {
-    host.logger.warn('complete hub snapshot received but no pruneDesired handler is set: nothing pruned', { reply_to: env.reply_to });
-    host.streams.close(env.reply_to);
-    return { settle: 'applied' };
-  }
   const keep = verdict.keepDeployments;
-  const r = await runHandler(() => host.handlers.pruneDesired?.(keep, ctx));
+  const r = await runHandler(() => host.handlers.pruneDesired(keep, ctx));
   if (r.ok) {
     for (const id of [...host.appliedRevision.keys()]) if (!keep.has(id)) host.appliedRevision.delete(id);
     host.logger.info('pruned desired deployments against a complete hub snapshot', { reply_to: env.reply_to, kept: keep.size });

@@ -4,14 +4,15 @@
  * outbound-log.ts, handler outcomes in handlers.ts.
  */
 export { OperatorClient } from './client';
-export type { ClientEvents, ClientState, ClientStats, Limits, OperatorClientOptions } from './client';
-export { applied, permanent, transient } from './handlers';
+export type { ClientEvents, ClientState, ClientStats, Limits, OperatorClientOptions, RefusedEvent } from './client';
+export { applied, permanent, PermanentError, transient } from './handlers';
 export type { FrameContext, HandlerResult, OperationConclusion, OperationContext, OperatorHandlers } from './handlers';
 export { CorruptCursorStoreError, FileCursorStore, MemoryCursorStore, emptyRecord } from './cursor-store';
 export type { CursorStore, DurableRecord, OperationRecord } from './cursor-store';
 export { FileOutboundLog, MemoryOutboundLog, recoverLog } from './outbound-log';
 export type { LogRecovery, OutboundLog } from './outbound-log';
 export type { ObservedSnapshot } from './resync';
+export type { RefusalError, RefusalKind } from './refusal';
 export { Backoff, DEFAULT_BACKOFF } from './backoff';
 export type { BackoffPolicy } from './backoff';
 export { jsonLogger, memoryLogger, silentLogger, makeLogger } from './logger';

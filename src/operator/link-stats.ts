@@ -1,13 +1,18 @@
 import type { OperatorQueueCounters, Payload } from '../protocol';
 
+/** What `link.stats` reports: the send queue's losses and the handlers' transient failures. */
+export interface LinkCounters extends OperatorQueueCounters {
+  handlerFailures: number;
+}
+
 /**
- * When to tell the hub about the send queue's drop counters (`link.stats`). The counters are
- * cumulative for this process run, identified by `epoch`; the frame is a coalesced snapshot, so
- * only the latest value matters. Sent once after every session opens, then whenever a counter
- * changed, at most once per `minIntervalMs`.
+ * When to tell the hub about the link's counters (`link.stats`). The counters are cumulative for
+ * this process run, identified by `epoch`; the frame is a coalesced snapshot, so only the latest
+ * value matters. Sent once after every session opens, then whenever a counter changed, at most
+ * once per `minIntervalMs`.
  */
 export class LinkStatsReporter {
-  private last: OperatorQueueCounters | null = null;
+  private last: LinkCounters | null = null;
   private lastAt = -Infinity;
 
   constructor(
@@ -22,13 +27,13 @@ export class LinkStatsReporter {
   }
 
   /** Milliseconds until a report is due (0: now), or null when nothing changed since the last one. */
-  dueIn(counters: OperatorQueueCounters, now: number): number | null {
+  dueIn(counters: LinkCounters, now: number): number | null {
     if (this.last && sameCounters(this.last, counters)) return null;
     return Math.max(0, this.lastAt + this.minIntervalMs - now);
   }
 
   /** The payload to send now; records it as reported. */
-  take(counters: OperatorQueueCounters, now: number): Payload<'link.stats'> {
+  take(counters: LinkCounters, now: number): Payload<'link.stats'> {
     this.last = { ...counters };
     this.lastAt = now;
     return {
@@ -36,10 +41,16 @@ export class LinkStatsReporter {
       dropped_events: counters.droppedEvents,
       evicted_frames: counters.evictedFrames,
       replaced_frames: counters.replacedFrames,
+      handler_failures: counters.handlerFailures,
     };
   }
 }
 
-function sameCounters(a: OperatorQueueCounters, b: OperatorQueueCounters): boolean {
-  return a.droppedEvents === b.droppedEvents && a.evictedFrames === b.evictedFrames && a.replacedFrames === b.replacedFrames;
+function sameCounters(a: LinkCounters, b: LinkCounters): boolean {
+  return (
+    a.droppedEvents === b.droppedEvents &&
+    a.evictedFrames === b.evictedFrames &&
+    a.replacedFrames === b.replacedFrames &&
+    a.handlerFailures === b.handlerFailures
+  );
 }

@@ -22,6 +22,12 @@ import { MAX_TIMEOUT_MS, type Timers } from './timers';
 export interface OperationHost {
   /** Queue a frame for the hub. */
   send(item: OutItem): void;
+  /**
+   * Whether a report may be queued now: the send queue holds a bounded number of control frames
+   * and keeps a few for the answers to hub frames. Without room, progress is dropped (counted)
+   * and a conclusion waits here until `resumeDeferred`.
+   */
+  hasRoom(): boolean;
   /** The set of records changed and must be persisted before the next write. */
   changed(): void;
   readonly timers: Timers;
@@ -57,6 +63,10 @@ export class OperationBook {
   private readonly queued = new Set<string>();
   /** Conclusions written in this session, by the seq that carried them. */
   private readonly writtenSeq = new Map<string, number>();
+  /** Conclusions that found the send queue's control bound reached: sent once there is room. */
+  private readonly deferred = new Set<string>();
+  /** Progress reports dropped because the send queue had no room (informational only). */
+  droppedProgress = 0;
   private readonly retentionMs: number;
   private readonly maxRecords: number;
   private idleWaiters: (() => void)[] = [];
@@ -178,6 +188,7 @@ export class OperationBook {
   /** A fresh session dropped the replay buffer: conclusions written but not acked go again. */
   freshSession(): void {
     this.writtenSeq.clear();
+    this.deferred.clear();
     for (const r of this.records.values()) {
       if (r.state === 'concluded' && !r.delivered) this.sendConclusion(r, r.startId);
     }
@@ -226,6 +237,11 @@ export class OperationBook {
       signal: abort.signal,
       progress: (phase: string, message = '') => {
         if (record.state !== 'running') return;
+        if (!this.host.hasRoom()) {
+          this.droppedProgress++;
+          logger.debug('operation progress dropped: the send queue is full of control frames', { operation_id: record.operationId });
+          return;
+        }
         this.host.send(
           outItem(
             'operation.progress',
@@ -275,9 +291,29 @@ export class OperationBook {
     this.sendConclusion(record, record.startId);
   }
 
+  /** Whether conclusions wait for room in the send queue. */
+  get hasDeferred(): boolean {
+    return this.deferred.size > 0;
+  }
+
+  /** Queue the conclusions that waited for room, while there is room. */
+  resumeDeferred(): void {
+    for (const id of [...this.deferred]) {
+      if (!this.host.hasRoom()) return;
+      this.deferred.delete(id);
+      const r = this.records.get(id);
+      if (r && r.state === 'concluded' && !r.delivered) this.sendConclusion(r, r.startId);
+    }
+  }
+
   private sendConclusion(record: OperationRecord, replyTo: string): void {
     const c = record.conclusion;
     if (!c || this.queued.has(record.operationId)) return;
+    if (!this.host.hasRoom()) {
+      // Kept in the record (and on disk): nothing is lost while it waits.
+      this.deferred.add(record.operationId);
+      return;
+    }
     this.queued.add(record.operationId);
     const onWritten = (seq: number) => {
       this.queued.delete(record.operationId);

@@ -4,20 +4,38 @@
  * 2. the observed resync stream in progress, so a snapshot goes out whole and in order;
  * 3. the coalescing send queue from the protocol core (replace same-key state, drop events from
  *    the tail, evict the oldest; every loss counted for `link.stats`).
- * Control frames the queue refuses (its control reserve is exhausted) wait in a FIFO overflow
- * instead of being lost: an operation's conclusion or an error reply must not vanish.
+ *
+ * Bounded: state and event frames by the queue's capacity (what happens at it is the queue's
+ * policy above). Control frames (error replies, operation reports) are never replaced or
+ * evicted, so they have a bound of their own, `controlLimit` frames waiting at once: the queue
+ * holds them up to its control reserve, the rest wait in a FIFO overflow, and a push past the
+ * limit is refused ('rejected'). Callers keep out of that refusal: the client applies no hub frame
+ * (whose answer would be a control frame) while fewer than `REPLY_RESERVE` control slots are
+ * free, and operation reports leave those slots to replies (see `hasRoom`).
  */
-import { OperatorSendQueue, type OperatorQueueCounters, type PushOutcome } from '../protocol';
+import { OperatorSendQueue, queueClassOf, type OperatorQueueCounters, type PushOutcome } from '../protocol';
 import { queueing, type OutItem } from './outgoing';
 import type { ObservedResync } from './resync';
+
+/**
+ * Control slots kept for the answer to the hub frame being applied: inbound frames are applied
+ * one at a time and each produces at most one control frame (an `error` or `operation.accepted`).
+ */
+export const REPLY_RESERVE = 2;
 
 export class Outbox {
   private readonly queue: OperatorSendQueue<OutItem>;
   private overflow: OutItem[] = [];
   private held: OutItem | null = null;
   private stream: ObservedResync | null = null;
+  /** Control frames waiting in the queue, the overflow and `held` (not the resync stream's). */
+  private control = 0;
 
-  constructor(capacity: number) {
+  constructor(
+    capacity: number,
+    readonly controlLimit = capacity,
+  ) {
+    if (!(controlLimit > REPLY_RESERVE)) throw new RangeError(`controlLimit must exceed ${REPLY_RESERVE}`);
     this.queue = new OperatorSendQueue<OutItem>(capacity);
   }
 
@@ -30,6 +48,19 @@ export class Outbox {
     return this.queue.length + this.overflow.length + (this.held ? 1 : 0);
   }
 
+  /** Control frames waiting. */
+  get controlWaiting(): number {
+    return this.control;
+  }
+
+  /**
+   * Whether a control frame may be queued now. `reply`: the answer to the hub frame being
+   * applied, which may use the reserved slots; anything else leaves them free.
+   */
+  hasRoom(reply = false): boolean {
+    return this.control < this.controlLimit - (reply ? 0 : REPLY_RESERVE);
+  }
+
   get resyncInProgress(): ObservedResync | null {
     return this.stream && !this.stream.done ? this.stream : null;
   }
@@ -40,16 +71,16 @@ export class Outbox {
 
   push(item: OutItem): PushOutcome {
     const q = queueing(item);
-    if (q.class === 'control' && this.overflow.length > 0) {
-      this.overflow.push(item);
+    if (q.class === 'control') {
+      if (this.control >= this.controlLimit) return 'rejected';
+      this.control++;
+      // Behind frames already overflowing, so control frames keep their order.
+      if (this.overflow.length > 0 || this.queue.push({ value: item, class: 'control', key: null }) === 'rejected') {
+        this.overflow.push(item);
+      }
       return 'appended';
     }
-    const outcome = this.queue.push({ value: item, class: q.class, key: q.key });
-    if (outcome === 'rejected') {
-      this.overflow.push(item);
-      return 'appended';
-    }
-    return outcome;
+    return this.queue.push({ value: item, class: q.class, key: q.key });
   }
 
   /** Start streaming a snapshot; one already in progress is abandoned (the new one supersedes it). */
@@ -61,18 +92,23 @@ export class Outbox {
   dropResync(): void {
     const old = this.stream;
     this.stream = null;
-    if (old && this.held && (this.held.id === old.beginId || this.held.replyTo === old.beginId)) this.held = null;
+    if (old && this.held && (this.held.id === old.beginId || this.held.replyTo === old.beginId)) {
+      if (isControl(this.held)) this.control--;
+      this.held = null;
+    }
   }
 
   next(): OutItem | null {
     if (this.held) {
       const h = this.held;
       this.held = null;
+      if (isControl(h)) this.control--;
       return h;
     }
     const fromStream = this.stream?.next() ?? null;
     if (fromStream) return fromStream;
     const item = this.queue.shift() ?? null;
+    if (item && isControl(item)) this.control--;
     this.refill();
     return item;
   }
@@ -80,6 +116,7 @@ export class Outbox {
   /** Give back the frame `next()` returned: it is the first out next time. */
   putBack(item: OutItem): void {
     this.held = item;
+    if (isControl(item)) this.control++;
   }
 
   /** Report to the stream what happened to one of its frames. */
@@ -98,4 +135,8 @@ export class Outbox {
       this.overflow.shift();
     }
   }
+}
+
+function isControl(item: OutItem): boolean {
+  return queueClassOf(item.type) === 'control';
 }

@@ -13,13 +13,15 @@ export interface WsDialerOptions {
   maxPayloadBytes?: number;
 }
 
+const MAX_REFUSAL_BODY = 4096;
+
 export function wsDialer(options: WsDialerOptions = {}): Dialer {
   return ({ url, headers }, events) => {
     let closed = false;
-    const finish = (code: number, reason: string, httpStatus?: number) => {
+    const finish = (code: number, reason: string, httpStatus?: number, httpBody?: string) => {
       if (closed) return;
       closed = true;
-      events.onClose(code, reason, httpStatus);
+      events.onClose(code, reason, httpStatus, httpBody);
     };
     const ws = new WebSocket(url, {
       headers,
@@ -38,9 +40,22 @@ export function wsDialer(options: WsDialerOptions = {}): Dialer {
     });
     ws.on('unexpected-response', (_req, res) => {
       const status = res.statusCode ?? 0;
-      res.resume();
-      ws.terminate();
-      finish(1006, `upgrade refused with HTTP ${status}`, status);
+      // The hub explains a refusal in a small JSON body: keep its start, for the refused event.
+      const chunks: Buffer[] = [];
+      let size = 0;
+      const done = () => {
+        clearTimeout(bodyTimer);
+        ws.terminate();
+        finish(1006, `upgrade refused with HTTP ${status}`, status, Buffer.concat(chunks).toString('utf8'));
+      };
+      const bodyTimer = setTimeout(done, 2_000);
+      bodyTimer.unref();
+      res.on('data', (chunk: Buffer) => {
+        if (size < MAX_REFUSAL_BODY) chunks.push(chunk.subarray(0, MAX_REFUSAL_BODY - size));
+        size += chunk.length;
+      });
+      res.on('end', done);
+      res.on('error', done);
     });
     let lastError = '';
     ws.on('error', (err) => {

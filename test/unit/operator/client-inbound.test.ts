@@ -1,7 +1,9 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { permanent, transient } from '../../../src/operator/handlers';
+import { OperatorClient } from '../../../src/operator/client';
+import { MemoryCursorStore } from '../../../src/operator/cursor-store';
+import { applied, permanent, PermanentError, transient, type OperatorHandlers } from '../../../src/operator/handlers';
 import { newId } from '../../../src/protocol';
-import { cursorReaches, desiredPayload, makeClient, readResync, reconnectAfterBackoff, type TestClient } from './support/harness';
+import { ackAll, cursorReaches, desiredPayload, makeClient, readResync, reconnectAfterBackoff, SNAPSHOT, type TestClient } from './support/harness';
 import { eventually, ScriptedHub, type HubConnection } from './support/scripted-hub';
 
 let hub: ScriptedHub;
@@ -232,5 +234,125 @@ describe("the hub's resync stream", () => {
     conn.sendSeq('stream.end', { complete: true, count: 1 }, { reply_to: c.id });
     await cursorReaches(t, 8);
     expect(t.calls.prunes).toHaveLength(0);
+  });
+});
+
+describe('handler errors', () => {
+  it('a handler that throws PermanentError rejects the frame: acked, dropped, answered with error {invalid, retryable false, reply_to}', async () => {
+    const { t, conn } = await open({
+      desiredResult: () => {
+        throw new PermanentError('serving image is not allowed on this cluster');
+      },
+    });
+    const { id } = conn.sendSeq('deployment.desired', desiredPayload('d1'));
+    const err = await conn.nextOf('error');
+    expect(err.reply_to).toBe(id);
+    expect(err.seq).not.toBeNull();
+    expect(err.payload).toEqual({ code: 'invalid', message: 'serving image is not allowed on this cluster', retryable: false });
+    await cursorReaches(t, 1);
+    t.timers.advance(50);
+    await eventually(() => conn.highestAck === 1, 'ack 1');
+    expect(t.client.stats).toMatchObject({ permanentFailures: 1, handlerFailures: 0 });
+    expect(t.calls.desired).toHaveLength(1);
+  });
+
+  it('any other throw is transient: later frames are still applied, the cursor stays behind the hole until a retry succeeds, and the failures reach the hub in link.stats', async () => {
+    let throwsLeft = 2;
+    const { t, conn } = await open({
+      statsIntervalMs: 1,
+      desiredResult: (p) => {
+        if (p.deployment_id === 'd1' && throwsLeft-- > 0) throw new Error('api server down');
+        return applied();
+      },
+    });
+    conn.sendSeq('deployment.desired', desiredPayload('d1'));
+    conn.sendSeq('deployment.desired', desiredPayload('d2'));
+    conn.sendSeq('deployment.desired', desiredPayload('d3'));
+    await eventually(() => t.calls.desired.length === 3, 'every frame handed to the handler');
+    t.timers.advance(50);
+    await sync(conn);
+    expect(t.client.session.cursor).toBe(0);
+    expect(conn.highestAck).toBe(0);
+    expect(t.client.stats.handlerFailures).toBe(1);
+    const stats1 = await conn.seen((f) => f.type === 'link.stats' && f.payload.handler_failures === 1, 'link.stats with one failure');
+    expect(stats1.payload).toMatchObject({ dropped_events: 0, handler_failures: 1 });
+
+    t.timers.advance(500); // first retry: throws again
+    await eventually(() => t.calls.desired.length === 4, 'the first retry');
+    expect(t.client.session.cursor).toBe(0);
+    t.timers.advance(1_000); // second retry: applies
+    await cursorReaches(t, 3);
+    t.timers.advance(50);
+    await eventually(() => conn.highestAck === 3, 'ack 3');
+    expect(t.calls.desired.map((c) => [c.payload.deployment_id, c.ctx.attempt])).toEqual([
+      ['d1', 0], ['d2', 0], ['d3', 0], ['d1', 1], ['d1', 2],
+    ]);
+    await conn.seen((f) => f.type === 'link.stats' && f.payload.handler_failures === 2, 'link.stats with two failures');
+  });
+
+  it('an event listener that throws does not leave the frame it was told about unsettled', async () => {
+    const { t, conn } = await open();
+    t.client.on('hubError', () => {
+      throw new Error('application bug');
+    });
+    conn.sendSeq('error', { code: 'conflict', message: 'nope', retryable: false });
+    conn.sendSeq('deployment.desired', desiredPayload('d1'));
+    await cursorReaches(t, 2);
+  });
+});
+
+describe('prune against the hub snapshot', () => {
+  it('pruneDesired is required: by the handler types, and by the constructor for callers without them', () => {
+    // @ts-expect-error pruneDesired is required
+    const handlers: OperatorHandlers = { desired: () => applied(), operation: () => ({ outcome: 'succeeded' }) };
+    const build = () =>
+      new OperatorClient({ url: hub.url, token: 'wsmet_x', clusterId: 'c1', operatorVersion: '0.1.0', cursorStore: new MemoryCursorStore(), snapshot: () => SNAPSHOT, handlers });
+    expect(build).toThrow(TypeError);
+    expect(build).toThrow(/pruneDesired/);
+  });
+
+  async function stopMidSnapshot(ended: boolean) {
+    const store = new MemoryCursorStore();
+    const { t, conn } = await open({ cursorStore: store });
+    const begin = conn.sendSeq('resync.begin', { scope: ['deployment'] });
+    conn.sendSeq('deployment.desired', desiredPayload('d1'), { reply_to: begin.id });
+    if (ended) conn.sendSeq('stream.end', { complete: true, count: 1 }, { reply_to: begin.id });
+    await cursorReaches(t, ended ? 3 : 2);
+    await conn.seen((f) => f.type === 'link.stats', 'link.stats');
+    ackAll(conn);
+    await eventually(() => t.client.stats.unacked === 0, 'everything acknowledged');
+    await t.client.stop();
+    return store;
+  }
+
+  it('a process stopped in the middle of a hub snapshot says lossy on its next hello, and the fresh session brings a snapshot it prunes against', async () => {
+    const store = await stopMidSnapshot(false);
+    // Even a graceful stop: the half-received snapshot is gone from memory with the process.
+    expect(store.peek()).toMatchObject({ sessionId: 'S1', clean: true, hubSnapshotOpen: true });
+
+    const t2 = makeClient(hub, { cursorStore: store });
+    clients.push(t2);
+    await t2.client.start();
+    const conn2 = await hub.nextConnection();
+    expect((await conn2.nextOf('hello')).payload).toMatchObject({ session_id: 'S1', lossy: true });
+    conn2.welcome({ session_id: 'S2', full_resync: true });
+    await readResync(conn2);
+    const begin = conn2.sendSeq('resync.begin', { scope: ['deployment'] });
+    conn2.sendSeq('deployment.desired', desiredPayload('d2'), { reply_to: begin.id });
+    conn2.sendSeq('stream.end', { complete: true, count: 1 }, { reply_to: begin.id });
+    await cursorReaches(t2, 3);
+    expect(t2.calls.prunes.map((k) => [...k])).toEqual([['d2']]);
+    t2.timers.advance(50);
+    await eventually(() => store.peek()?.hubSnapshotOpen === false, 'the flag cleared once the stream ended');
+  });
+
+  it('a process stopped after the snapshot ended resumes without a resync', async () => {
+    const store = await stopMidSnapshot(true);
+    expect(store.peek()).toMatchObject({ sessionId: 'S1', clean: true, hubSnapshotOpen: false });
+    const t2 = makeClient(hub, { cursorStore: store });
+    clients.push(t2);
+    await t2.client.start();
+    const conn2 = await hub.nextConnection();
+    expect((await conn2.nextOf('hello')).payload).toMatchObject({ session_id: 'S1', resume_from: 3, lossy: false });
   });
 });

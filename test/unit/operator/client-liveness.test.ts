@@ -1,5 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { makeClient, readResync, type TestClient } from './support/harness';
+import { buildFrame, canonicalPing, canonicalPong } from '../../../src/protocol';
+import { cursorReaches, desiredPayload, makeClient, readResync, type TestClient } from './support/harness';
 import { eventually, ScriptedHub, type HubConnection } from './support/scripted-hub';
 
 let hub: ScriptedHub;
@@ -70,14 +71,64 @@ describe('liveness', () => {
     await hub.nextConnection();
   });
 
-  it('a handshake that never gets a welcome is also cut at the idle limit', async () => {
-    const t = makeClient(hub);
+  it('a handshake that gets no welcome within 10 s of the hello is closed (4408) and backed off, well before the idle limit', async () => {
+    const t = makeClient(hub, { random: () => 0.5 });
     clients.push(t);
     await t.client.start();
     const conn = await hub.nextConnection();
     await conn.nextOf('hello');
-    t.timers.advance(30_000);
+    t.timers.advance(9_999);
+    await new Promise((r) => setTimeout(r, 20));
+    expect(conn.closed).toBeNull();
+    t.timers.advance(1);
     expect((await conn.waitClosed()).code).toBe(4408);
+    await eventually(() => t.client.state === 'waiting', 'backoff');
+    expect(t.client.session.nextReconnectInMs).toBe(500);
+  });
+
+  it('the handshake timeout is configuration (handshakeTimeoutMs)', async () => {
+    const t = makeClient(hub, { handshakeTimeoutMs: 2_500 });
+    clients.push(t);
+    await t.client.start();
+    const conn = await hub.nextConnection();
+    await conn.nextOf('hello');
+    t.timers.advance(2_500);
+    expect((await conn.waitClosed()).code).toBe(4408);
+  });
+});
+
+describe('canonical ping and pong', () => {
+  it('every ping is the canonical text carrying the durable cursor: byte-identical while the cursor does not move', async () => {
+    const { t, conn } = await open();
+    t.timers.advance(10_000);
+    t.timers.advance(10_000);
+    await eventually(() => pings(conn).length === 2, 'two pings');
+    expect(pings(conn).map((p) => p.raw)).toEqual([canonicalPing(0), canonicalPing(0)]);
+    conn.sendSeq('deployment.desired', desiredPayload('d1'));
+    await cursorReaches(t, 1);
+    t.timers.advance(50); // the ack delay: the cursor is saved before the ack goes out
+    await eventually(() => t.client.session.durableCursor === 1, 'the cursor saved');
+    t.timers.advance(10_000);
+    await eventually(() => pings(conn).length === 3, 'third ping');
+    expect(pings(conn)[2]?.raw).toBe(canonicalPing(1));
+  });
+
+  it("answers the hub's canonical ping with the canonical pong", async () => {
+    const { conn } = await open();
+    conn.ping(0);
+    const pong = await conn.seen((f) => f.type === 'pong', 'pong');
+    expect(pong.raw).toBe(canonicalPong(0));
+  });
+
+  it('reads a pong of either form: the canonical one and the one with an id, a ts and a reply_to', async () => {
+    const { t, conn } = await open();
+    const sent = conn.frames.filter((f) => f.seq !== null).length;
+    conn.send('pong', {}, { ack: 1 });
+    await eventually(() => t.client.session.outbound?.peerAck === 1, 'the canonical pong to release seq 1');
+    conn.sendRaw(buildFrame({ type: 'pong', payload: {}, ack: sent, reply_to: conn.frames[0]!.id }));
+    await eventually(() => t.client.session.outbound?.peerAck === sent, 'the old-form pong to release the rest');
+    expect(t.client.state).toBe('open');
+    expect(t.logger.records.filter((r) => r.level === 'warn' || r.level === 'error')).toEqual([]);
   });
 });
 
@@ -107,11 +158,20 @@ describe('reconnect backoff', () => {
     await t.client.start();
     const conn = await hub.nextConnection();
     await conn.nextOf('hello');
-    conn.send('error', { code: 'invalid', message: 'cluster disabled', retryable: false }, { seq: 1 });
-    conn.close(4403, 'refused');
+    conn.refuse({ code: 'conflict', message: 'cluster is disabled', retryable: false }, 4403);
     await eventually(() => t.client.state === 'waiting', 'backoff');
     expect(t.client.session.nextReconnectInMs).toBe(30_000);
-    expect(refusals).toEqual([{ code: 4403, reason: 'refused', httpStatus: null, error: { code: 'invalid', message: 'cluster disabled', retryable: false } }]);
+    expect(refusals).toEqual([
+      {
+        kind: 'refused',
+        closeCode: 4403,
+        code: 4403,
+        reason: 'cluster is disabled',
+        httpStatus: null,
+        error: { code: 'conflict', message: 'cluster is disabled', retryable: false },
+        retryInMs: 30_000,
+      },
+    ]);
   });
 
   it('treats an HTTP 401 at the upgrade as a refusal', async () => {

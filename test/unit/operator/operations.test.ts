@@ -14,7 +14,7 @@ function setup(initial: OperationRecord[] = [], handler?: (p: Payload<'operation
   const runs: Payload<'operation.start'>[] = [];
   const book = new OperationBook(
     initial,
-    { send: (i) => sent.push(i), changed: () => changes++, timers, logger: memoryLogger() },
+    { send: (i) => sent.push(i), hasRoom: () => true, changed: () => changes++, timers, logger: memoryLogger() },
     {
       operation:
         handler ??

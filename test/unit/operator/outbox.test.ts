@@ -28,13 +28,39 @@ describe('outbox', () => {
     expect(out).toEqual(['b', 'node.event', 'c', null]);
   });
 
-  it('never loses a control frame: what the queue refuses waits in order', () => {
-    const box = new Outbox(1);
+  it('never reorders or replaces a control frame: what the queue itself refuses waits in order', () => {
+    const box = new Outbox(1, 64);
     const ctl = Array.from({ length: 40 }, (_, i) => outItem('operation.accepted', { operation_id: newId() }, `${i}`));
-    for (const c of ctl) box.push(c);
+    for (const c of ctl) expect(box.push(c)).toBe('appended');
     const out = [];
     for (let i = box.next(); i; i = box.next()) out.push(i.replyTo);
     expect(out).toEqual(ctl.map((c) => c.replyTo));
+  });
+
+  it('holds at most controlLimit control frames: a push past it is refused, and the last slots are kept for replies', () => {
+    const box = new Outbox(4, 10);
+    const ctl = (i: number) => outItem('operation.progress', { operation_id: newId(), phase: 'p', message: `${i}` }, newId());
+    const outcomes = Array.from({ length: 50 }, (_, i) => box.push(ctl(i)));
+    expect(outcomes.filter((o) => o === 'appended')).toHaveLength(10);
+    expect(outcomes.slice(10).every((o) => o === 'rejected')).toBe(true);
+    expect(box.length).toBe(10);
+    expect(box.controlWaiting).toBe(10);
+    expect([box.hasRoom(), box.hasRoom(true)]).toEqual([false, false]);
+    box.next();
+    // One slot free: a reply may take it, another report may not (REPLY_RESERVE = 2).
+    expect([box.hasRoom(), box.hasRoom(true)]).toEqual([false, true]);
+    box.next();
+    box.next();
+    expect([box.hasRoom(), box.hasRoom(true)]).toEqual([true, true]);
+    // State and events keep the queue's own bound beside the control frames.
+    for (let i = 0; i < 100; i++) box.push(nodeItem(`n${i}`));
+    for (let i = 0; i < 100; i++) box.push(eventItem(i));
+    expect(box.length).toBeLessThanOrEqual(4 + 10);
+    // A frame put back by the writer is still counted against the bound until it is written.
+    const taken = box.next()!;
+    const before = box.controlWaiting;
+    box.putBack(taken);
+    expect(box.controlWaiting).toBe(before + (taken.type === 'operation.progress' ? 1 : 0));
   });
 
   it('writes a resync stream whole before the queue, and a taken frame can be put back first', () => {
@@ -56,7 +82,7 @@ describe('outbox', () => {
 describe('link.stats cadence', () => {
   it('is due at once after a session opens, then only when counters change, at most once per interval', () => {
     const r = new LinkStatsReporter(newId(), 5_000);
-    const zero = { droppedEvents: 0, evictedFrames: 0, replacedFrames: 0 };
+    const zero = { droppedEvents: 0, evictedFrames: 0, replacedFrames: 0, handlerFailures: 0 };
     expect(r.dueIn(zero, 1_000)).toBe(0);
     expect(r.take(zero, 1_000)).toMatchObject({ dropped_events: 0, evicted_frames: 0, replaced_frames: 0 });
     expect(r.dueIn(zero, 2_000)).toBeNull();

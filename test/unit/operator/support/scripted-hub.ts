@@ -1,11 +1,15 @@
 /**
  * A test double for the hub's side of the link: a real `ws` server that records what the SDK
- * sends and plays frames back exactly as a test scripts them. It implements no hub logic.
+ * sends and plays frames back exactly as a test scripts them. It implements no hub logic, but
+ * every frame it writes is built from the fixture of its type or form (test/support/fixtures.ts),
+ * so its envelopes have the shape the real hub's have: a refusal is the connection-level error
+ * (`seq: null`), a pong is the canonical one, a welcome replies to the hello.
  */
 import type { IncomingHttpHeaders } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { WebSocketServer, type WebSocket } from 'ws';
-import { buildFrame, newId, type Envelope, type MessageType, type Payload } from '../../../../src/protocol';
+import type { Envelope, MessageType, Payload } from '../../../../src/protocol';
+import { fixture, frameFrom } from '../../../support/fixtures';
 
 /** A frame as the SDK sent it (parsed, untyped payload). */
 export type SeenFrame = Omit<Envelope, 'payload'> & {
@@ -92,24 +96,39 @@ export class HubConnection {
   /** The highest ack this double has sent to the SDK. */
   highestAckFromHub = 0;
 
+  /**
+   * Send a frame of `type` built from its fixture (`form`: from `fixtures/forms/<type>.<form>.json`
+   * instead). A sequenced type needs `seq`. Returns the frame's id (null when the form has none).
+   */
   send<T extends MessageType>(
     type: T,
     payload: Payload<T>,
-    options: { seq?: number | null; ack?: number | null; reply_to?: string | null; id?: string } = {},
+    options: { seq?: number; ack?: number | null; reply_to?: string | null; id?: string; form?: string } = {},
   ): string {
-    const id = options.id ?? newId();
+    const { form, ...fill } = options;
     if (options.ack != null && options.ack > this.highestAckFromHub) this.highestAckFromHub = options.ack;
-    this.socket.send(
-      buildFrame({
-        type,
-        payload,
-        seq: options.seq === undefined ? null : options.seq,
-        ack: options.ack ?? null,
-        reply_to: options.reply_to ?? null,
-        id,
-      }),
-    );
-    return id;
+    const text = frameFrom(fixture(form ? `${type}.${form}` : type), { ...fill, payload });
+    this.socket.send(text);
+    return (JSON.parse(text) as { id: string | null }).id ?? '';
+  }
+
+  /** The hello this connection received (the real hub's welcome and refusals reply to it). */
+  get helloId(): string | null {
+    return this.frames.find((f) => f.type === 'hello')?.id ?? null;
+  }
+
+  /**
+   * Refuse as the real hub does: the connection-level error (`seq: null`, replying to the hello
+   * when there was one), then the close.
+   */
+  refuse(error: Payload<'error'>, closeCode: number, ack: number | null = null): void {
+    this.send('error', error, { form: 'connection', reply_to: this.helloId, ack });
+    this.close(closeCode, error.message.slice(0, 120));
+  }
+
+  /** The canonical ping (fixtures/ping.json) carrying the hub's cursor. */
+  ping(ack = 0): void {
+    this.send('ping', {}, { ack });
   }
 
   /** A sequenced frame numbered by this connection's own counter (set it with `seqFrom`). */
@@ -127,7 +146,7 @@ export class HubConnection {
 
   welcome(overrides: Omit<Partial<Payload<'welcome'>>, 'limits'> & { limits?: Partial<Payload<'welcome'>['limits']> } = {}): void {
     const { limits, ...rest } = overrides;
-    this.send('welcome', {
+    const payload: Payload<'welcome'> = {
       session_id: 'S1',
       ack_seq: 0,
       full_resync: true,
@@ -141,7 +160,9 @@ export class HubConnection {
         replay_buffer_bytes: 16 * 1024 * 1024,
         ...limits,
       },
-    });
+    };
+    // As the real hub: the welcome replies to the hello and carries the hub's cursor.
+    this.send('welcome', payload, { reply_to: this.helloId, ack: payload.ack_seq });
   }
 
   close(code = 1000, reason = ''): void {

@@ -1,0 +1,101 @@
+/**
+ * What a closed link means for the next attempt: the refusal policy, pure.
+ *
+ * The hub explains every refusal with a connection-level `error` (`seq: null`) just before it
+ * closes, or with an HTTP status and a JSON error body at the upgrade. A refusal is:
+ * - HTTP 401/403 at the upgrade: the token is not an enrollment token (`unauthorized`);
+ * - close 4403: not registered, disabled, token rotated (`refused`);
+ * - close 4409: another connection holds the cluster (`displaced`);
+ * - any close before `welcome` that the hub explained with an error frame (`handshake`: another
+ *   major, a `cluster_id` of another cluster, the registry unavailable…).
+ * Every other close (network, 4408, 1013 after welcome, 4400 for a gap…) is not a refusal: the
+ * operator reconnects with the ordinary backoff and resumes.
+ *
+ * What follows a refusal: one `refused` event and one log line; when the hub said it will not
+ * change its mind by itself (`retryable: false`, 4403, 4409, 401/403) the next attempt waits the
+ * whole backoff cap; there is still no maximum retry count. On 4409 the displaced session is
+ * forgotten: resuming it would take the cluster back from the operator that now holds it, and the
+ * two would take turns.
+ */
+
+/** The hub's explanation: the connection-level error frame, or the JSON body of an HTTP refusal. */
+export interface RefusalError {
+  code: string;
+  message: string;
+  retryable: boolean;
+}
+
+export type RefusalKind = 'unauthorized' | 'refused' | 'displaced' | 'handshake';
+
+export interface ClosedLink {
+  closeCode: number;
+  reason: string;
+  /** Set when the upgrade was answered with an HTTP status instead of a WebSocket. */
+  httpStatus: number | null;
+  /** The link got a `welcome` (a session was open on it). */
+  welcomed: boolean;
+  /** The connection-level error the hub sent on this link, if any. */
+  error: RefusalError | null;
+}
+
+export interface Refusal {
+  kind: RefusalKind;
+  closeCode: number;
+  httpStatus: number | null;
+  error: RefusalError | null;
+  reason: string;
+  /** The next attempt waits the whole backoff cap. */
+  waitCap: boolean;
+  /** The next hello asks for no session: the one in force must never be resumed. */
+  forgetSession: boolean;
+}
+
+export const DISPLACED = 4409;
+export const REFUSED = 4403;
+
+/** Classify a closed link: a refusal, or null for an ordinary close. */
+export function classifyClose(link: ClosedLink): Refusal | null {
+  const base = { closeCode: link.closeCode, httpStatus: link.httpStatus, error: link.error, reason: link.reason };
+  if (link.httpStatus === 401 || link.httpStatus === 403) {
+    return { ...base, kind: 'unauthorized', waitCap: true, forgetSession: false };
+  }
+  if (link.closeCode === DISPLACED) return { ...base, kind: 'displaced', waitCap: true, forgetSession: true };
+  if (link.closeCode === REFUSED) return { ...base, kind: 'refused', waitCap: true, forgetSession: false };
+  if (!link.welcomed && link.error !== null) {
+    return { ...base, kind: 'handshake', waitCap: !link.error.retryable, forgetSession: false };
+  }
+  return null;
+}
+
+/** The JSON error body of an HTTP refusal (`{"error": {"code", "message"}}`), if it is one. */
+export function httpRefusalError(body: string): RefusalError | null {
+  let json: unknown;
+  try {
+    json = JSON.parse(body);
+  } catch {
+    return null;
+  }
+  const e = (json as { error?: { code?: unknown; message?: unknown } } | null)?.error;
+  if (!e || typeof e.code !== 'string' || typeof e.message !== 'string') return null;
+  return { code: e.code.slice(0, 64), message: e.message.slice(0, 2048), retryable: false };
+}
+
+/** The one log line of a refusal. */
+export function refusalLogLine(r: Refusal, retryInMs: number): { msg: string; fields: Record<string, unknown> } {
+  const fields = {
+    kind: r.kind,
+    close_code: r.closeCode,
+    http_status: r.httpStatus,
+    error_code: r.error?.code ?? null,
+    message: r.error?.message ?? r.reason,
+    retryable: r.error?.retryable ?? null,
+    retry_in_ms: retryInMs,
+  };
+  if (r.kind === 'displaced') {
+    return {
+      msg: 'another operator holds this cluster: this one was displaced (4409); it comes back as a new session after the backoff cap and never resumes the displaced one',
+      fields,
+    };
+  }
+  return { msg: 'the hub refused this operator', fields };
+}

@@ -1,0 +1,204 @@
+/**
+ * Refusals and displacement (issue 11 items 1 and 3): every refusal reaches the application as
+ * one typed `refused` event and one error log line; a refusal the hub will not reverse by itself
+ * waits the whole backoff cap; a displaced operator comes back as a new session, never resuming
+ * the one it was displaced from. The scripted hub refuses as the real one does: the
+ * connection-level error (fixtures/forms/error.connection.json), then the close.
+ */
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { MemoryCursorStore } from '../../../src/operator/cursor-store';
+import type { RefusedEvent } from '../../../src/operator/client';
+import { cursorReaches, desiredPayload, makeClient, readResync, type TestClient } from './support/harness';
+import { eventually, ScriptedHub, type HubConnection } from './support/scripted-hub';
+
+let hub: ScriptedHub;
+const clients: TestClient[] = [];
+const track = (t: TestClient) => (clients.push(t), t);
+
+beforeEach(async () => {
+  hub = await ScriptedHub.start();
+});
+afterEach(async () => {
+  for (const t of clients.splice(0)) await t.client.stop({ graceful: false });
+  await hub.stop();
+});
+
+function watch(t: TestClient) {
+  const refused: RefusedEvent[] = [];
+  t.client.on('refused', (r) => refused.push(r));
+  return refused;
+}
+
+const errorLines = (t: TestClient) => t.logger.records.filter((r) => r.level === 'error');
+
+async function handshake(t: TestClient): Promise<HubConnection> {
+  const conn = await hub.nextConnection();
+  await conn.nextOf('hello');
+  return conn;
+}
+
+async function waiting(t: TestClient): Promise<number> {
+  await eventually(() => t.client.state === 'waiting', 'the backoff');
+  return t.client.session.nextReconnectInMs as number;
+}
+
+const DISABLED = { code: 'conflict' as const, message: 'cluster is disabled', retryable: false };
+const VERSION = { code: 'invalid' as const, message: 'operator version 9.0.0 is another major than the plane (0.1.0)', retryable: false };
+
+describe('refusals reach the application', () => {
+  it('a handshake refusal (connection-level error, then 4403) is one typed event and one error line, and the next attempt waits the whole cap', async () => {
+    // A draw of 0: a jittered delay would retry at once.
+    const t = track(makeClient(hub, { random: () => 0 }));
+    const refused = watch(t);
+    await t.client.start();
+    const conn = await handshake(t);
+    conn.refuse(DISABLED, 4403);
+    expect(await waiting(t)).toBe(30_000);
+    expect(refused).toEqual([
+      { kind: 'refused', closeCode: 4403, code: 4403, httpStatus: null, error: DISABLED, reason: 'cluster is disabled', retryInMs: 30_000 },
+    ]);
+    const lines = errorLines(t);
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatchObject({ msg: 'the hub refused this operator', kind: 'refused', close_code: 4403, error_code: 'conflict', retryable: false, retry_in_ms: 30_000 });
+  });
+
+  it('a version refusal (error retryable false, then 4400 before welcome) waits the cap every time, and the operator keeps trying', async () => {
+    const t = track(makeClient(hub, { random: () => 0, operatorVersion: '9.0.0' }));
+    const refused = watch(t);
+    await t.client.start();
+    for (let attempt = 1; attempt <= 4; attempt++) {
+      const conn = await handshake(t);
+      conn.refuse(VERSION, 4400);
+      expect(await waiting(t)).toBe(30_000);
+      expect(refused).toHaveLength(attempt);
+      expect(refused[attempt - 1]).toMatchObject({ kind: 'handshake', closeCode: 4400, error: VERSION });
+      t.timers.advance(29_999);
+      await new Promise((r) => setTimeout(r, 10));
+      expect(hub.connections).toHaveLength(attempt);
+      t.timers.advance(1);
+    }
+    await hub.nextConnection();
+    expect(errorLines(t)).toHaveLength(4);
+  });
+
+  it('a refusal the hub calls retryable (registry unavailable, 1013) is reported and keeps the ordinary backoff', async () => {
+    const t = track(makeClient(hub, { random: () => 0.5 }));
+    const refused = watch(t);
+    await t.client.start();
+    const conn = await handshake(t);
+    const unavailable = { code: 'unavailable' as const, message: 'registry unavailable; retry', retryable: true };
+    conn.refuse(unavailable, 1013);
+    expect(await waiting(t)).toBe(500);
+    expect(refused).toEqual([expect.objectContaining({ kind: 'handshake', closeCode: 1013, error: unavailable, retryInMs: 500 })]);
+  });
+
+  it('an HTTP 401 at the upgrade is a refusal: the event carries the status, and the next attempt waits the cap', async () => {
+    hub.refuseWith = 401;
+    const t = track(makeClient(hub, { random: () => 0 }));
+    const refused = watch(t);
+    await t.client.start();
+    expect(await waiting(t)).toBe(30_000);
+    expect(refused).toEqual([expect.objectContaining({ kind: 'unauthorized', httpStatus: 401, retryInMs: 30_000 })]);
+    expect(errorLines(t)).toHaveLength(1);
+  });
+
+  it("a live session refused by the hub's ownership poll (error, then 4403) reports the refusal with the hub's error", async () => {
+    const t = track(makeClient(hub, { random: () => 0 }));
+    const refused = watch(t);
+    await t.client.start();
+    const conn = await handshake(t);
+    conn.welcome({ session_id: 'S1' });
+    await readResync(conn);
+    const rotated = { code: 'not_found' as const, message: 'enrollment token was rotated', retryable: false };
+    conn.refuse(rotated, 4403, 0);
+    expect(await waiting(t)).toBe(30_000);
+    expect(refused).toEqual([expect.objectContaining({ kind: 'refused', closeCode: 4403, error: rotated })]);
+    // Not displaced: the session is still the one to resume once the cluster is allowed back.
+    t.timers.advance(30_000);
+    const again = await handshake(t);
+    expect(again.frames[0]?.payload).toMatchObject({ session_id: 'S1' });
+  });
+
+  it('an error before the close of an open session for a protocol error is no refusal: it reaches hubError and the closed event, and the backoff is the ordinary one', async () => {
+    const t = track(makeClient(hub, { random: () => 0.5 }));
+    const refused = watch(t);
+    const hubErrors: unknown[] = [];
+    const closed: unknown[] = [];
+    t.client.on('hubError', (e) => hubErrors.push(e));
+    t.client.on('closed', (c) => closed.push(c));
+    await t.client.start();
+    const conn = await handshake(t);
+    conn.welcome({ session_id: 'S1' });
+    await readResync(conn);
+    const gap = { code: 'invalid' as const, message: 'gap: expected seq 3, got 5', retryable: false };
+    conn.refuse(gap, 4400, 0);
+    expect(await waiting(t)).toBe(500);
+    expect(refused).toEqual([]);
+    expect(hubErrors).toEqual([{ payload: gap, replyTo: conn.helloId, seq: null }]);
+    expect(closed).toEqual([expect.objectContaining({ code: 4400, welcomed: true, error: gap })]);
+  });
+
+  it('a listener that throws does not stop the operator from coming back', async () => {
+    const t = track(makeClient(hub, { random: () => 0 }));
+    t.client.on('refused', () => {
+      throw new Error('application bug');
+    });
+    await t.client.start();
+    (await handshake(t)).refuse(DISABLED, 4403);
+    expect(await waiting(t)).toBe(30_000);
+    t.timers.advance(30_000);
+    await handshake(t);
+  });
+});
+
+describe('displacement (4409)', () => {
+  async function displaced(t: TestClient) {
+    const refused = watch(t);
+    await t.client.start();
+    const conn = await handshake(t);
+    conn.welcome({ session_id: 'S1' });
+    await readResync(conn);
+    conn.sendSeq('deployment.desired', desiredPayload('d1'));
+    await cursorReaches(t, 1);
+    t.timers.advance(50);
+    await eventually(() => t.client.session.durableCursor === 1, 'the cursor saved');
+    conn.refuse({ code: 'conflict', message: 'displaced by a newer session for this cluster', retryable: false }, 4409, 0);
+    return { refused, delay: await waiting(t) };
+  }
+
+  it('logs once that another operator holds the cluster, waits the cap, and comes back asking for no session', async () => {
+    const store = new MemoryCursorStore();
+    const t = track(makeClient(hub, { random: () => 0, cursorStore: store }));
+    const { refused, delay } = await displaced(t);
+    expect(delay).toBe(30_000);
+    expect(refused).toEqual([expect.objectContaining({ kind: 'displaced', closeCode: 4409, retryInMs: 30_000 })]);
+    const lines = errorLines(t);
+    expect(lines).toHaveLength(1);
+    expect(lines[0]?.msg).toMatch(/another operator holds this cluster/);
+
+    t.timers.advance(30_000);
+    const conn = await hub.nextConnection();
+    const hello = await conn.nextOf('hello');
+    expect(hello.payload).toEqual({ cluster_id: 'c1', operator_version: '0.1.0', session_id: null, resume_from: null, lossy: false });
+    expect(conn.headers['wingsmith-session']).toBeUndefined();
+    // The old record is kept for diagnostics, never as a resume base.
+    expect(store.peek()).toMatchObject({ sessionId: null, displacedSession: 'S1' });
+
+    conn.welcome({ session_id: 'S2', full_resync: true });
+    await readResync(conn);
+    expect(t.client.session.sessionId).toBe('S2');
+  });
+
+  it('a process restarted after the displacement does not resume the displaced session either', async () => {
+    const store = new MemoryCursorStore();
+    const first = track(makeClient(hub, { random: () => 0, cursorStore: store }));
+    await displaced(first);
+    await first.client.stop({ graceful: false });
+    const second = track(makeClient(hub, { cursorStore: store }));
+    await second.client.start();
+    const conn = await hub.nextConnection();
+    const hello = await conn.nextOf('hello');
+    expect(hello.payload).toMatchObject({ session_id: null, resume_from: null, lossy: false });
+    expect(conn.headers['wingsmith-session']).toBeUndefined();
+  });
+});
