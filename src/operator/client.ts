@@ -673,6 +673,8 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
       this.sessionId = null;
       this.lossy = false;
       this.markChanged();
+      // Now, not at the next dial: a process that dies during the wait must not resume it either.
+      this.persist().catch((err: unknown) => this.log.error('could not save the record after a displacement', { err }));
     }
     const delay = refusal.waitCap ? this.backoff.refusal() : this.backoff.next();
     const line = refusalLogLine(refusal, delay);

@@ -160,9 +160,9 @@ export class WireTap {
           const out = this.incoming(link, text);
           if (out !== null) events.onMessage(out, binary);
         },
-        onClose: (code, reason, httpStatus) => {
+        onClose: (code, reason, httpStatus, httpBody) => {
           link.close ??= { code, reason, httpStatus: httpStatus ?? null };
-          events.onClose(code, reason, httpStatus);
+          events.onClose(code, reason, httpStatus, httpBody);
         },
       });
       const tapped: Transport = {

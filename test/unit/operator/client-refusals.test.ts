@@ -175,6 +175,9 @@ describe('displacement (4409)', () => {
     const lines = errorLines(t);
     expect(lines).toHaveLength(1);
     expect(lines[0]?.msg).toMatch(/another operator holds this cluster/);
+    // Saved at once, not at the next dial: a process dying during the wait must not resume it.
+    await eventually(() => store.peek()?.sessionId === null, 'the record saved without the session');
+    expect(store.peek()).toMatchObject({ sessionId: null, displacedSession: 'S1' });
 
     t.timers.advance(30_000);
     const conn = await hub.nextConnection();
