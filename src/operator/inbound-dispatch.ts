@@ -20,7 +20,7 @@ import type { InboundResyncs } from './resync';
 
 export type Settled =
   | { settle: 'applied' }
-  | { settle: 'failed'; reason: string; cause: 'handler' | 'backpressure' }
+  | { settle: 'failed'; reason: string; cause: 'handler' | 'backpressure' | 'internal' }
   /** Already answered (error frame queued) and logged. */
   | { settle: 'dropped'; reason: string };
 

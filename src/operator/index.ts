@@ -4,7 +4,7 @@
  * outbound-log.ts, handler outcomes in handlers.ts.
  */
 export { OperatorClient } from './client';
-export type { ClientEvents, ClientState, ClientStats, Limits, OperatorClientOptions, RefusedEvent } from './client';
+export type { ClientEvents, ClientState, ClientStats, Limits, OperatorClientOptions, RefusedEvent, SessionView } from './client';
 export { applied, permanent, PermanentError, transient } from './handlers';
 export type { FrameContext, HandlerResult, OperationConclusion, OperationContext, OperatorHandlers } from './handlers';
 export { CorruptCursorStoreError, FileCursorStore, MemoryCursorStore, emptyRecord } from './cursor-store';

@@ -93,7 +93,9 @@ export function refusalLogLine(r: Refusal, retryInMs: number): { msg: string; fi
   };
   if (r.kind === 'displaced') {
     return {
-      msg: 'another operator holds this cluster: this one was displaced (4409); it comes back as a new session after the backoff cap and never resumes the displaced one',
+      msg:
+        'another operator holds this cluster: this one was displaced (4409); ' +
+        'it comes back as a new session after the backoff cap and never resumes the displaced one',
       fields,
     };
   }

@@ -12,6 +12,11 @@
  *
  * After any unclean end the client also streams an observed resync once the session opens:
  * observations queued but never numbered died with the process.
+ *
+ * Whatever the buffer says, a process that stopped while a hub snapshot was open (its
+ * `resync.begin` applied, its `stream.end` not) is lossy: the half it saw is gone from memory and
+ * can never be pruned against, and a resume would replay only its tail. A fresh session brings a
+ * whole one.
  */
 import type { OutboundState } from '../protocol';
 import type { DurableRecord } from './cursor-store';
@@ -26,9 +31,17 @@ export interface ResumeBase {
   resyncAfterOpen: boolean;
   /** Why the log could not vouch, for the log line. */
   problem: string | null;
+  /** Lossy because the process stopped in the middle of a hub snapshot. */
+  snapshotInterrupted: boolean;
 }
 
 export function decideResumeBase(record: DurableRecord, buffer: { durable: boolean; recovery: LogRecovery }): ResumeBase {
+  const base = fromBuffer(record, buffer);
+  if (record.hubSnapshotOpen === true && record.sessionId !== null) return { ...base, lossy: true, snapshotInterrupted: true };
+  return { ...base, snapshotInterrupted: false };
+}
+
+function fromBuffer(record: DurableRecord, buffer: { durable: boolean; recovery: LogRecovery }): Omit<ResumeBase, 'snapshotInterrupted'> {
   const resyncAfterOpen = !record.clean && record.sessionId !== null;
   if (record.sessionId === null) {
     return { lossy: false, outbound: record.outbound, keepBuffer: false, resyncAfterOpen, problem: null };

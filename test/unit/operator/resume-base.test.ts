@@ -44,4 +44,13 @@ describe('what a starting operator may claim (hello.lossy)', () => {
     expect(decideResumeBase(r, log({ session: 'S0' }))).toMatchObject({ lossy: true, problem: expect.stringMatching(/another session/) });
     expect(decideResumeBase(r, log({ session: null }))).toMatchObject({ lossy: true });
   });
+
+  it('a record noting an open hub snapshot is lossy whatever the buffer says: the half it saw cannot be pruned against', () => {
+    const clean = rec({ sessionId: 'S1', clean: true, outbound: { nextSeq: 11, peerAck: 10, lostThrough: 0 }, hubSnapshotOpen: true });
+    expect(decideResumeBase(clean, memory)).toMatchObject({ lossy: true, snapshotInterrupted: true });
+    expect(decideResumeBase(rec({ sessionId: 'S1', hubSnapshotOpen: true }), log({ lastSeq: 3 }))).toMatchObject({ lossy: true, snapshotInterrupted: true, keepBuffer: true });
+    // Without a session there is nothing to resume, lossy or not.
+    expect(decideResumeBase(rec({ hubSnapshotOpen: true }), memory)).toMatchObject({ lossy: false, snapshotInterrupted: false });
+    expect(decideResumeBase({ ...clean, hubSnapshotOpen: false }, memory)).toMatchObject({ lossy: false, snapshotInterrupted: false });
+  });
 });

@@ -1,0 +1,167 @@
+/**
+ * The operator client's public types: its options, events, state and counters, and the limits
+ * it assumes before the hub's welcome names its own.
+ */
+import type { OperatorQueueCounters, OutboundState, Payload } from '../protocol';
+import type { BackoffPolicy } from './backoff';
+import type { CursorStore } from './cursor-store';
+import type { OperatorHandlers } from './handlers';
+import type { DispatchCounters } from './inbound-dispatch';
+import type { Logger } from './logger';
+import type { OperationBookOptions } from './operations';
+import type { OutboundLog } from './outbound-log';
+import type { RefusalError, RefusalKind } from './refusal';
+import type { ObservedSnapshot } from './resync';
+import type { Timers } from './timers';
+import type { Dialer } from './transport';
+
+export type Limits = Payload<'welcome'>['limits'];
+
+export interface OperatorClientOptions {
+  /** The hub: `https://…`, `wss://…` or the full `wss://…/v1/connect`. */
+  url: string;
+  /** This cluster's enrollment token. */
+  token: string;
+  /** The cluster's uid or name; must name the cluster the token belongs to. */
+  clusterId: string;
+  operatorVersion: string;
+  cursorStore: CursorStore;
+  /** The outbound replay buffer. Default: in memory (a crash then costs a fresh session). */
+  outboundLog?: OutboundLog;
+  handlers: OperatorHandlers;
+  /** The complete observed state, for resync. Called once per resync. */
+  snapshot: () => ObservedSnapshot | Promise<ObservedSnapshot>;
+  logger?: Logger;
+  timers?: Timers;
+  /** Uniform in [0, 1): the backoff's jitter. */
+  random?: () => number;
+  /** How to open the WebSocket. Default: the `ws` package. */
+  dial?: Dialer;
+  pingIntervalMs?: number;
+  idleTimeoutMs?: number;
+  /** No `welcome` this long after `hello`: close (4408) and back off. Default 10 s (the spec). */
+  handshakeTimeoutMs?: number;
+  backoff?: Partial<BackoffPolicy>;
+  /** A session up this long resets the backoff. Default 10 s. */
+  stableAfterMs?: number;
+  /** Wait this long for another frame to carry a new cursor before sending an `ack`. Default 50 ms. */
+  ackDelayMs?: number;
+  /** At most one `link.stats` per this interval. Default 5 s. */
+  statsIntervalMs?: number;
+  /**
+   * After the send queue evicted a state frame (backpressure), stream a fresh observed snapshot
+   * this long afterwards, so the hub observes the lost statement again. At most one per
+   * interval. Default 1 s.
+   */
+  reobserveDelayMs?: number;
+  /** How long a graceful stop waits for acks and running operations. Default 10 s. */
+  drainTimeoutMs?: number;
+  /** Send queue capacity in frames. Default 4096. */
+  sendQueueCapacity?: number;
+  /**
+   * Most control frames (error replies, operation reports) waiting to be written. At the bound
+   * no hub frame is applied (its ack is withheld, so the hub's window stops it sending) and
+   * operation progress is dropped. Default: `sendQueueCapacity`, at least 64.
+   */
+  controlQueueLimit?: number;
+  /** Retry delays for a frame whose handler failed transiently. Default 500 ms → 30 s. */
+  retry?: Partial<BackoffPolicy>;
+  operations?: OperationBookOptions;
+}
+
+/** `OperatorClient.session`: the session in force (null before the first welcome of a new operator). */
+export interface SessionView {
+  sessionId: string | null;
+  /** The contiguous cursor of the hub's stream. */
+  cursor: number;
+  /** The cursor in the last completed save of the record: the one sent as `ack`. */
+  durableCursor: number;
+  outbound: OutboundState | null;
+  lossy: boolean;
+  limits: Limits;
+  nextReconnectInMs: number | null;
+}
+
+export type ClientState = 'idle' | 'connecting' | 'handshaking' | 'open' | 'waiting' | 'stopping' | 'stopped';
+
+export interface ClientEvents {
+  state: [ClientState];
+  /** A session opened. `fresh`: numbering restarted and a resync follows. */
+  /** `region`: the hub's region, null if it names none. */
+  welcome: [{ sessionId: string; fresh: boolean; hubVersion: string; limits: Limits; region: string | null }];
+  /** The link closed. `error`: the connection-level error the hub sent before closing, if any. */
+  closed: [{ code: number; reason: string; httpStatus: number | null; welcomed: boolean; error: RefusalError | null }];
+  /**
+   * The hub refused this operator (refusal.ts): not an enrollment token (HTTP 401/403), not
+   * registered, disabled or token rotated (4403), displaced by another operator (4409), or a
+   * handshake it explained with an error (another major, the wrong cluster id, registry down).
+   * `retryInMs`: when the next attempt is (the whole backoff cap unless the error was retryable).
+   */
+  refused: [RefusedEvent];
+  hubError: [{ payload: Payload<'error'>; replyTo: string | null; seq: number | null }];
+  /** Local desired deployments were pruned against a complete hub snapshot. */
+  pruned: [{ keep: ReadonlySet<string> }];
+  stopped: [];
+}
+
+export interface RefusedEvent {
+  kind: RefusalKind;
+  closeCode: number;
+  /** The same as `closeCode` (the field's first name). */
+  code: number;
+  httpStatus: number | null;
+  error: RefusalError | null;
+  reason: string;
+  retryInMs: number;
+}
+
+export interface ClientStats extends DispatchCounters {
+  epoch: string;
+  queue: OperatorQueueCounters;
+  queued: number;
+  unacked: number;
+  framesIn: number;
+  framesOut: number;
+  duplicates: number;
+  gaps: number;
+  transientFailures: number;
+  oversizeFrames: number;
+  connects: number;
+  sessionsOpened: number;
+  freshSessions: number;
+  resyncsSent: number;
+}
+
+/** Until a welcome says otherwise. */
+export const DEFAULT_LIMITS: Limits = {
+  ping_interval_s: 10,
+  idle_timeout_s: 30,
+  max_frame_bytes: 1024 * 1024,
+  replay_buffer_frames: 10_000,
+  replay_buffer_bytes: 64 * 1024 * 1024,
+};
+
+export function zeroStats(epoch: string): ClientStats {
+  return {
+    epoch,
+    queue: { droppedEvents: 0, evictedFrames: 0, replacedFrames: 0 },
+    queued: 0,
+    unacked: 0,
+    framesIn: 0,
+    framesOut: 0,
+    duplicates: 0,
+    gaps: 0,
+    transientFailures: 0,
+    oversizeFrames: 0,
+    connects: 0,
+    sessionsOpened: 0,
+    freshSessions: 0,
+    resyncsSent: 0,
+    unknownTypes: 0,
+    poisonFrames: 0,
+    permanentFailures: 0,
+    hubErrors: 0,
+    supersededDesired: 0,
+    handlerFailures: 0,
+  };
+}

@@ -1,0 +1,188 @@
+/**
+ * The connection lifecycle: dial (after the record is durable, so `hello.resume_from` is), say
+ * `hello`, watch the link's silence and handshake deadline, and on every close decide with the
+ * refusal policy (refusal.ts) when to dial again: the ordinary backoff, or the whole cap after a
+ * refusal, forgetting the session after a displacement. Reconnects forever.
+ */
+import { buildFrame, CloseCode } from '../protocol';
+import type { Backoff } from './backoff';
+import type { ClientEvents, ClientState, ClientStats, OperatorClientOptions } from './client-types';
+import type { RecordKeeper } from './durable';
+import { dialHeaders, helloFor } from './handshake';
+import { Link } from './link';
+import type { Logger } from './logger';
+import { classifyClose, httpRefusalError, refusalLogLine } from './refusal';
+import type { SessionState } from './session';
+import type { Timers } from './timers';
+import type { Dialer } from './transport';
+
+const NOOP = () => {};
+
+export interface ConnectionHost {
+  readonly opts: Pick<
+    OperatorClientOptions,
+    'token' | 'clusterId' | 'operatorVersion' | 'idleTimeoutMs' | 'handshakeTimeoutMs' | 'stableAfterMs'
+  >;
+  readonly url: string;
+  readonly timers: Timers;
+  readonly log: Logger;
+  readonly counters: ClientStats;
+  readonly dial: Dialer;
+  readonly backoff: Backoff;
+  readonly session: SessionState;
+  readonly record: RecordKeeper;
+  stopping(): boolean;
+  setState(s: ClientState): void;
+  /** Emit to the application (a throwing listener is logged, never fatal). */
+  emit<K extends keyof ClientEvents>(event: K, ...args: ClientEvents[K]): void;
+  onMessage(link: Link, text: string, binary: boolean): void;
+  /** The current link closed: what belonged to it stops (retries, a pending ack). */
+  linkClosed(): void;
+}
+
+export class Connection {
+  /** The current link (null between links). */
+  link: Link | null = null;
+  private nextReconnectAt: number | null = null;
+  private cancelReconnect: () => void = NOOP;
+
+  constructor(private readonly host: ConnectionHost) {}
+
+  get nextReconnectInMs(): number | null {
+    return this.nextReconnectAt === null ? null : Math.max(0, this.nextReconnectAt - this.host.timers.now());
+  }
+
+  connect(): void {
+    const h = this.host;
+    if (h.stopping()) return;
+    this.nextReconnectAt = null;
+    h.setState('connecting');
+    // hello's resume_from must be durable, and so must anything the previous link left unsaved.
+    if (!h.record.needsSave(h.session.inbound.cursor)) return this.dialNow();
+    h.record.persist().then(
+      () => this.dialNow(),
+      (err: unknown) => {
+        h.log.error('could not save the cursor before connecting; retrying', { err });
+        this.scheduleReconnect(h.backoff.next());
+      },
+    );
+  }
+
+  /** The client is stopping: no more dials. */
+  stop(): void {
+    this.cancelReconnect();
+    this.cancelReconnect = NOOP;
+  }
+
+  write(link: Link, text: string): void {
+    if (link.write(text)) this.host.counters.framesOut++;
+  }
+
+  /** A ping or pong: it carries the durable cursor, which counts as acked on this link. */
+  writeCursor(link: Link, text: string): void {
+    this.write(link, text);
+    link.lastAckSent = Math.max(link.lastAckSent, this.host.record.persistedCursor);
+  }
+
+  protocolError(link: Link, reason: string): void {
+    this.host.log.warn('protocol error on the hub link: closing', { reason, session: this.host.session.id });
+    this.close(link, CloseCode.PROTOCOL_ERROR, reason);
+  }
+
+  /** Close a link; everything else happens in `onClosed`, which every transport calls once. */
+  close(link: Link, code: number, reason: string): void {
+    if (link.closing || link.ended) return;
+    link.closing = true;
+    link.transport?.close(code, reason);
+    // A transport that reports its close later must not leave the client waiting on it.
+    this.onClosed(link, code, reason, null);
+  }
+
+  private dialNow(): void {
+    const h = this.host;
+    if (h.stopping()) return;
+    const link = (this.link = new Link(h.timers));
+    h.counters.connects++;
+    link.watchSilence(
+      () => h.opts.idleTimeoutMs ?? h.session.limits.idle_timeout_s * 1000,
+      (silentMs) => {
+        h.log.warn('no frame from the hub within the idle limit: closing the link', { silent_ms: silentMs });
+        this.close(link, CloseCode.TIMEOUT, `no frame for ${Math.round(silentMs / 1000)} s`);
+      },
+    );
+    try {
+      const headers = dialHeaders(h.opts.token, { operatorVersion: h.opts.operatorVersion, sessionId: h.session.id });
+      const transport = h.dial(
+        { url: h.url, headers },
+        {
+          onOpen: () => this.onOpen(link),
+          onMessage: (text, binary) => h.onMessage(link, text, binary),
+          onClose: (code, reason, httpStatus, httpBody) => {
+            if (httpStatus !== undefined && httpBody) link.connectionError = httpRefusalError(httpBody);
+            this.onClosed(link, code, reason, httpStatus ?? null);
+          },
+        },
+      );
+      if (link.ended) transport.close(CloseCode.NORMAL, 'already closed');
+      else link.transport = transport;
+    } catch (err) {
+      this.onClosed(link, 1006, `dial failed: ${err instanceof Error ? err.message : String(err)}`, null);
+    }
+  }
+
+  private onOpen(link: Link): void {
+    const h = this.host;
+    if (this.link !== link || link.ended) return;
+    h.setState('handshaking');
+    const s = h.session;
+    const { clusterId, operatorVersion } = h.opts;
+    const hello = helloFor({ clusterId, operatorVersion, sessionId: s.id, durableCursor: h.record.persistedCursor, lossy: s.lossy });
+    h.log.info('connected; hello', { session: s.id, resume_from: hello.resume_from, lossy: hello.lossy });
+    this.write(link, buildFrame({ type: 'hello', payload: hello, now: h.timers.now() }));
+    const ms = h.opts.handshakeTimeoutMs ?? 10_000;
+    link.expectWelcome(ms, () => {
+      h.log.warn('no welcome within the handshake timeout: closing the link', { timeout_ms: ms });
+      this.close(link, CloseCode.TIMEOUT, `no welcome within ${ms} ms`);
+    });
+  }
+
+  private onClosed(link: Link, code: number, reason: string, httpStatus: number | null): void {
+    const h = this.host;
+    if (!link.end() || this.link !== link) return;
+    this.link = null;
+    h.linkClosed();
+    const { welcomed, connectionError: error } = link;
+    const refusal = h.stopping() ? null : classifyClose({ closeCode: code, reason, httpStatus, welcomed, error });
+    if (!refusal) h.log.info('link closed', { code, reason, http_status: httpStatus, welcomed, session: h.session.id, error });
+    h.emit('closed', { code, reason, httpStatus, welcomed, error });
+    if (h.stopping()) return;
+    if (welcomed && h.timers.now() - link.welcomedAt >= (h.opts.stableAfterMs ?? 10_000)) h.backoff.reset();
+    if (!refusal) return this.scheduleReconnect(h.backoff.next());
+    if (refusal.forgetSession && h.session.id !== null) {
+      // Resuming would take the cluster back from the operator that holds it now. The record
+      // keeps the old id for diagnostics; the next hello asks for a new session. Saved now, not
+      // at the next dial: a process that dies during the wait must not resume it either.
+      h.session.forget();
+      h.record.markChanged();
+      h.record.persist().catch((err: unknown) => h.log.error('could not save the record after a displacement', { err }));
+    }
+    const delay = refusal.waitCap ? h.backoff.refusal() : h.backoff.next();
+    const line = refusalLogLine(refusal, delay);
+    const displaced = refusal.forgetSession ? h.session.displaced : undefined;
+    h.log.error(line.msg, { ...line.fields, session: h.session.id, displaced_session: displaced });
+    h.emit('refused', { kind: refusal.kind, closeCode: code, code, httpStatus, error, reason, retryInMs: delay });
+    this.scheduleReconnect(delay);
+  }
+
+  private scheduleReconnect(delay: number): void {
+    const h = this.host;
+    if (h.stopping()) return;
+    h.setState('waiting');
+    this.nextReconnectAt = h.timers.now() + delay;
+    h.log.debug('reconnecting after backoff', { delay_ms: delay, attempt: h.backoff.attempt });
+    this.cancelReconnect = h.timers.schedule(() => {
+      this.cancelReconnect = NOOP;
+      this.connect();
+    }, delay);
+  }
+}

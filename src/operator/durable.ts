@@ -1,0 +1,75 @@
+/**
+ * Keeping the durable record (cursor-store.ts) in step with the client: change tracking and a
+ * single-flight save. "Ack means durably processed": the client saves before it writes any frame
+ * carrying a new cursor, and `persistedCursor` is the cursor the last completed save holds, the
+ * only one it may send as `ack`.
+ */
+import { CorruptCursorStoreError, emptyRecord, FileCursorStore, type CursorStore, type DurableRecord } from './cursor-store';
+import type { Logger } from './logger';
+
+export class RecordKeeper {
+  /** The cursor in the last completed save. */
+  persistedCursor = 0;
+  /** The next save says `clean` (only a graceful stop that left nothing over sets it). */
+  cleanOnSave = false;
+  private changeVersion = 0;
+  private savedVersion = 0;
+  private persisting: Promise<void> | null = null;
+  private again = false;
+
+  constructor(
+    private readonly store: CursorStore,
+    private readonly log: Logger,
+    /** The record as of now. */
+    private readonly build: (clean: boolean) => DurableRecord,
+  ) {}
+
+  /** The saved record; an unreadable one is set aside and a new operator starts (slower, never wrong). */
+  async load(): Promise<DurableRecord> {
+    try {
+      return (await this.store.load()) ?? emptyRecord();
+    } catch (err) {
+      if (!(err instanceof CorruptCursorStoreError)) throw err;
+      const aside = this.store instanceof FileCursorStore ? await this.store.quarantine() : null;
+      this.log.error('cursor store unreadable: starting as a new session', { err, moved_to: aside });
+      return emptyRecord();
+    }
+  }
+
+  /** Something in the record other than the cursor changed. */
+  markChanged(): void {
+    this.changeVersion++;
+  }
+
+  needsSave(cursor: number): boolean {
+    return this.changeVersion !== this.savedVersion || cursor !== this.persistedCursor;
+  }
+
+  /**
+   * Save the record; when the returned promise resolves, a record at least as new as the state
+   * at the time of the call is durable. Saves are single-flight; callers during a save get the
+   * next one.
+   */
+  persist(): Promise<void> {
+    if (this.persisting) {
+      this.again = true;
+      return this.persisting;
+    }
+    const run = async () => {
+      try {
+        do {
+          this.again = false;
+          const version = this.changeVersion;
+          const record = this.build(this.cleanOnSave);
+          await this.store.save(record);
+          this.savedVersion = version;
+          this.persistedCursor = record.cursor;
+        } while (this.again);
+      } finally {
+        this.persisting = null;
+      }
+    };
+    this.persisting = run();
+    return this.persisting;
+  }
+}

@@ -1,0 +1,165 @@
+/**
+ * The receive side: one text frame from the hub, from decoding to settlement. The envelope's
+ * `ack` releases the replay buffer; `triage` (pure) says what the frame asks of the link; a
+ * sequenced frame is checked against the arrival expectation (a duplicate is dropped, a gap
+ * closes the link) and applied in order through `dispatch` (inbound-dispatch.ts). A frame that
+ * fails transiently is retried with backoff while later frames are still applied; the
+ * contiguous cursor stays behind it until it settles.
+ */
+import { readFrame, type Envelope, type InboundSequencer, type OutboundSequencer, type Payload } from '../protocol';
+import type { BackoffPolicy } from './backoff';
+import type { ClientStats } from './client-types';
+import { triage, type ReadableFrame } from './frame-triage';
+import { dispatch, type DispatchHost, type Settled } from './inbound-dispatch';
+import type { Link } from './link';
+import type { Logger } from './logger';
+import type { Timers } from './timers';
+
+/** The delay before retry `attempt + 1` of a frame that failed transiently. */
+export function retryDelay(policy: BackoffPolicy, attempt: number): number {
+  return Math.min(policy.capMs, policy.baseMs * 2 ** Math.min(attempt, 30));
+}
+
+export interface ReceiverHost {
+  readonly timers: Timers;
+  readonly log: Logger;
+  readonly counters: ClientStats;
+  readonly retryPolicy: BackoffPolicy;
+  inbound(): InboundSequencer;
+  outbound(): OutboundSequencer;
+  /** The link frames are read from now (frames of any other are ignored). */
+  link(): Link | null;
+  dispatchHost(): DispatchHost;
+  protocolError(link: Link, reason: string): void;
+  welcome(link: Link, payload: Payload<'welcome'>): void;
+  connectionError(link: Link, payload: Payload<'error'>, envelope: Envelope): void;
+  answerPing(link: Link): void;
+  /** The hub acknowledged more of this side's stream. */
+  acknowledged(peerAck: number): void;
+  /** A hub snapshot opened or closed: part of the durable record. */
+  snapshotChanged(): void;
+  /** An application handler failed transiently (counted for link.stats). */
+  handlerFailed(): void;
+  cursorAdvanced(): void;
+  /** A frame settled (a graceful stop may be drained). */
+  settled(): void;
+}
+
+export class Receiver {
+  /** Hub frames read and not yet settled. */
+  pending = 0;
+  private chain: Promise<void> = Promise.resolve();
+  private readonly retries = new Set<() => void>();
+
+  constructor(private readonly host: ReceiverHost) {}
+
+  onMessage(link: Link, text: string, binary: boolean): void {
+    const h = this.host;
+    if (h.link() !== link || link.ended || link.closing) return;
+    h.counters.framesIn++;
+    link.heard();
+    if (binary) return h.protocolError(link, 'binary message: every frame is a JSON text message');
+    const frame = readFrame(text);
+    if (frame.kind === 'fatal') {
+      h.log.error('undecodable frame from the hub', { reason: frame.reason, id: frame.id });
+      return h.protocolError(link, frame.reason);
+    }
+    const env = frame.envelope;
+
+    // The cursor rides on any readable envelope, sequenced or not.
+    if (env.ack !== null && link.welcomed) {
+      const outbound = h.outbound();
+      const outcome = outbound.acknowledge(env.ack);
+      if (outcome === 'invalid') return h.protocolError(link, `ack ${env.ack} is beyond the last frame sent (${outbound.lastSent})`);
+      if (outcome === 'advanced') h.acknowledged(env.ack);
+    }
+
+    const t = triage(frame, link.welcomed);
+    switch (t.do) {
+      case 'close':
+        return h.protocolError(link, t.reason);
+      case 'welcome':
+        return h.welcome(link, t.payload);
+      case 'connection-error':
+        return h.connectionError(link, t.payload, env);
+      case 'answer-ping':
+        return h.answerPing(link);
+      case 'ignore':
+        if (t.warn) h.log.warn(t.warn, { type: env.type });
+        return;
+      case 'sequenced':
+        return this.sequenced(link, frame, t.seq);
+    }
+  }
+
+  /** The link closed: frames read on it are not applied any more, and their retries stop. */
+  cancelRetries(): void {
+    for (const cancel of this.retries) cancel();
+    this.retries.clear();
+  }
+
+  private sequenced(link: Link, frame: ReadableFrame, seq: number): void {
+    const h = this.host;
+    const inbound = h.inbound();
+    const arrival = inbound.arrive(seq);
+    if (arrival === 'duplicate') {
+      h.counters.duplicates++;
+      h.log.debug('duplicate frame dropped', { seq, type: frame.envelope.type, expected: inbound.expected });
+      return;
+    }
+    if (arrival === 'gap') {
+      h.counters.gaps++;
+      return h.protocolError(link, `gap: expected seq ${inbound.expected}, got ${seq}`);
+    }
+    this.enqueue(() => this.apply(link, frame, 0));
+  }
+
+  private enqueue(task: () => Promise<void>): void {
+    this.pending++;
+    this.chain = this.chain
+      .then(task)
+      .catch((err: unknown) => this.host.log.error('inbound processing failed', { err }))
+      .finally(() => {
+        this.pending--;
+        this.host.settled();
+      });
+  }
+
+  private async apply(link: Link, frame: ReadableFrame, attempt: number): Promise<void> {
+    const h = this.host;
+    // Frames read on a link that has since closed are not applied: the hub replays them.
+    if (link.ended) return;
+    const seq = frame.envelope.seq as number;
+    let result: Settled;
+    try {
+      result = await dispatch(h.dispatchHost(), frame, attempt);
+    } catch (err) {
+      // A bug of ours: unsure means transient, so the frame is retried rather than lost.
+      h.log.error('applying a frame failed unexpectedly; treated as transient', { err, seq, type: frame.envelope.type });
+      result = { settle: 'failed', reason: `internal error: ${err instanceof Error ? err.message : String(err)}`, cause: 'internal' };
+    }
+    if (link.ended) return;
+    if (frame.envelope.type === 'resync.begin' || frame.envelope.type === 'stream.end') h.snapshotChanged();
+    if (result.settle !== 'failed') {
+      if (h.inbound().settle(seq, result.settle)) h.cursorAdvanced();
+      return;
+    }
+    h.inbound().settle(seq, 'failed');
+    h.counters.transientFailures++;
+    if (result.cause === 'handler') h.handlerFailed();
+    const delay = retryDelay(h.retryPolicy, attempt);
+    h.log.warn('frame not applied (transient): ack withheld, retrying', {
+      seq,
+      type: frame.envelope.type,
+      reason: result.reason,
+      cause: result.cause,
+      attempt: attempt + 1,
+      retry_in_ms: delay,
+    });
+    const cancel = h.timers.schedule(() => {
+      this.retries.delete(cancel);
+      this.enqueue(() => this.apply(link, frame, attempt + 1));
+    }, delay);
+    this.retries.add(cancel);
+  }
+}

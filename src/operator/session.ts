@@ -1,0 +1,118 @@
+/**
+ * The session this operator is in: its id, both sequencers, the hub's limits, the hub snapshot
+ * streams open in it, and what the durable record says about it. A link comes and goes; the
+ * session continues on the next one, or is replaced by a fresh one (numbering restarts at 1 both
+ * ways, both replay buffers dropped), or, after a displacement, forgotten.
+ */
+import { InboundSequencer, OutboundSequencer, type OutboundState, type ResumePlan } from '../protocol';
+import { DEFAULT_LIMITS, type Limits } from './client-types';
+import type { DurableRecord, OperationRecord } from './cursor-store';
+import type { Logger } from './logger';
+import type { OutboundLog } from './outbound-log';
+import { InboundResyncs } from './resync';
+import { decideResumeBase } from './resume-base';
+
+/** The sequencer's own overflow bound is not what limits the window; the hub's limits are. */
+const UNBOUNDED = { frames: Number.MAX_SAFE_INTEGER, bytes: Number.MAX_SAFE_INTEGER };
+
+export class SessionState {
+  /** The session to resume (null: the next hello asks for a new one). */
+  id: string | null = null;
+  /** The session this operator was displaced from (kept for diagnostics, never resumed). */
+  displaced: string | null = null;
+  /** This operator cannot serve as a resume base: the next hello says so. */
+  lossy = false;
+  limits: Limits = DEFAULT_LIMITS;
+  /** Bumped on every fresh session: work started under an older session is abandoned. */
+  gen = 0;
+  inbound = new InboundSequencer(0);
+  outbound: OutboundSequencer;
+  /** The hub's snapshot streams open in this session. */
+  readonly streams = new InboundResyncs();
+  /** Highest `deployment.desired.revision` applied per deployment in this session. */
+  readonly appliedRevision = new Map<string, number>();
+
+  constructor(private readonly buffer: OutboundLog) {
+    this.outbound = new OutboundSequencer(buffer, UNBOUNDED);
+  }
+
+  /**
+   * Take up what the durable record and the outbound log say (resume-base.ts). Returns whether an
+   * observed snapshot is owed once the session opens (after any unclean stop).
+   */
+  restore(record: DurableRecord, log: Logger): { resyncAfterOpen: boolean } {
+    this.id = record.sessionId;
+    this.displaced = record.displacedSession ?? null;
+    this.inbound = new InboundSequencer(record.cursor);
+    const base = decideResumeBase(record, this.buffer);
+    if (base.keepBuffer) {
+      this.buffer.releaseThrough(base.outbound.peerAck);
+      if (base.problem) log.warn('outbound log recovered', { problem: base.problem });
+    } else {
+      if (base.lossy && !base.snapshotInterrupted) {
+        log.warn('cannot prove the outbound buffer survived: hello will say lossy', { problem: base.problem });
+      }
+      this.buffer.clear();
+    }
+    if (base.snapshotInterrupted) {
+      const session = record.sessionId;
+      log.warn('restarted in the middle of a hub snapshot: hello will say lossy so a fresh snapshot follows', { session });
+    }
+    this.lossy = base.lossy;
+    this.outbound = new OutboundSequencer(this.buffer, UNBOUNDED, base.outbound);
+    return { resyncAfterOpen: base.resyncAfterOpen };
+  }
+
+  /** The durable record of this session as of now. */
+  record(clean: boolean, operations: OperationRecord[]): DurableRecord {
+    return {
+      version: 1,
+      sessionId: this.id,
+      cursor: this.inbound.cursor,
+      outbound: this.outbound.snapshot(),
+      clean,
+      operations,
+      hubSnapshotOpen: this.streams.size > 0,
+      displacedSession: this.displaced,
+    };
+  }
+
+  /** The hub granted a fresh session: everything numbered under the old one is dropped. Returns how many unacked frames were. */
+  fresh(sessionId: string): number {
+    const dropped = this.outbound.unacked;
+    this.gen++;
+    this.outbound.reset();
+    this.buffer.bindSession(sessionId);
+    this.inbound.reset();
+    this.streams.clear();
+    this.appliedRevision.clear();
+    this.id = sessionId;
+    this.lossy = false;
+    return dropped;
+  }
+
+  /** The hub resumed this session from its cursor `ackSeq` of ours: what to replay, or why not. */
+  resume(ackSeq: number): ResumePlan {
+    const plan = this.outbound.planResume(ackSeq);
+    if (!plan.ok) {
+      this.lossy = true;
+      return plan;
+    }
+    // The hub is about to replay from our cursor + 1: expect exactly that.
+    this.inbound.rewind();
+    return plan;
+  }
+
+  /** Displaced (4409): never resume this session; the next hello asks for a new one. */
+  forget(): void {
+    if (this.id === null) return;
+    this.displaced = this.id;
+    this.id = null;
+    this.lossy = false;
+  }
+
+  view(): { sessionId: string | null; cursor: number; outbound: OutboundState; lossy: boolean; limits: Limits } {
+    const { id: sessionId, lossy } = this;
+    return { sessionId, cursor: this.inbound.cursor, outbound: this.outbound.snapshot(), lossy, limits: { ...this.limits } };
+  }
+}

@@ -1,0 +1,219 @@
+/**
+ * The client's pure policies, without a socket: the handshake (dial headers, hello, fresh or
+ * resume), frame triage, the refusal classification, the writer's admission of one frame, the
+ * silence rule, the retry delay, and when a stop is drained and clean.
+ */
+import { describe, expect, it } from 'vitest';
+import { isCleanStop, isDrained, type DrainView } from '../../../src/operator/drain';
+import { decideWelcome, dialHeaders, helloFor } from '../../../src/operator/handshake';
+import { triage } from '../../../src/operator/frame-triage';
+import { silence } from '../../../src/operator/link';
+import { retryDelay } from '../../../src/operator/receiver';
+import { classifyClose, httpRefusalError, refusalLogLine, type ClosedLink } from '../../../src/operator/refusal';
+import { MemoryOutboundLog } from '../../../src/operator/outbound-log';
+import { SessionState } from '../../../src/operator/session';
+import { admit, windowOpen } from '../../../src/operator/writer';
+import { buildFrame, canonicalPing, canonicalPong, readFrame } from '../../../src/protocol';
+import { fixture, frameFrom } from '../../support/fixtures';
+
+const limits = { ping_interval_s: 10, idle_timeout_s: 30, max_frame_bytes: 1000, replay_buffer_frames: 3, replay_buffer_bytes: 2500 };
+
+describe('handshake', () => {
+  it('dials with the bearer token, and names the session only when resuming one', () => {
+    expect(dialHeaders('wsmet_x', { operatorVersion: '0.4.2', sessionId: null })).toEqual({
+      Authorization: 'Bearer wsmet_x',
+      'User-Agent': 'wingsmith-operator/0.4.2',
+    });
+    expect(dialHeaders('wsmet_x', { operatorVersion: '0.4.2', sessionId: 'S1' })).toMatchObject({ 'Wingsmith-Session': 'S1' });
+  });
+
+  it('hello carries resume_from and lossy only within a session being resumed', () => {
+    const base = { clusterId: 'c1', operatorVersion: '0.4.2', durableCursor: 7, lossy: true };
+    expect(helloFor({ ...base, sessionId: null })).toEqual({ cluster_id: 'c1', operator_version: '0.4.2', session_id: null, resume_from: null, lossy: false });
+    expect(helloFor({ ...base, sessionId: 'S1' })).toEqual({ cluster_id: 'c1', operator_version: '0.4.2', session_id: 'S1', resume_from: 7, lossy: true });
+  });
+
+  it('a welcome is fresh on full_resync or another session; a resume of a lossy operator is refused', () => {
+    expect(decideWelcome('S1', false, { session_id: 'S1', full_resync: false })).toEqual({ kind: 'resume' });
+    expect(decideWelcome('S1', false, { session_id: 'S1', full_resync: true })).toEqual({ kind: 'fresh' });
+    expect(decideWelcome('S1', false, { session_id: 'S2', full_resync: false })).toEqual({ kind: 'fresh' });
+    expect(decideWelcome(null, false, { session_id: 'S2', full_resync: false })).toEqual({ kind: 'fresh' });
+    expect(decideWelcome('S1', true, { session_id: 'S1', full_resync: false })).toMatchObject({ kind: 'refuse' });
+    expect(decideWelcome('S1', true, { session_id: 'S9', full_resync: true })).toEqual({ kind: 'fresh' });
+  });
+});
+
+describe('frame triage', () => {
+  const read = (text: string) => {
+    const r = readFrame(text);
+    if (r.kind === 'fatal') throw new Error(r.reason);
+    return r;
+  };
+  const welcome = read(frameFrom(fixture('welcome')));
+  const connError = read(frameFrom(fixture('error.connection')));
+  const seqError = read(frameFrom(fixture('error'), { seq: 4 }));
+  const desired = read(frameFrom(fixture('deployment.desired'), { seq: 5 }));
+
+  it('welcome once, then a second one closes; an unreadable one closes', () => {
+    expect(triage(welcome, false)).toMatchObject({ do: 'welcome' });
+    expect(triage(welcome, true)).toEqual({ do: 'close', reason: 'a second welcome' });
+    const bad = read(frameFrom(fixture('welcome'), { payload: { session_id: 1 } }));
+    expect(triage(bad, false)).toMatchObject({ do: 'close', reason: expect.stringMatching(/unreadable welcome/) });
+  });
+
+  it('a connection-level error is read before and after the welcome; a numbered one before the welcome too', () => {
+    expect(triage(connError, false)).toMatchObject({ do: 'connection-error', payload: fixture('error.connection').envelope.payload });
+    expect(triage(connError, true)).toMatchObject({ do: 'connection-error' });
+    expect(triage(seqError, false)).toMatchObject({ do: 'connection-error' });
+    expect(triage(seqError, true)).toEqual({ do: 'sequenced', seq: 4 });
+  });
+
+  it('pings are answered in either form; pong and ack need nothing more; a hello from the hub is odd', () => {
+    expect(triage(read(canonicalPing(3)), true)).toEqual({ do: 'answer-ping' });
+    expect(triage(read(buildFrame({ type: 'ping', payload: {}, ack: 3 })), true)).toEqual({ do: 'answer-ping' });
+    expect(triage(read(canonicalPong(3)), true)).toEqual({ do: 'ignore', warn: null });
+    expect(triage(read(frameFrom(fixture('ack'))), true)).toEqual({ do: 'ignore', warn: null });
+    expect(triage(read(frameFrom(fixture('hello'))), true)).toMatchObject({ do: 'ignore', warn: expect.stringMatching(/hello/) });
+  });
+
+  it('sequenced frames are for the session: before the welcome they close the link', () => {
+    expect(triage(desired, true)).toEqual({ do: 'sequenced', seq: 5 });
+    expect(triage(desired, false)).toEqual({ do: 'close', reason: 'sequenced deployment.desired before welcome' });
+  });
+});
+
+describe('refusal classification', () => {
+  const closed = (o: Partial<ClosedLink>): ClosedLink => ({ closeCode: 1006, reason: '', httpStatus: null, welcomed: false, error: null, ...o });
+  const err = (retryable: boolean) => ({ code: 'invalid', message: 'm', retryable });
+
+  it('ordinary closes are no refusal', () => {
+    expect(classifyClose(closed({}))).toBeNull();
+    expect(classifyClose(closed({ closeCode: 4408 }))).toBeNull();
+    expect(classifyClose(closed({ closeCode: 4400, welcomed: true, error: err(false) }))).toBeNull();
+    expect(classifyClose(closed({ closeCode: 1013, welcomed: true, error: err(true) }))).toBeNull();
+    expect(classifyClose(closed({ httpStatus: 503 }))).toBeNull();
+  });
+
+  it('refusals, what each waits, and which one forgets the session', () => {
+    expect(classifyClose(closed({ httpStatus: 401 }))).toMatchObject({ kind: 'unauthorized', waitCap: true, forgetSession: false });
+    expect(classifyClose(closed({ httpStatus: 403 }))).toMatchObject({ kind: 'unauthorized', waitCap: true });
+    expect(classifyClose(closed({ closeCode: 4403, welcomed: true, error: err(false) }))).toMatchObject({ kind: 'refused', waitCap: true, forgetSession: false });
+    expect(classifyClose(closed({ closeCode: 4403 }))).toMatchObject({ kind: 'refused', error: null });
+    expect(classifyClose(closed({ closeCode: 4409, welcomed: true }))).toMatchObject({ kind: 'displaced', waitCap: true, forgetSession: true });
+    expect(classifyClose(closed({ closeCode: 4400, error: err(false) }))).toMatchObject({ kind: 'handshake', waitCap: true });
+    expect(classifyClose(closed({ closeCode: 1013, error: err(true) }))).toMatchObject({ kind: 'handshake', waitCap: false });
+  });
+
+  it("an HTTP refusal's JSON body is its error; anything else is none", () => {
+    expect(httpRefusalError('{"error":{"code":"unauthorized","message":"an enrollment token is required"}}')).toEqual({
+      code: 'unauthorized',
+      message: 'an enrollment token is required',
+      retryable: false,
+    });
+    expect(httpRefusalError('<html>')).toBeNull();
+    expect(httpRefusalError('{"error":"nope"}')).toBeNull();
+  });
+
+  it('one log line, naming the displacement for what it is', () => {
+    const displaced = classifyClose(closed({ closeCode: 4409, error: err(false) }))!;
+    expect(refusalLogLine(displaced, 30_000).msg).toMatch(/another operator holds this cluster/);
+    expect(refusalLogLine(classifyClose(closed({ closeCode: 4403 }))!, 30_000)).toMatchObject({ msg: 'the hub refused this operator', fields: { retry_in_ms: 30_000 } });
+  });
+});
+
+describe('the writer: window and admission of one frame', () => {
+  it('the window is open below both limits', () => {
+    expect(windowOpen(limits, 2, 2_499)).toBe(true);
+    expect(windowOpen(limits, 3, 0)).toBe(false);
+    expect(windowOpen(limits, 0, 2_500)).toBe(false);
+  });
+
+  it('too big is never sent; a frame that does not fit the bytes left waits, unless the window is empty', () => {
+    expect(admit(1_001, limits, 0, 0)).toBe('too-big');
+    expect(admit(1_000, limits, 0, 0)).toBe('write');
+    expect(admit(900, limits, 2, 1_700)).toBe('wait');
+    expect(admit(800, limits, 2, 1_700)).toBe('write');
+    expect(admit(900, limits, 0, 1_700)).toBe('write');
+  });
+});
+
+describe('liveness and retries', () => {
+  it('the silence rule: expired at the limit, else look again when it would be', () => {
+    expect(silence(10_000, 0, 30_000)).toEqual({ expired: false, checkInMs: 20_000 });
+    expect(silence(30_000, 0, 30_000)).toEqual({ expired: true, silentMs: 30_000 });
+    expect(silence(45_000, 10_000, 30_000)).toEqual({ expired: true, silentMs: 35_000 });
+  });
+
+  it('a transient failure is retried at 500 ms doubling to the 30 s cap', () => {
+    const policy = { baseMs: 500, capMs: 30_000 };
+    expect([0, 1, 2, 5, 6, 7, 100].map((a) => retryDelay(policy, a))).toEqual([500, 1_000, 2_000, 16_000, 30_000, 30_000, 30_000]);
+  });
+});
+
+describe('stop', () => {
+  const view = (o: Partial<DrainView>): DrainView => ({
+    linkOpen: true,
+    outboxEmpty: true,
+    unacked: 0,
+    inboundPending: 0,
+    runningOperations: 0,
+    lastAckSent: 5,
+    cursor: 5,
+    ...o,
+  });
+
+  it('drained when nothing is waiting either way and the cursor is acked; without a link nothing more can drain', () => {
+    expect(isDrained(view({}))).toBe(true);
+    for (const o of [{ outboxEmpty: false }, { unacked: 1 }, { inboundPending: 1 }, { runningOperations: 1 }, { lastAckSent: 4 }]) {
+      expect(isDrained(view(o)), JSON.stringify(o)).toBe(false);
+    }
+    expect(isDrained(view({ linkOpen: false, unacked: 3 }))).toBe(true);
+  });
+
+  it('clean only when graceful and nothing was left over', () => {
+    expect(isCleanStop(true, view({}))).toBe(true);
+    expect(isCleanStop(false, view({}))).toBe(false);
+    expect(isCleanStop(true, view({ unacked: 1 }))).toBe(false);
+    expect(isCleanStop(true, view({ runningOperations: 1 }))).toBe(false);
+  });
+});
+
+describe('session state', () => {
+  function numbered(n: number) {
+    const s = new SessionState(new MemoryOutboundLog());
+    s.fresh('S1');
+    for (let i = 0; i < n; i++) s.outbound.stamp((seq) => `frame ${seq}`);
+    return s;
+  }
+
+  it('a fresh session restarts numbering both ways and drops the replay buffer and the open snapshots', () => {
+    const s = numbered(3);
+    s.inbound.arrive(1);
+    s.inbound.settle(1, 'applied');
+    s.streams.begin('B', ['deployment']);
+    expect(s.fresh('S2')).toBe(3);
+    expect(s).toMatchObject({ id: 'S2', lossy: false, gen: 2 });
+    expect(s.outbound.nextSeq).toBe(1);
+    expect(s.inbound.cursor).toBe(0);
+    expect(s.record(false, []).hubSnapshotOpen).toBe(false);
+  });
+
+  it('a resume replays what the hub has not acknowledged; a point it cannot serve makes the operator lossy', () => {
+    const s = numbered(3);
+    const plan = s.resume(1);
+    expect(plan.ok && plan.replay.map((e) => e.frame)).toEqual(['frame 2', 'frame 3']);
+    expect(s.lossy).toBe(false);
+    expect(s.resume(9)).toEqual({ ok: false, reason: 'ahead_of_sent' });
+    expect(s.lossy).toBe(true);
+  });
+
+  it('a displaced session is forgotten: the record keeps it for diagnostics only, and an open snapshot is recorded', () => {
+    const s = numbered(1);
+    s.streams.begin('B', ['deployment']);
+    expect(s.record(false, [])).toMatchObject({ sessionId: 'S1', hubSnapshotOpen: true, displacedSession: null });
+    s.forget();
+    expect(s.record(false, [])).toMatchObject({ sessionId: null, displacedSession: 'S1' });
+    s.forget();
+    expect(s.displaced).toBe('S1');
+  });
+});
