@@ -1,28 +1,10 @@
 /**
  * The operator SDK's client: one cluster's side of the Wingsmith plane–operator link. A thin
- * shell: it wires the components (each behind a host interface) and makes the session-level
- * decisions with pure policies.
- *
- * - `Connection` (connection.ts): dial, hello, liveness, refusals and reconnects, over `Link`s;
- * - `Receiver` (receiver.ts, with frame-triage.ts and inbound-dispatch.ts): frames from the hub;
- * - `Writer` (writer.ts): numbering, durability and writing, acks;
- * - `SendSide` (send-side.ts): reports, observed snapshots, link.stats, through the bounded `Outbox`;
- * - `SessionState` (session.ts), `RecordKeeper` (durable.ts), `OperationBook` (operations.ts);
- * - pure: handshake.ts (fresh or resume), refusal.ts, drain.ts, resume-base.ts.
- *
- * ```ts
- * const client = new OperatorClient({
- *   url: 'wss://hub.example.com', token, clusterId: 'gpu-east-1', operatorVersion: '0.4.2',
- *   ...(await openFileStores('/var/lib/op')),     // cursor record + outbound log
- *   handlers: { desired, pruneDesired, operation },
- *   snapshot: () => ({ cluster, nodes, devices, deployments }),
- * });
- * await client.start();
- * client.reportNode({...}); client.emitEvent('node', {...});
- * await client.stop();                             // graceful: drain acks, persist, close 1000
- * ```
- *
- * What it guarantees, in the spec's terms, is in README.md beside this file.
+ * shell: it wires components that talk back through host interfaces (`Connection`, `Receiver`,
+ * `Writer`, `SendSide`, `SessionState`, `RecordKeeper`, `OperationBook`) and makes the
+ * session-level decisions with pure policies (handshake.ts, refusal.ts, drain.ts,
+ * resume-base.ts). How to embed it, what it guarantees in the spec's terms, and a map of the
+ * files are in README.md beside this file.
  */
 import { EventEmitter } from 'node:events';
 import {
@@ -30,7 +12,6 @@ import {
   canonicalPong,
   CloseCode,
   newId,
-  type Envelope,
   type Payload,
   type PushOutcome,
 } from '../protocol';
@@ -119,7 +100,7 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
       dispatchHost: () => this.dispatchHost(),
       protocolError: (link, reason) => this.conn.protocolError(link, reason),
       welcome: (link, w) => this.onWelcome(link, w),
-      connectionError: (link, payload, env) => this.onConnectionError(link, payload, env),
+      hubError: (payload, replyTo, seq) => this.safeEmit('hubError', { payload, replyTo, seq }),
       answerPing: (link) => this.conn.writeCursor(link, canonicalPong(record.persistedCursor)),
       acknowledged: (peerAck) => {
         this.book.acknowledged(peerAck);
@@ -271,27 +252,12 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
     this.book.recover();
     // From here on a crash must be detectable: the record says "not clean" until a graceful stop.
     await this.record.persist();
+    const s = this.s;
     this.log.info('operator starting', {
-      session: this.s.id,
-      resume_from: this.s.id ? this.record.persistedCursor : null,
-      lossy: this.s.lossy,
-      durable_outbound: this.buffer.durable,
-      replayable_frames: this.s.outbound.unacked,
-      next_seq: this.s.outbound.nextSeq,
+      session: s.id, resume_from: s.id ? this.record.persistedCursor : null, lossy: s.lossy,
+      durable_outbound: this.buffer.durable, replayable_frames: s.outbound.unacked, next_seq: s.outbound.nextSeq,
     });
     this.conn.connect();
-  }
-
-  /**
-   * A connection-level error (`seq: null`): the hub explains why it is about to close this link
-   * (a refusal, a protocol error, displacement). It belongs to no stream: not acknowledged, never
-   * fatal by itself. The close that follows decides what happens (connection.ts).
-   */
-  private onConnectionError(link: Link, payload: Payload<'error'>, env: Envelope): void {
-    this.counters.hubErrors++;
-    this.log.debug('connection-level error from the hub', { ...payload, reply_to: env.reply_to });
-    this.safeEmit('hubError', { payload, replyTo: env.reply_to, seq: null });
-    link.connectionError = { code: payload.code, message: payload.message, retryable: payload.retryable };
   }
 
   private onWelcome(link: Link, w: Payload<'welcome'>): void {

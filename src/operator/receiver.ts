@@ -32,7 +32,8 @@ export interface ReceiverHost {
   dispatchHost(): DispatchHost;
   protocolError(link: Link, reason: string): void;
   welcome(link: Link, payload: Payload<'welcome'>): void;
-  connectionError(link: Link, payload: Payload<'error'>, envelope: Envelope): void;
+  /** Tell the application about an `error` from the hub (the `hubError` event). */
+  hubError(payload: Payload<'error'>, replyTo: string | null, seq: number | null): void;
   answerPing(link: Link): void;
   /** The hub acknowledged more of this side's stream. */
   acknowledged(peerAck: number): void;
@@ -81,7 +82,7 @@ export class Receiver {
       case 'welcome':
         return h.welcome(link, t.payload);
       case 'connection-error':
-        return h.connectionError(link, t.payload, env);
+        return this.connectionError(link, t.payload, env);
       case 'answer-ping':
         return h.answerPing(link);
       case 'ignore':
@@ -90,6 +91,18 @@ export class Receiver {
       case 'sequenced':
         return this.sequenced(link, frame, t.seq);
     }
+  }
+
+  /**
+   * A connection-level error (`seq: null`): the hub explains why it is about to close this link
+   * (a refusal, a protocol error, displacement). It belongs to no stream: not acknowledged, never
+   * fatal by itself. The close that follows decides what happens (connection.ts, refusal.ts).
+   */
+  private connectionError(link: Link, payload: Payload<'error'>, env: Envelope): void {
+    this.host.counters.hubErrors++;
+    this.host.log.debug('connection-level error from the hub', { ...payload, reply_to: env.reply_to });
+    this.host.hubError(payload, env.reply_to, null);
+    link.connectionError = { code: payload.code, message: payload.message, retryable: payload.retryable };
   }
 
   /** The link closed: frames read on it are not applied any more, and their retries stop. */
