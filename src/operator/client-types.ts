@@ -86,8 +86,7 @@ export type ClientState = 'idle' | 'connecting' | 'handshaking' | 'open' | 'wait
 
 export interface ClientEvents {
   state: [ClientState];
-  /** A session opened. `fresh`: numbering restarted and a resync follows. */
-  /** `region`: the hub's region, null if it names none. */
+  /** A session opened. `fresh`: numbering restarted and a resync follows. `region`: the hub's region, null if it names none. */
   welcome: [{ sessionId: string; fresh: boolean; hubVersion: string; limits: Limits; region: string | null }];
   /** The link closed. `error`: the connection-level error the hub sent before closing, if any. */
   closed: [{ code: number; reason: string; httpStatus: number | null; welcomed: boolean; error: RefusalError | null }];
