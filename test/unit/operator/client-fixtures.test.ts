@@ -71,7 +71,7 @@ const CASES: Record<string, () => Promise<void>> = {
     conn.send('welcome', w, { reply_to: conn.helloId, ack: 0 });
     await eventually(() => welcomes.length === 1, 'the welcome event');
     // A session other than the one asked for (none): a fresh one, whatever full_resync says.
-    expect(welcomes[0]).toEqual({ sessionId: w.session_id, fresh: true, hubVersion: w.hub_version, limits: w.limits });
+    expect(welcomes[0]).toEqual({ sessionId: w.session_id, fresh: true, hubVersion: w.hub_version, limits: w.limits, region: w.region ?? null });
     expect(t.client.session.limits).toEqual(w.limits);
   },
   async ping() {
