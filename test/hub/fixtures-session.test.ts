@@ -157,8 +157,16 @@ const CASES: Record<string, () => Promise<void>> = {
   async 'link.stats'() {
     await applied(fixture('link.stats'));
     const p = payload('link.stats');
-    expect(await rows('select epoch, dropped_events, evicted_frames, replaced_frames from link_stats where cluster_uid = $1')).toEqual([
-      { epoch: p.epoch, dropped_events: String(p.dropped_events), evicted_frames: String(p.evicted_frames), replaced_frames: String(p.replaced_frames) },
+    expect(
+      await rows('select epoch, dropped_events, evicted_frames, replaced_frames, handler_failures from link_stats where cluster_uid = $1'),
+    ).toEqual([
+      {
+        epoch: p.epoch,
+        dropped_events: String(p.dropped_events),
+        evicted_frames: String(p.evicted_frames),
+        replaced_frames: String(p.replaced_frames),
+        handler_failures: String(p.handler_failures),
+      },
     ]);
   },
   async 'node.removed'() {

@@ -51,6 +51,7 @@ const LinkSchema = z
     dropped_events: z.number(),
     evicted_frames: z.number(),
     replaced_frames: z.number(),
+    handler_failures: z.number().nullable().openapi({ description: "the operator's transient failures to apply a hub frame (retried); null: not reported" }),
     updated_at: z.string(),
   })
   .openapi('LinkStats');
@@ -112,6 +113,7 @@ interface ClusterViewRow {
   dropped_events: string | null;
   evicted_frames: string | null;
   replaced_frames: string | null;
+  handler_failures: string | null;
   link_updated_at: string | null;
   rejections: string;
   desired_refusals: string;
@@ -124,7 +126,7 @@ const VIEW_SQL = `
     (o.connected and o.polled_at > now() - make_interval(secs => $1::double precision / 1000)) as connected,
     o.live, o.operator_version,
     ct.contention,
-    ls.epoch, ls.dropped_events, ls.evicted_frames, ls.replaced_frames, ls.updated_at as link_updated_at,
+    ls.epoch, ls.dropped_events, ls.evicted_frames, ls.replaced_frames, ls.handler_failures, ls.updated_at as link_updated_at,
     (select count(*) from rejections r where r.cluster_uid = c.uid) as rejections,
     (select coalesce(sum(refusals), 0) from desired_deployments dd where dd.cluster_uid = c.uid) as desired_refusals
   from clusters c
@@ -197,6 +199,7 @@ function toView(r: ClusterViewRow, env: HubEnv): ClusterView {
             dropped_events: Number(r.dropped_events),
             evicted_frames: Number(r.evicted_frames),
             replaced_frames: Number(r.replaced_frames),
+            handler_failures: r.handler_failures === null ? null : Number(r.handler_failures),
             updated_at: iso(r.link_updated_at) as string,
           },
     rejections: Number(r.rejections),

@@ -133,12 +133,14 @@ ev_add as (
 ),
 
 ls_up as (
-  insert into link_stats (cluster_uid, epoch, dropped_events, evicted_frames, replaced_frames, updated_at)
-  select $1, epoch, dropped_events, evicted_frames, replaced_frames, now()
-  from jsonb_to_recordset($13::jsonb) as x(epoch text, dropped_events bigint, evicted_frames bigint, replaced_frames bigint), live
+  insert into link_stats (cluster_uid, epoch, dropped_events, evicted_frames, replaced_frames, handler_failures, updated_at)
+  select $1, epoch, dropped_events, evicted_frames, replaced_frames, handler_failures, now()
+  from jsonb_to_recordset($13::jsonb)
+    as x(epoch text, dropped_events bigint, evicted_frames bigint, replaced_frames bigint, handler_failures bigint), live
   where live.ok
   on conflict (cluster_uid) do update set epoch = excluded.epoch, dropped_events = excluded.dropped_events,
-    evicted_frames = excluded.evicted_frames, replaced_frames = excluded.replaced_frames, updated_at = now()
+    evicted_frames = excluded.evicted_frames, replaced_frames = excluded.replaced_frames,
+    handler_failures = excluded.handler_failures, updated_at = now()
   returning 1
 ),
 
@@ -264,7 +266,7 @@ select (select ok from live) as fenced,
 `;
 
 /** Prepared once per connection (bump the suffix when the text changes). */
-const INGEST_STATEMENT = 'wingsmith_ingest_v2';
+const INGEST_STATEMENT = 'wingsmith_ingest_v3';
 
 export async function applyIngestBatch(sql: Sql, fence: SessionFence, b: IngestBatch): Promise<IngestResult> {
   const { rows } = await sql.query<{ fenced: boolean; pruned: string | number; unknown_ops: IngestResult['unknownOperations'] | null }>(INGEST_SQL, [
