@@ -1,6 +1,7 @@
 import { Hono } from 'hono';
 import { adminApp } from './admin';
 import { connect } from './connect';
+import { dashboardApp } from './dashboard/route';
 import type { HubEnv } from './env';
 import { describeError } from './db/errors';
 import { jsonError } from './http-errors';
@@ -11,6 +12,7 @@ export function hubApp(): Hono<{ Bindings: HubEnv }> {
   const app = new Hono<{ Bindings: HubEnv }>();
   app.get('/v1/connect', connect);
   app.route('/admin', adminApp());
+  app.route('/', dashboardApp());
   // Readiness: the Worker is up and can reach the registry. It also says which region this is,
   // so a fleet view across regions can tell an endpoint from another.
   app.get('/healthz', async (c) => {

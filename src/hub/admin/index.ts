@@ -7,7 +7,9 @@ import { adminAuth, requestPg, type AdminEnv } from './app';
 import { jsonBodyGuard } from './body-guard';
 import { clustersRouter } from './clusters';
 import { desiredRouter } from './desired';
+import { fleetRouter } from './fleet';
 import { operationsRouter } from './operations';
+import { pollCache } from './poll-cache';
 import { readsRouter } from './reads';
 
 const log = createLogger({ component: 'admin' });
@@ -29,10 +31,12 @@ export function adminApp(): OpenAPIHono<AdminEnv> {
   admin.use('*', adminAuth);
   admin.use('*', jsonBodyGuard);
   admin.use('*', requestPg);
+  admin.use('*', pollCache);
   admin.route('/', clustersRouter);
   admin.route('/', desiredRouter);
   admin.route('/', readsRouter);
   admin.route('/', operationsRouter);
+  admin.route('/', fleetRouter);
   admin.onError((err, c) => {
     // The framework's own refusals (a body it could not read, …) in the API's JSON shape.
     if (err instanceof HTTPException) {

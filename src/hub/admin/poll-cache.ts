@@ -1,0 +1,111 @@
+import type { MiddlewareHandler } from 'hono';
+import type { AdminEnv } from './app';
+
+/**
+ * Cheap polling for every admin read, so that many open dashboards cost the hub little:
+ *
+ * - Every 200 JSON answer to a GET carries a strong ETag (a hash of the body); a request whose
+ *   `If-None-Match` names it gets 304 with no body.
+ * - A request that says it accepts a slightly old answer (`Cache-Control: max-age=N`, as the
+ *   dashboard sends) may be served the answer another request got at most `min(N s, 500 ms)`
+ *   ago, and requests for the same URL that arrive while one is being computed wait for it
+ *   instead of running their own statement. So N pollers of one view cost at most about two
+ *   statements a second per isolate, not N. A request without that header (every other client)
+ *   always runs the handler: read-after-write stays exact for them.
+ * - Any admin write clears the shared answers of this isolate, so a dashboard sees its own
+ *   action on the next poll.
+ */
+
+const MAX_SHARED_AGE_MS = 500;
+
+interface Answer {
+  at: number;
+  etag: string;
+  body: string;
+  contentType: string;
+}
+
+const answers = new Map<string, Answer>();
+const computing = new Map<string, Promise<Answer | null>>();
+
+/** How old an answer this request accepts, in ms (0: none). */
+export function acceptableAgeMs(cacheControl: string | undefined): number {
+  if (!cacheControl || /\bno-cache\b|\bno-store\b/i.test(cacheControl)) return 0;
+  const m = /\bmax-age\s*=\s*"?(\d+)"?/i.exec(cacheControl);
+  if (!m) return 0;
+  return Math.min(Number(m[1]) * 1000, MAX_SHARED_AGE_MS);
+}
+
+async function etagOf(body: string): Promise<string> {
+  const digest = await crypto.subtle.digest('SHA-256', new TextEncoder().encode(body));
+  let hex = '';
+  for (const b of new Uint8Array(digest).subarray(0, 12)) hex += b.toString(16).padStart(2, '0');
+  return `"${hex}"`;
+}
+
+/** `If-None-Match` lists the tag (or is `*`). */
+function matches(ifNoneMatch: string | undefined, etag: string): boolean {
+  if (!ifNoneMatch) return false;
+  return ifNoneMatch
+    .split(',')
+    .map((t) => t.trim().replace(/^W\//, ''))
+    .some((t) => t === etag || t === '*');
+}
+
+function respond(answer: Answer, ifNoneMatch: string | undefined): Response {
+  const headers = { etag: answer.etag, 'cache-control': 'private, no-cache', vary: 'authorization' };
+  if (matches(ifNoneMatch, answer.etag)) return new Response(null, { status: 304, headers });
+  return new Response(answer.body, { status: 200, headers: { ...headers, 'content-type': answer.contentType } });
+}
+
+function remember(key: string, answer: Answer): void {
+  for (const [k, a] of answers) if (answer.at - a.at > MAX_SHARED_AGE_MS) answers.delete(k);
+  answers.set(key, answer);
+}
+
+export const pollCache: MiddlewareHandler<AdminEnv> = async (c, next) => {
+  if (c.req.method !== 'GET') {
+    answers.clear();
+    await next();
+    answers.clear();
+    return;
+  }
+  const url = new URL(c.req.url);
+  const key = url.pathname + url.search;
+  const ifNoneMatch = c.req.header('if-none-match');
+  const maxAge = acceptableAgeMs(c.req.header('cache-control'));
+  if (maxAge > 0) {
+    const fresh = answers.get(key);
+    if (fresh && Date.now() - fresh.at <= maxAge) {
+      c.res = respond(fresh, ifNoneMatch);
+      return;
+    }
+    const pending = computing.get(key);
+    if (pending) {
+      const shared = await pending.catch(() => null);
+      if (shared) {
+        c.res = respond(shared, ifNoneMatch);
+        return;
+      }
+    }
+  }
+  // This request computes the answer that later pollers of the same URL wait for.
+  let settle: (a: Answer | null) => void = () => undefined;
+  const leads = maxAge > 0 && !computing.has(key);
+  if (leads) computing.set(key, new Promise<Answer | null>((resolve) => (settle = resolve)));
+  try {
+    await next();
+    const res = c.res;
+    const contentType = res.headers.get('content-type') ?? '';
+    if (res.status !== 200 || !contentType.startsWith('application/json')) return;
+    const body = await res.text();
+    const answer: Answer = { at: Date.now(), etag: await etagOf(body), body, contentType };
+    remember(key, answer);
+    settle(answer);
+    c.res = undefined;
+    c.res = respond(answer, ifNoneMatch);
+  } finally {
+    settle(null);
+    if (leads) computing.delete(key);
+  }
+};

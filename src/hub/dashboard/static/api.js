@@ -1,0 +1,143 @@
+// @ts-check
+// The admin API as the dashboard uses it: the bearer from session storage on every call, ETags
+// on every poll, and a 401 anywhere sends the user back to the sign-in form.
+
+const TOKEN_KEY = 'wingsmith.admin-token';
+
+/** Session storage only: gone with the tab, never in a URL or a cookie. */
+export const token = {
+  get: () => sessionStorage.getItem(TOKEN_KEY),
+  /** @param {string} t */
+  set: (t) => sessionStorage.setItem(TOKEN_KEY, t),
+  clear: () => sessionStorage.removeItem(TOKEN_KEY),
+};
+
+/** An error answer of the admin API: `{"error": {"code", "message", "field"?}}`. */
+export class ApiError extends Error {
+  /**
+   * @param {number} status
+   * @param {string} code
+   * @param {string} message
+   * @param {string | undefined} field
+   */
+  constructor(status, code, message, field) {
+    super(message);
+    this.status = status;
+    this.code = code;
+    this.field = field;
+  }
+}
+
+/** @type {(reason: string) => void} */
+let onUnauthorized = () => undefined;
+/** @param {(reason: string) => void} fn */
+export function whenUnauthorized(fn) {
+  onUnauthorized = fn;
+}
+
+/**
+ * @param {Response} res
+ * @returns {Promise<ApiError>}
+ */
+async function errorOf(res) {
+  /** @type {any} */
+  let body = null;
+  try {
+    body = await res.json();
+  } catch {
+    // not JSON: keep the status
+  }
+  const e = body && typeof body === 'object' ? body.error : null;
+  return new ApiError(res.status, e?.code ?? 'http_' + res.status, e?.message ?? `HTTP ${res.status}`, e?.field);
+}
+
+/**
+ * One admin call. Resolves with the JSON body; rejects with ApiError.
+ * @param {string} method
+ * @param {string} path under /admin
+ * @param {unknown} [body]
+ * @returns {Promise<any>}
+ */
+export async function call(method, path, body) {
+  const t = token.get();
+  if (!t) {
+    onUnauthorized('Sign in with the admin token.');
+    throw new ApiError(401, 'unauthorized', 'not signed in', undefined);
+  }
+  /** @type {Record<string, string>} */
+  const headers = { authorization: `Bearer ${t}` };
+  if (body !== undefined) headers['content-type'] = 'application/json';
+  const res = await fetch(`/admin${path}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), cache: 'no-store' });
+  if (res.status === 401) {
+    token.clear();
+    onUnauthorized('The admin token was not accepted. Sign in again.');
+    throw await errorOf(res);
+  }
+  if (!res.ok) throw await errorOf(res);
+  return res.status === 204 ? null : res.json();
+}
+
+/** @type {Map<string, {etag: string, data: any}>} */
+const polled = new Map();
+
+/**
+ * A GET for polling: sends the ETag of the last answer and accepts an answer up to a second old
+ * (the hub then shares one answer between all pollers). Resolves with `{data, changed}`.
+ * @param {string} path under /admin
+ * @returns {Promise<{data: any, changed: boolean}>}
+ */
+export async function poll(path) {
+  const t = token.get();
+  if (!t) {
+    onUnauthorized('Sign in with the admin token.');
+    throw new ApiError(401, 'unauthorized', 'not signed in', undefined);
+  }
+  const last = polled.get(path);
+  /** @type {Record<string, string>} */
+  const headers = { authorization: `Bearer ${t}`, 'cache-control': 'max-age=1' };
+  if (last) headers['if-none-match'] = last.etag;
+  const res = await fetch(`/admin${path}`, { headers, cache: 'no-store' });
+  if (res.status === 304 && last) return { data: last.data, changed: false };
+  if (res.status === 401) {
+    token.clear();
+    onUnauthorized('The admin token was not accepted. Sign in again.');
+    throw await errorOf(res);
+  }
+  if (!res.ok) throw await errorOf(res);
+  const data = await res.json();
+  const etag = res.headers.get('etag');
+  if (etag) polled.set(path, { etag, data });
+  return { data, changed: true };
+}
+
+/**
+ * Every page of a paginated list (`{items, next_cursor}`; `GET /admin/clusters` may still answer
+ * `{clusters, next}` on an older hub). Changed when any page changed.
+ * @param {string} path
+ * @param {number} [maxPages]
+ * @returns {Promise<{items: any[], changed: boolean, first: any}>}
+ */
+export async function pollAll(path, maxPages = 20) {
+  const sep = path.includes('?') ? '&' : '?';
+  /** @type {any[]} */
+  const items = [];
+  let changed = false;
+  let first = null;
+  let cursor = null;
+  for (let i = 0; i < maxPages; i++) {
+    const q = cursor === null ? '' : `${sep}${cursor.param}=${encodeURIComponent(cursor.value)}`;
+    const page = await poll(path + q);
+    changed ||= page.changed;
+    first ??= page.data;
+    items.push(...(page.data.items ?? page.data.clusters ?? []));
+    if (page.data.next_cursor) cursor = { param: 'cursor', value: page.data.next_cursor };
+    else if (page.data.next) cursor = { param: 'after', value: page.data.next };
+    else break;
+  }
+  return { items, changed, first };
+}
+
+/** Forget the ETags: the next poll re-reads and re-renders everything. */
+export function forgetPolls() {
+  polled.clear();
+}

@@ -1,0 +1,100 @@
+// @ts-check
+// The two pictures: GPUs by model (horizontal bars) and a cluster's connect/disconnect strip.
+// Inline SVG built with the DOM; each carries a text alternative.
+import { h, s } from './dom.js';
+
+/**
+ * @param {{model: string, count: number, unhealthy: number}[]} models
+ * @param {string} title
+ */
+export function gpuBars(models, title) {
+  if (models.length === 0) return h('p', { class: 'empty' }, `${title}: no GPUs reported.`);
+  const max = Math.max(...models.map((m) => m.count));
+  const rowH = 22;
+  const labelW = 170;
+  const barW = 260;
+  const width = labelW + barW + 90;
+  const height = models.length * rowH + 4;
+  const summary = models.map((m) => `${m.model}: ${m.count}${m.unhealthy ? ` (${m.unhealthy} unhealthy)` : ''}`).join(', ');
+  return h(
+    'figure',
+    { class: 'chart' },
+    h('figcaption', {}, title),
+    s(
+      'svg',
+      { viewBox: `0 0 ${width} ${height}`, width, height, role: 'img', 'aria-label': `${title}: ${summary}` },
+      models.map((m, i) => {
+        const y = i * rowH + 2;
+        const w = Math.max(2, Math.round((m.count / max) * barW));
+        const bad = m.unhealthy ? Math.max(2, Math.round((m.unhealthy / max) * barW)) : 0;
+        return s(
+          'g',
+          {},
+          s('text', { x: labelW - 6, y: y + 14, 'text-anchor': 'end', class: 'lbl' }, m.model.length > 26 ? `${m.model.slice(0, 25)}…` : m.model),
+          s('rect', { x: labelW, y: y + 2, width: w, height: rowH - 6, class: 'bar' }),
+          bad ? s('rect', { x: labelW + w - bad, y: y + 2, width: bad, height: rowH - 6, class: 'bar-bad' }) : null,
+          s('text', { x: labelW + w + 6, y: y + 14, class: 'val' }, `${m.count}${m.unhealthy ? ` (${m.unhealthy} unhealthy)` : ''}`),
+        );
+      }),
+    ),
+  );
+}
+
+/**
+ * Connected intervals between `from` and `to`. A session that stopped polling (the owner still
+ * says connected but the cluster is not) ends at its last poll.
+ * @param {{connected_at_start: boolean, changes: {at: string, connected: boolean}[]}} history
+ * @param {{from: string, to: string, connectedNow: boolean, lastPollAt: string | null}} w
+ * @returns {{intervals: [number, number][], connects: number[], t0: number, t1: number}}
+ */
+export function intervalsOf(history, w) {
+  const t0 = Date.parse(w.from);
+  const t1 = Date.parse(w.to);
+  /** @type {[number, number][]} */
+  const intervals = [];
+  /** @type {number[]} */
+  const connects = [];
+  let up = history.connected_at_start ? t0 : null;
+  for (const c of history.changes) {
+    const at = Math.max(t0, Math.min(t1, Date.parse(c.at)));
+    if (c.connected) {
+      connects.push(at);
+      if (up === null) up = at;
+    } else if (up !== null) {
+      intervals.push([up, at]);
+      up = null;
+    }
+  }
+  if (up !== null) {
+    const end = w.connectedNow || !w.lastPollAt ? t1 : Math.max(up, Math.min(t1, Date.parse(w.lastPollAt)));
+    intervals.push([up, end]);
+  }
+  return { intervals, connects, t0, t1 };
+}
+
+/**
+ * @param {{connected_at_start: boolean, changes: {at: string, connected: boolean}[]}} history
+ * @param {{from: string, to: string, connectedNow: boolean, lastPollAt: string | null, hours: number, name: string}} w
+ */
+export function strip(history, w) {
+  const { intervals, connects, t0, t1 } = intervalsOf(history, w);
+  const width = 180;
+  const height = 16;
+  const x = (/** @type {number} */ t) => ((t - t0) / Math.max(1, t1 - t0)) * width;
+  const upMs = intervals.reduce((sum, [a, b]) => sum + (b - a), 0);
+  const pct = Math.round((upMs / Math.max(1, t1 - t0)) * 100);
+  const label = `${w.name}: connected ${pct}% of the last ${w.hours} h, ${connects.length} connect${connects.length === 1 ? '' : 's'}`;
+  return s(
+    'svg',
+    { viewBox: `0 0 ${width} ${height}`, width, height, class: 'strip', role: 'img', 'aria-label': label },
+    s('title', {}, label),
+    s('rect', { x: 0, y: 3, width, height: height - 6, class: 'strip-down' }),
+    intervals.map(([a, b]) => s('rect', { x: x(a), y: 3, width: Math.max(1, x(b) - x(a)), height: height - 6, class: 'strip-up' })),
+    connects.map((t) => s('rect', { x: Math.min(width - 1, x(t)), y: 0, width: 1, height, class: 'strip-tick' })),
+  );
+}
+
+/** @param {number} n @param {number} of */
+export function ratio(n, of) {
+  return h('span', { class: n < of ? 'warn-text' : '' }, `${n} / ${of}`);
+}

@@ -1,0 +1,211 @@
+// @ts-check
+// The fleet view: totals, GPUs by model, and every cluster with its state, counts and connection
+// strip; sort and filter; register a cluster.
+import { call, pollAll } from './api.js';
+import { gpuBars, ratio, strip } from './charts.js';
+import { badge, h, render, time } from './dom.js';
+import { clearFormErrors, field, notify, operatorCommand, secretPanel, showFormError } from './ui.js';
+
+const HOURS = 6;
+
+/** Filter and sort state survives re-renders (the inputs are built once per visit). */
+const view = { name: '', state: 'all', model: 'all', sort: 'name', dir: 1 };
+
+/**
+ * The cluster as the fleet view shows it: the fleet summary joined with the cluster list, whose
+ * newer fields (region, operator_version, contention, refusals) are used when the hub has them.
+ * @param {any} f an item of /admin/fleet
+ * @param {any} c an item of /admin/clusters, or undefined
+ */
+function merge(f, c) {
+  const contention = c?.contention ?? null;
+  const refusals = typeof c?.desired_refusals === 'number' ? c.desired_refusals : typeof c?.refusals === 'number' ? c.refusals : null;
+  return {
+    ...f,
+    region: c?.region ?? f.region ?? c?.location_hint ?? null,
+    operator_version: c?.operator_version ?? c?.session?.live?.operator_version ?? null,
+    contention,
+    refusals,
+    state: f.disabled ? 'disabled' : contention ? 'contended' : f.connected ? 'connected' : 'disconnected',
+  };
+}
+
+/** @param {ReturnType<typeof merge>} c */
+function stateCell(c) {
+  const since = c.since ? [' since ', time(c.since)] : [];
+  if (c.disabled) return h('span', {}, badge('disabled', 'off'), c.connected ? [' ', badge('still connected', 'warn')] : null);
+  if (c.contention) return h('span', {}, badge('contended', 'bad'), ` ${c.contention.displacements ?? '?'} displacements`);
+  return c.connected ? h('span', {}, badge('connected', 'ok'), since) : h('span', {}, badge(c.since ? 'disconnected' : 'never connected', 'bad'), since);
+}
+
+/** @type {Record<string, (c: any) => string | number>} */
+const SORT_KEYS = {
+  name: (c) => c.name,
+  state: (c) => ['connected', 'contended', 'disconnected', 'disabled'].indexOf(c.state),
+  gpus: (c) => -c.gpus,
+  sync: (c) => -c.deployments.out_of_sync,
+  last_frame: (c) => (c.last_frame_at ? -Date.parse(c.last_frame_at) : 0),
+};
+
+export function fleetView() {
+  const totalsEl = h('section', { 'aria-labelledby': 'fleet-h' });
+  const chartEl = h('div', { class: 'charts' });
+  const tableEl = h('div', { 'aria-live': 'off' });
+  const countEl = h('p', { class: 'muted', role: 'status' });
+  const modelSelect = h('select', { id: 'filter-model', onchange: () => ((view.model = modelSelect.value), draw()) }, h('option', { value: 'all' }, 'any GPU model'));
+  /** @type {any} */
+  let latest = null;
+
+  const filters = h(
+    'form',
+    { class: 'filters', role: 'search', 'aria-label': 'Filter clusters', onsubmit: (e) => e.preventDefault() },
+    h('div', { class: 'field' }, h('label', { for: 'filter-name' }, 'Name'), h('input', { id: 'filter-name', type: 'search', value: view.name, oninput: (e) => ((view.name = /** @type {HTMLInputElement} */ (e.target).value), draw()) })),
+    h(
+      'div',
+      { class: 'field' },
+      h('label', { for: 'filter-state' }, 'State'),
+      h(
+        'select',
+        { id: 'filter-state', onchange: (e) => ((view.state = /** @type {HTMLSelectElement} */ (e.target).value), draw()) },
+        ['all', 'connected', 'disconnected', 'disabled', 'contended', 'out of sync'].map((v) => h('option', { value: v, selected: v === view.state }, v)),
+      ),
+    ),
+    h('div', { class: 'field' }, h('label', { for: 'filter-model' }, 'GPU model'), modelSelect),
+  );
+
+  const regForm = h(
+    'form',
+    { class: 'inline', 'aria-labelledby': 'register-h' },
+    h('h2', { id: 'register-h' }, 'Register a cluster'),
+    field('register-name', 'Name', { required: true, placeholder: 'gpu-east-1', autocomplete: 'off' }),
+    h('button', { type: 'submit' }, 'Register'),
+    h('p', { class: 'form-error', role: 'alert' }),
+  );
+  const secretEl = h('div');
+  regForm.addEventListener('submit', async (e) => {
+    e.preventDefault();
+    clearFormErrors(regForm);
+    const input = /** @type {HTMLInputElement} */ (regForm.querySelector('input'));
+    try {
+      const r = await call('POST', '/clusters', { name: input.value.trim() });
+      render(secretEl, secretPanel(`Enrollment token for ${r.name}`, r.enrollment_token, operatorCommand(r.name, r.enrollment_token)));
+      notify(`Registered ${r.name}.`);
+      input.value = '';
+    } catch (err) {
+      showFormError(regForm, err);
+    }
+  });
+
+  function draw() {
+    if (!latest) return;
+    const { fleet, clusters } = latest;
+    const byUid = new Map(clusters.map((/** @type {any} */ c) => [c.uid, c]));
+    const all = fleet.items.map((/** @type {any} */ f) => merge(f, byUid.get(f.uid)));
+    const shown = all.filter(
+      (/** @type {any} */ c) =>
+        (!view.name || c.name.includes(view.name.toLowerCase())) &&
+        (view.state === 'all' || (view.state === 'out of sync' ? c.deployments.out_of_sync > 0 : c.state === view.state)) &&
+        (view.model === 'all' || c.gpus_by_model.some((/** @type {any} */ g) => g.model === view.model)),
+    );
+    const key = SORT_KEYS[view.sort] ?? SORT_KEYS.name;
+    shown.sort((/** @type {any} */ a, /** @type {any} */ b) => {
+      const ka = key(a);
+      const kb = key(b);
+      return (ka < kb ? -1 : ka > kb ? 1 : a.name < b.name ? -1 : 1) * view.dir;
+    });
+    countEl.textContent = `${shown.length} of ${all.length} clusters shown`;
+    const sortButton = (/** @type {string} */ k, /** @type {string} */ label) =>
+      h(
+        'button',
+        {
+          type: 'button',
+          class: 'sort',
+          'data-key': `sort-${k}`,
+          'aria-label': `Sort by ${label}`,
+          'aria-pressed': view.sort === k,
+          onclick: () => {
+            view.dir = view.sort === k ? -view.dir : 1;
+            view.sort = k;
+            draw();
+          },
+        },
+        label,
+        view.sort === k ? (view.dir > 0 ? ' ▲' : ' ▼') : '',
+      );
+    const head = [
+      sortButton('name', 'Cluster'),
+      sortButton('state', 'State'),
+      'Region',
+      sortButton('last_frame', 'Last frame'),
+      'Operator',
+      'Nodes ready',
+      sortButton('gpus', 'GPUs'),
+      sortButton('sync', 'Deployments in sync'),
+      'Rejections (1 h)',
+      'Refusals (1 h)',
+      `Connected, last ${HOURS} h`,
+    ];
+    /** @type {any[][]} */
+    const rows = shown.map((/** @type {any} */ c) => [
+      h('a', { href: `#/clusters/${encodeURIComponent(c.name)}`, 'data-key': `open-${c.uid}` }, c.name),
+      stateCell(c),
+      c.region ?? '—',
+      time(c.last_frame_at),
+      c.operator_version ?? '—',
+      c.nodes ? ratio(c.nodes_ready, c.nodes) : '0',
+      h('span', { title: c.gpus_by_model.map((/** @type {any} */ g) => `${g.model}: ${g.count}`).join(', ') }, c.gpus_by_model.length ? c.gpus_by_model.map((/** @type {any} */ g) => `${g.count} × ${g.model}`).join(', ') : '0'),
+      c.deployments.desired ? ratio(c.deployments.in_sync, c.deployments.desired) : '—',
+      c.rejections_1h ? h('span', { class: 'warn-text' }, String(c.rejections_1h)) : '0',
+      c.refusals === null ? '—' : String(c.refusals),
+      strip(c.connections, { from: fleet.window.from, to: fleet.window.to, connectedNow: c.connected, lastPollAt: c.last_poll_at, hours: HOURS, name: c.name }),
+    ]);
+    const t = h(
+      'table',
+      { class: 'fleet' },
+      h('caption', {}, 'Clusters'),
+      h('thead', {}, h('tr', {}, head.map((c) => h('th', { scope: 'col', 'aria-sort': typeof c !== 'string' && c.getAttribute('aria-pressed') === 'true' ? (view.dir > 0 ? 'ascending' : 'descending') : null }, c)))),
+      h('tbody', {}, rows.map((r) => h('tr', {}, r.map((cell, i) => (i === 0 ? h('th', { scope: 'row' }, cell) : h('td', { 'data-label': typeof head[i] === 'string' ? head[i] : head[i].textContent.replace(/ [▲▼]$/, '') }, cell)))))),
+    );
+    render(tableEl, all.length ? h('div', { class: 'scroll', tabindex: 0, role: 'region', 'aria-label': 'Clusters table', 'data-key': 'fleet-table' }, t) : h('p', { class: 'empty' }, 'No clusters registered yet.'));
+  }
+
+  /** @param {any} fleet @param {any[]} clusters */
+  function drawTotals(fleet, clusters) {
+    const t = fleet.totals;
+    const stat = (/** @type {string} */ label, /** @type {string | number} */ value, tone = '') => h('div', { class: `stat ${tone}` }, h('span', { class: 'stat-v' }, String(value)), h('span', { class: 'stat-l' }, label));
+    render(
+      totalsEl,
+      h('h2', { id: 'fleet-h' }, 'Fleet'),
+      h(
+        'div',
+        { class: 'stats' },
+        stat('clusters', t.clusters),
+        stat('connected', t.connected),
+        stat('disabled', t.disabled),
+        stat('nodes', t.nodes),
+        stat('GPUs', t.gpus),
+        stat('deployments in sync', `${t.deployments.in_sync} / ${t.deployments.desired}`, t.deployments.out_of_sync ? 'warn' : ''),
+        stat('rejections, last hour', t.rejections_1h, t.rejections_1h ? 'warn' : ''),
+        stat('contended', clusters.filter((c) => c.contention).length),
+      ),
+    );
+    render(chartEl, gpuBars(t.gpus_by_model, 'GPUs by model across the fleet'));
+    const models = t.gpus_by_model.map((/** @type {any} */ g) => g.model);
+    const current = [...modelSelect.options].slice(1).map((o) => o.value);
+    if (models.join('\n') !== current.join('\n')) {
+      render(modelSelect, h('option', { value: 'all' }, 'any GPU model'), models.map((/** @type {string} */ m) => h('option', { value: m, selected: m === view.model }, m)));
+    }
+  }
+
+  return {
+    title: 'Fleet',
+    root: h('div', { class: 'view' }, totalsEl, chartEl, h('section', { 'aria-label': 'Clusters' }, h('h2', {}, 'Clusters'), filters, countEl, tableEl), h('section', {}, regForm, secretEl)),
+    async refresh() {
+      const [fleet, clusters] = await Promise.all([pollAll(`/fleet?hours=${HOURS}`), pollAll('/clusters?limit=500')]);
+      // Relative times ("12 s ago") move even when nothing changed, so redraw on every poll.
+      latest = { fleet: { ...fleet.first, items: fleet.items }, clusters: clusters.items };
+      if (fleet.changed || clusters.changed) drawTotals(latest.fleet, latest.clusters);
+      draw();
+    },
+  };
+}

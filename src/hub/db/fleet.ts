@@ -1,0 +1,268 @@
+import type { Sql } from './sql';
+
+/**
+ * The fleet at a glance, for the dashboard: per cluster the counts a person scans for (nodes,
+ * GPUs by model, deployments in sync, recent rejections) and its connect/disconnect history over
+ * a window, with fleet-wide totals, in one statement. Connection history comes from
+ * connection_events (migration 0010), which a trigger on cluster_owners keeps.
+ */
+
+/** Timestamps leave as ISO 8601 UTC strings with milliseconds, whatever the driver's type parsing. */
+const iso = (col: string) => `to_char(${col} at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
+
+/** A flapping cluster could write thousands of changes in a window; the strip needs the newest few hundred. */
+export const MAX_CHANGES_PER_CLUSTER = 500;
+
+export interface GpuModelCount {
+  model: string;
+  count: number;
+  /** GPUs of this model whose reported health is not `healthy`. */
+  unhealthy: number;
+}
+
+export interface ConnectionChange {
+  at: string;
+  connected: boolean;
+}
+
+export interface FleetCluster {
+  uid: string;
+  name: string;
+  disabled: boolean;
+  /** Connected now: the owner says so and polled within the staleness window. */
+  connected: boolean;
+  /** Since when `connected` has held: the last claim, the last disconnect, or the last sign of life. Null: never connected. */
+  since: string | null;
+  /** The region the operator reports (cluster.observed), if any. */
+  region: string | null;
+  last_frame_at: string | null;
+  last_poll_at: string | null;
+  nodes: number;
+  nodes_ready: number;
+  gpus: number;
+  gpus_by_model: GpuModelCount[];
+  deployments: { desired: number; in_sync: number; out_of_sync: number };
+  rejections_1h: number;
+  connections: {
+    /** The state when the window opened (false when nothing was known then). */
+    connected_at_start: boolean;
+    /** Every claim (connected: true) and disconnect inside the window, oldest first. */
+    changes: ConnectionChange[];
+    /** True when changes were cut to the newest MAX_CHANGES_PER_CLUSTER. */
+    truncated: boolean;
+  };
+}
+
+export interface FleetTotals {
+  clusters: number;
+  connected: number;
+  disabled: number;
+  nodes: number;
+  gpus: number;
+  gpus_by_model: GpuModelCount[];
+  deployments: { desired: number; in_sync: number; out_of_sync: number };
+  rejections_1h: number;
+}
+
+export interface FleetPage {
+  window: { from: string; to: string; hours: number };
+  totals: FleetTotals;
+  items: FleetCluster[];
+  /** The last uid of this page when more follow. */
+  next: string | null;
+}
+
+interface FleetRow {
+  now: string;
+  window_from: string;
+  t_clusters: string;
+  t_connected: string;
+  t_disabled: string;
+  t_nodes: string;
+  t_gpus: string;
+  t_gpus_by_model: GpuModelCount[];
+  t_desired: string;
+  t_in_sync: string;
+  t_rejections_1h: string;
+  uid: string | null;
+  name: string;
+  disabled: boolean;
+  connected: boolean;
+  since: string | null;
+  region: string | null;
+  last_frame_at: string | null;
+  last_poll_at: string | null;
+  nodes: string;
+  nodes_ready: string;
+  gpus_by_model: GpuModelCount[];
+  desired: string;
+  in_sync: string;
+  rejections_1h: string;
+  connected_at_start: boolean | null;
+  changes: ConnectionChange[];
+  change_count: string;
+}
+
+/** Live iff the owner says connected and polled within the staleness window ($1, ms), as the cluster view decides. */
+const LIVE = `(o.connected and o.polled_at > now() - make_interval(secs => $1::double precision / 1000))`;
+
+const FLEET_SQL = `
+with win as (select now() as now, now() - make_interval(hours => $2::int) as start),
+page as (
+  select c.uid, c.name, c.disabled_at from clusters c
+  where ($3::text is null or c.uid > $3) order by c.uid limit $4
+),
+insync as (
+  select d.cluster_uid, count(*) as desired,
+    count(*) filter (where od.observed_revision = d.revision) as in_sync
+  from desired_deployments d
+  left join observed_deployments od on od.cluster_uid = d.cluster_uid and od.deployment_id = d.deployment_id
+  where not d.deleted
+  group by d.cluster_uid
+),
+items as (
+  select p.uid, p.name, p.disabled_at is not null as disabled,
+    coalesce(${LIVE}, false) as connected,
+    ${iso(`case
+      when ${LIVE} then o.claimed_at
+      when o.connected then o.polled_at
+      else coalesce((select max(ce.at) from connection_events ce where ce.cluster_uid = p.uid and not ce.connected), o.polled_at)
+    end`)} as since,
+    oc.region,
+    o.live->>'last_frame_at' as last_frame_at,
+    ${iso('o.polled_at')} as last_poll_at,
+    (select count(*) from nodes n where n.cluster_uid = p.uid) as nodes,
+    (select count(*) from nodes n where n.cluster_uid = p.uid and n.ready) as nodes_ready,
+    (select coalesce(json_agg(json_build_object('model', g.model, 'count', g.n, 'unhealthy', g.bad) order by g.model), '[]'::json)
+       from (select d.model, count(*) as n, count(*) filter (where d.health <> 'healthy') as bad
+             from devices d where d.cluster_uid = p.uid group by d.model) g) as gpus_by_model,
+    coalesce(s.desired, 0) as desired, coalesce(s.in_sync, 0) as in_sync,
+    (select count(*) from rejections r where r.cluster_uid = p.uid and r.received_at > now() - interval '1 hour') as rejections_1h,
+    (select ce.connected from connection_events ce where ce.cluster_uid = p.uid and ce.at <= (select start from win)
+       order by ce.at desc, ce.id desc limit 1) as connected_at_start,
+    (select coalesce(json_agg(json_build_object('at', ${iso('x.at')}, 'connected', x.connected) order by x.at, x.id), '[]'::json)
+       from (select ce.id, ce.at, ce.connected from connection_events ce
+             where ce.cluster_uid = p.uid and ce.at > (select start from win)
+             order by ce.at desc, ce.id desc limit ${MAX_CHANGES_PER_CLUSTER}) x) as changes,
+    (select count(*) from connection_events ce where ce.cluster_uid = p.uid and ce.at > (select start from win)) as change_count
+  from page p
+  left join cluster_owners o on o.cluster_uid = p.uid
+  left join observed_clusters oc on oc.cluster_uid = p.uid
+  left join insync s on s.cluster_uid = p.uid
+),
+totals as (
+  select
+    (select count(*) from clusters) as t_clusters,
+    (select count(*) from cluster_owners o where ${LIVE}) as t_connected,
+    (select count(*) from clusters where disabled_at is not null) as t_disabled,
+    (select count(*) from nodes) as t_nodes,
+    (select count(*) from devices) as t_gpus,
+    (select coalesce(json_agg(json_build_object('model', g.model, 'count', g.n, 'unhealthy', g.bad) order by g.n desc, g.model), '[]'::json)
+       from (select model, count(*) as n, count(*) filter (where health <> 'healthy') as bad from devices group by model) g) as t_gpus_by_model,
+    (select coalesce(sum(desired), 0) from insync) as t_desired,
+    (select coalesce(sum(in_sync), 0) from insync) as t_in_sync,
+    (select count(*) from rejections where received_at > now() - interval '1 hour') as t_rejections_1h
+)
+select ${iso('win.now')} as now, ${iso('win.start')} as window_from, t.*, i.*
+from win cross join totals t left join items i on true
+order by i.uid`;
+
+const n = (v: string | number): number => Number(v);
+
+export async function readFleet(
+  sql: Sql,
+  opts: { staleAfterMs: number; hours: number; after: string | null; limit: number },
+): Promise<FleetPage> {
+  const { rows } = await sql.query<FleetRow>(FLEET_SQL, [opts.staleAfterMs, opts.hours, opts.after, opts.limit + 1]);
+  const first = rows[0];
+  if (!first) throw new Error('fleet query returned no row');
+  const hits = rows.filter((r) => r.uid !== null);
+  const page = hits.slice(0, opts.limit);
+  const sync = (desired: string, inSync: string) => ({ desired: n(desired), in_sync: n(inSync), out_of_sync: n(desired) - n(inSync) });
+  return {
+    window: { from: first.window_from, to: first.now, hours: opts.hours },
+    totals: {
+      clusters: n(first.t_clusters),
+      connected: n(first.t_connected),
+      disabled: n(first.t_disabled),
+      nodes: n(first.t_nodes),
+      gpus: n(first.t_gpus),
+      gpus_by_model: first.t_gpus_by_model.map(countOf),
+      deployments: sync(first.t_desired, first.t_in_sync),
+      rejections_1h: n(first.t_rejections_1h),
+    },
+    items: page.map(
+      (r): FleetCluster => ({
+        uid: r.uid as string,
+        name: r.name,
+        disabled: r.disabled,
+        connected: r.connected,
+        since: r.since,
+        region: r.region,
+        last_frame_at: r.last_frame_at,
+        last_poll_at: r.last_poll_at,
+        nodes: n(r.nodes),
+        nodes_ready: n(r.nodes_ready),
+        gpus: r.gpus_by_model.reduce((sum, g) => sum + n(g.count), 0),
+        gpus_by_model: r.gpus_by_model.map(countOf),
+        deployments: sync(r.desired, r.in_sync),
+        rejections_1h: n(r.rejections_1h),
+        connections: {
+          connected_at_start: r.connected_at_start === true,
+          changes: r.changes,
+          truncated: n(r.change_count) > r.changes.length,
+        },
+      }),
+    ),
+    next: hits.length > opts.limit ? (page[page.length - 1]?.uid ?? null) : null,
+  };
+}
+
+const countOf = (g: GpuModelCount): GpuModelCount => ({ model: g.model, count: n(g.count), unhealthy: n(g.unhealthy) });
+
+// ---------------------------------------------------------------------------------------------
+// One cluster's connection history, newest first
+// ---------------------------------------------------------------------------------------------
+
+export interface ConnectionEventView {
+  id: number;
+  at: string;
+  connected: boolean;
+  session_id: string;
+  generation: number;
+}
+
+interface ConnectionRow {
+  id: string | null;
+  at: string;
+  connected: boolean;
+  session_id: string;
+  generation: string;
+}
+
+const CONNECTIONS_SQL = `
+with cl as (select uid from clusters where uid = $1 or name = $1),
+page as (
+  select t.id, ${iso('t.at')} as at, t.connected, t.session_id, t.generation
+  from connection_events t
+  where t.cluster_uid = (select uid from cl) and ($2::bigint is null or t.id < $2)
+  order by t.id desc limit $3
+)
+select p.* from cl left join page p on true
+order by p.id desc`;
+
+/** Null for an unknown cluster; `next` is the last id of the page when more follow. */
+export async function listConnections(
+  sql: Sql,
+  idOrName: string,
+  opts: { after: string | null; limit: number },
+): Promise<{ items: ConnectionEventView[]; next: string | null } | null> {
+  const { rows } = await sql.query<ConnectionRow>(CONNECTIONS_SQL, [idOrName, opts.after, opts.limit + 1]);
+  if (rows.length === 0) return null;
+  const hits = rows.filter((r) => r.id !== null);
+  const page = hits.slice(0, opts.limit);
+  return {
+    items: page.map((r) => ({ id: n(r.id as string), at: r.at, connected: r.connected, session_id: r.session_id, generation: n(r.generation) })),
+    next: hits.length > opts.limit ? String(page[page.length - 1]?.id ?? '') || null : null,
+  };
+}
