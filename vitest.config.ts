@@ -84,6 +84,17 @@ export default defineConfig({
           hookTimeout: 60_000,
         },
       },
+      // The dashboard in headless Chromium (from @sparticuz/chromium, installed by npm ci) against
+      // `npm start -- --sim`.
+      {
+        test: {
+          name: 'browser',
+          environment: 'node',
+          include: ['test/browser/**/*.test.ts'],
+          testTimeout: 60_000,
+          hookTimeout: 120_000,
+        },
+      },
     ],
   },
 });

@@ -52,8 +52,8 @@ async function tick() {
   } finally {
     running = false;
   }
-  if (current !== view) return;
-  if (again) {
+  // A view opened (or a refresh asked for) while this one ran goes now, not after a full period.
+  if (again || current !== view) {
     again = false;
     void tick();
   } else timer = window.setTimeout(tick, POLL_MS);
