@@ -1,0 +1,186 @@
+import { describe, expect, it } from 'vitest';
+import { desired, eventually, node, useHub, type Peer } from './support/hub';
+
+/**
+ * The dashboard's reads: GET /admin/fleet (every cluster at a glance, with fleet totals and each
+ * cluster's connect/disconnect history) and GET /admin/clusters/{id}/connections, against real
+ * workerd and Postgres; the history comes from the cluster_owners trigger of migration 0010.
+ */
+
+const h = useHub();
+
+const gpu = (id: string, nodeId: string, model: string, health: 'healthy' | 'unhealthy' = 'healthy') => ({
+  device_id: id,
+  node_id: nodeId,
+  vendor: 'nvidia',
+  model,
+  memory_total_mb: 81559,
+  health,
+  driver_version: '550.54.15',
+});
+
+async function applied(peer: Peer, send: (p: Peer) => void): Promise<void> {
+  send(peer);
+  await peer.ackedThrough(peer.nextSeq - 1);
+}
+
+/** The fleet item of one cluster, walking every page. */
+async function fleetItem(uid: string, query = ''): Promise<any> {
+  let cursor: string | null = null;
+  do {
+    const r = await h.admin('GET', `/fleet?limit=500${query}${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`);
+    expect(r.status, JSON.stringify(r.json)).toBe(200);
+    const hit = r.json.items.find((i: any) => i.uid === uid);
+    if (hit) return hit;
+    cursor = r.json.next_cursor;
+  } while (cursor !== null);
+  return undefined;
+}
+
+describe('GET /admin/fleet', () => {
+  it('shows a connected cluster with its nodes, GPUs by model, deployments in sync and recent rejections', async () => {
+    const c = await h.newCluster('fleet');
+    const { peer } = await h.openFresh(c);
+    const put = await h.admin('PUT', `/clusters/${c.name}/deployments/d-sync`, desired());
+    await h.admin('PUT', `/clusters/${c.name}/deployments/d-behind`, desired());
+    await applied(peer, (p) => {
+      p.send('cluster.observed', { kubernetes_version: '1.30.2', provider: 'eks', region: 'eu-west-1', labels: {} });
+      p.send('node.observed', node('n1'));
+      p.send('node.observed', node('n2', false));
+      p.send('device.observed', gpu('g1', 'n1', 'H100'));
+      p.send('device.observed', gpu('g2', 'n1', 'H100', 'unhealthy'));
+      p.send('device.observed', gpu('g3', 'n2', 'A100'));
+      p.send('deployment.observed', { deployment_id: 'd-sync', observed_revision: put.json.revision, phase: 'ready', ready_replicas: 0, replica_ids: [], message: '' });
+      // A poison frame: acknowledged, dropped, recorded as a rejection.
+      p.send('node.observed', { ...node('n3'), node_id: '' });
+    });
+
+    const item = await fleetItem(c.uid);
+    expect(item).toMatchObject({
+      uid: c.uid,
+      name: c.name,
+      disabled: false,
+      connected: true,
+      region: 'eu-west-1',
+      nodes: 2,
+      nodes_ready: 1,
+      gpus: 3,
+      gpus_by_model: [
+        { model: 'A100', count: 1, unhealthy: 0 },
+        { model: 'H100', count: 2, unhealthy: 1 },
+      ],
+      deployments: { desired: 2, in_sync: 1, out_of_sync: 1 },
+      rejections_1h: 1,
+      connections: { truncated: false },
+    });
+    expect(Date.parse(item.since)).not.toBeNaN();
+    expect(item.connections.changes.at(-1)).toMatchObject({ connected: true });
+
+    // Totals cover the whole fleet (other files' clusters too): at least this cluster's share.
+    const r = await h.admin('GET', '/fleet?limit=1');
+    expect(r.status).toBe(200);
+    expect(r.json.items).toHaveLength(1);
+    expect(r.json.totals.gpus).toBeGreaterThanOrEqual(3);
+    expect(r.json.totals.gpus_by_model.map((g: any) => g.model)).toEqual(expect.arrayContaining(['A100', 'H100']));
+    expect(r.json.window.hours).toBe(6);
+    peer.close();
+  });
+
+  it('records each connect and disconnect, shows since when, and reads the state at the window start', async () => {
+    const c = await h.newCluster('flap');
+    const before = await fleetItem(c.uid);
+    expect(before).toMatchObject({ connected: false, since: null, connections: { connected_at_start: false, changes: [] } });
+
+    const first = await h.openFresh(c);
+    first.peer.close();
+    await eventually(async () => (await fleetItem(c.uid))?.connected === false && (await fleetItem(c.uid)).connections.changes.length === 2);
+    const second = await h.openFresh(c);
+
+    const item = await eventually(async () => {
+      const i = await fleetItem(c.uid);
+      return i?.connected === true && i.connections.changes.length === 3 ? i : undefined;
+    });
+    expect(item.connections.changes.map((x: any) => x.connected)).toEqual([true, false, true]);
+    expect(item.since).toBe(item.connections.changes[2].at);
+
+    const page = await h.admin('GET', `/clusters/${c.name}/connections`);
+    expect(page.status).toBe(200);
+    expect(page.json.items.map((x: any) => [x.connected, x.session_id])).toEqual([
+      [true, second.sessionId],
+      [false, first.sessionId],
+      [true, first.sessionId],
+    ]);
+    expect(page.json.items[0].generation).toBe(page.json.items[2].generation + 1);
+
+    // Paging: one at a time, newest first, to the end.
+    const one = await h.admin('GET', `/clusters/${c.uid}/connections?limit=1`);
+    const two = await h.admin('GET', `/clusters/${c.uid}/connections?limit=1&cursor=${one.json.next_cursor}`);
+    expect([one.json.items[0].id, two.json.items[0].id]).toEqual([page.json.items[0].id, page.json.items[1].id]);
+
+    // Events older than the window count only as the state at its start.
+    await h.sql(`update connection_events set at = at - interval '2 hours' where cluster_uid = $1`, [c.uid]);
+    const narrow = await fleetItem(c.uid, '&hours=1');
+    expect(narrow.connections).toEqual({ connected_at_start: true, changes: [], truncated: false });
+
+    // The ownership poll rewrites cluster_owners all the time without adding history.
+    await new Promise((r) => setTimeout(r, Number(h.vars.POLL_INTERVAL_MS) * 4));
+    expect((await h.admin('GET', `/clusters/${c.uid}/connections`)).json.items).toHaveLength(3);
+
+    // Disabling cuts the session: the cut shows as a disconnect.
+    await h.admin('POST', `/clusters/${c.uid}/disable`);
+    const cut = await eventually(async () => {
+      const i = await fleetItem(c.uid);
+      return i?.connected === false ? i : undefined;
+    });
+    expect(cut.disabled).toBe(true);
+    expect((await h.admin('GET', `/clusters/${c.uid}/connections`)).json.items[0]).toMatchObject({ connected: false, session_id: second.sessionId });
+  });
+
+  it('answers 404 for an unknown cluster and 400 naming the parameter for bad input', async () => {
+    expect((await h.admin('GET', '/clusters/no-such-cluster/connections')).status).toBe(404);
+    const badHours = await h.admin('GET', '/fleet?hours=0');
+    expect(badHours.status).toBe(400);
+    expect(badHours.json.error).toMatchObject({ code: 'invalid', field: 'hours' });
+    const badCursor = await h.admin('GET', '/fleet?cursor=bogus');
+    expect(badCursor.status).toBe(400);
+    expect(badCursor.json.error.field).toBe('cursor');
+    // A cursor another list issued is not accepted either.
+    const foreign = Buffer.from(JSON.stringify(['cn', '1'])).toString('base64url');
+    const other = await h.admin('GET', `/fleet?cursor=${foreign}`);
+    expect(other.status).toBe(400);
+    expect(other.json.error.field).toBe('cursor');
+  });
+
+  it('is described in the OpenAPI document', async () => {
+    const doc = (await (await fetch(`${h.hub.url}/admin/openapi.json`)).json()) as { paths: Record<string, unknown> };
+    expect(Object.keys(doc.paths)).toEqual(expect.arrayContaining(['/fleet', '/clusters/{id}/connections']));
+  });
+});
+
+describe('admin reads for pollers', () => {
+  it('answers a matching If-None-Match with 304 and no body, and a changed state with a new ETag', async () => {
+    const c = await h.newCluster('etag');
+    const url = `${h.hub.url}/admin/clusters/${c.uid}/deployments`;
+    const auth = { authorization: `Bearer ${h.hub.adminToken}` };
+    const first = await fetch(url, { headers: auth });
+    const etag = first.headers.get('etag');
+    expect(first.status).toBe(200);
+    expect(etag).toMatch(/^"[0-9a-f]+"$/);
+    const again = await fetch(url, { headers: { ...auth, 'if-none-match': etag ?? '' } });
+    expect(again.status).toBe(304);
+    expect(await again.text()).toBe('');
+
+    await h.admin('PUT', `/clusters/${c.uid}/deployments/d1`, desired());
+    // A poller that accepts a second-old answer still sees the write at once: writes clear them.
+    const changed = await fetch(url, { headers: { ...auth, 'if-none-match': etag ?? '', 'cache-control': 'max-age=1' } });
+    expect(changed.status).toBe(200);
+    expect(changed.headers.get('etag')).not.toBe(etag);
+    expect(((await changed.json()) as { items: unknown[] }).items).toHaveLength(1);
+  });
+
+  it('never answers an unauthenticated request from the shared answers', async () => {
+    await h.admin('GET', '/fleet');
+    const res = await fetch(`${h.hub.url}/admin/fleet`, { headers: { 'cache-control': 'max-age=1' } });
+    expect(res.status).toBe(401);
+  });
+});

@@ -1,0 +1,110 @@
+import { Hono } from 'hono';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import type { AdminEnv } from '../../src/hub/admin/app';
+import { acceptableAgeMs, pollCache } from '../../src/hub/admin/poll-cache';
+
+let apps = 0;
+
+/**
+ * An admin-like app whose one read counts how often it really ran. Shared answers live at module
+ * level (one set per isolate, as in the Worker), so each app serves its own path.
+ */
+function app() {
+  const path = `/thing-${apps++}`;
+  let runs = 0;
+  let release: () => void = () => undefined;
+  let gate: Promise<void> | null = null;
+  const a = new Hono<AdminEnv>();
+  a.use('*', pollCache);
+  a.get(path, async (c) => {
+    runs++;
+    if (gate) await gate;
+    return c.json({ runs });
+  });
+  a.post('/other', (c) => c.json({ ok: true }));
+  return {
+    a,
+    path,
+    runs: () => runs,
+    hold() {
+      gate = new Promise((r) => (release = r));
+    },
+    release() {
+      gate = null;
+      release();
+    },
+  };
+}
+
+const get = (t: { a: Hono<AdminEnv>; path: string }, headers: Record<string, string> = {}) => t.a.request(`http://hub${t.path}`, { headers });
+
+afterEach(() => {
+  vi.useRealTimers();
+});
+
+describe('acceptableAgeMs', () => {
+  it('reads max-age in seconds, caps it at 500 ms, and honours no-cache', () => {
+    expect(acceptableAgeMs(undefined)).toBe(0);
+    expect(acceptableAgeMs('max-age=0')).toBe(0);
+    expect(acceptableAgeMs('max-age=1')).toBe(500);
+    expect(acceptableAgeMs('private, max-age=60')).toBe(500);
+    expect(acceptableAgeMs('no-cache, max-age=1')).toBe(0);
+    expect(acceptableAgeMs('garbage')).toBe(0);
+  });
+});
+
+describe('pollCache', () => {
+  it('runs the handler for every request that does not accept an old answer', async () => {
+    const t = app();
+    for (let i = 1; i <= 3; i++) expect(await (await get(t)).json()).toEqual({ runs: i });
+    expect(t.runs()).toBe(3);
+  });
+
+  it('shares one run between concurrent pollers of a URL, and serves it while it is young', async () => {
+    const t = app();
+    t.hold();
+    const pending = Array.from({ length: 20 }, () => get(t, { 'cache-control': 'max-age=1' }));
+    await new Promise((r) => setTimeout(r, 10));
+    t.release();
+    const answers = await Promise.all(pending);
+    const bodies = await Promise.all(answers.map((r) => r.json()));
+    expect(t.runs()).toBe(1);
+    expect(new Set(bodies.map((b) => JSON.stringify(b)))).toEqual(new Set(['{"runs":1}']));
+    expect(new Set(answers.map((r) => r.headers.get('etag'))).size).toBe(1);
+    // Still young: served without running again.
+    expect(await (await get(t, { 'cache-control': 'max-age=1' })).json()).toEqual({ runs: 1 });
+    expect(t.runs()).toBe(1);
+  });
+
+  it('runs again once the shared answer is older than 500 ms', async () => {
+    vi.useFakeTimers({ toFake: ['Date'] });
+    const t = app();
+    await get(t, { 'cache-control': 'max-age=1' });
+    vi.setSystemTime(Date.now() + 400);
+    await get(t, { 'cache-control': 'max-age=1' });
+    expect(t.runs()).toBe(1);
+    vi.setSystemTime(Date.now() + 200);
+    expect(await (await get(t, { 'cache-control': 'max-age=1' })).json()).toEqual({ runs: 2 });
+  });
+
+  it('answers 304 with no body to a matching If-None-Match, and 200 with the body otherwise', async () => {
+    const t = app();
+    const first = await get(t);
+    const etag = first.headers.get('etag') ?? '';
+    expect(etag).toMatch(/^"[0-9a-f]{24}"$/);
+    const same = await get(t, { 'cache-control': 'max-age=1', 'if-none-match': `W/${etag}` });
+    expect(same.status).toBe(304);
+    expect(await same.text()).toBe('');
+    const stale = await get(t, { 'if-none-match': '"00"' });
+    expect(stale.status).toBe(200);
+    expect(await stale.json()).toEqual({ runs: 2 });
+  });
+
+  it('forgets every shared answer when a write comes through', async () => {
+    const t = app();
+    await get(t, { 'cache-control': 'max-age=1' });
+    // Any write, to any path, clears them: the dashboard sees its own action on the next poll.
+    await t.a.request('http://hub/other', { method: 'POST' });
+    expect(await (await get(t, { 'cache-control': 'max-age=1' })).json()).toEqual({ runs: 2 });
+  });
+});
