@@ -7,7 +7,8 @@
 import { mkdir } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import type { Browser, BrowserContext, Locator, Page } from 'playwright-core';
-import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, inject, it, onTestFailed } from 'vitest';
+import { tmpdir } from 'node:os';
 import { launchBrowser, startStack, type Stack } from './support/stack';
 
 const SHOTS = fileURLToPath(new URL('../../docs/screenshots/', import.meta.url));
@@ -60,6 +61,13 @@ async function newPage(viewport = { width: 1280, height: 800 }): Promise<Page> {
   contexts.push(context);
   const page = await context.newPage();
   page.on('pageerror', (err) => pageErrors.push(err.message));
+  // What the page showed when a test failed, for whoever reads the failure.
+  onTestFailed(async () => {
+    const file = `${tmpdir()}/wingsmith-browser-failure-${Date.now()}.png`;
+    await page.screenshot({ path: file, fullPage: true }).catch(() => undefined);
+    console.error(`page at failure: ${file}\n${await page.locator('body').innerText().catch(() => '?')}`);
+    console.error(`npm start, last lines:\n${stack.output().split('\n').slice(-40).join('\n')}`);
+  });
   return page;
 }
 
@@ -132,10 +140,16 @@ describe('fleet dashboard', () => {
     // What crossed the wire, as DevTools counts "transferred": headers plus the encoded body.
     const cdp = await page.context().newCDPSession(page);
     await cdp.send('Network.enable');
+    // A cold first load: earlier tests' pages share the browser's HTTP cache.
+    await cdp.send('Network.setCacheDisabled', { cacheDisabled: true });
     const urls = new Map<string, string>();
-    const responses: { url: string; bytes: number }[] = [];
+    const statuses = new Map<string, number>();
+    const responses: { url: string; status: number; bytes: number }[] = [];
     cdp.on('Network.requestWillBeSent', (e) => urls.set(e.requestId, e.request.url));
-    cdp.on('Network.loadingFinished', (e) => responses.push({ url: urls.get(e.requestId) ?? '?', bytes: e.encodedDataLength }));
+    cdp.on('Network.responseReceived', (e) => statuses.set(e.requestId, e.response.status));
+    cdp.on('Network.loadingFinished', (e) =>
+      responses.push({ url: urls.get(e.requestId) ?? '?', status: statuses.get(e.requestId) ?? 0, bytes: e.encodedDataLength }),
+    );
     await signIn(page, stack.adminToken);
     const row = demoRow(page);
     await waitText(row, CONNECTED);
@@ -148,7 +162,8 @@ describe('fleet dashboard', () => {
     // First load of the fleet view: everything transferred up to here (page, script, style, API).
     const firstLoad = [...responses];
     const total = firstLoad.reduce((sum, r) => sum + r.bytes, 0);
-    console.log(firstLoad.map((r) => `${new URL(r.url).pathname} ${r.bytes}`).join('\n'));
+    console.log(firstLoad.map((r) => `${r.status} ${new URL(r.url).pathname} ${r.bytes}`).join('\n'));
+    expect(firstLoad.filter((r) => r.url.includes('/dashboard/') || new URL(r.url).pathname === '/').map((r) => r.status)).not.toContain(304);
     console.log(`[dashboard] first load of the fleet view: ${firstLoad.length} responses, ${total} bytes transferred`);
     expect(firstLoad.map((r) => new URL(r.url).pathname)).toEqual(expect.arrayContaining(['/', '/dashboard/app.js', '/dashboard/app.css', '/admin/fleet']));
     expect(total).toBeLessThanOrEqual(BUDGET_BYTES);

@@ -54,7 +54,9 @@ const FleetCluster = z
 
 const FleetSchema = z
   .object({
-    window: z.object({ from: Timestamp, to: Timestamp, hours: z.number().int() }),
+    window: z
+      .object({ from: Timestamp, to: Timestamp, hours: z.number().int() })
+      .openapi({ description: 'the connection-history window; it ends at the start of the current minute' }),
     totals: z.object({
       clusters: z.number().int(),
       connected: z.number().int(),

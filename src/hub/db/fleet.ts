@@ -107,7 +107,9 @@ interface FleetRow {
 const LIVE = `(o.connected and o.polled_at > now() - make_interval(secs => $1::double precision / 1000))`;
 
 const FLEET_SQL = `
-with win as (select now() as now, now() - make_interval(hours => $2::int) as start),
+-- The window ends at the start of the current minute: an unchanged fleet keeps its answer (and
+-- its ETag) for a minute instead of a new one per statement.
+with win as (select date_trunc('minute', now()) as now, date_trunc('minute', now()) - make_interval(hours => $2::int) as start),
 page as (
   select c.uid, c.name, c.disabled_at from clusters c
   where ($3::text is null or c.uid > $3) order by c.uid limit $4

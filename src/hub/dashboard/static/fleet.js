@@ -55,6 +55,9 @@ export function fleetView() {
   const modelSelect = h('select', { id: 'filter-model', onchange: () => ((view.model = modelSelect.value), draw()) }, h('option', { value: 'all' }, 'any GPU model'));
   /** @type {any} */
   let latest = null;
+  /** @type {any[] | null} */
+  let clusterList = null;
+  let polls = 0;
 
   const filters = h(
     'form',
@@ -157,7 +160,7 @@ export function fleetView() {
       c.deployments.desired ? ratio(c.deployments.in_sync, c.deployments.desired) : '—',
       c.rejections_1h ? h('span', { class: 'warn-text' }, String(c.rejections_1h)) : '0',
       c.refusals === null ? '—' : String(c.refusals),
-      strip(c.connections, { from: fleet.window.from, to: fleet.window.to, connectedNow: c.connected, lastPollAt: c.last_poll_at, hours: HOURS, name: c.name }),
+      strip(c.connections, { from: new Date(Date.now() - HOURS * 3600_000).toISOString(), to: new Date().toISOString(), connectedNow: c.connected, lastPollAt: c.last_poll_at, hours: HOURS, name: c.name }),
     ]);
     const t = h(
       'table',
@@ -201,10 +204,16 @@ export function fleetView() {
     title: 'Fleet',
     root: h('div', { class: 'view' }, totalsEl, chartEl, h('section', { 'aria-label': 'Clusters' }, h('h2', {}, 'Clusters'), filters, countEl, tableEl), h('section', {}, regForm, secretEl)),
     async refresh() {
-      const [fleet, clusters] = await Promise.all([pollAll(`/fleet?hours=${HOURS}`), pollAll('/clusters?limit=500')]);
+      // /admin/fleet carries everything that moves (connected, counts, sync, rejections, history)
+      // and is read every poll; the cluster list adds what changes rarely (region, operator
+      // version, contention, refusals), so it is read every fifth poll: one request a poll
+      // instead of two, for the hub's sake when many dashboards are open.
+      const listDue = clusterList === null || polls++ % 5 === 0;
+      const [fleet, clusters] = await Promise.all([pollAll(`/fleet?hours=${HOURS}`), listDue ? pollAll('/clusters?limit=500') : null]);
+      if (clusters) clusterList = clusters.items;
       // Relative times ("12 s ago") move even when nothing changed, so redraw on every poll.
-      latest = { fleet: { ...fleet.first, items: fleet.items }, clusters: clusters.items };
-      if (fleet.changed || clusters.changed) drawTotals(latest.fleet, latest.clusters);
+      latest = { fleet: { ...fleet.first, items: fleet.items }, clusters: clusterList ?? [] };
+      if (fleet.changed || clusters?.changed) drawTotals(latest.fleet, latest.clusters);
       draw();
     },
   };
