@@ -9,6 +9,7 @@ import { fileURLToPath } from 'node:url';
 import type { Browser, BrowserContext, Locator, Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it, onTestFailed } from 'vitest';
 import { tmpdir } from 'node:os';
+import { pickDatabaseUrlForTests } from '../../scripts/lib/dev-stack';
 import { launchBrowser, startStack, type Stack } from './support/stack';
 
 const SHOTS = fileURLToPath(new URL('../../docs/screenshots/', import.meta.url));
@@ -37,7 +38,10 @@ const attr = (loc: Locator, name: string) => expect.poll(() => loc.getAttribute(
 beforeAll(async () => {
   [stack, browser] = await Promise.all([
     startStack({
-      databaseUrl: inject('embeddedPostgres') ? undefined : inject('databaseUrl'),
+      // The same server as the run's database, reached through the same maintenance database
+      // as every run's global setup: the lease that keeps a stale-database reaper off a live
+      // database is an advisory lock, and those are per database.
+      serverUrl: inject('embeddedPostgres') ? undefined : await pickDatabaseUrlForTests(),
       // A disabled cluster's session is cut at its next ownership poll.
       vars: { POLL_INTERVAL_MS: '1000' },
     }),
@@ -268,5 +272,42 @@ describe('fleet dashboard', () => {
     await page.goto(`${stack.url}/#/clusters/demo`);
     await page.getByRole('button', { name: 'Enable' }).click();
     await visible(page.getByRole('button', { name: 'Disable' }));
+  });
+
+  it('registers a cluster, shows its enrollment token once with a copy button and the command, and rotates it after confirmation', async () => {
+    const page = await newPage();
+    await page.context().grantPermissions(['clipboard-read', 'clipboard-write'], { origin: stack.url });
+    await signIn(page, stack.adminToken);
+    const form = page.getByRole('form', { name: 'Register a cluster' });
+    await form.getByLabel('Name').fill('gpu-east-1');
+    await form.getByRole('button', { name: 'Register' }).click();
+    const secret = page.getByRole('region', { name: 'Enrollment token for gpu-east-1' });
+    await visible(secret);
+    const token = await secret.locator('code.token').innerText();
+    expect(token).toMatch(/^wsmet_[A-Za-z0-9]{49}$/);
+    await waitText(secret, `npm run sim -- --hub ${stack.url} --token ${token} --cluster gpu-east-1`);
+    // Copy: to the clipboard where the browser allows it (headless shell does not), else the
+    // token is selected for the user to copy.
+    await secret.getByRole('button', { name: 'Copy token' }).click();
+    await waitText(page.locator('#notice'), /copied to the clipboard|is selected/);
+    const copied = /copied/.test(await page.locator('#notice').innerText())
+      ? await page.evaluate('navigator.clipboard.readText()')
+      : await page.evaluate('String(getSelection())');
+    expect(copied).toBe(token);
+    await visible(page.getByRole('link', { name: 'gpu-east-1', exact: true }));
+
+    // The same name again: the API's 409 message, on the field.
+    await form.getByLabel('Name').fill('gpu-east-1');
+    await form.getByRole('button', { name: 'Register' }).click();
+    await waitText(form, 'a cluster named gpu-east-1 already exists');
+
+    await page.getByRole('link', { name: 'gpu-east-1', exact: true }).click();
+    await page.getByRole('button', { name: 'Rotate token' }).click();
+    await page.getByRole('dialog').getByRole('button', { name: 'Rotate token' }).click();
+    const rotated = page.getByRole('region', { name: 'New enrollment token for gpu-east-1' });
+    await visible(rotated);
+    const next = await rotated.locator('code.token').innerText();
+    expect(next).toMatch(/^wsmet_/);
+    expect(next).not.toBe(token);
   });
 });

@@ -33,14 +33,14 @@ async function freePort(): Promise<number> {
 }
 
 /**
- * @param databaseUrl the test run's database (its server gets a fresh database for this stack);
- *   undefined: let npm start use its embedded Postgres.
+ * @param serverUrl a Postgres server (as the run's global setup picked it), on which this stack
+ *   gets a database of its own; undefined: let npm start use its embedded Postgres.
  */
-export async function startStack(opts: { databaseUrl: string | undefined; vars?: Record<string, string> }): Promise<Stack> {
+export async function startStack(opts: { serverUrl: string | undefined; vars?: Record<string, string> }): Promise<Stack> {
   const stateDir = await mkdtemp(path.join(tmpdir(), 'wingsmith-browser-'));
   let db: DevStack | null = null;
-  if (opts.databaseUrl) {
-    db = await startDevStack({ databaseUrl: opts.databaseUrl, dataDir: stateDir, createDatabase: testDatabaseName() });
+  if (opts.serverUrl) {
+    db = await startDevStack({ databaseUrl: opts.serverUrl, dataDir: stateDir, createDatabase: testDatabaseName() });
   }
   const port = await freePort();
   const adminToken = `wsadm_browser_${Math.random().toString(36).slice(2)}`;

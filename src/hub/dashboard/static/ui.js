@@ -82,12 +82,16 @@ export function field(id, label, attrs = {}) {
  * @param {string} command
  */
 export function secretPanel(title, tokenValue, command) {
-  const copy = (/** @type {string} */ text, /** @type {string} */ what) => async () => {
+  const copy = (/** @type {string} */ text, /** @type {string} */ what) => async (/** @type {Event} */ e) => {
     try {
       await navigator.clipboard.writeText(text);
       notify(`${what} copied to the clipboard.`);
     } catch {
-      notify(`Could not copy; select the ${what.toLowerCase()} and copy it by hand.`, 'bad');
+      // No clipboard access (an insecure origin, a browser that refuses): select the text
+      // instead, so one keystroke copies it.
+      const code = /** @type {HTMLElement} */ (e.target).closest('.copyline')?.querySelector('code');
+      if (code) getSelection()?.selectAllChildren(code);
+      notify(`The browser did not allow copying: the ${what.toLowerCase()} is selected, press Ctrl-C (⌘-C) to copy it.`, 'bad');
     }
   };
   return h(
