@@ -385,6 +385,8 @@ const ROUTES = [
   'post /clusters/{id}/operations',
   'get /clusters/{id}/operations',
   'get /operations/{operation_id}',
+  'get /fleet',
+  'get /clusters/{id}/connections',
 ].sort();
 
 describe('GET /admin/openapi.json', () => {
