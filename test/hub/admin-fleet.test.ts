@@ -184,3 +184,29 @@ describe('admin reads for pollers', () => {
     expect(res.status).toBe(401);
   });
 });
+
+describe('GET / and /dashboard/*', () => {
+  it('serves the page and its files with the security headers, and nothing else from the assets directory', async () => {
+    const page = await fetch(`${h.hub.url}/`);
+    expect(page.status).toBe(200);
+    expect(page.headers.get('content-type')).toMatch(/^text\/html/);
+    expect(page.headers.get('content-security-policy')).toContain("frame-ancestors 'none'");
+    expect(await page.text()).toContain('<script type="module" src="/dashboard/app.js">');
+    for (const file of ['app.js', 'app.css', 'fleet.js', 'cluster.js']) {
+      const res = await fetch(`${h.hub.url}/dashboard/${file}`);
+      expect(res.status, file).toBe(200);
+      expect(res.headers.get('x-content-type-options')).toBe('nosniff');
+      await res.arrayBuffer();
+    }
+    // An unchanged file revalidates to 304.
+    const js = await fetch(`${h.hub.url}/dashboard/app.js`);
+    await js.arrayBuffer();
+    const again = await fetch(`${h.hub.url}/dashboard/app.js`, { headers: { 'if-none-match': js.headers.get('etag') ?? '' } });
+    expect(again.status).toBe(304);
+    for (const path of ['/dashboard/nope.js', '/dashboard/index.html', '/dashboard/%2e%2e%2fwrangler.toml', '/index.html', '/app.js']) {
+      const res = await fetch(`${h.hub.url}${path}`, { redirect: 'manual' });
+      expect(res.status, path).toBe(404);
+      expect(((await res.json()) as { error: { code: string } }).error.code).toBe('not_found');
+    }
+  });
+});
