@@ -1,8 +1,9 @@
 /**
  * The fleet dashboard in a real browser (headless Chromium) against `npm start -- --sim`: sign in,
  * see the demo cluster and its GPUs, put a deployment through the form, disable the cluster,
- * and the failure paths (a wrong token, a token that stops working). The screenshots in
- * docs/screenshots/ are taken here, so the README shows the dashboard as it is.
+ * and the failure paths (a wrong token, a token that stops working). The README's screenshots
+ * are taken here on every run (into .wrangler/screenshots/, untracked); with
+ * UPDATE_SCREENSHOTS=1 they are written to docs/screenshots/ too, for a commit.
  */
 import { mkdir } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
@@ -12,7 +13,9 @@ import { tmpdir } from 'node:os';
 import { pickDatabaseUrlForTests } from '../../scripts/lib/dev-stack';
 import { launchBrowser, startStack, type Stack } from './support/stack';
 
-const SHOTS = fileURLToPath(new URL('../../docs/screenshots/', import.meta.url));
+const SHOTS = fileURLToPath(
+  new URL(process.env.UPDATE_SCREENSHOTS === '1' ? '../../docs/screenshots/' : '../../.wrangler/screenshots/', import.meta.url),
+);
 const BUDGET_BYTES = 150 * 1024;
 /** Generous bounds for things that happen in about a second; only a hang should reach them. */
 const SETTLE_MS = 20_000;
@@ -244,10 +247,7 @@ describe('fleet dashboard', () => {
     await signIn(page, stack.adminToken);
     await page.goto(`${stack.url}/#/clusters/demo`);
     const heading = page.getByRole('heading', { level: 2, name: /^demo/ });
-    await waitText(heading, CONNECTED).catch(async (err: unknown) => {
-      await page.screenshot({ path: '/tmp/ws-debug.png', fullPage: true });
-      throw err;
-    });
+    await waitText(heading, CONNECTED);
 
     const dialog = page.getByRole('dialog');
     await page.getByRole('button', { name: 'Disable' }).click();
