@@ -63,3 +63,22 @@ export function gatewayStub(env: HubEnv, shard: number): DurableObjectStub<DbGat
   const stub = cfg.DB_GATEWAY_LOCATION_HINT ? ns.get(id, { locationHint: cfg.DB_GATEWAY_LOCATION_HINT }) : ns.get(id);
   return stub as DurableObjectStub<DbGateway>;
 }
+
+/**
+ * Which gateway shard runs the fleet poll for a cluster's sessions: fixed by the cluster, so its
+ * sessions (the owner and any it displaced) are watched by one poller. FNV-1a over the uid.
+ */
+export function pollShardOf(clusterUid: string, shards: number): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < clusterUid.length; i++) {
+    h ^= clusterUid.charCodeAt(i);
+    h = Math.imul(h, 0x01000193) >>> 0;
+  }
+  return h % shards;
+}
+
+/** The gateway shard that polls this cluster's sessions. */
+export function pollerStub(env: HubEnv, clusterUid: string): DurableObjectStub<DbGateway> {
+  return gatewayStub(env, pollShardOf(clusterUid, hubConfig(env).DB_GATEWAY_SHARDS));
+}
+

@@ -19,8 +19,17 @@ const ConfigSchema = z.object({
   PING_INTERVAL_MS: ms(10_000),
   /** No frame of any kind for this long: the connection is dead (4408). */
   IDLE_TIMEOUT_MS: ms(30_000),
-  /** Ownership poll: claim, registration, disablement, token rotation, desired revision. */
+  /** The fleet poll's interval: claim, registration, disablement, token rotation, desired revision. */
   POLL_INTERVAL_MS: ms(5_000),
+  /** A registered session not heard from this long is poked anyway (an object that ended silently). */
+  LIVE_SWEEP_MS: ms(5 * 60_000),
+  /** Most sessions one poller pokes per interval (the rest wait for the next). */
+  POLL_POKE_LIMIT: ms(1_000),
+  /**
+   * A claim pokes the session it displaced at once ('on'); 'off' leaves it to the fleet poll, so
+   * a test can prove the poll is the bound when a poke is lost.
+   */
+  DISPLACEMENT_POKE: z.enum(['on', 'off']).default('on').transform((v) => v === 'on'),
   /** A frame left unapplied (transient failure) this long makes the hub close so the peer replays. */
   HOLE_TIMEOUT_MS: ms(30_000),
   /** An object whose session has had no connection this long deletes its storage. */
@@ -83,3 +92,13 @@ export function hubConfig(env: object): HubConfig {
   cached = { source: env, config: parsed.data };
   return parsed.data;
 }
+
+/**
+ * How long a session's "connected" in Postgres stays believable without news from it. A session
+ * writes it at its claim and at every check; an idle one is checked at least once per sweep
+ * (LIVE_SWEEP_MS), so a session silent for two sweeps ended without saying so.
+ */
+export function connectedStaleAfterMs(cfg: HubConfig): number {
+  return cfg.LIVE_SWEEP_MS * 2 + cfg.POLL_INTERVAL_MS;
+}
+

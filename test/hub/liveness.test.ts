@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { CloseCode } from '../../src/protocol';
-import { FAST_TIMERS, useHub } from './support/hub';
+import { FAST_TIMERS, node, useHub } from './support/hub';
 
 const h = useHub();
 const cfg = {
@@ -11,12 +11,16 @@ const cfg = {
 
 
 describe('liveness (spec: Liveness)', () => {
-  it('ping is answered with pong', async () => {
+  it('ping is answered with the canonical pong carrying the hub cursor', async () => {
     const c = await h.newCluster();
     const peer = await h.connect(c.token);
     await peer.hello({ cluster_id: c.name });
-    const id = peer.send('ping', {});
-    expect(await peer.next((f) => f.type === 'pong')).toMatchObject({ seq: null, reply_to: id });
+    peer.send('node.observed', node('n1'));
+    await peer.ackedThrough(1);
+    // A ping in the old form (with an id and a ts) still works; it just reaches the object.
+    peer.send('ping', {});
+    const pong = await peer.next((f) => f.type === 'pong');
+    expect(pong).toEqual({ v: 1, type: 'pong', id: null, seq: null, ack: 1, reply_to: null, ts: null, payload: {} });
     peer.close();
   });
 

@@ -1,7 +1,7 @@
 import { createRoute, z } from '@hono/zod-openapi';
 import { ulid } from 'ulid';
 import { routeKeyOf, sessionStub } from '../address';
-import { hubConfig } from '../config';
+import { connectedStaleAfterMs, hubConfig } from '../config';
 import { CLUSTER_NAME_RE, createCluster, knownHint, rotateToken, setDisabled, setLocationHint } from '../db/registry';
 import type { Sql } from '../db/sql';
 import type { HubEnv } from '../env';
@@ -210,7 +210,7 @@ function toView(r: ClusterViewRow, env: HubEnv): ClusterView {
 /** VIEW_SQL's first parameters: a connection is live if its session polled within three poll intervals. */
 function viewParams(env: HubEnv): [number, number, number] {
   const cfg = hubConfig(env);
-  return [cfg.POLL_INTERVAL_MS * 3, cfg.CONTENTION_WINDOW_MS, cfg.CONTENTION_QUIET_MS];
+  return [connectedStaleAfterMs(cfg), cfg.CONTENTION_WINDOW_MS, cfg.CONTENTION_QUIET_MS];
 }
 
 export async function clusterView(sql: Sql, env: HubEnv, idOrName: string): Promise<ClusterView | null> {

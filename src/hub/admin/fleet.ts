@@ -1,5 +1,5 @@
 import { createRoute, z } from '@hono/zod-openapi';
-import { hubConfig } from '../config';
+import { connectedStaleAfterMs, hubConfig } from '../config';
 import { listConnections, readFleet } from '../db/fleet';
 import { jsonError } from '../http-errors';
 import { adminRouter, commonResponses, errorResponse, TimestampSchema as Timestamp } from './app';
@@ -109,7 +109,7 @@ export const fleetRouter = adminRouter()
       const req = pageRequest(fleetCursor, q);
       const page = await readFleet(c.var.pg, {
         // The same staleness rule as the cluster view: three poll intervals without a poll.
-        staleAfterMs: hubConfig(c.env).POLL_INTERVAL_MS * 3,
+        staleAfterMs: connectedStaleAfterMs(hubConfig(c.env)),
         hours: q.hours,
         after: req.after?.[0] ?? null,
         limit: req.limit,

@@ -1,5 +1,7 @@
 import { DurableObject } from 'cloudflare:workers';
-import { gatewayStub } from '../address';
+import { gatewayStub, routeKeyOf, sessionStub } from '../address';
+import { describeError } from './errors';
+import { pollFleet } from './fleet-poll';
 import { hubConfig } from '../config';
 import type { HubEnv } from '../env';
 import { createLogger } from '../log';
@@ -33,6 +35,76 @@ export class DbGateway extends DurableObject<HubEnv> {
     const cfg = hubConfig(env);
     this.pool = Array.from({ length: cfg.DB_GATEWAY_CONNECTIONS }, () => new Pg(env, { idleCloseMs: 60_000, queryTimeoutMs: cfg.PG_QUERY_TIMEOUT_MS }));
     this.misplaced = residencyProblem(ctx.id, cfg);
+  }
+
+  /** The fleet-poll shard this object watches, once a session of it has registered. */
+  private pollShard: number | null | undefined = undefined;
+  /** The poll alarm as last set (undefined: not read since construction). */
+  private pollAt: number | null | undefined = undefined;
+
+  /**
+   * A session of this shard registered (at its claim): make sure the fleet poll runs. Cheap when
+   * it already does (no storage access once the alarm is known).
+   */
+  async ensurePolling(shard: number): Promise<void> {
+    if (this.misplaced) return;
+    if (this.pollShard !== shard) {
+      this.pollShard = shard;
+      this.ctx.storage.sql.exec('create table if not exists poller (k integer primary key check (k = 1), shard integer not null)');
+      this.ctx.storage.sql.exec('insert into poller (k, shard) values (1, ?) on conflict (k) do update set shard = excluded.shard', shard);
+    }
+    if (this.pollAt === undefined) this.pollAt = await this.ctx.storage.getAlarm();
+    if (this.pollAt === null) {
+      this.pollAt = Date.now() + hubConfig(this.env).POLL_INTERVAL_MS;
+      await this.ctx.storage.setAlarm(this.pollAt);
+    }
+  }
+
+  /**
+   * The fleet poll: one set-based statement for every session of this shard, then a poke to each
+   * session whose claim, registration, disablement, token or desired revision changed (or that
+   * has not checked in for a sweep period). Each poked session runs its own check and acts. The
+   * poll re-arms while any session of the shard is registered.
+   */
+  override async alarm(): Promise<void> {
+    this.pollAt = null;
+    const cfg = hubConfig(this.env);
+    const shard = this.pollShard ?? this.storedShard();
+    if (shard === null || this.misplaced) return;
+    this.pollShard = shard;
+    let again = true;
+    try {
+      const r = await pollFleet(this.leastBusy(), shard, cfg.LIVE_SWEEP_MS, cfg.POLL_POKE_LIMIT);
+      again = r.anyLive;
+      await Promise.allSettled(
+        r.poke.map(async (p) => {
+          const routeKey = routeKeyOf(p.sessionId);
+          if (!routeKey) return;
+          try {
+            await sessionStub(this.env, { clusterUid: p.clusterUid, routeKey }).check(p.sessionId, p.why);
+          } catch (err) {
+            log.warn('fleet poll: poke failed; the next poll retries', { cluster: p.clusterUid, session: p.sessionId, error: describeError(err) });
+          }
+        }),
+      );
+      if (r.poke.length > 0) log.debug('fleet poll poked sessions', { shard, poked: r.poke.length });
+    } catch (err) {
+      log.warn('fleet poll failed; retrying at the next interval', { shard, error: describeError(err) });
+    } finally {
+      if (again) {
+        this.pollAt = Date.now() + cfg.POLL_INTERVAL_MS;
+        await this.ctx.storage.setAlarm(this.pollAt);
+      }
+    }
+  }
+
+  private storedShard(): number | null {
+    try {
+      const row = this.ctx.storage.sql.exec<{ shard: number }>('select shard from poller where k = 1').toArray()[0];
+      return row ? row.shard : null;
+    } catch {
+      return null; // no table: no session ever registered with this shard
+    }
   }
 
   /** An idle open connection first, then an idle closed one, then the least loaded. */

@@ -14,6 +14,14 @@ export interface ClaimArgs {
   remoteAddr: string | null;
   operatorVersion: string;
   contention: ContentionPolicy;
+  /** The poller shard that watches this cluster's sessions (address.ts `pollShardOf`). */
+  pollShard: number;
+  /**
+   * The desired revision the session has already put into its stream (0 for a fresh session):
+   * the fleet poll keeps poking it while the cluster's revision is higher, so a change whose fetch
+   * failed is retried without waiting for another change.
+   */
+  watermark: number;
 }
 
 export interface ContentionPolicy {
@@ -79,6 +87,8 @@ export async function claimCluster(sql: Sql, args: ClaimArgs): Promise<ClaimResu
     args.contention.windowMs,
     args.contention.threshold,
     args.contention.quietMs,
+    args.pollShard,
+    args.watermark,
   ]);
   const r = rows[0];
   if (!r) throw new Error('claim returned no row');
@@ -95,7 +105,8 @@ export async function claimCluster(sql: Sql, args: ClaimArgs): Promise<ClaimResu
 }
 
 // $1 cluster, $2 token hash, $3 fresh session id, $4 live view, $5 session to resume, $6 its
-// generation, $7 remote address, $8 operator version, $9 window ms, $10 threshold, $11 quiet ms.
+// generation, $7 remote address, $8 operator version, $9 window ms, $10 threshold, $11 quiet ms,
+// $12 poll shard, $13 the session's desired watermark.
 const CLAIM_SQL = `
 with c as (
   select uid, token_hash, disabled_at, desired_revision from clusters where uid = $1
@@ -148,6 +159,13 @@ with c as (
 ), trimmed as (
   delete from cluster_displacements
   where cluster_uid = $1 and exists (select 1 from displaced) and at < now() - interval '1 day'
+), registered as (
+  -- The session joins the fleet poll with the claim and token it now holds and the desired
+  -- revision it has already sent (a fresh session: none).
+  insert into live_sessions (session_id, cluster_uid, poll_shard, generation, token_hash, seen_revision)
+  select cl.session_id, $1, $12, cl.generation, decode($2, 'hex'), $13::bigint from claim cl
+  on conflict (session_id) do update set poll_shard = excluded.poll_shard, generation = excluded.generation,
+    token_hash = excluded.token_hash, seen_revision = excluded.seen_revision, checked_at = now()
 )
 select exists (select 1 from c) as registered,
        (select disabled_at is not null from c) as disabled,
@@ -171,7 +189,7 @@ function refusalOf(r: { registered: boolean; disabled: boolean | null; token_cur
   return null;
 }
 
-export interface PollResult {
+export interface CheckResult {
   refusal: Refusal | null;
   /** False when a newer hello elsewhere took the claim. */
   owner: boolean;
@@ -179,14 +197,25 @@ export interface PollResult {
 }
 
 /**
- * The ownership poll, in one statement: is the cluster still registered, enabled, on the same
- * token, and is this session still the owner? It also publishes the session's live view for
- * the admin API, fenced by the claim.
+ * A session's own check, in one statement, when the fleet poll (or a claim, or a failed write)
+ * pokes it: is the cluster still registered, enabled, on the same token, and is this session still
+ * the owner? It publishes the session's live view for the admin API (fenced by the claim) and
+ * records the desired revision it has sent, so the fleet poll stops poking it once it has caught
+ * up. A session that is no longer connected leaves the fleet poll.
  */
-export async function pollOwnership(
+export async function checkSession(
   sql: Sql,
-  args: { clusterUid: string; tokenHashHex: string; sessionId: string; generation: number; live: unknown; connected: boolean },
-): Promise<PollResult> {
+  args: {
+    clusterUid: string;
+    tokenHashHex: string;
+    sessionId: string;
+    generation: number;
+    live: unknown;
+    connected: boolean;
+    /** The desired revision the session has already put into its stream. */
+    watermark: number;
+  },
+): Promise<CheckResult> {
   const { rows } = await sql.query<{
     registered: boolean;
     disabled: boolean | null;
@@ -200,16 +229,21 @@ export async function pollOwnership(
        update cluster_owners set live = $5::jsonb, polled_at = now(), connected = $6
        where cluster_uid = $1 and session_id = $3 and generation = $4
        returning 1
+     ), seen as (
+       update live_sessions s set seen_revision = $7::bigint, checked_at = now()
+       where $6 and s.session_id = $3
+     ), gone as (
+       delete from live_sessions where not $6 and session_id = $3
      )
      select exists (select 1 from c) as registered,
             (select disabled_at is not null from c) as disabled,
             (select token_hash = decode($2, 'hex') from c) as token_current,
             exists (select 1 from upd) as owner,
             (select desired_revision from c) as desired_revision`,
-    [args.clusterUid, args.tokenHashHex, args.sessionId, args.generation, JSON.stringify(args.live), args.connected],
+    [args.clusterUid, args.tokenHashHex, args.sessionId, args.generation, JSON.stringify(args.live), args.connected, args.watermark],
   );
   const r = rows[0];
-  if (!r) throw new Error('poll returned no row');
+  if (!r) throw new Error('session check returned no row');
   return { refusal: refusalOf(r), owner: r.owner, desiredRevision: Number(r.desired_revision ?? 0) };
 }
 
@@ -226,3 +260,9 @@ export function fenceCte(p: { cluster: string; session: string; generation: stri
     for share
   )`;
 }
+
+/** A session id no object carries live any more (forgotten, replaced, or never connected). */
+export async function leaveFleetPoll(sql: Sql, sessionId: string): Promise<void> {
+  await sql.query('delete from live_sessions where session_id = $1', [sessionId]);
+}
+

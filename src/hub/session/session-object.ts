@@ -1,6 +1,8 @@
 import { DurableObject } from 'cloudflare:workers';
 import {
   buildFrame,
+  canonicalPing,
+  canonicalPong,
   checkOperatorVersion,
   CloseCode,
   HubSendQueue,
@@ -14,7 +16,7 @@ import {
   type MessageType,
   type Payload,
 } from '../../protocol';
-import { INTERNAL_HEADERS } from '../address';
+import { INTERNAL_HEADERS, pollerStub, pollShardOf, routeKeyOf, sessionStub } from '../address';
 import { hubConfig, type HubConfig } from '../config';
 import {
   type DesiredChange,
@@ -27,7 +29,8 @@ import { describeError } from '../db/errors';
 import { gatewaySql } from '../db/gateway';
 import type { Sql } from '../db/sql';
 import type { IngestResult, SessionFence } from '../db/ingest';
-import { claimCluster, pollOwnership, type Displacement, type Refusal } from '../db/ownership';
+import { checkSession, claimCluster, leaveFleetPoll, type Displacement, type Refusal } from '../db/ownership';
+import type { PokeReason } from '../db/fleet-poll';
 import type { HubEnv } from '../env';
 import { createLogger, type Logger } from '../log';
 import { Pg } from '../pg';
@@ -37,6 +40,7 @@ import type { BuiltBatch, InboundItem } from './ingest-batch';
 import { IngestPipeline } from './ingest-pipeline';
 import { estimateBytes, type Effect, type Outgoing } from './outgoing';
 import { SessionStore, ZERO_COUNTERS, type SessionMeta } from './store';
+import { WakeCounter, type WakeStats } from './wakes';
 
 interface Attachment {
   cid: string;
@@ -75,6 +79,8 @@ export interface LiveView {
   desired_watermark: number;
   resync_in_progress: boolean;
   counters: SessionMeta['counters'];
+  /** How often the object has been woken (events delivered) and brought into memory. */
+  wakes: { total: number; constructions: number; by_kind: Record<string, number> };
 }
 
 const REFUSAL_ERRORS: Record<Refusal, { code: ErrorCode; message: string }> = {
@@ -93,6 +99,7 @@ const LAST_FRAME_PERSIST_MS = 1_000;
 export class SessionObject extends DurableObject<HubEnv> {
   private readonly cfg: HubConfig;
   private readonly store: SessionStore;
+  private readonly wakes: WakeCounter;
   private readonly pg: Pg;
   private readonly shared: Sql;
   private readonly baseLog: Logger;
@@ -127,11 +134,14 @@ export class SessionObject extends DurableObject<HubEnv> {
   private alarmAt: number | null | undefined = undefined;
   /** Since when frames have been waiting for the operator to release its replay window. */
   private windowFullSince: number | null = null;
+  /** The auto-answered ping/pong pair as installed (`lastSent/cursor`; null: none; undefined: unknown since construction). */
+  private autoPong: string | null | undefined = undefined;
 
   constructor(ctx: DurableObjectState, env: HubEnv) {
     super(ctx, env);
     this.cfg = hubConfig(env);
     this.store = new SessionStore(ctx.storage);
+    this.wakes = new WakeCounter(ctx.storage.sql);
     // Its own connection for ingest only (large fenced batches, while frames flow); everything
     // else goes through the shared gateway, so an idle session holds no connection.
     this.pg = new Pg(env, {
@@ -172,6 +182,7 @@ export class SessionObject extends DurableObject<HubEnv> {
   // -------------------------------------------------------------------------------------------
 
   override async fetch(request: Request): Promise<Response> {
+    this.wakes.note('fetch');
     const misplaced = residencyRefusal(this.ctx.id, this.cfg, this.baseLog);
     if (misplaced) return misplaced;
     const h = request.headers;
@@ -216,6 +227,7 @@ export class SessionObject extends DurableObject<HubEnv> {
   // -------------------------------------------------------------------------------------------
 
   override async webSocketMessage(ws: WebSocket, message: string | ArrayBuffer): Promise<void> {
+    this.wakes.note('message');
     this.noteFrame();
     if (this.helloInProgress) {
       this.deferred.push([ws, message]);
@@ -225,6 +237,7 @@ export class SessionObject extends DurableObject<HubEnv> {
   }
 
   override async webSocketClose(ws: WebSocket, code: number, reason: string): Promise<void> {
+    this.wakes.note('close');
     const neverSpoke = this.attachment(ws)?.phase === 'handshake' && !this.helloInProgress;
     // Echoing 1005/1006 back hangs some clients' close for seconds.
     try {
@@ -249,10 +262,12 @@ export class SessionObject extends DurableObject<HubEnv> {
   }
 
   override async webSocketError(ws: WebSocket, error: unknown): Promise<void> {
+    this.wakes.note('error');
     this.onSocketGone(ws, `socket error: ${describeError(error)}`);
   }
 
   override async alarm(): Promise<void> {
+    this.wakes.note('alarm');
     this.alarmAt = null;
     let forgotten = false;
     try {
@@ -260,7 +275,7 @@ export class SessionObject extends DurableObject<HubEnv> {
     } catch (err) {
       this.log.error('alarm failed', { error: describeError(err) });
     } finally {
-      // The alarm is the session's clock (handshake, silence, poll, retention): never let it lapse.
+      // The alarm is the session's clock (handshake, silence, hole, window, retention): never let it lapse.
       if (!forgotten) await this.scheduleAlarm();
     }
   }
@@ -277,7 +292,7 @@ export class SessionObject extends DurableObject<HubEnv> {
     }
     const active = this.activeSocket();
     if (active && this.meta) {
-      if (now - this.lastFrameAt >= this.cfg.IDLE_TIMEOUT_MS) {
+      if (now - this.lastSeen(active) >= this.cfg.IDLE_TIMEOUT_MS) {
         this.closeActive(CloseCode.TIMEOUT, `no frame for ${this.cfg.IDLE_TIMEOUT_MS} ms`);
       } else if (this.windowFullSince !== null && now - this.windowFullSince >= this.cfg.IDLE_TIMEOUT_MS) {
         // A peer that stays alive but never acknowledges would stall desired state forever.
@@ -289,8 +304,6 @@ export class SessionObject extends DurableObject<HubEnv> {
       } else if (this.holeTooOld(now)) {
         this.sendConnectionError(active, null, 'unavailable', 'frames could not be applied in time; reconnect and replay', true);
         this.closeActive(CloseCode.TRY_AGAIN_LATER, 'apply stalled; replay from the cursor');
-      } else {
-        await this.poll();
       }
     }
     if (!this.activeSocket() && this.meta && !this.ctx.getWebSockets().some((w) => w.readyState === WebSocket.OPEN)) {
@@ -310,6 +323,7 @@ export class SessionObject extends DurableObject<HubEnv> {
 
   /** Desired state for this cluster changed in Postgres: send it now rather than at the next poll. */
   async poke(revision: number, change?: DesiredChange): Promise<void> {
+    this.wakes.note('poke');
     if (revision > this.knownRevision) this.knownRevision = revision;
     // The change itself, and nothing came between it and what is already queued: send it
     // without reading it back. Anything else (a gap, a resync in progress) goes through the fetch.
@@ -335,6 +349,32 @@ export class SessionObject extends DurableObject<HubEnv> {
 
   async status(): Promise<LiveView> {
     return this.liveView();
+  }
+
+  /** How often this object has been woken (not counting this call, or `status`). */
+  async wakeStats(): Promise<WakeStats> {
+    return this.wakes.snapshot();
+  }
+
+  /**
+   * The fleet poll (or the claim that displaced this session) says something about `sessionId`
+   * changed. A session this object no longer carries, or one without a connection, leaves the
+   * fleet poll; a live one runs its own check.
+   */
+  async check(sessionId: string, why: PokeReason): Promise<void> {
+    this.wakes.note('check');
+    const meta = this.meta;
+    if (meta && meta.sessionId === sessionId && !this.activeSocket()) {
+      // Ours, but its connection ended without the news reaching Postgres (an eviction, a restart).
+      await this.publishDisconnected(meta);
+      return;
+    }
+    if (!meta || meta.sessionId !== sessionId) {
+      await this.leaveFleetPoll(sessionId, meta?.clusterUid ?? null);
+      return;
+    }
+    this.log.debug('poked', { why });
+    await this.runCheck();
   }
 
   // -------------------------------------------------------------------------------------------
@@ -422,6 +462,8 @@ export class SessionObject extends DurableObject<HubEnv> {
           threshold: this.cfg.CONTENTION_THRESHOLD,
           quietMs: this.cfg.CONTENTION_QUIET_MS,
         },
+        pollShard: pollShardOf(att.clusterUid, this.cfg.DB_GATEWAY_SHARDS),
+        watermark: freshReason === null && meta ? meta.desiredWatermark : 0,
       });
     } catch (err) {
       log.warn('claim failed: database unavailable', { error: describeError(err) });
@@ -433,6 +475,7 @@ export class SessionObject extends DurableObject<HubEnv> {
       return this.refuse(ws, CloseCode.REFUSED, replyTo, e.code, e.message);
     }
     if (claim.displacement) this.reportDisplacement(log, claim.displacement, claim.contentionStarted);
+    this.afterClaim(att.clusterUid, att.routeKey, claim.previousSession);
     if (freshReason === null && claim.sessionId !== meta?.sessionId) {
       freshReason = 'the session lost its claim to another session; a displaced session is never resumed';
     }
@@ -528,6 +571,7 @@ export class SessionObject extends DurableObject<HubEnv> {
       }),
     );
     for (const e of replay) this.send(ws, e.frame);
+    this.syncAutoPong();
     this.log.info(fresh ? 'session opened (full resync)' : 'session resumed', {
       reason: freshReason,
       asked: hello.session_id,
@@ -540,6 +584,25 @@ export class SessionObject extends DurableObject<HubEnv> {
     });
     void this.pumpDesired();
     await this.scheduleAlarm();
+  }
+
+  /**
+   * The claim is ours: the cluster's poller watches this session from now on, and a previous
+   * owner in another object hears of it at once (the poll is the bound when this poke is lost).
+   */
+  private afterClaim(clusterUid: string, routeKey: string, previous: string | null): void {
+    const poller = pollerStub(this.env, clusterUid);
+    const shard = pollShardOf(clusterUid, this.cfg.DB_GATEWAY_SHARDS);
+    poller.ensurePolling(shard).catch((err: unknown) => {
+      this.baseLog.warn('could not reach the fleet poller; the next claim retries', { cluster: clusterUid, error: describeError(err) });
+    });
+    const prevKey = routeKeyOf(previous);
+    if (!previous || !prevKey || prevKey === routeKey || !this.cfg.DISPLACEMENT_POKE) return;
+    sessionStub(this.env, { clusterUid, routeKey: prevKey })
+      .check(previous, 'claim')
+      .catch((err: unknown) => {
+        this.baseLog.warn('could not poke the displaced session; the fleet poll will', { cluster: clusterUid, error: describeError(err) });
+      });
   }
 
   /** A claim taken from another connected session: logged, and loudly once per contention episode. */
@@ -579,12 +642,14 @@ export class SessionObject extends DurableObject<HubEnv> {
         meta.out = this.outbound.snapshot();
         this.store.saveMeta(meta);
         if (this.queue.length > 0) void this.drain();
+        this.syncAutoPong();
       }
     }
     if (env.seq === null) {
       switch (env.type) {
         case 'ping':
-          this.send(ws, buildFrame({ type: 'pong', payload: {}, ack: this.inbound.cursor, reply_to: env.id || null }));
+          this.send(ws, canonicalPong(this.inbound.cursor));
+          this.syncAutoPong();
           return;
         case 'hello':
           this.protocolError(ws, env.id || null, 'hello is never sent again on the same connection');
@@ -692,39 +757,46 @@ export class SessionObject extends DurableObject<HubEnv> {
     this.store.saveMeta(meta);
     const ws = this.activeSocket();
     if (ws) this.send(ws, buildFrame({ type: 'ack', payload: {}, ack: this.inbound.cursor }));
+    this.syncAutoPong();
   }
 
   private async onFenceLost(): Promise<void> {
     this.log.warn('write fenced off: this session no longer owns the cluster');
-    await this.poll();
+    await this.runCheck();
   }
 
   // -------------------------------------------------------------------------------------------
   // Ownership
   // -------------------------------------------------------------------------------------------
 
-  private async poll(): Promise<void> {
+  /**
+   * The session's own check of its claim, registration, disablement, token and desired revision,
+   * when something pokes it (the fleet poll, a claim that displaced it, a write that found its
+   * fence gone). It acts as the answer says: 4403, 4409, or fetch what is owed.
+   */
+  private async runCheck(): Promise<void> {
     const meta = this.meta;
     const ws = this.activeSocket();
     if (!meta || !ws) return;
     let r;
     try {
-      r = await pollOwnership(this.shared, {
+      r = await checkSession(this.shared, {
         clusterUid: meta.clusterUid,
         tokenHashHex: meta.tokenHash,
         sessionId: meta.sessionId,
         generation: meta.generation,
         live: this.liveView(),
         connected: true,
+        watermark: meta.desiredWatermark,
       });
     } catch (err) {
-      this.log.warn('ownership poll failed; will retry', { error: describeError(err) });
+      this.log.warn('session check failed; the fleet poll pokes again', { error: describeError(err) });
       return;
     }
     if (this.activeSocket() !== ws) return;
     if (r.refusal) {
       const e = REFUSAL_ERRORS[r.refusal];
-      this.log.warn('session refused by poll', { reason: r.refusal });
+      this.log.warn('session refused by its check', { reason: r.refusal });
       this.sendConnectionError(ws, null, e.code, e.message, false);
       this.closeActive(CloseCode.REFUSED, e.message);
       return;
@@ -736,8 +808,8 @@ export class SessionObject extends DurableObject<HubEnv> {
       return;
     }
     if (r.desiredRevision > this.knownRevision) this.knownRevision = r.desiredRevision;
-    // Always: a fetch that failed earlier (and raised nothing) is retried here; with nothing
-    // owed the pump returns without a query.
+    // Always: a fetch that failed earlier (and raised nothing) is retried here (the fleet poll
+    // pokes until the watermark catches up); with nothing owed the pump returns without a query.
     void this.pumpDesired();
   }
 
@@ -949,6 +1021,7 @@ export class SessionObject extends DurableObject<HubEnv> {
     meta.counters.framesOut += frames.length;
     this.store.saveMeta(meta);
     if (this.activeSocket() !== ws) return;
+    this.syncAutoPong();
     for (const frame of frames) this.send(ws, frame);
     if (this.queue.length < this.cfg.DESIRED_PAGE_ROWS) void this.pumpDesired();
   }
@@ -1030,6 +1103,30 @@ export class SessionObject extends DurableObject<HubEnv> {
     }
   }
 
+  /** The last sign of life on the connection: a frame, or a ping the runtime answered for us. */
+  private lastSeen(ws: WebSocket): number {
+    const auto = this.ctx.getWebSocketAutoResponseTimestamp(ws)?.getTime() ?? 0;
+    return Math.max(this.lastFrameAt, auto);
+  }
+
+  /**
+   * An idle operator's ping is answered by the runtime without waking this object: the pair is
+   * installed only while the replay buffer is empty (the canonical ping whose ack is the last seq
+   * sent → a pong carrying the cursor of the operator's stream), and replaced or removed whenever
+   * either number moves. A ping whose ack would release frames never matches and reaches the
+   * object; an auto-answered pong is never stale.
+   */
+  private syncAutoPong(): void {
+    const want = this.meta && this.activeSocket() && this.outbound.unacked === 0 ? `${this.outbound.lastSent}/${this.inbound.cursor}` : null;
+    if (want === this.autoPong) return;
+    this.autoPong = want;
+    if (want === null) {
+      this.ctx.setWebSocketAutoResponse();
+      return;
+    }
+    this.ctx.setWebSocketAutoResponse(new WebSocketRequestResponsePair(canonicalPing(this.outbound.lastSent), canonicalPong(this.inbound.cursor)));
+  }
+
   private holeTooOld(now: number): boolean {
     const oldest = this.ingest.oldestArrival();
     return oldest !== null && now - oldest >= this.cfg.HOLE_TIMEOUT_MS;
@@ -1088,6 +1185,7 @@ export class SessionObject extends DurableObject<HubEnv> {
     if (!wasActive) return;
     this.active = null;
     this.resetOutgoing();
+    this.syncAutoPong();
     const meta = this.meta;
     if (!meta) return;
     meta.disconnectedAt = Date.now();
@@ -1099,16 +1197,26 @@ export class SessionObject extends DurableObject<HubEnv> {
 
   private async publishDisconnected(meta: SessionMeta): Promise<void> {
     try {
-      await pollOwnership(this.shared, {
+      await checkSession(this.shared, {
         clusterUid: meta.clusterUid,
         tokenHashHex: meta.tokenHash,
         sessionId: meta.sessionId,
         generation: meta.generation,
         live: this.liveView(),
         connected: false,
+        watermark: meta.desiredWatermark,
       });
     } catch (err) {
       this.log.debug('could not publish disconnect', { error: describeError(err) });
+    }
+  }
+
+  /** A session id this object does not (or no longer) carry live: drop it from the fleet poll. */
+  private async leaveFleetPoll(sessionId: string, clusterUid: string | null): Promise<void> {
+    try {
+      await leaveFleetPoll(this.shared, sessionId);
+    } catch (err) {
+      this.baseLog.debug('could not leave the fleet poll; it pokes again', { cluster: clusterUid, session: sessionId, error: describeError(err) });
     }
   }
 
@@ -1121,10 +1229,14 @@ export class SessionObject extends DurableObject<HubEnv> {
       const att = this.attachment(ws);
       if (att?.phase === 'handshake') next = Math.min(next, att.acceptedAt + this.cfg.HANDSHAKE_TIMEOUT_MS);
     }
-    if (this.activeSocket()) {
-      next = Math.min(next, now + this.cfg.POLL_INTERVAL_MS, this.lastFrameAt + this.cfg.IDLE_TIMEOUT_MS);
+    const active = this.activeSocket();
+    if (active) {
+      // Only real deadlines: silence (pings answered by the runtime count), a hole, a window the
+      // operator does not release. No periodic tick: an idle session sleeps until one comes due.
+      next = Math.min(next, this.lastSeen(active) + this.cfg.IDLE_TIMEOUT_MS);
       const oldest = this.ingest.oldestArrival();
       if (oldest !== null) next = Math.min(next, oldest + this.cfg.HOLE_TIMEOUT_MS);
+      if (this.windowFullSince !== null) next = Math.min(next, this.windowFullSince + this.cfg.IDLE_TIMEOUT_MS);
     } else if (this.meta) {
       next = Math.min(next, (this.meta.disconnectedAt ?? now) + this.cfg.RETENTION_MS);
     }
@@ -1144,14 +1256,18 @@ export class SessionObject extends DurableObject<HubEnv> {
     await this.store.destroy();
     this.alarmAt = null;
     this.store.reinit();
+    this.wakes.reinit();
     this.meta = null;
     this.outbound = new OutboundSequencer(this.store.replay, this.outbound.limits);
     this.inbound = new InboundSequencer();
     this.resetOutgoing();
+    this.syncAutoPong();
   }
 
   private liveView(): LiveView {
     const m = this.meta;
+    const active = this.activeSocket();
+    const lastSeen = active ? this.lastSeen(active) : this.lastFrameAt;
     return {
       instance: this.instance,
       connected: this.activeSocket() !== null,
@@ -1167,10 +1283,11 @@ export class SessionObject extends DurableObject<HubEnv> {
       replay_buffer_frames: this.outbound.unacked,
       replay_buffer_bytes: this.outbound.store.bytes,
       send_queue_frames: this.queue.length,
-      last_frame_at: this.lastFrameAt ? new Date(this.lastFrameAt).toISOString() : null,
+      last_frame_at: lastSeen ? new Date(lastSeen).toISOString() : null,
       desired_watermark: m?.desiredWatermark ?? 0,
       resync_in_progress: m?.hubResync !== null && m?.hubResync !== undefined,
       counters: m?.counters ?? { ...ZERO_COUNTERS },
+      wakes: (({ wakes, constructions, byKind }) => ({ total: wakes, constructions, by_kind: byKind }))(this.wakes.snapshot()),
     };
   }
 

@@ -1,0 +1,46 @@
+import type { Sql } from './sql';
+
+/** Why the fleet poll pokes a session. */
+export type PokeReason = 'unregistered' | 'disabled' | 'token' | 'claim' | 'desired' | 'sweep';
+
+export interface FleetPoll {
+  poke: { sessionId: string; clusterUid: string; why: PokeReason }[];
+  /** Whether any session is left in this shard (else the poller stops until one registers). */
+  anyLive: boolean;
+}
+
+/**
+ * One poller's look at its shard of the fleet, in one set-based statement: the sessions whose
+ * claim, registration, disablement, token or desired revision changed since they last looked, and
+ * those that have not checked in for `sweepMs` (an object that ended without saying so). Idle
+ * sessions cost nothing here but a row compared; only the sessions returned are woken.
+ */
+export async function pollFleet(sql: Sql, shard: number, sweepMs: number, limit: number): Promise<FleetPoll> {
+  const { rows } = await sql.query<{ session_id: string | null; cluster_uid: string | null; why: PokeReason | null; any_live: boolean }>(
+    `with due as (
+       select s.session_id, s.cluster_uid,
+         case when c.uid is null then 'unregistered'
+              when c.disabled_at is not null then 'disabled'
+              when c.token_hash <> s.token_hash then 'token'
+              when o.session_id is distinct from s.session_id or o.generation is distinct from s.generation then 'claim'
+              when c.desired_revision > s.seen_revision then 'desired'
+              else 'sweep' end as why
+       from live_sessions s
+       left join clusters c on c.uid = s.cluster_uid
+       left join cluster_owners o on o.cluster_uid = s.cluster_uid
+       where s.poll_shard = $1 and (
+         c.uid is null or c.disabled_at is not null or c.token_hash <> s.token_hash
+         or o.session_id is distinct from s.session_id or o.generation is distinct from s.generation
+         or c.desired_revision > s.seen_revision
+         or s.checked_at < now() - make_interval(secs => $2::double precision / 1000))
+       limit $3
+     )
+     select d.session_id, d.cluster_uid, d.why, exists (select 1 from live_sessions where poll_shard = $1) as any_live
+     from (select 1) one left join due d on true`,
+    [shard, sweepMs, limit],
+  );
+  return {
+    poke: rows.flatMap((r) => (r.session_id && r.cluster_uid && r.why ? [{ sessionId: r.session_id, clusterUid: r.cluster_uid, why: r.why }] : [])),
+    anyLive: rows[0]?.any_live === true,
+  };
+}
