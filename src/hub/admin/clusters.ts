@@ -7,7 +7,7 @@ import type { Sql } from '../db/sql';
 import type { HubEnv } from '../env';
 import { jsonError } from '../http-errors';
 import { LOCATION_HINTS, LocationHintSchema } from '../region';
-import type { LiveView } from '../session/session-object';
+import type { LiveView } from '../session/live-view';
 import { generateEnrollmentToken, hashToken, toHex } from '../tokens';
 import { adminRouter, commonResponses, errorResponse } from './app';
 import { cursorCodec, KeyText, LimitParam } from './paging';

@@ -1,0 +1,62 @@
+/**
+ * The session's clock, pure: from its state, its configuration and `now`, the next deadline (the
+ * one alarm the object sets) and what is due when the alarm fires. Only real deadlines: a
+ * handshake, silence, a hole, a replay window the operator does not release, retention. Nothing
+ * periodic: an idle session sleeps until one comes due.
+ */
+import type { HubConfig } from '../config';
+
+export type ClockConfig = Pick<HubConfig, 'HANDSHAKE_TIMEOUT_MS' | 'IDLE_TIMEOUT_MS' | 'HOLE_TIMEOUT_MS' | 'RETENTION_MS'>;
+
+export interface ClockState<K> {
+  /** Open connections that have not completed the handshake. */
+  handshakes: { key: K; acceptedAt: number }[];
+  /** The connection carrying the session, if any, and its last sign of life (frame or answered ping). */
+  active: { lastSeen: number } | null;
+  /** When the oldest frame still unapplied arrived (a hole), or null. */
+  oldestUnapplied: number | null;
+  /** Since when frames have waited for the operator to release its replay window, or null. */
+  windowFullSince: number | null;
+  /** The session this object holds, if any (its last connection's end, null while connected). */
+  session: { disconnectedAt: number | null } | null;
+  /** Any connection still open (a handshake in progress keeps a disconnected session). */
+  anyOpen: boolean;
+}
+
+export type Due<K> =
+  | { t: 'handshake'; key: K }
+  | { t: 'silence' }
+  | { t: 'window' }
+  | { t: 'hole' }
+  | { t: 'retention' };
+
+/** When the alarm must next fire, or null when nothing is pending. */
+export function nextDeadline<K>(s: ClockState<K>, cfg: ClockConfig, now: number): number | null {
+  let next = Number.POSITIVE_INFINITY;
+  for (const h of s.handshakes) next = Math.min(next, h.acceptedAt + cfg.HANDSHAKE_TIMEOUT_MS);
+  if (s.active) {
+    next = Math.min(next, s.active.lastSeen + cfg.IDLE_TIMEOUT_MS);
+    if (s.oldestUnapplied !== null) next = Math.min(next, s.oldestUnapplied + cfg.HOLE_TIMEOUT_MS);
+    if (s.windowFullSince !== null) next = Math.min(next, s.windowFullSince + cfg.IDLE_TIMEOUT_MS);
+  } else if (s.session) {
+    next = Math.min(next, (s.session.disconnectedAt ?? now) + cfg.RETENTION_MS);
+  }
+  return Number.isFinite(next) ? next : null;
+}
+
+/**
+ * What is due at `now`, in the order to act on it. On the active connection at most one close:
+ * silence first (a dead peer), then a window it never releases (4429), then a hole too old (1013).
+ */
+export function dueNow<K>(s: ClockState<K>, cfg: ClockConfig, now: number): Due<K>[] {
+  const due: Due<K>[] = [];
+  for (const h of s.handshakes) if (now - h.acceptedAt >= cfg.HANDSHAKE_TIMEOUT_MS) due.push({ t: 'handshake', key: h.key });
+  if (s.active) {
+    if (now - s.active.lastSeen >= cfg.IDLE_TIMEOUT_MS) due.push({ t: 'silence' });
+    else if (s.windowFullSince !== null && now - s.windowFullSince >= cfg.IDLE_TIMEOUT_MS) due.push({ t: 'window' });
+    else if (s.oldestUnapplied !== null && now - s.oldestUnapplied >= cfg.HOLE_TIMEOUT_MS) due.push({ t: 'hole' });
+  } else if (s.session && !s.anyOpen && now - (s.session.disconnectedAt ?? now) >= cfg.RETENTION_MS) {
+    due.push({ t: 'retention' });
+  }
+  return due;
+}

@@ -1,0 +1,224 @@
+import { newId, type MessageType, type Payload } from '../../protocol';
+import type { HubConfig } from '../config';
+import {
+  fetchDesiredChanges,
+  fetchDesiredSnapshotPage,
+  fetchOpenOperations,
+  markOperationsSent,
+  type DesiredChange,
+} from '../db/desired';
+import { describeError } from '../db/errors';
+import type { SessionFence } from '../db/ingest';
+import type { Sql } from '../db/sql';
+import type { Logger } from '../log';
+import type { Effect, Outgoing } from './outgoing';
+import type { SessionMeta } from './store';
+
+export interface PumpHost {
+  cfg: HubConfig;
+  /** The shared gateway: desired reads are short statements. */
+  sql: Sql;
+  meta(): SessionMeta | null;
+  connected(): boolean;
+  /** Frames already waiting in the send queue. */
+  queued(): number;
+  /** Queue a frame; false when it could not be (the connection is closing). */
+  enqueue(o: Outgoing): boolean;
+  fence(): SessionFence | null;
+  log(): Logger;
+}
+
+/** In-memory fetch progress; the persisted watermark and resync progress move only when frames are written. */
+interface FetchState {
+  stage: 'begin' | 'pages' | 'ops' | 'done';
+  snapshotAfter: string | null;
+  /** Operations are redelivered in revision order; restarting this after an eviction only repeats some. */
+  opsAfter: number;
+  changesAfter: number;
+}
+
+function fetchStateFrom(meta: SessionMeta | null): FetchState {
+  const r = meta?.hubResync ?? null;
+  return {
+    stage: r ? r.stage : 'done',
+    snapshotAfter: r?.after ?? null,
+    opsAfter: 0,
+    changesAfter: meta?.desiredWatermark ?? 0,
+  };
+}
+
+/**
+ * What the session owes its operator of desired state, fetched from Postgres into the send queue:
+ * the hub's resync of a fresh session (begin → every deployment → stream.end → open operations),
+ * then every change above the watermark. Fetches only into free queue space (desired state waits
+ * in Postgres, not in a queue that could overflow); one pump at a time.
+ */
+export class DesiredPump {
+  private progress: FetchState;
+  /** The latest desired revision known to exist in Postgres. */
+  private knownRevision: number;
+  private pumping = false;
+  private again = false;
+
+  constructor(
+    private readonly host: PumpHost,
+    meta: SessionMeta | null,
+  ) {
+    this.progress = fetchStateFrom(meta);
+    this.knownRevision = meta?.desiredWatermark ?? 0;
+  }
+
+  /** Drop the in-memory progress: the fetch restarts from what was written. */
+  reset(meta: SessionMeta | null): void {
+    this.progress = fetchStateFrom(meta);
+  }
+
+  learn(revision: number): void {
+    if (revision > this.knownRevision) this.knownRevision = revision;
+  }
+
+  /**
+   * Desired state changed. With the change itself, when nothing came between it and what is
+   * already queued, queue it without reading it back; anything else goes through the fetch. (An
+   * operation takes the fetch path: its start frame's id must be recorded before it is sent.)
+   */
+  poke(revision: number, change?: DesiredChange): void {
+    this.learn(revision);
+    const f = this.progress;
+    if (
+      change?.kind === 'deployment' &&
+      change.revision === revision &&
+      f.stage === 'done' &&
+      !this.pumping &&
+      f.changesAfter === revision - 1 &&
+      this.host.connected()
+    ) {
+      // Advanced first: queuing drains at once, and the drain may start a pump that must not
+      // fetch this change again. (If the queue refuses it, the connection closes and the fetch
+      // state is rebuilt from what was written.)
+      f.changesAfter = revision;
+      this.host.enqueue({ kind: 'frame', type: 'deployment.desired', payload: () => change.payload, replyTo: null, revision });
+      return;
+    }
+    void this.run();
+  }
+
+  /** Fetch what is owed and queue it. A failure is logged; the fleet poll pokes until the watermark catches up. */
+  async run(): Promise<void> {
+    if (this.pumping) {
+      this.again = true;
+      return;
+    }
+    this.pumping = true;
+    try {
+      do {
+        this.again = false;
+        while (await this.step()) {
+          // keep going while there is work and room
+        }
+      } while (this.again);
+    } catch (err) {
+      // Nothing of a failed step was queued (operation starts are recorded before they are).
+      this.host.log().error('desired-state fetch or operation record failed; nothing of it was sent; retried when the session is next poked', {
+        error: describeError(err),
+      });
+    } finally {
+      this.pumping = false;
+    }
+  }
+
+  /** One fetch; true when another may follow at once. */
+  private async step(): Promise<boolean> {
+    const { cfg, sql } = this.host;
+    const meta = this.host.meta();
+    if (!meta || !this.host.connected()) return false;
+    // Two slots stay free for a stream.end and a marker.
+    const page = Math.min(cfg.DESIRED_PAGE_ROWS, cfg.SEND_QUEUE_FRAMES - this.host.queued() - 2);
+    if (page < 1) return false;
+    const f = this.progress;
+    const resync = meta.hubResync;
+    if (resync && f.stage !== 'done') {
+      if (f.stage === 'begin') {
+        f.stage = 'pages';
+        return this.host.enqueue(frame('resync.begin', { scope: ['deployment'] }, null, { t: 'resync_begin' }, resync.beginId));
+      }
+      if (f.stage === 'pages') {
+        const rows = await fetchDesiredSnapshotPage(sql, meta.clusterUid, f.snapshotAfter, page);
+        if (this.progress !== f) return false;
+        for (const r of rows) {
+          if (!this.host.enqueue(frame('deployment.desired', r.payload, resync.beginId, { t: 'resync_item', deploymentId: r.payload.deployment_id }))) {
+            return false;
+          }
+          f.snapshotAfter = r.payload.deployment_id;
+        }
+        if (rows.length < page) {
+          f.stage = 'ops';
+          return this.host.enqueue({
+            kind: 'frame',
+            type: 'stream.end',
+            payload: () => ({ complete: true, count: this.host.meta()?.hubResync?.count ?? 0 }),
+            replyTo: resync.beginId,
+            effect: { t: 'resync_end' },
+          });
+        }
+        return true;
+      }
+      if (f.stage === 'ops') {
+        const ops = await fetchOpenOperations(sql, meta.clusterUid, f.opsAfter, resync.revision, page);
+        if (this.progress !== f) return false;
+        const ids = await this.recordOperationStarts(ops.map((o) => o.payload));
+        if (!ids || this.progress !== f) return false;
+        for (const o of ops) {
+          if (!this.host.enqueue(frame('operation.start', o.payload, null, { t: 'resync_op', revision: o.revision }, ids.get(o.payload.operation_id)))) {
+            return false;
+          }
+          f.opsAfter = o.revision;
+        }
+        if (ops.length === page) return true;
+        f.stage = 'done';
+        f.changesAfter = Math.max(f.changesAfter, resync.revision);
+        return this.host.enqueue({ kind: 'marker', effect: { t: 'resync_done' } });
+      }
+    }
+    if (f.changesAfter >= this.knownRevision) return false;
+    const target = this.knownRevision;
+    const changes = await fetchDesiredChanges(sql, meta.clusterUid, f.changesAfter, page);
+    if (this.progress !== f) return false;
+    const ids = await this.recordOperationStarts(changes.flatMap((c) => (c.kind === 'operation' ? [c.payload] : [])));
+    if (!ids || this.progress !== f) return false;
+    for (const c of changes) {
+      const o =
+        c.kind === 'deployment'
+          ? { ...frame('deployment.desired', c.payload, null), revision: c.revision }
+          : { ...frame('operation.start', c.payload, null, { t: 'watermark', revision: c.revision }, ids.get(c.payload.operation_id)), revision: c.revision };
+      if (!this.host.enqueue(o)) return false;
+      f.changesAfter = c.revision;
+    }
+    if (changes.length < page) {
+      // Everything up to the revision known before the fetch is now queued (skipped rows included).
+      f.changesAfter = Math.max(f.changesAfter, target);
+      return this.host.enqueue({ kind: 'marker', effect: { t: 'watermark', revision: target } });
+    }
+    return true;
+  }
+
+  /**
+   * Record the ids of the operation.start frames about to be queued, before any is sent: an
+   * operator's error replying to one correlates on that id alone, in whichever session it comes
+   * back. A failure throws (nothing unrecorded is sent). Null when this session no longer owns the
+   * cluster.
+   */
+  private async recordOperationStarts(ops: Payload<'operation.start'>[]): Promise<Map<string, string> | null> {
+    const ids = new Map<string, string>();
+    if (ops.length === 0) return ids;
+    for (const o of ops) ids.set(o.operation_id, newId());
+    const fence = this.host.fence();
+    if (!fence) return null;
+    const fenced = await markOperationsSent(this.host.sql, fence, [...ids].map(([operation_id, frame_id]) => ({ operation_id, frame_id })));
+    return fenced ? ids : null;
+  }
+}
+
+function frame<T extends MessageType>(type: T, payload: Payload<T>, replyTo: string | null, effect?: Effect, id?: string): Extract<Outgoing, { kind: 'frame' }> {
+  return { kind: 'frame', type, payload: () => payload, replyTo, ...(effect ? { effect } : {}), ...(id ? { id } : {}) };
+}

@@ -1,0 +1,110 @@
+import { CloseCode } from '../../protocol';
+import { pollerStub, pollShardOf, routeKeyOf, sessionStub } from '../address';
+import type { HubConfig } from '../config';
+import { describeError } from '../db/errors';
+import type { PokeReason } from '../db/fleet-poll';
+import { checkSession, leaveFleetPoll } from '../db/ownership';
+import type { Sql } from '../db/sql';
+import type { HubEnv } from '../env';
+import type { Logger } from '../log';
+import { REFUSAL_ERRORS } from './handshake';
+import type { LiveView } from './live-view';
+import type { SessionState } from './session-state';
+import type { SessionMeta } from './store';
+import type { Sockets } from './sockets';
+
+export interface MemberHost {
+  env: HubEnv;
+  cfg: HubConfig;
+  sql: Sql;
+  baseLog: Logger;
+  state: SessionState;
+  sockets: Sockets;
+  liveView(): LiveView;
+  /** The cluster's desired revision as the check read it: fetch what is owed. */
+  owed(revision: number): void;
+}
+
+/**
+ * The session's part in the fleet poll (DESIGN decision 4): it joins at its claim, checks its
+ * claim, registration, disablement, token and desired revision when poked, and leaves when its
+ * connection ends. Nothing here runs on a timer of the session's own.
+ */
+export class FleetMember {
+  constructor(private readonly host: MemberHost) {}
+
+  /**
+   * The claim is this session's: the cluster's poller watches it from now on, and a previous
+   * owner in another object hears of it at once (the poll is the bound when this poke is lost).
+   */
+  claimed(clusterUid: string, routeKey: string, previous: string | null): void {
+    const { env, cfg, baseLog } = this.host;
+    pollerStub(env, clusterUid)
+      .ensurePolling(pollShardOf(clusterUid, cfg.DB_GATEWAY_SHARDS))
+      .catch((err: unknown) => baseLog.warn('could not reach the fleet poller; the next claim retries', { cluster: clusterUid, error: describeError(err) }));
+    const prevKey = routeKeyOf(previous);
+    if (!previous || !prevKey || prevKey === routeKey || !cfg.DISPLACEMENT_POKE) return;
+    sessionStub(env, { clusterUid, routeKey: prevKey })
+      .check(previous, 'claim')
+      .catch((err: unknown) => baseLog.warn('could not poke the displaced session; the fleet poll will', { cluster: clusterUid, error: describeError(err) }));
+  }
+
+  /**
+   * Poked about `sessionId`. A session this object no longer carries leaves the fleet poll; one
+   * whose connection ended without the news reaching Postgres publishes it; a live one checks.
+   */
+  async poked(sessionId: string, why: PokeReason): Promise<void> {
+    const meta = this.host.state.meta;
+    if (meta?.sessionId !== sessionId) {
+      await leaveFleetPoll(this.host.sql, sessionId).catch((err: unknown) => {
+        this.host.baseLog.debug('could not leave the fleet poll; it pokes again', { session: sessionId, error: describeError(err) });
+      });
+    } else if (!this.host.sockets.active()) {
+      await this.disconnected(meta);
+    } else {
+      this.host.state.log.debug('poked', { why });
+      await this.check();
+    }
+  }
+
+  /** The session's own check; it acts as the answer says: 4403, 4409, or fetch what is owed. */
+  async check(): Promise<void> {
+    const { state, sockets } = this.host;
+    const meta = state.meta;
+    const ws = sockets.active();
+    if (!meta || !ws) return;
+    let r;
+    try {
+      r = await checkSession(this.host.sql, { ...ref(meta), live: this.host.liveView(), connected: true, watermark: meta.desiredWatermark });
+    } catch (err) {
+      state.log.warn('session check failed; the fleet poll pokes again', { error: describeError(err) });
+      return;
+    }
+    if (sockets.active() !== ws) return;
+    if (r.refusal) {
+      const e = REFUSAL_ERRORS[r.refusal];
+      state.log.warn('session refused by its check', { reason: r.refusal });
+      return sockets.refuse(ws, CloseCode.REFUSED, null, e.code, e.message);
+    }
+    if (!r.owner) {
+      state.log.warn('displaced by a newer session for the cluster');
+      return sockets.refuse(ws, CloseCode.DISPLACED, null, 'conflict', 'displaced by a newer session for this cluster');
+    }
+    // Always: a fetch that failed earlier is retried here (the fleet poll pokes until the
+    // watermark catches up); with nothing owed the pump returns without a query.
+    this.host.owed(r.desiredRevision);
+  }
+
+  /** The connection ended: tell the admin views, and leave the fleet poll. */
+  async disconnected(meta: SessionMeta): Promise<void> {
+    try {
+      await checkSession(this.host.sql, { ...ref(meta), live: this.host.liveView(), connected: false, watermark: meta.desiredWatermark });
+    } catch (err) {
+      this.host.state.log.debug('could not publish disconnect', { error: describeError(err) });
+    }
+  }
+}
+
+function ref(m: SessionMeta): { clusterUid: string; tokenHashHex: string; sessionId: string; generation: number } {
+  return { clusterUid: m.clusterUid, tokenHashHex: m.tokenHash, sessionId: m.sessionId, generation: m.generation };
+}

@@ -1,0 +1,129 @@
+import { buildFrame, CloseCode, newId } from '../../protocol';
+import { pollShardOf } from '../address';
+import type { HubConfig } from '../config';
+import { describeError } from '../db/errors';
+import { claimCluster, type ClaimResult } from '../db/ownership';
+import type { Sql } from '../db/sql';
+import type { Logger } from '../log';
+import { checkHello, displacementLog, freshSessionMeta, localFreshReason, REFUSAL_ERRORS, resumeAfterClaim, welcomePayload } from './handshake';
+import type { SessionState } from './session-state';
+import type { Attachment, Sockets } from './sockets';
+
+export interface HelloHost {
+  cfg: HubConfig;
+  /** The shared gateway (the claim is one short statement). */
+  sql: Sql;
+  baseLog: Logger;
+  state: SessionState;
+  sockets: Sockets;
+  /** Let nothing unapplied settle after the cursor is reported. */
+  quiesceIngest(): Promise<void>;
+  /** Drop what was queued but not numbered. */
+  resetOutgoing(): void;
+  /** The claim is this session's: join the fleet poll, poke the session it displaced. */
+  claimed(clusterUid: string, routeKey: string, previous: string | null): void;
+  /** The session is open on this connection and the welcome is out; the cluster's desired revision now. */
+  opened(desiredRevision: number): Promise<void>;
+}
+
+/**
+ * Answer a connection's first frame: check the hello, claim the cluster (one statement that also
+ * decides whether a resume is still this session's), supersede any older connection of the
+ * session, then open it fresh or resumed and welcome it, re-sending what the operator has not
+ * acknowledged.
+ */
+export async function answerHello(host: HelloHost, ws: WebSocket, att: Attachment, text: string): Promise<void> {
+  const { cfg, state, sockets } = host;
+  const log = host.baseLog.child({ cluster: att.clusterUid });
+  const checked = checkHello(text, { uid: att.clusterUid, name: att.clusterName }, cfg.HUB_VERSION);
+  if (!checked.ok) return sockets.refuse(ws, checked.close, checked.replyTo, checked.code, checked.message);
+  const { hello, replyTo } = checked;
+  if (checked.fromSource) log.info('operator built from source admitted', { operator_version: hello.operator_version });
+
+  const meta = state.meta;
+  const local = localFreshReason(meta, hello, att.tokenHash, state.outbound);
+  const freshSessionId = `${att.routeKey}.${newId()}`;
+  let claim: ClaimResult;
+  try {
+    claim = await claimCluster(host.sql, {
+      clusterUid: att.clusterUid,
+      tokenHashHex: att.tokenHash,
+      resume: local === null && meta ? { sessionId: meta.sessionId, generation: meta.generation } : null,
+      freshSessionId,
+      live: { connected: true },
+      remoteAddr: att.remoteAddr,
+      operatorVersion: hello.operator_version,
+      contention: { windowMs: cfg.CONTENTION_WINDOW_MS, threshold: cfg.CONTENTION_THRESHOLD, quietMs: cfg.CONTENTION_QUIET_MS },
+      pollShard: pollShardOf(att.clusterUid, cfg.DB_GATEWAY_SHARDS),
+      watermark: local === null && meta ? meta.desiredWatermark : 0,
+    });
+  } catch (err) {
+    log.warn('claim failed: database unavailable', { error: describeError(err) });
+    return sockets.refuse(ws, CloseCode.TRY_AGAIN_LATER, replyTo, 'unavailable', 'registry unavailable; retry', true);
+  }
+  if (claim.refusal) {
+    const e = REFUSAL_ERRORS[claim.refusal];
+    log.warn('session refused at hello', { reason: claim.refusal });
+    return sockets.refuse(ws, CloseCode.REFUSED, replyTo, e.code, e.message);
+  }
+  if (claim.displacement) {
+    const d = displacementLog(claim.displacement, claim.contentionStarted);
+    log[d.level](d.message, d.fields);
+  }
+  host.claimed(att.clusterUid, att.routeKey, claim.previousSession);
+  const freshReason = resumeAfterClaim(local, meta?.sessionId, claim.sessionId);
+  if (ws.readyState !== WebSocket.OPEN) return;
+
+  // This connection now carries the session; any older one for it is superseded.
+  for (const other of sockets.others(ws)) {
+    sockets.sendError(other, null, 'conflict', 'superseded by a newer connection for this session', false);
+    sockets.close(other, CloseCode.DISPLACED, 'superseded by a newer connection');
+  }
+  await host.quiesceIngest();
+  host.resetOutgoing();
+  if (ws.readyState !== WebSocket.OPEN) return;
+
+  // Only now, with nothing left that could number a frame on the old connection, is the list of
+  // frames to re-send final (taken before the claim, frames numbered meanwhile would be skipped).
+  let replay: { frame: string }[] = [];
+  if (freshReason === null) {
+    const plan = state.outbound.planResume(hello.resume_from as number);
+    if (!plan.ok) {
+      return sockets.refuse(ws, CloseCode.TRY_AGAIN_LATER, replyTo, 'unavailable', `resume point changed during the handshake (${plan.reason}); reconnect`, true);
+    }
+    replay = plan.replay;
+  }
+  const now = Date.now();
+  const generation = claim.generation as number;
+  const m =
+    freshReason === null && meta
+      ? state.resume(meta, generation, now)
+      : state.openFresh((out) =>
+          freshSessionMeta({
+            sessionId: freshSessionId,
+            cluster: { uid: att.clusterUid, name: att.clusterName },
+            tokenHash: att.tokenHash,
+            routeKey: att.routeKey,
+            generation,
+            desiredRevision: claim.desiredRevision,
+            out,
+            now,
+          }),
+        );
+  sockets.activate(ws, att, m.sessionId);
+  const fresh = freshReason !== null;
+  const cursor = state.inbound.cursor;
+  sockets.send(ws, buildFrame({ type: 'welcome', payload: welcomePayload(cfg, m.sessionId, cursor, fresh), ack: cursor, reply_to: replyTo }));
+  for (const e of replay) sockets.send(ws, e.frame);
+  state.log.info(fresh ? 'session opened (full resync)' : 'session resumed', {
+    reason: freshReason,
+    asked: hello.session_id,
+    resume_from: hello.resume_from,
+    ack_seq: cursor,
+    replayed: replay.length,
+    remote_addr: att.remoteAddr,
+    generation: m.generation,
+    operator_version: hello.operator_version,
+  });
+  await host.opened(claim.desiredRevision);
+}

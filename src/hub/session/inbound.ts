@@ -1,0 +1,135 @@
+/**
+ * What a frame of an open session means, and what a committed batch settles, pure. The session
+ * object feeds decoded frames in and performs what comes out (a pong, a close, an ingest item,
+ * an answer); the sequencer's arrival expectation is passed in as a function, the one piece of
+ * state a frame moves.
+ */
+import { ULID_RE, type Arrival, type Incoming, type Payload, type Settlement } from '../../protocol';
+import type { IngestResult } from '../db/ingest';
+import type { Logger } from '../log';
+import type { BuiltBatch, InboundItem } from './ingest-batch';
+import type { Outgoing } from './outgoing';
+import type { SessionCounters } from './store';
+
+export type FrameAction =
+  /** Close 4400 after an error naming the reason. */
+  | { do: 'protocol-error'; replyTo: string | null; reason: string }
+  | { do: 'pong' }
+  /** A connection-level error from the operator: logged, never fatal. */
+  | { do: 'peer-error'; payload: Payload<'error'> | null }
+  | { do: 'nothing' }
+  | { do: 'duplicate' }
+  /** Accepted: apply it (in a batch); answer at once when `answer` is set; count and log `note`. */
+  | { do: 'apply'; item: InboundItem; answer: Outgoing | null; note: 'unknown' | 'poison' | null };
+
+/** After the envelope's ack was taken: what to do with this frame. */
+export function triageFrame(f: Exclude<Incoming, { kind: 'fatal' }>, arrive: (seq: number) => Arrival, expected: () => number, now: number): FrameAction {
+  const env = f.envelope;
+  const replyTo = env.id || null;
+  if (env.seq === null) {
+    switch (env.type) {
+      case 'ping':
+        return { do: 'pong' };
+      case 'hello':
+        return { do: 'protocol-error', replyTo, reason: 'hello is never sent again on the same connection' };
+      case 'error':
+        return { do: 'peer-error', payload: f.kind === 'message' && f.message.type === 'error' ? f.message.payload : null };
+      default:
+        // pong and ack: their whole content is the envelope's ack, already taken.
+        return { do: 'nothing' };
+    }
+  }
+  const seq = env.seq;
+  const arrival = arrive(seq);
+  if (arrival === 'duplicate') return { do: 'duplicate' };
+  if (arrival === 'gap') return { do: 'protocol-error', replyTo, reason: `gap: expected seq ${expected()}, got ${seq}` };
+  const base = { seq, id: env.id, replyTo: env.reply_to, type: env.type, arrivedAt: now };
+  if (f.kind === 'unknown') {
+    // Never fatal, never silent: dropped, acknowledged, and answered with the type named.
+    const answer: Outgoing = {
+      kind: 'frame',
+      type: 'error',
+      payload: () => ({
+        code: 'invalid',
+        message: `unknown message type ${env.type.slice(0, 200)}`,
+        retryable: false,
+        unknown_type: env.type.slice(0, 256),
+      }),
+      replyTo: ULID_RE.test(env.id) ? env.id : null,
+    };
+    return { do: 'apply', item: { ...base, kind: 'unknown' }, answer, note: 'unknown' };
+  }
+  if (f.kind === 'poison') return { do: 'apply', item: { ...base, kind: 'poison', reason: f.reason }, answer: null, note: 'poison' };
+  return { do: 'apply', item: { ...base, kind: 'message', message: f.message }, answer: null, note: null };
+}
+
+export interface Settled {
+  /** Each frame's outcome for the sequencer (a rejection is accepted and dropped). */
+  outcomes: [seq: number, outcome: Settlement][];
+  /** Counters to add. */
+  counters: Partial<SessionCounters>;
+  /** Errors answering frames that can never apply (answered exactly as an unknown type is). */
+  answers: Outgoing[];
+}
+
+/** A batch committed in Postgres: how its frames settle, what to count, and what to answer. */
+export function settleCommitted(items: readonly InboundItem[], built: BuiltBatch, result: IngestResult): Settled {
+  const rejected = [...built.batch.rejections.filter((x) => x.answer), ...result.unknownOperations];
+  return {
+    outcomes: items.map((i) => [i.seq, i.kind === 'message' ? 'applied' : 'dropped']),
+    counters: {
+      pruned: result.pruned,
+      resyncsCompleted: built.streams.filter((s) => s.complete).length,
+      resyncsIncomplete: built.streams.filter((s) => !s.complete).length,
+      desiredRefusals: built.batch.desiredRefusals.length,
+      rejections: result.unknownOperations.length,
+      answeredRejections: rejected.length,
+    },
+    answers: rejected.map(rejectionAnswer),
+  };
+}
+
+/** The sequenced error that answers a rejected frame (reply_to: its id, when it is a ULID). */
+export function rejectionAnswer(r: { frame_id: string | null; type: string; reason: string }): Outgoing {
+  const replyTo = r.frame_id !== null && ULID_RE.test(r.frame_id) ? r.frame_id : null;
+  return {
+    kind: 'frame',
+    type: 'error',
+    payload: () => ({ code: 'invalid', message: `frame rejected (${r.type.slice(0, 64)}): ${r.reason.slice(0, 400)}`, retryable: false }),
+    replyTo,
+  };
+}
+
+export function addCounters(into: SessionCounters, add: Partial<SessionCounters>): void {
+  for (const [k, v] of Object.entries(add) as [keyof SessionCounters, number][]) into[k] += v;
+}
+
+/** What a committed batch says about the operator, for the log. */
+export function logCommitted(log: Logger, built: BuiltBatch, result: IngestResult): void {
+  for (const s of built.streams) {
+    log.info(s.complete ? 'operator resync complete; pruned absent rows' : 'operator resync incomplete; nothing pruned', {
+      seq: s.seq,
+      begin: s.beginId,
+      reason: s.reason,
+      pruned: s.complete ? result.pruned : 0,
+    });
+  }
+  for (const e of built.peerErrors) {
+    log.warn('error frame from operator', { seq: e.seq, reply_to: e.replyTo, code: e.payload.code, message: e.payload.message });
+  }
+  for (const r of built.batch.desiredRefusals) {
+    log.warn('operator refused desired state; recorded on the deployment', { seq: r.seq, deployment_id: r.deployment_id, revision: r.revision, code: r.code, message: r.message });
+  }
+  for (const r of result.unknownOperations) {
+    log.error('POISON FRAME: names an operation this cluster does not have; acknowledged, dropped, recorded', { seq: r.seq, type: r.type, frame_id: r.frame_id, reason: r.reason });
+  }
+}
+
+/** What an accepted frame says about the operator, for the log (unknown types and poison, loudly). */
+export function logAccepted(log: Logger, item: InboundItem): void {
+  if (item.kind === 'unknown') {
+    log.warn('unknown message type; dropped, acknowledged and answered', { seq: item.seq, type: item.type.slice(0, 256) });
+  } else if (item.kind === 'poison') {
+    log.error('POISON FRAME: accepted, acknowledged, dropped and recorded', { seq: item.seq, type: item.type, frame_id: item.id, reason: item.reason });
+  }
+}

@@ -1,0 +1,148 @@
+import { buildFrame, CloseCode, HubSendQueue, newId, type OutboundSequencer, type Payload } from '../../protocol';
+import type { HubConfig } from '../config';
+import { describeError } from '../db/errors';
+import type { Logger } from '../log';
+import { CoalescedRun } from './coalesced-run';
+import { estimateBytes, type Effect, type Outgoing } from './outgoing';
+import type { SessionMeta, SessionStore } from './store';
+
+export interface SendHost {
+  cfg: HubConfig;
+  store: SessionStore;
+  meta(): SessionMeta | null;
+  outbound(): OutboundSequencer;
+  /** The cursor of the operator's stream, carried as `ack` on every frame. */
+  cursor(): number;
+  socket(): WebSocket | null;
+  send(ws: WebSocket, frame: string): void;
+  closeActive(code: number, reason: string): void;
+  log(): Logger;
+  /** Frames were numbered and written (the replay buffer moved; the queue has room again). */
+  written(queued: number): void;
+}
+
+/**
+ * The hub's strict send path (spec "Backpressure", hub → operator): a bounded queue that never
+ * drops desired state (full → close 4429, resume sorts it out), frames numbered only when
+ * written, never more unacknowledged than the replay window, and everything numbered made durable
+ * in the replay buffer before it is sent.
+ */
+export class SendPath {
+  readonly queue: HubSendQueue<Outgoing>;
+  /** Since when frames have waited for the operator to release its replay window. */
+  windowFullSince: number | null = null;
+  private readonly drainer: CoalescedRun;
+
+  constructor(private readonly host: SendHost) {
+    this.queue = new HubSendQueue(host.cfg.SEND_QUEUE_FRAMES, host.cfg.SEND_QUEUE_BYTES);
+    this.drainer = new CoalescedRun(
+      () => this.drainOnce(),
+      (err) => {
+        // Frames may be numbered and not sent: only a resume can make that right.
+        host.log().error('send path failed; closing so the operator resumes', { error: describeError(err) });
+        host.closeActive(CloseCode.INTERNAL, 'internal error');
+      },
+    );
+  }
+
+  /** Queue a frame; a full queue closes the connection (4429). False when it was not queued. */
+  enqueue(o: Outgoing): boolean {
+    if (!this.host.socket()) return false;
+    if (!this.queue.push(o, estimateBytes(o))) {
+      this.host.log().warn('hub send queue full; closing', { queued: this.queue.length, unacked: this.host.outbound().unacked });
+      this.host.closeActive(CloseCode.SEND_QUEUE_FULL, 'hub send queue full');
+      return false;
+    }
+    void this.drain();
+    return true;
+  }
+
+  /** Number and write queued frames while the operator's window allows. Serialized: frames leave in seq order. */
+  drain(): Promise<void> {
+    return this.drainer.request();
+  }
+
+  /** Drop what was queued but not numbered. */
+  clear(): void {
+    this.queue.clear();
+    this.windowFullSince = null;
+  }
+
+  private async drainOnce(): Promise<void> {
+    const { cfg, store } = this.host;
+    const meta = this.host.meta();
+    const ws = this.host.socket();
+    if (!meta || !ws) return;
+    const outbound = this.host.outbound();
+    const frames: string[] = [];
+    const desiredSent: [string, string, number][] = [];
+    let effects = 0;
+    this.windowFullSince = null;
+    for (let o = this.queue.peek(); o !== undefined; o = this.queue.peek()) {
+      if (o.kind === 'frame' && (outbound.unacked >= cfg.REPLAY_BUFFER_FRAMES || outbound.store.bytes >= cfg.REPLAY_BUFFER_BYTES)) {
+        // The operator has not released the replay window; frames wait in the queue.
+        this.windowFullSince = Date.now();
+        break;
+      }
+      this.queue.shift();
+      if (o.kind === 'marker') {
+        applyEffect(meta, o.effect);
+        effects++;
+        continue;
+      }
+      const id = o.id ?? newId();
+      const payload = o.payload();
+      const type = o.type;
+      const replyTo = o.replyTo;
+      const { frame } = outbound.stamp((seq) => buildFrame({ type, payload, seq, ack: this.host.cursor(), reply_to: replyTo, id }));
+      frames.push(frame);
+      if (type === 'deployment.desired') {
+        const d = payload as Payload<'deployment.desired'>;
+        desiredSent.push([id, d.deployment_id, d.revision]);
+      }
+      if (o.revision !== undefined) meta.desiredWatermark = Math.max(meta.desiredWatermark, o.revision);
+      if (o.effect) applyEffect(meta, o.effect);
+    }
+    if (frames.length === 0) {
+      if (effects > 0) store.saveMeta(meta);
+      return;
+    }
+    // Durable before it is sent: the replay buffer and the numbers that describe it.
+    store.replay.flush();
+    store.recordSentDesired(desiredSent);
+    meta.out = outbound.snapshot();
+    meta.counters.framesOut += frames.length;
+    store.saveMeta(meta);
+    if (this.host.socket() !== ws) return;
+    this.host.written(this.queue.length);
+    for (const frame of frames) this.host.send(ws, frame);
+  }
+}
+
+/** What a written frame (or a marker behind it) changes in the session's durable progress. */
+export function applyEffect(meta: SessionMeta, e: Effect): void {
+  const r = meta.hubResync;
+  switch (e.t) {
+    case 'watermark':
+      meta.desiredWatermark = Math.max(meta.desiredWatermark, e.revision);
+      return;
+    case 'resync_begin':
+      if (r) r.stage = 'pages';
+      return;
+    case 'resync_item':
+      if (r) {
+        r.after = e.deploymentId;
+        r.count++;
+      }
+      return;
+    case 'resync_end':
+      if (r) r.stage = 'ops';
+      return;
+    case 'resync_op':
+      return;
+    case 'resync_done':
+      if (r) meta.desiredWatermark = Math.max(meta.desiredWatermark, r.revision);
+      meta.hubResync = null;
+      return;
+  }
+}

@@ -1,0 +1,125 @@
+import { InboundSequencer, OutboundSequencer, type AckOutcome } from '../../protocol';
+import type { HubConfig } from '../config';
+import type { SessionFence } from '../db/ingest';
+import type { Logger } from '../log';
+import { addCounters, type Settled } from './inbound';
+import type { OpResync } from './store';
+import { SessionStore, type SessionMeta } from './store';
+
+const LAST_FRAME_PERSIST_MS = 1_000;
+
+/**
+ * The session this object holds, as it lives in the object's SQLite: the record (meta), both
+ * sequencers over the stored replay buffer, and the logger that names it. Memory is only a cache
+ * of storage; every transition here writes before it returns.
+ */
+export class SessionState {
+  readonly store: SessionStore;
+  meta: SessionMeta | null;
+  outbound: OutboundSequencer;
+  inbound: InboundSequencer;
+  /** The last frame's arrival (persisted at most once a second). */
+  lastFrameAt: number;
+  log: Logger;
+  private lastFramePersistedAt = 0;
+
+  constructor(
+    storage: DurableObjectStorage,
+    private readonly cfg: HubConfig,
+    private readonly baseLog: Logger,
+  ) {
+    this.store = new SessionStore(storage);
+    this.meta = this.store.loadMeta();
+    this.outbound = new OutboundSequencer(this.store.replay, this.limits(), this.meta?.out);
+    this.inbound = new InboundSequencer(this.meta?.inCursor ?? 0);
+    this.lastFrameAt = this.meta?.lastFrameAt ?? 0;
+    this.log = this.logFor(this.meta);
+  }
+
+  /** A fresh session: numbering restarts at 1 both ways and both buffers are dropped. */
+  openFresh(build: (out: SessionMeta['out']) => SessionMeta): SessionMeta {
+    this.outbound.reset();
+    this.inbound.reset();
+    return this.install(build(this.outbound.snapshot()));
+  }
+
+  /** A resumed session: the arrival expectation rewinds to cursor + 1, for the peer's replay. */
+  resume(meta: SessionMeta, generation: number, now: number): SessionMeta {
+    this.inbound.rewind();
+    Object.assign(meta, { generation, out: this.outbound.snapshot(), disconnectedAt: null, lastFrameAt: now });
+    return this.install(meta);
+  }
+
+  noteFrame(now: number): void {
+    this.lastFrameAt = now;
+    if (this.meta && now - this.lastFramePersistedAt >= LAST_FRAME_PERSIST_MS) {
+      this.lastFramePersistedAt = now;
+      this.meta.lastFrameAt = now;
+      this.store.saveMeta(this.meta);
+    }
+  }
+
+  /** The operator's ack of the hub's stream. */
+  acknowledge(ack: number): AckOutcome {
+    const verdict = this.outbound.acknowledge(ack);
+    if (verdict === 'advanced' && this.meta) {
+      this.meta.out = this.outbound.snapshot();
+      this.store.saveMeta(this.meta);
+    }
+    return verdict;
+  }
+
+  /** A committed batch: the cursor moves over what it settled, and the counters add up. */
+  settle(settled: Settled, resyncs: Record<string, OpResync>): void {
+    const meta = this.meta;
+    if (!meta) return;
+    for (const [seq, outcome] of settled.outcomes) this.inbound.settle(seq, outcome);
+    meta.inCursor = this.inbound.cursor;
+    meta.opResyncs = resyncs;
+    addCounters(meta.counters, settled.counters);
+    meta.lastFrameAt = this.lastFrameAt;
+    this.store.saveMeta(meta);
+  }
+
+  disconnected(now: number): void {
+    if (!this.meta) return;
+    this.meta.disconnectedAt = now;
+    this.store.saveMeta(this.meta);
+  }
+
+  /** The fence every write of this session carries. */
+  fence(): SessionFence | null {
+    const m = this.meta;
+    return m ? { clusterUid: m.clusterUid, sessionId: m.sessionId, generation: m.generation, tokenHash: m.tokenHash } : null;
+  }
+
+  /** Retention expired: delete everything. */
+  async forget(): Promise<void> {
+    await this.store.destroy();
+    this.store.reinit();
+    this.meta = null;
+    this.outbound = new OutboundSequencer(this.store.replay, this.limits());
+    this.inbound = new InboundSequencer();
+    this.log = this.logFor(null);
+  }
+
+  /** The pair the runtime may answer pings with: only while nothing sent is unacknowledged. */
+  autoPair(connected: boolean): { lastSent: number; cursor: number } | null {
+    return this.meta && connected && this.outbound.unacked === 0 ? { lastSent: this.outbound.lastSent, cursor: this.inbound.cursor } : null;
+  }
+
+  private install(meta: SessionMeta): SessionMeta {
+    this.meta = meta;
+    this.store.saveMeta(meta);
+    this.log = this.logFor(meta);
+    return meta;
+  }
+
+  private limits(): { frames: number; bytes: number } {
+    return { frames: this.cfg.REPLAY_BUFFER_FRAMES, bytes: this.cfg.REPLAY_BUFFER_BYTES };
+  }
+
+  private logFor(meta: SessionMeta | null): Logger {
+    return meta ? this.baseLog.child({ cluster: meta.clusterUid, session: meta.sessionId }) : this.baseLog;
+  }
+}

@@ -1,0 +1,173 @@
+import { buildFrame, canonicalPing, canonicalPong, CloseCode, type ErrorCode } from '../../protocol';
+import { describeError } from '../db/errors';
+import type { Logger } from '../log';
+
+/** What the object keeps with each WebSocket; it survives hibernation with the socket. */
+export interface Attachment {
+  cid: string;
+  phase: 'handshake' | 'open';
+  acceptedAt: number;
+  clusterUid: string;
+  clusterName: string;
+  tokenHash: string;
+  routeKey: string;
+  remoteAddr: string | null;
+  sessionId: string | null;
+}
+
+export interface SocketHooks {
+  /** The session this object carries, if any: its connection is the active one. */
+  sessionId(): string | undefined;
+  /** The cursor a connection-level error carries (null before any session). */
+  ack(): number | null;
+  log(): Logger;
+  /** A connection ended (closed by either side, or errored); `active` when it carried the session. */
+  gone(ws: WebSocket, why: string, active: boolean): void;
+}
+
+/**
+ * The object's WebSockets and how it speaks on them: attachments, which connection carries the
+ * session, sending, the typed error before a close, closing, and the runtime's auto-answered
+ * ping. Everything here is about sockets; what a frame means is the session's business.
+ */
+export class Sockets {
+  private readonly attachments = new WeakMap<WebSocket, Attachment>();
+  /** The connection carrying the session (null: none; undefined: not looked up since a wake). */
+  private current: WebSocket | null | undefined = undefined;
+  /** The installed auto-response as `lastSent/cursor` (null: none; undefined: unknown since construction). */
+  private autoPong: string | null | undefined = undefined;
+
+  constructor(
+    private readonly ctx: DurableObjectState,
+    private readonly hooks: SocketHooks,
+  ) {}
+
+  accept(server: WebSocket, att: Attachment): void {
+    this.ctx.acceptWebSocket(server);
+    this.setAttachment(server, att);
+  }
+
+  all(): WebSocket[] {
+    return this.ctx.getWebSockets();
+  }
+
+  anyOpen(): boolean {
+    return this.all().some((w) => w.readyState === WebSocket.OPEN);
+  }
+
+  attachment(ws: WebSocket): Attachment | null {
+    let att = this.attachments.get(ws);
+    if (!att) {
+      att = (ws.deserializeAttachment() as Attachment | null) ?? undefined;
+      if (att) this.attachments.set(ws, att);
+    }
+    return att ?? null;
+  }
+
+  setAttachment(ws: WebSocket, att: Attachment): void {
+    ws.serializeAttachment(att);
+    this.attachments.set(ws, att);
+  }
+
+  /** The open connection that carries the session, or null. */
+  active(): WebSocket | null {
+    if (this.current !== undefined) {
+      if (this.current && this.current.readyState !== WebSocket.OPEN) this.current = null;
+      return this.current;
+    }
+    // After a wake from hibernation: find the connection that carries the session.
+    this.current = null;
+    const sid = this.hooks.sessionId();
+    for (const ws of this.all()) {
+      const att = this.attachment(ws);
+      if (att?.phase === 'open' && att.sessionId === sid && ws.readyState === WebSocket.OPEN) this.current = ws;
+    }
+    return this.current;
+  }
+
+  /** This connection now carries the session. */
+  activate(ws: WebSocket, att: Attachment, sessionId: string): void {
+    att.phase = 'open';
+    att.sessionId = sessionId;
+    this.setAttachment(ws, att);
+    this.current = ws;
+  }
+
+  /** Every other connection that carried (or tried to carry) the session. */
+  others(ws: WebSocket): WebSocket[] {
+    return this.all().filter((o) => o !== ws && this.attachment(o)?.phase === 'open');
+  }
+
+  send(ws: WebSocket, frame: string): void {
+    try {
+      ws.send(frame);
+    } catch (err) {
+      this.hooks.log().debug('send on a closed socket', { error: describeError(err) });
+    }
+  }
+
+  /** A connection-level error: no seq, never replayed; it explains the close that follows. */
+  sendError(ws: WebSocket, replyTo: string | null, code: ErrorCode, message: string, retryable: boolean): void {
+    this.send(ws, buildFrame({ type: 'error', payload: { code, message, retryable }, reply_to: replyTo, ack: this.hooks.ack() }));
+  }
+
+  /** A typed error, then the close. */
+  refuse(ws: WebSocket, close: number, replyTo: string | null, code: ErrorCode, message: string, retryable = false): void {
+    this.hooks.log().warn('connection refused', { close, reason: message });
+    this.sendError(ws, replyTo, code, message, retryable);
+    this.close(ws, close, message);
+  }
+
+  protocolError(ws: WebSocket, replyTo: string | null, message: string): void {
+    this.hooks.log().warn('protocol error; closing 4400', { reason: message });
+    this.sendError(ws, replyTo, 'invalid', message, false);
+    this.close(ws, CloseCode.PROTOCOL_ERROR, message);
+  }
+
+  close(ws: WebSocket, code: number, reason: string): void {
+    try {
+      // Close reasons are limited to 123 bytes.
+      ws.close(code, reason.slice(0, 120));
+    } catch {
+      // already closed
+    }
+    this.forget(ws, `closed by hub (${code}: ${reason})`);
+  }
+
+  closeActive(code: number, reason: string): void {
+    const ws = this.active();
+    if (ws) this.close(ws, code, reason);
+  }
+
+  /** The connection ended (or is ending): stop tracking it and tell the session. */
+  forget(ws: WebSocket, why: string): void {
+    const wasActive = this.current === ws || (this.current === undefined && this.active() === ws);
+    this.attachments.delete(ws);
+    if (wasActive) this.current = null;
+    this.hooks.gone(ws, why, wasActive);
+  }
+
+  /** The last sign of life on a connection: its last frame, or a ping the runtime answered. */
+  lastSeen(ws: WebSocket, lastFrameAt: number): number {
+    const auto = this.ctx.getWebSocketAutoResponseTimestamp(ws)?.getTime() ?? 0;
+    return Math.max(lastFrameAt, auto);
+  }
+
+  /**
+   * An idle operator's ping is answered by the runtime without waking the object. The session
+   * passes the pair it wants (null: none): installed only while its replay buffer is empty, the
+   * canonical ping whose ack is the last seq sent → the canonical pong carrying the cursor of the
+   * operator's stream, replaced whenever either number moves. So a ping whose ack would release
+   * frames never matches and reaches the object, and an auto-answered pong is never stale.
+   */
+  autoAnswer(pair: { lastSent: number; cursor: number } | null): void {
+    const want = pair ? `${pair.lastSent}/${pair.cursor}` : null;
+    if (want === this.autoPong) return;
+    this.autoPong = want;
+    if (!pair) {
+      this.ctx.setWebSocketAutoResponse();
+      return;
+    }
+    this.ctx.setWebSocketAutoResponse(new WebSocketRequestResponsePair(canonicalPing(pair.lastSent), canonicalPong(pair.cursor)));
+  }
+}

@@ -1,0 +1,168 @@
+/**
+ * The session object's pure policies, in Node: the handshake's decisions, the clock, the triage
+ * of an open session's frames and the settlement of a committed batch. Frames come from the
+ * fixtures (what a real operator sends); the hub's behaviour around them is tested in workerd
+ * (test/hub).
+ */
+import { describe, expect, it } from 'vitest';
+import { hubConfig } from '../../../src/hub/config';
+import { INTERNAL_HEADERS } from '../../../src/hub/address';
+import { dueNow, nextDeadline, type ClockState } from '../../../src/hub/session/clock';
+import {
+  admitConnect,
+  checkHello,
+  freshSessionMeta,
+  localFreshReason,
+  resumeAfterClaim,
+  welcomePayload,
+} from '../../../src/hub/session/handshake';
+import { settleCommitted, triageFrame } from '../../../src/hub/session/inbound';
+import { buildBatch } from '../../../src/hub/session/ingest-batch';
+import { CloseCode, InboundSequencer, MemoryReplayStore, newId, OutboundSequencer, readFrame, type Incoming } from '../../../src/protocol';
+import { fixture, frameFrom } from '../../support/fixtures';
+
+const cfg = hubConfig({ HUB_VERSION: '0.4.2', HANDSHAKE_TIMEOUT_MS: '10000', IDLE_TIMEOUT_MS: '30000', HOLE_TIMEOUT_MS: '30000', RETENTION_MS: '900000' });
+const cluster = { uid: '01J9X2E5G7QK8V3B0YHN4TZC6M', name: 'gpu-east-1' };
+
+const hello = (payload: Record<string, unknown> = {}) =>
+  frameFrom(fixture('hello'), { payload: { ...fixture('hello').envelope.payload, cluster_id: 'gpu-east-1', operator_version: '0.4.0', ...payload } });
+
+describe('handshake', () => {
+  it('admits a hello naming the token cluster by name or uid, from the same major or a build from source', () => {
+    expect(checkHello(hello(), cluster, cfg.HUB_VERSION)).toMatchObject({ ok: true, fromSource: false });
+    expect(checkHello(hello({ cluster_id: cluster.uid }), cluster, cfg.HUB_VERSION)).toMatchObject({ ok: true });
+    expect(checkHello(hello({ operator_version: 'dev' }), cluster, cfg.HUB_VERSION)).toMatchObject({ ok: true, fromSource: true });
+  });
+
+  it('refuses with 4400 and a reason: not a hello first, a malformed hello, another cluster, another major', () => {
+    const ping = frameFrom(fixture('ping'), { ack: 0 });
+    expect(checkHello(ping, cluster, cfg.HUB_VERSION)).toMatchObject({ ok: false, close: CloseCode.PROTOCOL_ERROR, message: expect.stringMatching(/first frame must be hello/) });
+    expect(checkHello(hello({ lossy: 'yes' }), cluster, cfg.HUB_VERSION)).toMatchObject({ ok: false, close: CloseCode.PROTOCOL_ERROR });
+    expect(checkHello(hello({ cluster_id: 'other' }), cluster, cfg.HUB_VERSION)).toMatchObject({ ok: false, message: expect.stringMatching(/does not name the cluster/) });
+    expect(checkHello(hello({ operator_version: '1.0.0' }), cluster, cfg.HUB_VERSION)).toMatchObject({ ok: false, code: 'invalid' });
+    expect(checkHello('{', cluster, cfg.HUB_VERSION)).toMatchObject({ ok: false, replyTo: null });
+  });
+
+  it('a resume needs the session, not lossy, the same token and a point still in the buffer; a lost claim never resumes', () => {
+    const out = new OutboundSequencer(new MemoryReplayStore(), { frames: 10, bytes: 1 << 20 });
+    const meta = freshSessionMeta({ sessionId: 's1', cluster, tokenHash: 'aa', routeKey: 'r', generation: 3, desiredRevision: 0, out: out.snapshot(), now: 0 });
+    const h = (p: Partial<{ session_id: string | null; resume_from: number | null; lossy: boolean }>) => ({
+      cluster_id: 'x',
+      operator_version: '0.4.0',
+      session_id: 's1',
+      resume_from: 0,
+      lossy: false,
+      ...p,
+    });
+    expect(localFreshReason(meta, h({}), 'aa', out)).toBeNull();
+    expect(localFreshReason(null, h({}), 'aa', out)).toMatch(/no record/);
+    expect(localFreshReason(meta, h({ session_id: 's2' }), 'aa', out)).toMatch(/no record/);
+    expect(localFreshReason(meta, h({ lossy: true }), 'aa', out)).toMatch(/lossy/);
+    expect(localFreshReason(meta, h({}), 'bb', out)).toMatch(/token changed/);
+    expect(localFreshReason(meta, h({ resume_from: null }), 'aa', out)).toMatch(/no resume point/);
+    expect(localFreshReason(meta, h({ resume_from: 5 }), 'aa', out)).toMatch(/ahead_of_sent/);
+    expect(resumeAfterClaim(null, 's1', 's1')).toBeNull();
+    expect(resumeAfterClaim(null, 's1', 'r.fresh')).toMatch(/lost its claim/);
+    expect(resumeAfterClaim('operator is lossy', 's1', 's1')).toBe('operator is lossy');
+  });
+
+  it('a fresh session starts numbering at 1 with the hub resync first; the welcome carries the limits', () => {
+    const m = freshSessionMeta({ sessionId: 's', cluster, tokenHash: 'aa', routeKey: 'r', generation: 1, desiredRevision: 7, out: { nextSeq: 1, peerAck: 0, lostThrough: 0 }, now: 5 });
+    expect(m).toMatchObject({ inCursor: 0, desiredWatermark: 0, hubResync: { revision: 7, stage: 'begin', count: 0 }, disconnectedAt: null });
+    expect(welcomePayload(cfg, 's', 0, true)).toEqual({
+      session_id: 's',
+      ack_seq: 0,
+      full_resync: true,
+      hub_version: '0.4.2',
+      limits: { ping_interval_s: 10, idle_timeout_s: 30, max_frame_bytes: 1 << 20, replay_buffer_frames: 50_000, replay_buffer_bytes: 64 << 20 },
+    });
+  });
+
+  it('admits only an upgrade the Worker forwarded', () => {
+    const h = new Headers({
+      upgrade: 'websocket',
+      [INTERNAL_HEADERS.clusterUid]: cluster.uid,
+      [INTERNAL_HEADERS.clusterName]: cluster.name,
+      [INTERNAL_HEADERS.tokenHash]: 'aa',
+      [INTERNAL_HEADERS.routeKey]: 'k',
+    });
+    expect(admitConnect(h, 1, 'c')).toMatchObject({ phase: 'handshake', acceptedAt: 1, clusterUid: cluster.uid, remoteAddr: null });
+    h.delete(INTERNAL_HEADERS.tokenHash);
+    expect(admitConnect(h, 1, 'c')).toEqual({ status: 400, message: 'not an admitted connect' });
+  });
+});
+
+describe('clock', () => {
+  const base: ClockState<string> = { handshakes: [], active: null, oldestUnapplied: null, windowFullSince: null, session: null, anyOpen: false };
+
+  it('an idle connected session has one deadline: silence, counted from its last sign of life', () => {
+    const s = { ...base, active: { lastSeen: 1_000 }, session: { disconnectedAt: null }, anyOpen: true };
+    expect(nextDeadline(s, cfg, 2_000)).toBe(31_000);
+    expect(dueNow(s, cfg, 30_999)).toEqual([]);
+    expect(dueNow(s, cfg, 31_000)).toEqual([{ t: 'silence' }]);
+  });
+
+  it('handshake deadlines per connection; a hole and a window not released are deadlines of the active one', () => {
+    const s = { ...base, handshakes: [{ key: 'a', acceptedAt: 0 }, { key: 'b', acceptedAt: 5_000 }], active: { lastSeen: 9_000 }, oldestUnapplied: 1_000, windowFullSince: 2_000, anyOpen: true };
+    expect(nextDeadline(s, cfg, 9_000)).toBe(10_000);
+    expect(dueNow(s, cfg, 10_000)).toEqual([{ t: 'handshake', key: 'a' }]);
+    expect(dueNow(s, cfg, 32_000)).toEqual([{ t: 'handshake', key: 'a' }, { t: 'handshake', key: 'b' }, { t: 'window' }]);
+    expect(dueNow({ ...s, windowFullSince: null }, cfg, 31_000)).toContainEqual({ t: 'hole' });
+  });
+
+  it('a disconnected session is forgotten after retention, not while a connection is open, and nothing is pending without one', () => {
+    const s = { ...base, session: { disconnectedAt: 100 } };
+    expect(nextDeadline(s, cfg, 200)).toBe(100 + cfg.RETENTION_MS);
+    expect(dueNow(s, cfg, 100 + cfg.RETENTION_MS)).toEqual([{ t: 'retention' }]);
+    expect(dueNow({ ...s, anyOpen: true }, cfg, 100 + cfg.RETENTION_MS)).toEqual([]);
+    expect(nextDeadline(base, cfg, 0)).toBeNull();
+  });
+});
+
+describe('an open session frame', () => {
+  const read = (text: string) => readFrame(text) as Exclude<Incoming, { kind: 'fatal' }>;
+
+  it('ping → pong; a second hello → 4400; pong and ack carry only their ack', () => {
+    const inbound = new InboundSequencer();
+    const arrive = (n: number) => inbound.arrive(n);
+    const exp = () => inbound.expected;
+    expect(triageFrame(read(frameFrom(fixture('ping'), { ack: 0 })), arrive, exp, 0)).toEqual({ do: 'pong' });
+    expect(triageFrame(read(hello()), arrive, exp, 0)).toMatchObject({ do: 'protocol-error', reason: expect.stringMatching(/never sent again/) });
+    expect(triageFrame(read(frameFrom(fixture('pong'), { ack: 0 })), arrive, exp, 0)).toEqual({ do: 'nothing' });
+    expect(triageFrame(read(frameFrom(fixture('ack'), { ack: 0 })), arrive, exp, 0)).toEqual({ do: 'nothing' });
+  });
+
+  it('strict order: the expected seq is applied, a duplicate dropped, a gap a protocol error', () => {
+    const inbound = new InboundSequencer();
+    const t = (seq: number) => triageFrame(read(frameFrom(fixture('node.observed'), { seq })), (n) => inbound.arrive(n), () => inbound.expected, 0);
+    expect(t(1)).toMatchObject({ do: 'apply', item: { seq: 1, kind: 'message' }, answer: null, note: null });
+    expect(t(1)).toEqual({ do: 'duplicate' });
+    expect(t(3)).toMatchObject({ do: 'protocol-error', reason: 'gap: expected seq 2, got 3' });
+  });
+
+  it('an unknown type is applied (counted, acked) and answered at once naming the type; a poison frame is applied as a rejection', () => {
+    const inbound = new InboundSequencer();
+    const id = newId();
+    const unknown = JSON.stringify({ ...JSON.parse(frameFrom(fixture('node.observed'), { seq: 1, id })), type: 'recipe.desired' });
+    const u = triageFrame(read(unknown), (n) => inbound.arrive(n), () => inbound.expected, 0);
+    expect(u).toMatchObject({ do: 'apply', item: { kind: 'unknown', seq: 1 }, note: 'unknown', answer: { type: 'error', replyTo: id } });
+    if (u.do === 'apply' && u.answer?.kind === 'frame') expect(u.answer.payload()).toMatchObject({ code: 'invalid', retryable: false, unknown_type: 'recipe.desired' });
+    const poison = frameFrom(fixture('node.observed'), { seq: 2, payload: { node_id: '' } });
+    expect(triageFrame(read(poison), (n) => inbound.arrive(n), () => inbound.expected, 0)).toMatchObject({ do: 'apply', item: { kind: 'poison' }, note: 'poison', answer: null });
+  });
+
+  it('a committed batch settles each frame, counts, and answers every rejection it did not answer already', () => {
+    const inbound = new InboundSequencer();
+    const items = [1, 2, 3].map((seq) => {
+      const payload = seq === 2 ? { node_id: '' } : undefined;
+      const a = triageFrame(read(frameFrom(fixture('node.observed'), { seq, ...(payload ? { payload } : {}) })), (n) => inbound.arrive(n), () => inbound.expected, 0);
+      if (a.do !== 'apply') throw new Error('not applied');
+      return a.item;
+    });
+    const built = buildBatch(items, {});
+    const settled = settleCommitted(items, built, { fenced: true, pruned: 0, unknownOperations: [{ seq: 9, frame_id: newId(), type: 'operation.result', reason: 'no such operation' }] });
+    expect(settled.outcomes).toEqual([[1, 'applied'], [2, 'dropped'], [3, 'applied']]);
+    expect(settled.counters).toMatchObject({ rejections: 1, answeredRejections: 2, desiredRefusals: 0 });
+    expect(settled.answers).toHaveLength(2);
+  });
+});
