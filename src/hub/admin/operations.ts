@@ -1,7 +1,7 @@
 import { createRoute, z } from '@hono/zod-openapi';
 import { newId, OPERATION_KINDS, OperationParams, ULID_RE } from '../../protocol';
 import { createOperation } from '../db/desired-admin';
-import { getOperation, listOperations, OPERATION_EVENT_KINDS, OPERATION_STATES, type OperationKey } from '../db/reads';
+import { getOperation, listOperations, OPERATION_EVENT_KINDS, OPERATION_STATES, type OperationKey } from '../db/reads-history';
 import { jsonError } from '../http-errors';
 import { adminRouter, commonResponses, errorResponse, TimestampSchema as Timestamp } from './app';
 import { ClusterIdParam } from './clusters';

@@ -1,5 +1,5 @@
 import { z } from '@hono/zod-openapi';
-import type { KeyedPage, PageRequest } from '../db/reads';
+import type { KeyedPage, PageRequest } from '../db/read-paging';
 
 /**
  * Keyset pagination for every admin list that grows with the fleet. A page is

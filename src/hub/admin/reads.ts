@@ -1,18 +1,7 @@
 import { createRoute, z } from '@hono/zod-openapi';
 import { DEPLOYMENT_PHASES, DEVICE_HEALTH, Ident, SEVERITIES, ServingConfig } from '../../protocol';
-import {
-  EVENT_KINDS,
-  listDeployments,
-  listDevices,
-  listEvents,
-  listNodes,
-  listRejections,
-  type DeploymentKey,
-  type DeviceKey,
-  type EventKey,
-  type NodeKey,
-  type RejectionKey,
-} from '../db/reads';
+import { listDeployments, listDevices, listNodes, type DeploymentKey, type DeviceKey, type NodeKey } from '../db/reads';
+import { EVENT_KINDS, listEvents, listRejections, type EventKey, type RejectionKey } from '../db/reads-history';
 import { jsonError } from '../http-errors';
 import { adminRouter, commonResponses, errorResponse, TimestampSchema as Timestamp } from './app';
 import { ClusterIdParam } from './clusters';

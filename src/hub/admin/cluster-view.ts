@@ -1,0 +1,227 @@
+import { z } from '@hono/zod-openapi';
+import { routeKeyOf, sessionStub } from '../address';
+import { connectedStaleAfterMs, hubConfig } from '../config';
+import type { Sql } from '../db/sql';
+import type { HubEnv } from '../env';
+import { LOCATION_HINTS, LocationHintSchema } from '../region';
+import { knownHint } from '../db/registry';
+import type { LiveView } from '../session/live-view';
+
+/**
+ * A cluster as the admin API shows it: the registry row, the live session view (from the
+ * session's last check, or asked of the session object itself), link drops, contention and the
+ * operator's refusals, read in one statement.
+ */
+
+const SessionSchema = z
+  .object({
+    connected: z.boolean(),
+    session_id: z.string(),
+    generation: z.number(),
+    claimed_at: z.string(),
+    last_poll_at: z.string().nullable(),
+    live: z.record(z.string(), z.unknown()).openapi({
+      description:
+        'the session object\'s view: hub_cursor, operator_cursor, last_sent_seq, replay_buffer_frames/bytes, send_queue_frames, pending_apply, last_frame_at, counters',
+    }),
+    source: z.enum(['object', 'poll']).openapi({ description: 'object: asked the session now; poll: its last ownership poll' }),
+  })
+  .openapi('Session');
+
+const ContentionSchema = z
+  .object({
+    since: z.string(),
+    last_at: z.string(),
+    displacements: z.number().openapi({ description: 'claims taken from another connected session in this episode' }),
+    sessions: z.array(
+      z.object({ session_id: z.string(), remote_addr: z.string().nullable(), operator_version: z.string().nullable() }),
+    ),
+  })
+  .openapi('Contention', {
+    description:
+      'the claim of this cluster keeps changing hands (more than CONTENTION_THRESHOLD displacements within CONTENTION_WINDOW_MS): usually two operators running with one enrollment token; shown until CONTENTION_QUIET_MS without a displacement',
+  });
+
+const LinkSchema = z
+  .object({
+    epoch: z.string(),
+    dropped_events: z.number(),
+    evicted_frames: z.number(),
+    replaced_frames: z.number(),
+    handler_failures: z.number().nullable().openapi({ description: "the operator's transient failures to apply a hub frame (retried); null: not reported" }),
+    updated_at: z.string(),
+  })
+  .openapi('LinkStats');
+
+export const HintSchema = LocationHintSchema.nullable().openapi({
+  description:
+    `where the cluster's new session objects are placed (a Durable Object location hint: ${LOCATION_HINTS.join(', ')}); ` +
+    'null: near the first connection, as by default. Best effort, and fixed when an object is created: a change applies from ' +
+    'the cluster\'s next connection, which starts a new session object (a fresh session with full resync).',
+  example: 'weur',
+});
+
+export const ClusterSchema = z
+  .object({
+    uid: z.string(),
+    name: z.string(),
+    region: z.string().nullable().openapi({ description: 'the region this hub serves (its HUB_REGION); null on the default deployment', example: 'eu' }),
+    jurisdiction: z
+      .string()
+      .nullable()
+      .openapi({ description: 'the Durable Object jurisdiction the cluster\'s session state is kept in; null: none', example: 'eu' }),
+    location_hint: HintSchema,
+    created_at: z.string(),
+    token_issued_at: z.string(),
+    disabled: z.boolean(),
+    disabled_at: z.string().nullable(),
+    desired_revision: z.number(),
+    operator_version: z.string().nullable().openapi({ description: 'of the session that last claimed the cluster' }),
+    contention: ContentionSchema.nullable(),
+    session: SessionSchema.nullable(),
+    link: LinkSchema.nullable(),
+    rejections: z.number(),
+    desired_refusals: z.number().openapi({ description: "the operator's refusals of desired state, over every deployment" }),
+  })
+  .openapi('Cluster');
+export type ClusterView = z.infer<typeof ClusterSchema>;
+
+export interface ClusterViewRow {
+  uid: string;
+  name: string;
+  location_hint: string | null;
+  created_at: string;
+  token_issued_at: string;
+  disabled_at: string | null;
+  desired_revision: string;
+  session_id: string | null;
+  generation: string | null;
+  claimed_at: string | null;
+  polled_at: string | null;
+  connected: boolean | null;
+  live: Record<string, unknown> | null;
+  operator_version: string | null;
+  contention: { since: string; last_at: string; displacements: string | number; sessions: NonNullable<ClusterView['contention']>['sessions'] } | null;
+  epoch: string | null;
+  dropped_events: string | null;
+  evicted_frames: string | null;
+  replaced_frames: string | null;
+  handler_failures: string | null;
+  link_updated_at: string | null;
+  rejections: string;
+  desired_refusals: string;
+}
+
+// $1 stale-after ms, $2 contention window ms, $3 contention quiet ms; filters start at $4.
+export const VIEW_SQL = `
+  select c.uid, c.name, c.location_hint, c.created_at, c.token_issued_at, c.disabled_at, c.desired_revision,
+    o.session_id, o.generation, o.claimed_at, o.polled_at,
+    (o.connected and o.polled_at > now() - make_interval(secs => $1::double precision / 1000)) as connected,
+    o.live, o.operator_version,
+    ct.contention,
+    ls.epoch, ls.dropped_events, ls.evicted_frames, ls.replaced_frames, ls.handler_failures, ls.updated_at as link_updated_at,
+    (select count(*) from rejections r where r.cluster_uid = c.uid) as rejections,
+    (select coalesce(sum(refusals), 0) from desired_deployments dd where dd.cluster_uid = c.uid) as desired_refusals
+  from clusters c
+  left join cluster_owners o on o.cluster_uid = c.uid
+  left join link_stats ls on ls.cluster_uid = c.uid
+  left join lateral (
+    with episode as (
+      select * from cluster_displacements d
+      where o.contention_since is not null
+        and o.contention_last_at > now() - make_interval(secs => $3::double precision / 1000)
+        and d.cluster_uid = c.uid
+        and d.at >= o.contention_since - make_interval(secs => $2::double precision / 1000)
+    ), sessions as (
+      select distinct on (session_id) session_id, remote_addr, operator_version, at from (
+        select from_session as session_id, from_remote_addr as remote_addr, from_operator_version as operator_version, at from episode
+        union all
+        select to_session, to_remote_addr, to_operator_version, at from episode
+      ) x order by session_id, at desc
+    )
+    select case when count(*) = 0 then null else jsonb_build_object(
+      'since', o.contention_since, 'last_at', o.contention_last_at, 'displacements', count(*),
+      'sessions', (select jsonb_agg(jsonb_build_object('session_id', session_id, 'remote_addr', remote_addr,
+                                                      'operator_version', operator_version) order by at desc) from sessions))
+      end as contention
+    from episode
+  ) ct on true`;
+
+const iso = (v: string | Date | null): string | null => (v === null ? null : new Date(v).toISOString());
+
+export function toView(r: ClusterViewRow, env: HubEnv): ClusterView {
+  const cfg = hubConfig(env);
+  return {
+    uid: r.uid,
+    name: r.name,
+    region: cfg.HUB_REGION ?? null,
+    jurisdiction: cfg.HUB_JURISDICTION ?? null,
+    location_hint: knownHint(r.location_hint),
+    created_at: iso(r.created_at) as string,
+    token_issued_at: iso(r.token_issued_at) as string,
+    disabled: r.disabled_at !== null,
+    disabled_at: iso(r.disabled_at),
+    desired_revision: Number(r.desired_revision),
+    operator_version: r.operator_version,
+    contention:
+      r.contention === null
+        ? null
+        : {
+            since: iso(r.contention.since) as string,
+            last_at: iso(r.contention.last_at) as string,
+            displacements: Number(r.contention.displacements),
+            sessions: r.contention.sessions.slice(0, 10),
+          },
+    session:
+      r.session_id === null
+        ? null
+        : {
+            connected: r.connected === true,
+            session_id: r.session_id,
+            generation: Number(r.generation),
+            claimed_at: iso(r.claimed_at) as string,
+            last_poll_at: iso(r.polled_at),
+            live: r.live ?? {},
+            source: 'poll',
+          },
+    link:
+      r.epoch === null
+        ? null
+        : {
+            epoch: r.epoch,
+            dropped_events: Number(r.dropped_events),
+            evicted_frames: Number(r.evicted_frames),
+            replaced_frames: Number(r.replaced_frames),
+            handler_failures: r.handler_failures === null ? null : Number(r.handler_failures),
+            updated_at: iso(r.link_updated_at) as string,
+          },
+    rejections: Number(r.rejections),
+    desired_refusals: Number(r.desired_refusals),
+  };
+}
+
+/** VIEW_SQL's first parameters: a connection is live if its session polled within three poll intervals. */
+export function viewParams(env: HubEnv): [number, number, number] {
+  const cfg = hubConfig(env);
+  return [connectedStaleAfterMs(cfg), cfg.CONTENTION_WINDOW_MS, cfg.CONTENTION_QUIET_MS];
+}
+
+export async function clusterView(sql: Sql, env: HubEnv, idOrName: string): Promise<ClusterView | null> {
+  const { rows } = await sql.query<ClusterViewRow>(`${VIEW_SQL} where c.uid = $4 or c.name = $4`, [...viewParams(env), idOrName]);
+  return rows[0] ? toView(rows[0], env) : null;
+}
+
+/** The session object's own view, fresher than its last poll; null if it does not answer quickly. */
+export async function askSession(env: HubEnv, clusterUid: string, sessionId: string): Promise<LiveView | null> {
+  const key = routeKeyOf(sessionId);
+  if (!key) return null;
+  const stub = sessionStub(env, { clusterUid, routeKey: key });
+  const timeout = new Promise<null>((resolve) => setTimeout(() => resolve(null), 2_000));
+  try {
+    const view = await Promise.race([stub.status(), timeout]);
+    return view && view.session_id === sessionId ? (view as LiveView) : null;
+  } catch {
+    return null;
+  }
+}
+
