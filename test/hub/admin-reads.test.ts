@@ -375,6 +375,7 @@ const ROUTES = [
   'post /clusters/{id}/rotate-token',
   'post /clusters/{id}/disable',
   'post /clusters/{id}/enable',
+  'put /clusters/{id}/deployments',
   'put /clusters/{id}/deployments/{deployment_id}',
   'delete /clusters/{id}/deployments/{deployment_id}',
   'get /clusters/{id}/deployments',

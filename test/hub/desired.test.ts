@@ -146,4 +146,35 @@ describe('operations out (spec: Operations)', () => {
     expect(view.json.session.live.counters.desiredRefusals).toBe(1);
     peer.close();
   });
+
+  it('a bulk PUT stores many deployments in one request, each with its own revision in order, and they reach the operator together', async () => {
+    const c = await h.newCluster();
+    const { peer } = await h.openFresh(c);
+    const deployments = Array.from({ length: 300 }, (_, i) => ({ deployment_id: `bulk-${String(i).padStart(3, '0')}`, ...desired({ min_replicas: i % 3 }) }));
+    const put = await h.admin('PUT', `/clusters/${c.name}/deployments`, { deployments });
+    expect(put.status).toBe(200);
+    const revisions = (put.json.items as { deployment_id: string; revision: number }[]).map((x) => x.revision);
+    expect(revisions).toEqual(revisions.map((_, i) => (revisions[0] as number) + i));
+    const got: Record<string, unknown>[] = [];
+    while (got.length < 300) got.push((await peer.next((f) => f.type === 'deployment.desired')).payload);
+    expect(got.map((p) => p.deployment_id)).toEqual(deployments.map((d) => d.deployment_id));
+    expect(got[7]).toEqual({ ...deployments[7], revision: revisions[7], deleted: false });
+    const list = await h.admin('GET', `/clusters/${c.name}/deployments?limit=500`);
+    expect(list.json.items).toHaveLength(300);
+    peer.close();
+  });
+
+  it('a bulk PUT is validated item by item: the error names the item and field, and nothing is stored', async () => {
+    const c = await h.newCluster();
+    const ok = { deployment_id: 'a', ...desired() };
+    const bad = await h.admin('PUT', `/clusters/${c.name}/deployments`, { deployments: [ok, { deployment_id: 'b', ...desired({ min_replicas: 5, max_replicas: 1 }) }] });
+    expect(bad.status).toBe(400);
+    expect(bad.json.error).toMatchObject({ code: 'invalid', field: 'deployments.1.min_replicas' });
+    const dup = await h.admin('PUT', `/clusters/${c.name}/deployments`, { deployments: [ok, ok] });
+    expect(dup.status).toBe(400);
+    expect(dup.json.error).toMatchObject({ field: 'deployments.1.deployment_id' });
+    expect((await h.admin('PUT', `/clusters/${c.name}/deployments`, { deployments: [] })).status).toBe(400);
+    expect((await h.admin('PUT', `/clusters/no-such-cluster/deployments`, { deployments: [ok] })).status).toBe(404);
+    expect((await h.admin('GET', `/clusters/${c.name}/deployments`)).json.items).toEqual([]);
+  });
 });

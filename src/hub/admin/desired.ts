@@ -1,32 +1,91 @@
 import { createRoute, z } from '@hono/zod-openapi';
 import { Ident, ServingConfig, MAX_REPLICAS } from '../../protocol';
-import { putDesiredDeployment, withdrawDesiredDeployment } from '../db/desired-admin';
+import { gatewayWriteDesired } from '../db/gateway';
 import { jsonError } from '../http-errors';
 import { adminRouter, commonResponses, errorResponse } from './app';
 import { ClusterIdParam } from './clusters';
-import { pokeOwner } from './poke';
 
 const DeploymentParams = ClusterIdParam.extend({
   deployment_id: Ident,
 });
 
+const desiredFields = {
+  workload_id: Ident,
+  min_replicas: z.number().int().nonnegative().max(MAX_REPLICAS),
+  max_replicas: z.number().int().nonnegative().max(MAX_REPLICAS),
+  serving: ServingConfig,
+};
+const replicasInOrder: [(b: { min_replicas: number; max_replicas: number }) => boolean, { message: string; path: string[] }] = [
+  (b) => b.min_replicas <= b.max_replicas,
+  { message: 'min_replicas exceeds max_replicas', path: ['min_replicas'] },
+];
+
 const DesiredBody = z
-  .object({
-    workload_id: Ident,
-    min_replicas: z.number().int().nonnegative().max(MAX_REPLICAS),
-    max_replicas: z.number().int().nonnegative().max(MAX_REPLICAS),
-    serving: ServingConfig,
-  })
-  .refine((b) => b.min_replicas <= b.max_replicas, { message: 'min_replicas exceeds max_replicas', path: ['min_replicas'] })
+  .object(desiredFields)
+  .refine(...replicasInOrder)
   .openapi('DesiredDeployment', {
     description: "This cluster's share of a workload's replicas and its serving configuration. Stored and sent exactly as given.",
   });
+
+/** Most deployments one bulk request may carry. */
+export const BULK_MAX = 5_000;
+
+const BulkBody = z
+  .object({
+    deployments: z
+      .array(z.object({ deployment_id: Ident, ...desiredFields }).refine(...replicasInOrder))
+      .min(1)
+      .max(BULK_MAX)
+      .superRefine((items, ctx) => {
+        const seen = new Map<string, number>();
+        items.forEach((d, i) => {
+          const first = seen.get(d.deployment_id);
+          if (first !== undefined) {
+            ctx.addIssue({ code: 'custom', path: [i, 'deployment_id'], message: `deployment_id ${d.deployment_id} is also item ${first}` });
+          } else seen.set(d.deployment_id, i);
+        });
+      }),
+  })
+  .openapi('DesiredDeployments', {
+    description: `Many deployments at once (at most ${BULK_MAX}), each validated as a single PUT is; one statement, one commit, and the frames leave for the operator together.`,
+  });
+
+const BulkWritten = z
+  .object({
+    cluster_uid: z.string(),
+    items: z.array(z.object({ deployment_id: z.string(), revision: z.number() })),
+  })
+  .openapi('DesiredDeploymentsWritten');
 
 const DesiredWritten = z
   .object({ cluster_uid: z.string(), deployment_id: z.string(), revision: z.number(), deleted: z.boolean() })
   .openapi('DesiredWritten');
 
 export const desiredRouter = adminRouter()
+  .openapi(
+    createRoute({
+      method: 'put',
+      path: '/clusters/{id}/deployments',
+      summary: 'Set many deployments at once: one statement, one commit, frames out together',
+      request: {
+        params: ClusterIdParam,
+        body: { required: true, content: { 'application/json': { schema: BulkBody } } },
+      },
+      responses: {
+        ...commonResponses,
+        200: { description: 'stored, each with its revision in the order given', content: { 'application/json': { schema: BulkWritten } } },
+        400: errorResponse('invalid body: the field names the item (deployments.3.min_replicas)'),
+        404: errorResponse('no such cluster'),
+      },
+    }),
+    async (c) => {
+      const { deployments } = c.req.valid('json');
+      const w = await gatewayWriteDesired(c.env, { op: 'put', cluster: c.req.valid('param').id, items: deployments });
+      if (w?.op !== 'put') return jsonError(c, 404, 'not_found', 'no such cluster') as never;
+      const items = deployments.map((d, i) => ({ deployment_id: d.deployment_id, revision: w.revisions[i] as number }));
+      return c.json({ cluster_uid: w.cluster_uid, items }, 200);
+    },
+  )
   .openapi(
     createRoute({
       method: 'put',
@@ -46,14 +105,9 @@ export const desiredRouter = adminRouter()
     async (c) => {
       const { id, deployment_id } = c.req.valid('param');
       const body = c.req.valid('json');
-      const w = await putDesiredDeployment(c.var.pg, id, { deployment_id, ...body });
-      if (!w) return jsonError(c, 404, 'not_found', 'no such cluster') as never;
-      pokeOwner(c.env, c.executionCtx, w.cluster_uid, w.owner_session, w.revision, {
-        kind: 'deployment',
-        revision: w.revision,
-        payload: { deployment_id, ...body, revision: w.revision, deleted: false },
-      });
-      return c.json({ cluster_uid: w.cluster_uid, deployment_id, revision: w.revision, deleted: false }, 200);
+      const w = await gatewayWriteDesired(c.env, { op: 'put', cluster: id, items: [{ deployment_id, ...body }] });
+      if (w?.op !== 'put') return jsonError(c, 404, 'not_found', 'no such cluster') as never;
+      return c.json({ cluster_uid: w.cluster_uid, deployment_id, revision: w.revisions[0] as number, deleted: false }, 200);
     },
   )
   .openapi(
@@ -71,23 +125,8 @@ export const desiredRouter = adminRouter()
     }),
     async (c) => {
       const { id, deployment_id } = c.req.valid('param');
-      const w = await withdrawDesiredDeployment(c.var.pg, id, deployment_id);
-      if (!w) return jsonError(c, 404, 'not_found', 'no such cluster or deployment') as never;
-      if (!w.already) {
-        pokeOwner(c.env, c.executionCtx, w.cluster_uid, w.owner_session, w.revision, {
-          kind: 'deployment',
-          revision: w.revision,
-          payload: {
-            deployment_id,
-            workload_id: w.workload_id,
-            revision: w.revision,
-            min_replicas: w.min_replicas,
-            max_replicas: w.max_replicas,
-            serving: null,
-            deleted: true,
-          },
-        });
-      }
+      const w = await gatewayWriteDesired(c.env, { op: 'withdraw', cluster: id, deploymentId: deployment_id });
+      if (w?.op !== 'withdraw') return jsonError(c, 404, 'not_found', 'no such cluster or deployment') as never;
       return c.json({ cluster_uid: w.cluster_uid, deployment_id, revision: w.revision, deleted: true }, 200);
     },
   );

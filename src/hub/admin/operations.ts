@@ -1,12 +1,11 @@
 import { createRoute, z } from '@hono/zod-openapi';
 import { newId, OPERATION_KINDS, OperationParams, ULID_RE } from '../../protocol';
-import { createOperation } from '../db/desired-admin';
+import { gatewayWriteDesired } from '../db/gateway';
 import { getOperation, listOperations, OPERATION_EVENT_KINDS, OPERATION_STATES, type OperationKey } from '../db/reads-history';
 import { jsonError } from '../http-errors';
 import { adminRouter, commonResponses, errorResponse, TimestampSchema as Timestamp } from './app';
 import { ClusterIdParam } from './clusters';
 import { cursorCodec, KeyText, KeyTimestamp, LimitParam, pageRequest, pageSchema, toResponsePage } from './paging';
-import { pokeOwner } from './poke';
 
 /** Operations: started here, delivered by the owning session, concluded by the operator. */
 
@@ -80,13 +79,8 @@ export const operationsRouter = adminRouter()
     }),
     async (c) => {
       const body = c.req.valid('json');
-      const created = await createOperation(c.var.pg, c.req.valid('param').id, { operation_id: newId(), ...body });
-      if (!created) return jsonError(c, 404, 'not_found', 'no such cluster') as never;
-      pokeOwner(c.env, c.executionCtx, created.cluster_uid, created.owner_session, created.revision, {
-        kind: 'operation',
-        revision: created.revision,
-        payload: { operation_id: created.operation_id, kind: body.kind, target: body.target, params: body.params, deadline: created.deadline },
-      });
+      const created = await gatewayWriteDesired(c.env, { op: 'operation', cluster: c.req.valid('param').id, operation: { operation_id: newId(), ...body } });
+      if (created?.op !== 'operation') return jsonError(c, 404, 'not_found', 'no such cluster') as never;
       return c.json({ operation_id: created.operation_id }, 202);
     },
   )

@@ -38,6 +38,53 @@ export async function putDesiredDeployment(
   return r ? { ...r, revision: Number(r.revision) } : null;
 }
 
+export interface DesiredItem {
+  deployment_id: string;
+  workload_id: string;
+  min_replicas: number;
+  max_replicas: number;
+  serving: Serving;
+}
+
+/**
+ * Many deployments in one statement and one commit: the cluster's revision is bumped once, by
+ * their number, and each gets its own revision in the order given (so a reader paging by revision
+ * never splits a tie). Deployment ids must be distinct (the caller checks).
+ */
+export async function putDesiredDeployments(
+  sql: Sql,
+  idOrName: string,
+  items: readonly DesiredItem[],
+): Promise<{ cluster_uid: string; first_revision: number; owner_session: string | null } | null> {
+  const { rows } = await sql.query<{ cluster_uid: string; first_revision: string; owner_session: string | null }>(
+    `with c as (select uid from clusters where uid = $1 or name = $1),
+     input as (
+       select * from jsonb_to_recordset($2::jsonb)
+         as x(deployment_id text, workload_id text, min_replicas int, max_replicas int, serving jsonb, ord int)
+     ),
+     rev as (
+       update clusters set desired_revision = desired_revision + $3 where uid = (select uid from c)
+       returning uid, desired_revision - $3 as before
+     ),
+     up as (
+       insert into desired_deployments (cluster_uid, deployment_id, workload_id, revision, min_replicas, max_replicas, serving, deleted, updated_at)
+       select rev.uid, i.deployment_id, i.workload_id, rev.before + i.ord, i.min_replicas, i.max_replicas, i.serving, false, now()
+       from input i, rev
+       on conflict (cluster_uid, deployment_id) do update set workload_id = excluded.workload_id,
+         revision = excluded.revision, min_replicas = excluded.min_replicas, max_replicas = excluded.max_replicas,
+         serving = excluded.serving, deleted = false, updated_at = now()
+       returning 1
+     )
+     select rev.uid as cluster_uid, rev.before + 1 as first_revision,
+       (select session_id from cluster_owners o where o.cluster_uid = rev.uid) as owner_session,
+       (select count(*) from up) as written
+     from rev`,
+    [idOrName, JSON.stringify(items.map((d, i) => ({ ...d, ord: i + 1 }))), items.length],
+  );
+  const r = rows[0];
+  return r ? { cluster_uid: r.cluster_uid, first_revision: Number(r.first_revision), owner_session: r.owner_session } : null;
+}
+
 /** Withdraw: a tombstone with a new revision, so the owning session tells its operator. */
 export async function withdrawDesiredDeployment(
   sql: Sql,

@@ -1,6 +1,7 @@
 import { DurableObject } from 'cloudflare:workers';
 import { gatewayStub, routeKeyOf, sessionStub } from '../address';
 import { describeError } from './errors';
+import { writeDesired, type DesiredWriteRequest, type DesiredWriteResult, type OwnerPoke } from './desired-relay';
 import { pollFleet } from './fleet-poll';
 import { hubConfig } from '../config';
 import type { HubEnv } from '../env';
@@ -118,13 +119,41 @@ export class DbGateway extends DurableObject<HubEnv> {
 
   /** Errors come back as values: RPC would drop the SQLSTATE that tells transient from permanent. */
   async query(text: string, params: unknown[]): Promise<GatewayResult> {
+    return this.relay(async () => {
+      const r = await this.leastBusy().query(text, params);
+      return { rows: r.rows, rowCount: r.rowCount };
+    });
+  }
+
+  /**
+   * An admin write of desired state: the statement, then, in the same turn as the commit, a poke
+   * carrying the change(s) to the owning session, which sends them without reading them back.
+   * The change leaves from here instead of from the Worker after the answer: one hop less
+   * between the commit and the frame. A lost poke is caught by the fleet poll.
+   */
+  async writeDesired(req: DesiredWriteRequest): Promise<Relayed<DesiredWriteResult | null>> {
+    return this.relay(async () => {
+      const w = await writeDesired(this.leastBusy(), req);
+      if (w?.poke) this.pokeOwner(w.poke);
+      return w?.result ?? null;
+    });
+  }
+
+  private pokeOwner(p: OwnerPoke): void {
+    const routeKey = routeKeyOf(p.ownerSession);
+    if (!routeKey) return;
+    sessionStub(this.env, { clusterUid: p.clusterUid, routeKey })
+      .poke(p.revision, p.changes)
+      .catch((err: unknown) => log.warn('poke failed; the fleet poll will bring the change', { cluster: p.clusterUid, error: describeError(err) }));
+  }
+
+  private async relay<T>(run: () => Promise<T>): Promise<Relayed<T>> {
     if (this.misplaced) {
-      log.error('RESIDENCY: gateway shard refusing to relay outside the deployment\'s jurisdiction', { reason: this.misplaced });
+      log.error("RESIDENCY: gateway shard refusing to relay outside the deployment's jurisdiction", { reason: this.misplaced });
       return { ok: false, message: `residency check failed: ${this.misplaced}`, code: null, name: 'ResidencyError' };
     }
     try {
-      const r = await this.leastBusy().query(text, params);
-      return { ok: true, rows: r.rows, rowCount: r.rowCount };
+      return { ok: true, value: await run() };
     } catch (err) {
       const e = err as { message?: unknown; code?: unknown; name?: unknown };
       return {
@@ -137,9 +166,8 @@ export class DbGateway extends DurableObject<HubEnv> {
   }
 }
 
-type GatewayResult =
-  | { ok: true; rows: Record<string, unknown>[]; rowCount: number | null }
-  | { ok: false; message: string; code: string | null; name: string };
+type Relayed<T> = { ok: true; value: T } | { ok: false; message: string; code: string | null; name: string };
+type GatewayResult = Relayed<{ rows: Record<string, unknown>[]; rowCount: number | null }>;
 
 /** A database error relayed by the gateway, with its SQLSTATE kept. */
 export class GatewayQueryError extends Error {
@@ -152,29 +180,40 @@ export class GatewayQueryError extends Error {
   }
 }
 
-/** An `Sql` that runs each statement on one of the gateway's shards (chosen at random per statement). */
+/** Call a shard (chosen at random per call) with a deadline; a relayed database error is rethrown with its SQLSTATE. */
+async function viaGateway<T>(env: HubEnv, call: (stub: DbGatewayStub) => Promise<Relayed<T>>): Promise<T> {
+  const cfg = hubConfig(env);
+  const timeoutMs = cfg.PG_QUERY_TIMEOUT_MS + 2_000;
+  const stub = gatewayStub(env, Math.floor(Math.random() * cfg.DB_GATEWAY_SHARDS)) as unknown as DbGatewayStub;
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new GatewayQueryError(`database gateway did not answer in ${timeoutMs} ms`, null, 'QueryTimeoutError')), timeoutMs);
+  });
+  try {
+    const r = await Promise.race([call(stub), timeout]);
+    if (!r.ok) throw new GatewayQueryError(r.message, r.code, r.name);
+    return r.value;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** An `Sql` that runs each statement on one of the gateway's shards. */
 export function gatewaySql(env: HubEnv): Sql {
-  const shards = hubConfig(env).DB_GATEWAY_SHARDS;
-  const timeoutMs = hubConfig(env).PG_QUERY_TIMEOUT_MS + 2_000;
   return {
     async query<R = Record<string, unknown>>(text: string, params: unknown[] = []) {
-      const shard = Math.floor(Math.random() * shards);
-      const stub = gatewayStub(env, shard) as unknown as DbGatewayStub;
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      const timeout = new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new GatewayQueryError(`database gateway did not answer in ${timeoutMs} ms`, null, 'QueryTimeoutError')), timeoutMs);
-      });
-      try {
-        const r = await Promise.race([stub.query(text, params), timeout]);
-        if (!r.ok) throw new GatewayQueryError(r.message, r.code, r.name);
-        return { rows: r.rows as R[], rowCount: r.rowCount };
-      } finally {
-        clearTimeout(timer);
-      }
+      const r = await viaGateway(env, (stub) => stub.query(text, params));
+      return { rows: r.rows as R[], rowCount: r.rowCount };
     },
   };
 }
 
+/** An admin write of desired state through a gateway shard, which pokes the owning session itself. */
+export function gatewayWriteDesired(env: HubEnv, req: DesiredWriteRequest): Promise<DesiredWriteResult | null> {
+  return viaGateway(env, (stub) => stub.writeDesired(req));
+}
+
 interface DbGatewayStub {
   query(text: string, params: unknown[]): Promise<GatewayResult>;
+  writeDesired(req: DesiredWriteRequest): Promise<Relayed<DesiredWriteResult | null>>;
 }

@@ -78,26 +78,26 @@ export class DesiredPump {
   }
 
   /**
-   * Desired state changed. With the change itself, when nothing came between it and what is
-   * already queued, queue it without reading it back; anything else goes through the fetch. (An
-   * operation takes the fetch path: its start frame's id must be recorded before it is sent.)
+   * Desired state changed, up to `revision`. With the changes themselves, when they are
+   * deployments that follow on from what is already queued with nothing between, queue them
+   * without reading them back; anything else goes through the fetch. (An operation takes the
+   * fetch path: its start frame's id must be recorded before it is sent.)
    */
-  poke(revision: number, change?: DesiredChange): void {
+  poke(revision: number, changes: readonly DesiredChange[] = []): void {
     this.learn(revision);
     const f = this.progress;
-    if (
-      change?.kind === 'deployment' &&
-      change.revision === revision &&
-      f.stage === 'done' &&
-      !this.pumping &&
-      f.changesAfter === revision - 1 &&
-      this.host.connected()
-    ) {
+    const follows =
+      changes.length > 0 &&
+      changes.every((c, i) => c.kind === 'deployment' && c.revision === f.changesAfter + 1 + i) &&
+      changes[changes.length - 1]?.revision === revision;
+    if (follows && f.stage === 'done' && !this.pumping && this.host.connected() && this.host.queued() + changes.length <= this.host.cfg.SEND_QUEUE_FRAMES - 2) {
       // Advanced first: queuing drains at once, and the drain may start a pump that must not
-      // fetch this change again. (If the queue refuses it, the connection closes and the fetch
-      // state is rebuilt from what was written.)
+      // fetch these again. (If the queue refuses one, the connection closes and the fetch state
+      // is rebuilt from what was written.)
       f.changesAfter = revision;
-      this.host.enqueue({ kind: 'frame', type: 'deployment.desired', payload: () => change.payload, replyTo: null, revision });
+      for (const c of changes) {
+        if (c.kind !== 'deployment' || !this.host.enqueue({ ...frame('deployment.desired', c.payload, null), revision: c.revision })) return;
+      }
       return;
     }
     void this.run();

@@ -230,9 +230,9 @@ export class SessionObject extends DurableObject<HubEnv> {
   // ---------------------------------------------------------------------------------------------
 
   /** Desired state for this cluster changed in Postgres (the admin API): send it now. */
-  async poke(revision: number, change?: DesiredChange): Promise<void> {
+  async poke(revision: number, changes: DesiredChange[] = []): Promise<void> {
     this.wakes.note('poke');
-    this.pump.poke(revision, change);
+    this.pump.poke(revision, changes);
   }
 
   /** The fleet poll (or the claim that displaced this session) says something about `sessionId` changed. */

@@ -1,0 +1,82 @@
+import type { OperationKind } from '../../protocol';
+import { createOperation, putDesiredDeployment, putDesiredDeployments, withdrawDesiredDeployment, type DesiredItem } from './desired-admin';
+import type { DesiredChange } from './desired';
+import type { Sql } from './sql';
+
+/** An admin write of desired state, as the Worker hands it to a gateway shard. */
+export type DesiredWriteRequest =
+  | { op: 'put'; cluster: string; items: DesiredItem[] }
+  | { op: 'withdraw'; cluster: string; deploymentId: string }
+  | {
+      op: 'operation';
+      cluster: string;
+      operation: { operation_id: string; kind: OperationKind; target: string; params: Record<string, string | number | boolean | null>; deadline_s: number };
+    };
+
+export type DesiredWriteResult =
+  | { op: 'put'; cluster_uid: string; revisions: number[] }
+  | { op: 'withdraw'; cluster_uid: string; revision: number; already: boolean }
+  | { op: 'operation'; cluster_uid: string; operation_id: string; revision: number; deadline: string };
+
+/** Who to tell, and what: the owning session and the changes themselves (it sends them without reading back). */
+export interface OwnerPoke {
+  clusterUid: string;
+  ownerSession: string | null;
+  revision: number;
+  changes: DesiredChange[];
+}
+
+/**
+ * Run one admin write of desired state (one statement, one commit, the cluster's revision bumped)
+ * and say which session to poke with which changes. Null: no such cluster (or deployment).
+ */
+export async function writeDesired(sql: Sql, req: DesiredWriteRequest): Promise<{ result: DesiredWriteResult; poke: OwnerPoke | null } | null> {
+  if (req.op === 'put') {
+    let clusterUid: string;
+    let owner: string | null;
+    let first: number;
+    if (req.items.length === 1) {
+      const w = await putDesiredDeployment(sql, req.cluster, req.items[0] as DesiredItem);
+      if (!w) return null;
+      [clusterUid, owner, first] = [w.cluster_uid, w.owner_session, w.revision];
+    } else {
+      const w = await putDesiredDeployments(sql, req.cluster, req.items);
+      if (!w) return null;
+      [clusterUid, owner, first] = [w.cluster_uid, w.owner_session, w.first_revision];
+    }
+    const changes: DesiredChange[] = req.items.map((d, i) => ({
+      kind: 'deployment',
+      revision: first + i,
+      payload: { ...d, revision: first + i, deleted: false },
+    }));
+    const revisions = changes.map((c) => c.revision);
+    return {
+      result: { op: 'put', cluster_uid: clusterUid, revisions },
+      poke: { clusterUid, ownerSession: owner, revision: first + req.items.length - 1, changes },
+    };
+  }
+  if (req.op === 'withdraw') {
+    const w = await withdrawDesiredDeployment(sql, req.cluster, req.deploymentId);
+    if (!w) return null;
+    const result: DesiredWriteResult = { op: 'withdraw', cluster_uid: w.cluster_uid, revision: w.revision, already: w.already };
+    if (w.already) return { result, poke: null };
+    const payload = {
+      deployment_id: req.deploymentId,
+      workload_id: w.workload_id,
+      revision: w.revision,
+      min_replicas: w.min_replicas,
+      max_replicas: w.max_replicas,
+      serving: null,
+      deleted: true,
+    };
+    return { result, poke: { clusterUid: w.cluster_uid, ownerSession: w.owner_session, revision: w.revision, changes: [{ kind: 'deployment', revision: w.revision, payload }] } };
+  }
+  const o = req.operation;
+  const created = await createOperation(sql, req.cluster, o);
+  if (!created) return null;
+  const payload = { operation_id: created.operation_id, kind: o.kind, target: o.target, params: o.params, deadline: created.deadline };
+  return {
+    result: { op: 'operation', cluster_uid: created.cluster_uid, operation_id: created.operation_id, revision: created.revision, deadline: created.deadline },
+    poke: { clusterUid: created.cluster_uid, ownerSession: created.owner_session, revision: created.revision, changes: [{ kind: 'operation', revision: created.revision, payload }] },
+  };
+}
