@@ -376,6 +376,7 @@ const ROUTES = [
   'post /clusters/{id}/disable',
   'post /clusters/{id}/enable',
   'put /clusters/{id}/deployments',
+  'get /clusters/{id}/session/wakes',
   'put /clusters/{id}/deployments/{deployment_id}',
   'delete /clusters/{id}/deployments/{deployment_id}',
   'get /clusters/{id}/deployments',

@@ -94,4 +94,17 @@ describe('idle sessions sleep (spec: Liveness)', () => {
     }
     expect((await pinged.closedWith(limit * 2)).code).toBe(4408);
   });
+
+  it('the wake counters are readable through the admin API, and reading them wakes nothing', async () => {
+    const c = await h.newCluster();
+    const peer = await idleSession(h, c);
+    const first = await h.admin('GET', `/clusters/${c.name}/session/wakes`);
+    expect(first.status).toBe(200);
+    expect(first.json).toMatchObject({ session_id: expect.any(String), constructions: 1 });
+    expect(first.json.recent.length).toBe(first.json.wakes);
+    const second = await h.admin('GET', `/clusters/${c.name}/session/wakes`);
+    expect(second.json.wakes).toBe(first.json.wakes);
+    expect((await h.admin('GET', '/clusters/no-such/session/wakes')).status).toBe(404);
+    peer.close();
+  });
 });

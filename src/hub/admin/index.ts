@@ -7,6 +7,7 @@ import { adminAuth, requestPg, type AdminEnv } from './app';
 import { jsonBodyGuard } from './body-guard';
 import { clustersRouter } from './clusters';
 import { desiredRouter } from './desired';
+import { diagnosticsRouter } from './diagnostics';
 import { fleetRouter } from './fleet';
 import { operationsRouter } from './operations';
 import { pollCache } from './poll-cache';
@@ -36,6 +37,7 @@ export function adminApp(): OpenAPIHono<AdminEnv> {
   admin.route('/', desiredRouter);
   admin.route('/', readsRouter);
   admin.route('/', operationsRouter);
+  admin.route('/', diagnosticsRouter);
   admin.route('/', fleetRouter);
   admin.onError((err, c) => {
     // The framework's own refusals (a body it could not read, …) in the API's JSON shape.
