@@ -46,13 +46,17 @@ export class Backoff {
   }
 
   /**
-   * The delay after a refusal: the whole cap, not a draw under it (a draw could retry a refused
-   * version within a second). Later delays stay at the cap's ceiling, with jitter, until a reset.
+   * The delay after a refusal: at least the whole cap, not a draw under it (a draw could retry a
+   * refused version within a second), plus up to a fifth of it at random, so a fleet refused at
+   * once (a release of another major, a hub that disabled many clusters) does not come back in
+   * lockstep. Later delays stay at the cap's ceiling, with jitter, until a reset.
    */
   refusal(): number {
     this.saturate();
     this.attempts++;
-    return this.policy.capMs;
+    const r = this.random();
+    const unit = r >= 0 && r < 1 ? r : 0;
+    return this.policy.capMs + Math.floor(unit * (this.policy.capMs / 5));
   }
 
   reset(): void {

@@ -54,3 +54,10 @@ describe('reconnect backoff', () => {
     expect(b.next()).toBe(0);
   });
 });
+
+describe('backoff after a refusal', () => {
+  it('is never shorter than the cap and spreads a refused fleet over a fifth of it', () => {
+    const delays = [0, 0.25, 0.5, 0.999999].map((r) => new Backoff({ baseMs: 1_000, capMs: 30_000 }, () => r).refusal());
+    expect(delays).toEqual([30_000, 31_500, 33_000, 35_999]);
+  });
+});
