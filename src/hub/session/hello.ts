@@ -70,7 +70,6 @@ export async function answerHello(host: HelloHost, ws: WebSocket, att: Attachmen
     const d = displacementLog(claim.displacement, claim.contentionStarted);
     log[d.level](d.message, d.fields);
   }
-  host.claimed(att.clusterUid, att.routeKey, claim.previousSession);
   const freshReason = resumeAfterClaim(local, meta?.sessionId, claim.sessionId);
   if (ws.readyState !== WebSocket.OPEN) return;
 
@@ -115,6 +114,8 @@ export async function answerHello(host: HelloHost, ws: WebSocket, att: Attachmen
   const cursor = state.inbound.cursor;
   sockets.send(ws, buildFrame({ type: 'welcome', payload: welcomePayload(cfg, m.sessionId, cursor, fresh), ack: cursor, reply_to: replyTo }));
   for (const e of replay) sockets.send(ws, e.frame);
+  // After the welcome is out: nothing the operator waits for.
+  host.claimed(att.clusterUid, att.routeKey, claim.previousSession);
   state.log.info(fresh ? 'session opened (full resync)' : 'session resumed', {
     reason: freshReason,
     asked: hello.session_id,
