@@ -58,13 +58,22 @@ describe(`two operators on one token (seed ${SEED})`, () => {
     // The dust settles: one operator is gone, and the plane holds exactly the other's view.
     await a.stopOperator({ graceful: false });
     await converge(e.query, { uid: reg.uid, cluster: b, otherTaps: [a.tap], exactEvents: false }, { timeoutMs: 20_000 });
+    // The data can match before the survivor's own snapshot is applied (its earlier session wrote
+    // the same rows); once applied, every row is the survivor's current session's.
     const survivor = String(b.client.session.sessionId);
-    const writers = await e.query<{ obs_session: string }>(
-      `select obs_session from nodes where cluster_uid = $1 union select obs_session from devices where cluster_uid = $1
-       union select obs_session from observed_clusters where cluster_uid = $1`,
-      [reg.uid],
-    );
-    expect(writers.map((w) => w.obs_session)).toEqual([survivor]);
+    const writers = async () =>
+      (
+        await e.query<{ obs_session: string }>(
+          `select obs_session from nodes where cluster_uid = $1 union select obs_session from devices where cluster_uid = $1
+           union select obs_session from observed_clusters where cluster_uid = $1`,
+          [reg.uid],
+        )
+      ).map((w) => w.obs_session);
+    await until('every row written by the survivor', async () => {
+      const w = await writers();
+      return w.length === 1 && w[0] === String(b.client.session.sessionId);
+    }, 20_000);
+    expect(String(b.client.session.sessionId)).toBe(survivor);
     const nodes = await e.query<{ node_id: string }>('select node_id from nodes where cluster_uid = $1 order by node_id', [reg.uid]);
     expect(nodes.map((n) => n.node_id)).toEqual(['node-001', 'node-002']);
   }, 90_000);
