@@ -1,29 +1,30 @@
 import { z } from 'zod';
 import { ERROR_CODES } from './codes';
 import { RFC3339_RE, ULID_RE } from './envelope';
+import { FAST_PAYLOADS, isHotType } from './fast-payloads';
+import { DEPLOYMENT_PHASES, DEVICE_HEALTH, IDENT_RE, IDENT_RULE, LIMITS, MAX_REPLICAS, RESYNC_KINDS, SEVERITIES, TAINT_EFFECTS } from './vocabulary';
+
+export { DEPLOYMENT_PHASES, DEVICE_HEALTH, MAX_REPLICAS, RESYNC_KINDS, SEVERITIES } from './vocabulary';
 
 // ---------------------------------------------------------------------------------------------
 // Shared field shapes. Every field here is attacker-controlled on the receiving side: bounded
-// lengths and counts keep one frame's cost small and predictable.
+// lengths and counts keep one frame's cost small and predictable. The hot operator types are also
+// validated by hand (fast-payloads.ts), proven equal to these schemas by a property test: a change
+// here fails that test until the hand-written validator follows.
 // ---------------------------------------------------------------------------------------------
 
 /** Identifiers of nodes, GPUs, deployments, replicas: unique within a cluster, URL-path safe. */
-export const Ident = z
-  .string()
-  .min(1)
-  .max(253)
-  .regex(/^[A-Za-z0-9][A-Za-z0-9._:-]*$/, 'must start with a letter or digit and use only A-Z a-z 0-9 . _ : -');
+export const Ident = z.string().min(1).max(LIMITS.ident).regex(IDENT_RE, IDENT_RULE);
 const Ulid = z.string().regex(ULID_RE, 'must be a ULID');
-const Timestamp = z.string().max(64).regex(RFC3339_RE, 'must be an RFC 3339 timestamp');
-const ShortText = z.string().max(256);
-const Message = z.string().max(2048);
+const Timestamp = z.string().max(LIMITS.timestamp).regex(RFC3339_RE, 'must be an RFC 3339 timestamp');
+const ShortText = z.string().max(LIMITS.shortText);
+const Message = z.string().max(LIMITS.message);
 const Labels = z
-  .record(z.string().min(1).max(317), z.string().max(256))
-  .refine((r) => Object.keys(r).length <= 128, 'at most 128 labels');
+  .record(z.string().min(1).max(LIMITS.labelKey), z.string().max(LIMITS.labelValue))
+  .refine((r) => Object.keys(r).length <= LIMITS.labels, `at most ${LIMITS.labels} labels`);
 const Count = z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER);
 const Seq = Count;
 
-export const RESYNC_KINDS = ['cluster', 'node', 'device', 'deployment'] as const;
 export type ResyncKind = (typeof RESYNC_KINDS)[number];
 
 // ---------------------------------------------------------------------------------------------
@@ -90,9 +91,9 @@ export const ClusterObservedPayload = z.object({
 });
 
 const Taint = z.object({
-  key: z.string().min(1).max(317),
-  value: z.string().max(256).optional(),
-  effect: z.enum(['NoSchedule', 'PreferNoSchedule', 'NoExecute']),
+  key: z.string().min(1).max(LIMITS.taintKey),
+  value: z.string().max(LIMITS.taintValue).optional(),
+  effect: z.enum(TAINT_EFFECTS),
 });
 
 export const NodeObservedPayload = z.object({
@@ -101,7 +102,7 @@ export const NodeObservedPayload = z.object({
   ready: z.boolean(),
   schedulable: z.boolean(),
   labels: Labels,
-  taints: z.array(Taint).max(64),
+  taints: z.array(Taint).max(LIMITS.taints),
   allocatable: z.object({
     gpus: Count,
     cpu_millis: Count,
@@ -110,8 +111,6 @@ export const NodeObservedPayload = z.object({
 });
 
 export const NodeRemovedPayload = z.object({ node_id: Ident });
-
-export const DEVICE_HEALTH = ['healthy', 'degraded', 'unhealthy', 'unknown'] as const;
 
 export const DeviceObservedPayload = z.object({
   device_id: Ident,
@@ -124,9 +123,6 @@ export const DeviceObservedPayload = z.object({
 });
 
 export const DeviceRemovedPayload = z.object({ device_id: Ident });
-
-export const DEPLOYMENT_PHASES = ['pending', 'progressing', 'ready', 'degraded', 'failed', 'terminating'] as const;
-export const MAX_REPLICAS = 4096;
 
 export const DeploymentObservedPayload = z
   .object({
@@ -148,11 +144,9 @@ export const DeploymentObservedPayload = z
 
 export const DeploymentRemovedPayload = z.object({ deployment_id: Ident });
 
-export const SEVERITIES = ['info', 'warning', 'error'] as const;
-
 export const EventPayload = z.object({
   subject: Ident,
-  reason: z.string().min(1).max(128),
+  reason: z.string().min(1).max(LIMITS.eventReason),
   message: Message,
   severity: z.enum(SEVERITIES),
   occurred_at: Timestamp,
@@ -377,9 +371,23 @@ export type PayloadDecode =
   | { ok: false; unknownType: true; reason: string }
   | { ok: false; unknownType: false; reason: string };
 
-/** Decode a payload against its type's schema. Never throws; unknown fields are stripped. */
+/**
+ * Decode a payload against its type's schema. Never throws; unknown fields are stripped. `payload`
+ * is a parsed JSON value: the hot operator types go through hand-written validators proven equal
+ * to their schemas on exactly that domain (fast-payloads.ts), every other type through zod.
+ */
 export function decodePayload(type: string, payload: unknown): PayloadDecode {
   if (!isKnownType(type)) return { ok: false, unknownType: true, reason: `unknown message type ${type}` };
+  if (isHotType(type)) {
+    const fast = FAST_PAYLOADS[type](payload);
+    if (!fast.ok) return { ok: false, unknownType: false, reason: `${type} ${fast.field}: ${fast.message}` };
+    return { ok: true, message: { type, payload: fast.value } as TypedMessage };
+  }
+  return decodePayloadWithZod(type, payload);
+}
+
+/** The schema's own verdict, for every type: the reference the fast validators are tested against. */
+export function decodePayloadWithZod(type: MessageType, payload: unknown): PayloadDecode {
   const parsed = CATALOG[type].schema.safeParse(payload);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];

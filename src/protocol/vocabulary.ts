@@ -1,0 +1,34 @@
+// The words and bounds the payload schemas (catalog.ts) are made of. They live apart from the
+// schemas so that the hand-written validators of the hot operator frames (fast-payloads.ts) read
+// the very same values without importing catalog.ts, which imports them.
+
+/** Identifiers of nodes, GPUs, deployments, replicas: unique within a cluster, URL-path safe. */
+export const IDENT_RE = /^[A-Za-z0-9][A-Za-z0-9._:-]*$/;
+export const IDENT_RULE = 'must start with a letter or digit and use only A-Z a-z 0-9 . _ : -';
+
+/**
+ * Length bounds, in characters as zod counts them (Unicode code points), and count bounds. Every
+ * field is attacker-controlled on the receiving side: bounded lengths and counts keep one frame's
+ * cost small and predictable.
+ */
+export const LIMITS = {
+  ident: 253,
+  shortText: 256,
+  message: 2048,
+  timestamp: 64,
+  labelKey: 317,
+  labelValue: 256,
+  labels: 128,
+  taintKey: 317,
+  taintValue: 256,
+  taints: 64,
+  eventReason: 128,
+} as const;
+
+export const MAX_REPLICAS = 4096;
+
+export const RESYNC_KINDS = ['cluster', 'node', 'device', 'deployment'] as const;
+export const TAINT_EFFECTS = ['NoSchedule', 'PreferNoSchedule', 'NoExecute'] as const;
+export const DEVICE_HEALTH = ['healthy', 'degraded', 'unhealthy', 'unknown'] as const;
+export const DEPLOYMENT_PHASES = ['pending', 'progressing', 'ready', 'degraded', 'failed', 'terminating'] as const;
+export const SEVERITIES = ['info', 'warning', 'error'] as const;
