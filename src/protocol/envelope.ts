@@ -29,8 +29,13 @@ export const RFC3339_RE = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:
  * The envelope layer: only what sequencing needs is fatal when malformed (the object shape, `v`,
  * `type`, `seq` of a sequenced frame, `ack`). `id`, `reply_to` and `ts` are checked by
  * `frameProblem` so that a bad value there makes a poison frame, not a dead connection.
+ *
+ * This schema is the contract; `decodeEnvelope` checks every frame with `envelopeProblem` below,
+ * straight-line code proven to accept exactly what it accepts (test/unit/protocol/
+ * envelope.property.test.ts), because zod's interpreted path (the only one on Workers) is a
+ * large share of a frame's cost.
  */
-const EnvelopeSchema = z.object({
+export const EnvelopeSchema = z.object({
   v: z.number().int(),
   // Any type string decodes: an unknown type is never fatal.
   type: z.string().min(1).max(256),
@@ -70,6 +75,38 @@ function fail(reason: string, raw: unknown): EnvelopeDecode {
   return { ok: false, reason, id };
 }
 
+/** A string of at most `max` characters as zod counts them (code points). */
+function fits(s: string, max: number): boolean {
+  if (s.length <= max) return true;
+  let n = s.length;
+  for (let i = 0; i < s.length - 1 && n > max; i++) {
+    if ((s.charCodeAt(i) & 0xfc00) === 0xd800 && (s.charCodeAt(i + 1) & 0xfc00) === 0xdc00) {
+      n--;
+      i++;
+    }
+  }
+  return n <= max;
+}
+
+function optionalText(v: unknown, max: number): boolean {
+  return v === null || v === undefined || (typeof v === 'string' && fits(v, max));
+}
+
+/** What `EnvelopeSchema` would refuse in a parsed JSON object, as `field: why`, or null. */
+export function envelopeProblem(raw: Record<string, unknown>): string | null {
+  const { v, type, seq, ack } = raw;
+  if (!Number.isSafeInteger(v)) return 'v: expected an integer';
+  if (typeof type !== 'string' || type.length === 0 || !fits(type, 256)) return 'type: expected a string of 1 to 256 characters';
+  if (!optionalText(raw.id, 64)) return 'id: expected a string of at most 64 characters, or null';
+  if (seq !== null && seq !== undefined && !(Number.isSafeInteger(seq) && (seq as number) > 0)) return 'seq: expected a positive integer, or null';
+  if (ack !== null && ack !== undefined && !(Number.isSafeInteger(ack) && (ack as number) >= 0)) return 'ack: expected a non-negative integer, or null';
+  if (!optionalText(raw.reply_to, 64)) return 'reply_to: expected a string of at most 64 characters, or null';
+  if (!optionalText(raw.ts, 64)) return 'ts: expected a string of at most 64 characters, or null';
+  // z.unknown() takes any value, undefined included, but the key itself is required.
+  if (!('payload' in raw)) return 'payload: required';
+  return null;
+}
+
 /** Decode one text frame's envelope. Never throws. */
 export function decodeEnvelope(text: string): EnvelopeDecode {
   let raw: unknown;
@@ -81,13 +118,10 @@ export function decodeEnvelope(text: string): EnvelopeDecode {
   if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) {
     return fail('frame is not a JSON object', undefined);
   }
-  const parsed = EnvelopeSchema.safeParse(raw);
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    const field = issue?.path.join('.') || 'envelope';
-    return fail(`envelope field ${field}: ${issue?.message ?? 'invalid'}`, raw);
-  }
-  const e = parsed.data;
+  const o = raw as Record<string, unknown>;
+  const problem = envelopeProblem(o);
+  if (problem !== null) return fail(`envelope field ${problem}`, raw);
+  const e = o as { v: number; type: string; id?: string | null; seq?: number | null; ack?: number | null; reply_to?: string | null; ts?: string | null; payload?: unknown };
   if (e.v < MIN_ENVELOPE_VERSION || e.v > ENVELOPE_VERSION) {
     return fail(`envelope version ${e.v} outside [${MIN_ENVELOPE_VERSION}, ${ENVELOPE_VERSION}]`, raw);
   }
