@@ -47,6 +47,58 @@ describe('observed state in (spec: Supply, Demand operator → hub)', () => {
     peer.close();
   });
 
+  it('every field of every observed row is stored in its own column, as sent (no field lands in another)', async () => {
+    const c = await h.newCluster();
+    const { peer, sessionId } = await h.openFresh(c);
+    // Every value distinct from its neighbours, text that needs escaping, a null where one is allowed.
+    const n = {
+      node_id: 'node-a',
+      name: 'Node "A" é😀',
+      ready: true,
+      schedulable: false,
+      labels: { 'topology.kubernetes.io/zone': 'us-east4-a', quote: 'a"b\\c' },
+      taints: [
+        { key: 'nvidia.com/gpu', value: 'present', effect: 'NoSchedule' as const },
+        { key: 'maintenance', effect: 'NoExecute' as const },
+      ],
+      allocatable: { gpus: 7, cpu_millis: 94_000, memory_mb: 1_376_256 },
+    };
+    const d = { device_id: 'GPU-a', node_id: 'node-a', vendor: 'nvidia', model: 'A100 "SXM4"', memory_total_mb: 81_920, health: 'degraded' as const, driver_version: '550.54.15\n' };
+    const dep1 = { deployment_id: 'dep-a', observed_revision: 9_007_199_254_740_991, phase: 'progressing' as const, ready_replicas: 1, replica_ids: ['dep-a-1', 'dep-a-2'], message: 'rolling ✓ "2/3"' };
+    const dep2 = { deployment_id: 'dep-b', observed_revision: null, phase: 'pending' as const, ready_replicas: 0, replica_ids: [], message: '' };
+    const ev = { subject: 'node-a', reason: 'NodeNotReady', message: 'kubelet\tstopped', severity: 'error' as const, occurred_at: '2026-08-19T14:02:10.913+02:00' };
+    peer.send('node.observed', n);
+    peer.send('device.observed', d);
+    peer.send('deployment.observed', dep1);
+    peer.send('deployment.observed', dep2);
+    const evId = peer.send('node.event', ev);
+    await peer.ackedThrough(5);
+    const { allocatable: _, ...nodeFields } = n;
+    expect(
+      await h.sql('select node_id, name, ready, schedulable, labels, taints, gpus, cpu_millis, memory_mb, obs_session, obs_seq from nodes where cluster_uid = $1', [c.uid]),
+    ).toEqual([{ ...nodeFields, gpus: 7, cpu_millis: '94000', memory_mb: '1376256', obs_session: sessionId, obs_seq: '1' }]);
+    expect(await h.sql('select device_id, node_id, vendor, model, memory_total_mb, health, driver_version, obs_session, obs_seq from devices where cluster_uid = $1', [c.uid])).toEqual([
+      { ...d, memory_total_mb: '81920', obs_session: sessionId, obs_seq: '2' },
+    ]);
+    expect(
+      await h.sql('select deployment_id, observed_revision, phase, ready_replicas, message, obs_session, obs_seq from observed_deployments where cluster_uid = $1 order by 1', [c.uid]),
+    ).toEqual([
+      { deployment_id: 'dep-a', observed_revision: '9007199254740991', phase: 'progressing', ready_replicas: 1, message: dep1.message, obs_session: sessionId, obs_seq: '3' },
+      { deployment_id: 'dep-b', observed_revision: null, phase: 'pending', ready_replicas: 0, message: '', obs_session: sessionId, obs_seq: '4' },
+    ]);
+    expect(await h.sql('select deployment_id, replica_id from replicas where cluster_uid = $1 order by 1, 2', [c.uid])).toEqual([
+      { deployment_id: 'dep-a', replica_id: 'dep-a-1' },
+      { deployment_id: 'dep-a', replica_id: 'dep-a-2' },
+    ]);
+    const events = await h.sql<{ occurred_at: string }>(
+      `select frame_id, kind, subject, reason, message, severity, to_json(occurred_at)#>>'{}' as occurred_at, session_id, seq from events where cluster_uid = $1`,
+      [c.uid],
+    );
+    expect(events).toEqual([{ frame_id: evId, kind: 'node', ...ev, occurred_at: expect.any(String), session_id: sessionId, seq: '5' }]);
+    expect(Date.parse(events[0]!.occurred_at)).toBe(Date.parse(ev.occurred_at));
+    peer.close();
+  });
+
   it('ack means applied: when an ack covers a frame, its row is already committed', async () => {
     const c = await h.newCluster();
     const { peer } = await h.openFresh(c);
