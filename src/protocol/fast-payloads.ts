@@ -262,13 +262,27 @@ function deploymentObserved(p: unknown): FastResult<Payload<'deployment.observed
   };
 }
 
-function removed<K extends string>(key: K): FastValidator<{ [P in K]: string }> {
-  return (p) => {
-    if (!isObject(p)) return notObject(p);
-    const id = p[key];
-    if (!isIdent(id)) return fail(key, identProblem(id));
-    return { ok: true, value: { [key]: id } as { [P in K]: string } };
-  };
+// One function per type, not one made by a factory: a shared function reading `p[key]` with three
+// keys and building `{ [key]: id }` is several times slower once all three types go through it.
+function nodeRemoved(p: unknown): FastResult<Payload<'node.removed'>> {
+  if (!isObject(p)) return notObject(p);
+  const node_id = p.node_id;
+  if (!isIdent(node_id)) return fail('node_id', identProblem(node_id));
+  return { ok: true, value: { node_id } };
+}
+
+function deviceRemoved(p: unknown): FastResult<Payload<'device.removed'>> {
+  if (!isObject(p)) return notObject(p);
+  const device_id = p.device_id;
+  if (!isIdent(device_id)) return fail('device_id', identProblem(device_id));
+  return { ok: true, value: { device_id } };
+}
+
+function deploymentRemoved(p: unknown): FastResult<Payload<'deployment.removed'>> {
+  if (!isObject(p)) return notObject(p);
+  const deployment_id = p.deployment_id;
+  if (!isIdent(deployment_id)) return fail('deployment_id', identProblem(deployment_id));
+  return { ok: true, value: { deployment_id } };
 }
 
 function event(p: unknown): FastResult<Payload<'node.event'>> {
@@ -317,11 +331,11 @@ export type HotType = (typeof HOT_TYPES)[number];
 export const FAST_PAYLOADS: { readonly [T in HotType]: FastValidator<Payload<T>> } = {
   'cluster.observed': clusterObserved,
   'node.observed': nodeObserved,
-  'node.removed': removed('node_id'),
+  'node.removed': nodeRemoved,
   'device.observed': deviceObserved,
-  'device.removed': removed('device_id'),
+  'device.removed': deviceRemoved,
   'deployment.observed': deploymentObserved,
-  'deployment.removed': removed('deployment_id'),
+  'deployment.removed': deploymentRemoved,
   'node.event': event,
   'device.event': event,
   'deployment.event': event,
