@@ -11,9 +11,11 @@
  */
 import {
   buildFrame,
+  decodeEnvelope,
   decodePayload,
   decodePayloadWithZod,
   EnvelopeSchema,
+  envelopeProblem,
   frameProblem,
   newId,
   readFrame,
@@ -152,6 +154,29 @@ export function validateSuite(runs: number, minMs: number): { payloads: Validate
   let m = 0;
   const after = measure(() => readFrame(texts[m++ & (SAMPLES - 1)]!), 1, runs, minMs);
   return { payloads, frames: { type: 'readFrame, mixed observed stream', zod: before.ns, fast: after.ns } };
+}
+
+/** Where a device.observed frame's readFrame time goes now, ns per frame. */
+export function partsSuite(runs: number, minMs: number): { part: string; ns: number }[] {
+  const texts = framesOf('device.observed');
+  const parsed = texts.map((t) => JSON.parse(t) as { payload: unknown } & Record<string, unknown>);
+  const envelopes = texts.map((t) => {
+    const d = decodeEnvelope(t);
+    if (!d.ok) throw new Error(d.reason);
+    return d.envelope;
+  });
+  let i = 0;
+  const at = () => i++ & (SAMPLES - 1);
+  const parts: [string, () => unknown][] = [
+    ['JSON.parse of the frame', () => JSON.parse(texts[at()]!)],
+    ['envelope checks (envelopeProblem)', () => envelopeProblem(parsed[at()]!)],
+    ['frame checks (frameProblem: id and ts patterns, Date.parse)', () => frameProblem(envelopes[at()]!)],
+    ['  of which Date.parse of ts', () => Date.parse(envelopes[at()]!.ts)],
+    ['payload (fast validator)', () => FAST_PAYLOADS['device.observed'](parsed[at()]!.payload)],
+    ['scan for a __proto__ key', () => texts[at()]!.includes('__proto__') || texts[i & (SAMPLES - 1)]!.includes('\\u')],
+    ['readFrame, whole', () => readFrame(texts[at()]!)],
+  ];
+  return parts.map(([part, fn]) => ({ part, ns: measure(fn, 1, runs, minMs).ns }));
 }
 
 const FENCE: SessionFence = { clusterUid: '01J9X2E5G7QK8V3B0YHN4TZC6M', sessionId: 'session', generation: 1, tokenHash: 'ab'.repeat(32) };

@@ -13,7 +13,7 @@
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { unstable_startWorker } from 'wrangler';
-import { batchSuite, validateSuite, type BatchRow, type ValidateRow } from './cases';
+import { batchSuite, partsSuite, validateSuite, type BatchRow, type ValidateRow } from './cases';
 import { statementSuite } from './statement';
 
 const { values: args } = parseArgs({
@@ -30,6 +30,7 @@ const ms = Number(args.ms);
 
 type Validate = ReturnType<typeof validateSuite>;
 type Batch = ReturnType<typeof batchSuite>;
+type Parts = ReturnType<typeof partsSuite>;
 
 const f0 = (n: number) => n.toLocaleString('en-US', { maximumFractionDigits: 0 });
 const f1 = (n: number) => n.toLocaleString('en-US', { maximumFractionDigits: n < 10 ? 2 : 1 });
@@ -51,7 +52,13 @@ function batchTable(results: [string, Batch][]): string {
   return [head, rule, ...rows, '', `Parameter bytes per batch: before ${f0(bytes.before)}, after ${f0(bytes.after)} (${((1 - bytes.after / bytes.before) * 100).toFixed(0)}% fewer).`].join('\n');
 }
 
-async function inWorkerd(): Promise<{ validate: Validate; batch: Batch; userAgent: string | null }> {
+function partsTable(results: [string, Parts][]): string {
+  const head = `| one device.observed frame | ${results.map(([rt]) => rt).join(' | ')} |`;
+  const rule = `|---|${results.map(() => '---:').join('|')}|`;
+  return [head, rule, ...results[0]![1].map((p, i) => `| ${p.part} | ${results.map(([, r]) => `${f0(r[i]!.ns)} ns`).join(' | ')} |`)].join('\n');
+}
+
+async function inWorkerd(): Promise<{ validate: Validate; parts: Parts; batch: Batch; userAgent: string | null }> {
   const worker = await unstable_startWorker({
     config: fileURLToPath(new URL('./wrangler.toml', import.meta.url)),
     sendMetrics: false,
@@ -66,7 +73,7 @@ async function inWorkerd(): Promise<{ validate: Validate; batch: Batch; userAgen
       return (await r.json()) as T;
     };
     const { userAgent } = await get<{ userAgent: string | null }>('probe');
-    return { userAgent, validate: await get<Validate>('validate'), batch: await get<Batch>('batch') };
+    return { userAgent, validate: await get<Validate>('validate'), parts: await get<Parts>('parts'), batch: await get<Batch>('batch') };
   } finally {
     await worker.dispose();
   }
@@ -78,6 +85,7 @@ async function main(): Promise<void> {
   const started = new Date();
   console.error(`node: validate (runs ${runs} × ≥${ms} ms)…`);
   const validate: [string, Validate][] = [['Node', validateSuite(runs, ms)]];
+  const parts: [string, Parts][] = [['Node', partsSuite(runs, ms)]];
   console.error('node: batch…');
   const batch: [string, Batch][] = [['Node', batchSuite(runs, ms)]];
   let ua: string | null = null;
@@ -86,11 +94,13 @@ async function main(): Promise<void> {
     const w = await inWorkerd();
     ua = w.userAgent;
     validate.push(['workerd', w.validate]);
+    parts.push(['workerd', w.parts]);
     batch.push(['workerd', w.batch]);
   }
   const out: string[] = [];
   out.push(`Run ${started.toISOString()}; Node ${process.version}${ua ? `; workerd user agent "${ua}" (zod's allowsEval is false there)` : ''}; ${runs} runs of ≥ ${ms} ms per figure, medians.`, '');
   out.push('### Validation, ns per frame', '', validateTable(validate), '');
+  out.push('### Where a frame\'s readFrame time goes now, ns per frame', '', partsTable(parts), '');
   out.push('### Batch building and parameters, µs per 2,000-frame batch', '', batchTable(batch), '');
   if (!args['no-pg']) {
     console.error('postgres: statement variants…');
