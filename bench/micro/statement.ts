@@ -89,6 +89,8 @@ export async function statementSuite(reps: number, databaseUrl = process.env.DAT
       remoteAddr: null,
       operatorVersion: 'micro',
       contention: { windowMs: 600_000, threshold: 3, quietMs: 600_000 },
+      pollShard: 0,
+      watermark: 0,
     });
     if (claim.generation === null) throw new Error(`claim refused: ${claim.refusal}`);
     const fence: SessionFence = { clusterUid: uid, sessionId, generation: claim.generation, tokenHash };
