@@ -1,21 +1,8 @@
-import type { IngestBatch } from '../session/ingest-batch';
+import type { IngestBatch, IngestResult, SessionFence } from './ingest-types';
 import { fenceCte } from './ownership';
 import type { Sql } from './sql';
 
-export interface SessionFence {
-  clusterUid: string;
-  sessionId: string;
-  generation: number;
-  tokenHash: string;
-}
-
-export interface IngestResult {
-  /** False: this session no longer owns the cluster (or it was disabled or its token rotated); nothing was written. */
-  fenced: boolean;
-  pruned: number;
-  /** operation.* frames naming an operation this cluster does not have: recorded as rejections. */
-  unknownOperations: { seq: number; frame_id: string; type: string; reason: string }[];
-}
+export type * from './ingest-types';
 
 /**
  * The row tables (one row per frame) travel as positional rows, `[["GPU-1","n1",…,4412],…]`,

@@ -4,7 +4,10 @@
  * split to find a frame the database refuses.
  */
 import { CATALOG, type Payload, type ResyncKind, type TypedMessage } from '../../protocol';
+import type { DesiredRefusal, IngestBatch, OperationEvent, OperationUpdate, Rejection, WithSeq } from '../db/ingest';
 import type { OpResync } from './store';
+
+export type { DesiredRefusal, IngestBatch, OperationEvent, OperationUpdate, Prune, Rejection } from '../db/ingest';
 
 interface ItemBase {
   seq: number;
@@ -20,78 +23,8 @@ export type InboundItem =
   | (ItemBase & { kind: 'poison'; reason: string })
   | (ItemBase & { kind: 'unknown' });
 
-type WithSeq<T> = T & { seq: number };
-
-export interface OperationUpdate {
-  operation_id: string;
-  accepted: boolean;
-  progressed: boolean;
-  outcome: string | null;
-  message: string | null;
-}
-
-export interface OperationEvent {
-  operation_id: string | null;
-  /** For an `error` replying to an operation.start: resolved to the operation by its start frame id. */
-  reply_to: string | null;
-  frame_id: string;
-  kind: 'accepted' | 'progress' | 'result' | 'error';
-  phase: string | null;
-  message: string;
-  seq: number;
-}
-
-export interface Rejection {
-  seq: number;
-  frame_id: string | null;
-  type: string;
-  reason: string;
-  /** False when the frame was already answered on arrival (an unknown type). */
-  answer: boolean;
-}
-
-/** The operator refused a deployment.desired: an error replying to that frame. */
-export interface DesiredRefusal {
-  deployment_id: string;
-  revision: number;
-  code: string;
-  message: string;
-  seq: number;
-}
-
 /** Which deployment a frame the hub sent carried, if it was a deployment.desired. */
 export type SentDesiredLookup = (frameId: string) => { deploymentId: string; revision: number } | null;
-
-export interface Prune {
-  kind: ResyncKind;
-  begin_seq: number;
-}
-
-export interface IngestBatch {
-  cluster: WithSeq<Payload<'cluster.observed'>> | null;
-  nodes: WithSeq<Payload<'node.observed'>>[];
-  nodeDeletes: string[];
-  devices: WithSeq<Payload<'device.observed'>>[];
-  deviceDeletes: string[];
-  deployments: WithSeq<Payload<'deployment.observed'>>[];
-  deploymentDeletes: string[];
-  events: {
-    frame_id: string;
-    kind: string;
-    subject: string;
-    reason: string;
-    message: string;
-    severity: string;
-    occurred_at: string;
-    seq: number;
-  }[];
-  linkStats: Payload<'link.stats'> | null;
-  operationUpdates: OperationUpdate[];
-  operationEvents: OperationEvent[];
-  rejections: Rejection[];
-  desiredRefusals: DesiredRefusal[];
-  prunes: Prune[];
-}
 
 export interface StreamNote {
   beginId: string;
