@@ -113,11 +113,12 @@ export function runLoad(op: RawOperator, o: LoadOptions): Promise<LoadResult> {
         if (budget <= 0) return;
         // One write for the chunk (frames stay separate WebSocket messages).
         socket?.cork();
+        const ack = op.ackToSend();
         for (let k = 0; k < budget; k++) {
           const seq = op.nextSeq++;
           const subject = (o.subjectOffset ?? 0) + (i++ % o.subjects);
           sentAt[seq & mask] = performance.now();
-          op.sendRaw(buildFrame({ type: 'device.observed', payload: device(subject), seq, ack: op.hubCursor, id: newId() }));
+          op.sendRaw(buildFrame({ type: 'device.observed', payload: device(subject), seq, ack, id: newId() }));
         }
         socket?.uncork();
       } finally {

@@ -2,9 +2,21 @@
  * A raw operator connection for load generation: `ws` with permessage-deflate off, frames built
  * with the protocol's own `buildFrame`, every received frame parsed once. No SDK: the benchmark
  * states exactly what goes over the wire.
+ *
+ * Liveness and acknowledgement as the SDK does them (src/operator/client.ts, writer.ts): after
+ * the welcome it pings every `limits.ping_interval_s` (10 s) with the canonical ping whose `ack`
+ * is its contiguous cursor of the hub's stream, and when that cursor moves it sends an `ack`
+ * 50 ms later unless a frame it sends carries it first. So an idle session's replay buffer
+ * empties and its pings match the pair the hub installs for the runtime to answer: an idle
+ * raw operator lets its session object sleep, as an SDK would. Scenarios that study
+ * acknowledgement itself (resume, resync) turn the automatic ack off and ack by hand.
  */
 import WebSocket from 'ws';
-import { buildFrame, newId, type Envelope, type MessageType, type Payload } from '../../src/protocol';
+import { buildFrame, canonicalPing, newId, type Envelope, type MessageType, type Payload } from '../../src/protocol';
+
+/** The SDK's defaults (src/operator/client-types.ts): ping cadence and the delay before a lone ack. */
+export const SDK_PING_MS = 10_000;
+export const SDK_ACK_DELAY_MS = 50;
 
 /** An envelope as received, its payload read as a plain object. */
 export type WireFrame = Omit<Envelope, 'payload'> & { payload: Record<string, any> };
@@ -12,6 +24,12 @@ export type WireFrame = Omit<Envelope, 'payload'> & { payload: Record<string, an
 export interface ConnectOptions {
   hint?: string | null;
   timeoutMs?: number;
+  /** Ping this often after the welcome (canonical ping); false: never. Default: the SDK's 10 s. */
+  pingMs?: number | false;
+  /** Delay of the first ping after the welcome (a fleet spreads its pings); default `pingMs`. */
+  firstPingMs?: number;
+  /** Send an `ack` this long after the cursor moves unless a frame carried it; false: only by hand. Default: the SDK's 50 ms. */
+  autoAckMs?: number | false;
 }
 
 export class ConnectError extends Error {
@@ -30,21 +48,42 @@ export class RawOperator {
   hubCursor = 0;
   /** Highest `ack` the hub has sent (its cursor of our stream). */
   hubAck = 0;
+  /** Highest cursor a frame we sent carried as `ack`. */
+  lastAckSent = 0;
+  pings = 0;
+  pongs = 0;
   closed: { code: number; reason: string } | null = null;
   private listeners: ((f: WireFrame, receivedAt: number) => void)[] = [];
   private closeListeners: ((code: number) => void)[] = [];
+  private pingTimer: ReturnType<typeof setTimeout> | null = null;
+  private ackTimer: ReturnType<typeof setTimeout> | null = null;
+  private readonly pingMs: number | false;
+  private readonly firstPingMs: number | undefined;
+  private readonly autoAckMs: number | false;
 
-  private constructor(readonly ws: WebSocket) {
+  private constructor(
+    readonly ws: WebSocket,
+    options: ConnectOptions,
+  ) {
+    this.pingMs = options.pingMs ?? SDK_PING_MS;
+    this.firstPingMs = options.firstPingMs;
+    this.autoAckMs = options.autoAckMs ?? SDK_ACK_DELAY_MS;
     ws.on('message', (data) => {
       const at = performance.now();
       const f = JSON.parse(String(data)) as WireFrame;
       if (f.ack !== null && f.ack > this.hubAck) this.hubAck = f.ack;
-      if (f.seq !== null && f.seq === this.hubCursor + 1) this.hubCursor = f.seq;
+      if (f.seq !== null && f.seq === this.hubCursor + 1) {
+        this.hubCursor = f.seq;
+        this.cursorMoved();
+      }
+      if (f.type === 'pong') this.pongs++;
+      else if (f.type === 'welcome') this.startPinging();
       for (const l of this.listeners) l(f, at);
     });
     const onClosed = (code: number, reason: string) => {
       if (this.closed) return;
       this.closed = { code, reason };
+      this.stopTimers();
       for (const l of this.closeListeners) l(code);
     };
     // The close frame is what the protocol speaks; `close` itself may follow the TCP teardown late.
@@ -62,7 +101,7 @@ export class RawOperator {
       handshakeTimeout: options.timeoutMs ?? 30_000,
     });
     return new Promise<RawOperator>((resolve, reject) => {
-      ws.once('open', () => resolve(new RawOperator(ws)));
+      ws.once('open', () => resolve(new RawOperator(ws, options)));
       ws.once('unexpected-response', (_req, res) => {
         res.resume();
         reject(new ConnectError(`HTTP ${res.statusCode}`, res.statusCode ?? null));
@@ -126,16 +165,18 @@ export class RawOperator {
   ): number | null {
     const sequenced = !['hello', 'welcome', 'ping', 'pong', 'ack'].includes(type);
     const seq = opts.seq !== undefined ? opts.seq : sequenced ? this.nextSeq++ : null;
+    const ack = opts.ack !== undefined ? opts.ack : type === 'hello' ? null : this.hubCursor;
     this.ws.send(
       buildFrame({
         type,
         payload,
         seq,
-        ack: opts.ack !== undefined ? opts.ack : type === 'hello' ? null : this.hubCursor,
+        ack,
         reply_to: opts.reply_to ?? null,
         id: opts.id ?? newId(),
       }),
     );
+    if (ack !== null) this.carried(ack);
     return seq;
   }
 
@@ -143,9 +184,53 @@ export class RawOperator {
     this.ws.send(text);
   }
 
+  /** The cursor to put in a frame's `ack` when building it by hand (`sendRaw`): noted as carried. */
+  ackToSend(): number {
+    this.carried(this.hubCursor);
+    return this.hubCursor;
+  }
+
   /** Release the hub's replay buffer up to what we have received. */
   sendAck(): void {
     this.sendFrame('ack', {});
+  }
+
+  /** The SDK's ping: one canonical text per cursor, no id, no ts (PROTOCOL.md, liveness). */
+  ping(): void {
+    if (this.closed) return;
+    this.ws.send(canonicalPing(this.hubCursor));
+    this.carried(this.hubCursor);
+    this.pings++;
+  }
+
+  private carried(ack: number): void {
+    if (ack > this.lastAckSent) this.lastAckSent = ack;
+  }
+
+  /** As the SDK's writer: an ack goes out after the delay unless a frame carries the cursor first. */
+  private cursorMoved(): void {
+    if (this.autoAckMs === false || this.ackTimer) return;
+    this.ackTimer = setTimeout(() => {
+      this.ackTimer = null;
+      if (!this.closed && this.hubCursor > this.lastAckSent) this.sendAck();
+    }, this.autoAckMs);
+  }
+
+  private startPinging(): void {
+    if (this.pingMs === false || this.pingTimer) return;
+    const every = this.pingMs;
+    const tick = () => {
+      this.ping();
+      this.pingTimer = setTimeout(tick, every);
+    };
+    this.pingTimer = setTimeout(tick, this.firstPingMs ?? every);
+  }
+
+  private stopTimers(): void {
+    if (this.pingTimer) clearTimeout(this.pingTimer);
+    if (this.ackTimer) clearTimeout(this.ackTimer);
+    this.pingTimer = null;
+    this.ackTimer = null;
   }
 
   /** Wait until the hub's ack reaches `seq`. */
@@ -159,6 +244,7 @@ export class RawOperator {
   }
 
   close(code = 1000): void {
+    this.stopTimers();
     try {
       this.ws.close(code, 'bench done');
     } catch {
@@ -167,6 +253,7 @@ export class RawOperator {
   }
 
   terminate(): void {
+    this.stopTimers();
     this.ws.terminate();
   }
 }

@@ -40,9 +40,9 @@ async function hubResumeOnce(ctx: ScenarioContext, n: number, upFrames: number, 
   const cluster = c as BenchCluster;
   await env.seedDesired(cluster.uid, n);
 
-  // First connection: take the snapshot stream, ack nothing, then drop.
+  // First connection: take the snapshot stream, ack nothing (no automatic ack either), then drop.
   const t0 = performance.now();
-  const first = await RawOperator.connect(env.wsUrl, cluster.token);
+  const first = await RawOperator.connect(env.wsUrl, cluster.token, { autoAckMs: false });
   const end = first.next((f) => f.type === 'stream.end', 60_000);
   const welcome = await first.hello({ cluster_id: cluster.name });
   const lastSeq = (await end).seq as number;
@@ -58,7 +58,8 @@ async function hubResumeOnce(ctx: ScenarioContext, n: number, upFrames: number, 
   }
 
   const r0 = performance.now();
-  const op = await RawOperator.connect(env.wsUrl, cluster.token, { hint: sessionId });
+  // Acks by hand once the replay is in, as when the figures before were taken.
+  const op = await RawOperator.connect(env.wsUrl, cluster.token, { hint: sessionId, autoAckMs: false });
   let welcomeAt = 0;
   let downAt: number | null = null;
   let upAt: number | null = upFrames === 0 ? r0 : null;
