@@ -1,5 +1,6 @@
-/** Samples how many Postgres backends exist (for the bench database and server-wide) during a scenario. */
+/** Postgres activity during a scenario: backends (for the bench database and server-wide), transactions. */
 import type { Client } from '@neondatabase/serverless';
+import { pgClient } from '../../scripts/lib/pg-node';
 import type { BenchEnv } from './env';
 
 export class PgActivitySampler {
@@ -47,5 +48,76 @@ export class PgActivitySampler {
     await this.client?.end().catch(() => undefined);
     this.client = null;
     return { peak: this.peak, peakServer: this.peakServer };
+  }
+}
+
+/**
+ * Transactions and new connections of the bench database over time (pg_stat_database), sampled
+ * from a connection to the server's maintenance database so the sampling itself is not counted.
+ * Postgres publishes a backend's counts when it goes idle (at most once a second, within 10 s):
+ * fine for rates over minutes, approximate for a single interval.
+ */
+export class PgXactSampler {
+  private client: Client | null = null;
+  private timer: ReturnType<typeof setInterval> | null = null;
+  private busy = false;
+  private samples: { t: number; xacts: number; sessions: number }[] = [];
+
+  constructor(
+    private readonly env: BenchEnv,
+    private readonly everyMs = 5_000,
+  ) {}
+
+  async start(): Promise<void> {
+    const url = new URL(this.env.stack.databaseUrl);
+    this.dbName = decodeURIComponent(url.pathname.slice(1));
+    url.pathname = '/postgres';
+    this.client = pgClient(url.toString(), this.env.stack.pgWsProxy);
+    this.client.on('error', () => undefined);
+    await this.client.connect();
+    this.samples = [];
+    await this.sample();
+    this.timer = setInterval(() => void this.sample(), this.everyMs);
+  }
+
+  private dbName = '';
+
+  private async sample(): Promise<void> {
+    if (this.busy || !this.client) return;
+    this.busy = true;
+    try {
+      const { rows } = await this.client.query<{ x: string; s: string }>(
+        'select xact_commit + xact_rollback as x, sessions as s from pg_stat_database where datname = $1',
+        [this.dbName],
+      );
+      const r = rows[0];
+      if (r) this.samples.push({ t: performance.now(), xacts: Number(r.x), sessions: Number(r.s) });
+    } catch {
+      // skip this sample
+    } finally {
+      this.busy = false;
+    }
+  }
+
+  async stop(): Promise<{ perSecond: number; medianPerSecond: number; peakPerSecond: number; connectionsPerSecond: number }> {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+    while (this.busy) await new Promise((r) => setTimeout(r, 10));
+    await this.sample();
+    await this.client?.end().catch(() => undefined);
+    this.client = null;
+    const s = this.samples;
+    const first = s[0];
+    const last = s[s.length - 1];
+    if (!first || !last || last.t <= first.t) return { perSecond: Number.NaN, medianPerSecond: Number.NaN, peakPerSecond: Number.NaN, connectionsPerSecond: Number.NaN };
+    const span = (last.t - first.t) / 1000;
+    const rates = s.slice(1).map((x, i) => (x.xacts - (s[i] as typeof x).xacts) / ((x.t - (s[i] as typeof x).t) / 1000));
+    const sorted = [...rates].sort((a, b) => a - b);
+    return {
+      perSecond: (last.xacts - first.xacts) / span,
+      medianPerSecond: sorted.length ? (sorted[Math.floor((sorted.length - 1) / 2)] as number) : Number.NaN,
+      peakPerSecond: sorted.length ? (sorted[sorted.length - 1] as number) : Number.NaN,
+      connectionsPerSecond: (last.sessions - first.sessions) / span,
+    };
   }
 }

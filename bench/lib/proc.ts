@@ -9,6 +9,9 @@ const TICKS_PER_SECOND = 100; // getconf CLK_TCK on Linux/x86-64
 export interface MemSample {
   rssKiB: number;
   hwmKiB: number;
+  /** Of the RSS: anonymous memory (heaps) and file-backed pages (mapped files, the binary). */
+  anonKiB: number;
+  fileKiB: number;
 }
 
 export function readMem(pid: number): MemSample {
@@ -17,7 +20,7 @@ export function readMem(pid: number): MemSample {
     const m = new RegExp(`^${name}:\\s+(\\d+) kB`, 'm').exec(status);
     return m ? Number(m[1]) : Number.NaN;
   };
-  return { rssKiB: field('VmRSS'), hwmKiB: field('VmHWM') };
+  return { rssKiB: field('VmRSS'), hwmKiB: field('VmHWM'), anonKiB: field('RssAnon'), fileKiB: field('RssFile') };
 }
 
 /** Reset VmHWM to the current RSS (Linux: `echo 5 > /proc/PID/clear_refs`), so a scenario reads its own peak. */
