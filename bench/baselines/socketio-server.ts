@@ -7,6 +7,9 @@
  * - `PUT /clusters/:cluster/deployments/:id` (JSON body) emits `deployment.desired` to the room
  *   and answers 200 — optionally after the same Postgres upsert the hub's admin API does
  *   (`?db=1`), through the same Neon driver and proxy.
+ * - `PUT /clusters/:cluster/deployments` with `{deployments: [{deployment_id, ...}]}` emits each one,
+ *   optionally (`?db=1`) after the one statement the hub's bulk PUT runs (one revision bump by
+ *   their number, one upsert of all rows, one commit).
  * - IPC {type:'emit', room, n, payload, reqId} broadcasts n frames to the room (used while the
  *   client is disconnected, to measure recovery); replies {type:'emitted', reqId}.
  *
@@ -44,19 +47,71 @@ io.on('connection', (socket) => {
   if (!socket.recovered) void socket.join(room);
 });
 
+interface DesiredBody {
+  workload_id: string;
+  min_replicas: number;
+  max_replicas: number;
+  serving: unknown;
+}
+
+/** The bulk write: the statement of the hub's `putDesiredDeployments` (src/hub/db/desired-admin.ts). */
+async function bulk(cluster: string, items: (DesiredBody & { deployment_id: string })[], withDb: boolean): Promise<number> {
+  let first = revision + 1;
+  revision += items.length;
+  if (withDb) {
+    const c = await dbClient();
+    const { rows } = await c.query<{ first_revision: string }>(
+      `with input as (
+         select * from jsonb_to_recordset($2::jsonb)
+           as x(deployment_id text, workload_id text, min_replicas int, max_replicas int, serving jsonb, ord int)
+       ),
+       rev as (
+         update clusters set desired_revision = desired_revision + $3 where uid = $1
+         returning uid, desired_revision - $3 as before
+       ),
+       up as (
+         insert into desired_deployments (cluster_uid, deployment_id, workload_id, revision, min_replicas, max_replicas, serving, deleted, updated_at)
+         select rev.uid, i.deployment_id, i.workload_id, rev.before + i.ord, i.min_replicas, i.max_replicas, i.serving, false, now()
+         from input i, rev
+         on conflict (cluster_uid, deployment_id) do update set workload_id = excluded.workload_id,
+           revision = excluded.revision, min_replicas = excluded.min_replicas, max_replicas = excluded.max_replicas,
+           serving = excluded.serving, deleted = false, updated_at = now()
+         returning 1
+       )
+       select rev.before + 1 as first_revision, (select count(*) from up) as written from rev`,
+      [cluster, JSON.stringify(items.map((d, i) => ({ ...d, ord: i + 1 }))), items.length],
+    );
+    first = Number(rows[0]?.first_revision ?? first);
+  }
+  items.forEach((d, i) => io.to(cluster).emit('deployment.desired', { ...d, revision: first + i, deleted: false }));
+  return first;
+}
+
 async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
   const url = new URL(req.url ?? '/', 'http://x');
+  const many = /^\/clusters\/([^/]+)\/deployments$/.exec(url.pathname);
   const m = /^\/clusters\/([^/]+)\/deployments\/([^/]+)$/.exec(url.pathname);
-  if (req.method !== 'PUT' || !m) {
+  if (req.method !== 'PUT' || (!m && !many)) {
     res.writeHead(404).end();
     return;
   }
   let body = '';
   for await (const chunk of req) body += String(chunk);
+  if (many) {
+    try {
+      const { deployments } = JSON.parse(body) as { deployments: (DesiredBody & { deployment_id: string })[] };
+      const first = await bulk(decodeURIComponent(many[1] as string), deployments, url.searchParams.get('db') === '1');
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ first_revision: first }));
+    } catch (err) {
+      res.writeHead(500).end(String(err));
+    }
+    return;
+  }
+  if (!m) return;
   try {
     const cluster = decodeURIComponent(m[1] as string);
     const deploymentId = decodeURIComponent(m[2] as string);
-    const d = JSON.parse(body) as { workload_id: string; min_replicas: number; max_replicas: number; serving: unknown };
+    const d = JSON.parse(body) as DesiredBody;
     let rev = ++revision;
     if (url.searchParams.get('db') === '1') {
       const c = await dbClient();
