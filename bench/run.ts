@@ -10,7 +10,7 @@
  *
  * Benchmarks are not tests: nothing here asserts on time. Targets are reported as met or not.
  */
-import { readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -20,6 +20,8 @@ import { startPooler } from './lib/pooler';
 import { Inspector } from './lib/profiler';
 import { machineInfo } from './lib/machine';
 import { ForeignLoad } from './lib/proc';
+import type { BeforeFile } from './lib/compare';
+import type { ProfileRun } from './lib/analysis';
 import { renderReport, type ReportInput } from './lib/report';
 import type { Scenario, ScenarioResult } from './lib/types';
 import { handshake } from './scenarios/handshake';
@@ -90,12 +92,23 @@ function log(msg: string): void {
 
 /** Everything a report is rendered from; saved after every run so `--render` can redo the text. */
 const RAW = path.join(tmpdir(), 'wingsmith-bench-results.json');
+/** The figures before this rewrite of the benchmark (see the file's `about`). */
+const BEFORE = JSON.parse(readFileSync(path.join(HERE, 'before.json'), 'utf8')) as BeforeFile;
+/**
+ * The profiles the analysis quotes: a `--profile` run writes its summaries next to its report
+ * (`--out bench/PROFILE.md` → bench/PROFILE.json); a normal run reads them from there.
+ */
+const PROFILES = path.join(HERE, 'PROFILE.json');
+function loadProfiles(): ProfileRun | undefined {
+  return existsSync(PROFILES) ? (JSON.parse(readFileSync(PROFILES, 'utf8')) as ProfileRun) : undefined;
+}
 
 async function main(): Promise<void> {
   const args = parseArgs(process.argv.slice(2));
   if (args.render) {
     const input = JSON.parse(readFileSync(args.render, 'utf8')) as ReportInput & { started: string };
-    const report = renderReport({ ...input, started: new Date(input.started) });
+    const profiles = loadProfiles();
+    const report = renderReport({ ...input, before: BEFORE, ...(profiles ? { profiles } : {}), started: new Date(input.started) });
     const out = args.out ?? path.join(HERE, 'RESULTS.md');
     writeFileSync(out, report);
     log(`re-rendered ${args.render} → ${out}`);
@@ -130,16 +143,20 @@ async function main(): Promise<void> {
       let r: ScenarioResult;
       try {
         const budgetMs = s.budgetS * 1000 * (args.reps / 3);
+        // Per scenario: a scenario may restart the hub (new workerd, new inspector).
+        const inspector = args.profile && env.inspectorUrl ? await Inspector.connect(env.inspectorUrl) : undefined;
         const ctx = {
           env,
           quick: args.quick,
           reps: args.reps,
           log: (m: string) => log(`  ${m}`),
           overBudget: () => !args.quick && performance.now() - ts > budgetMs,
+          ...(inspector ? { inspector } : {}),
         };
-        if (args.profile && env.inspectorUrl) {
-          // Per scenario: a scenario may restart the hub (new workerd, new inspector).
-          const inspector = await Inspector.connect(env.inspectorUrl);
+        if (inspector && s.profilesItself) {
+          r = await s.run(ctx);
+          inspector.close();
+        } else if (inspector) {
           const [res, prof] = await inspector.profile(() => s.run(ctx));
           r = res;
           if (prof) r.profile = prof;
@@ -175,12 +192,25 @@ async function main(): Promise<void> {
     variant: [pooler ? 'PgBouncer (transaction pooling) between the proxy and Postgres' : '', args.profile ? 'CPU profiler attached to the hub (slower)' : '', Object.keys(args.vars).length ? `hub vars ${JSON.stringify(args.vars)}` : '']
       .filter(Boolean)
       .join('; '),
+    before: BEFORE,
   };
+  const profiles = args.profile ? undefined : loadProfiles();
+  if (profiles) input.profiles = profiles;
   writeFileSync(RAW, JSON.stringify(input));
   const report = renderReport(input);
   const full = !args.quick && !args.only && !args.pooler && !args.profile && Object.keys(args.vars).length === 0;
   const out = args.out ?? (full ? path.join(HERE, 'RESULTS.md') : path.join(tmpdir(), 'wingsmith-bench-RESULTS.md'));
   writeFileSync(out, report);
+  if (args.profile) {
+    // Merged by scenario into what is there: a later `--only` run replaces just its scenarios.
+    const file = `${out.replace(/\.md$/, '')}.json`;
+    const prior = existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as ProfileRun) : { profiles: {} };
+    const run: ProfileRun = { profiles: { ...prior.profiles } };
+    for (const r of results) {
+      if (r.profile) run.profiles[r.name] = { ...r.profile, scope: r.profileScope ?? 'the whole scenario', command, source: env.source.label, started: started.toISOString(), ...(r.data ? { data: r.data } : {}) };
+    }
+    writeFileSync(file, `${JSON.stringify(run, null, 1)}\n`);
+  }
   log(`done in ${totalS.toFixed(0)} s; report: ${out} (raw: ${RAW})`);
   process.stdout.write(report);
   // Clients and timers of the load generators are not worth waiting for.

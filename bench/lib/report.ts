@@ -1,5 +1,6 @@
 /** Renders bench/RESULTS.md from one run. */
-import { renderAnalysis } from './analysis';
+import { renderAnalysis, type ProfileRun } from './analysis';
+import { compareRows, REGRESSION_TOLERANCE, type BeforeFile, type Row } from './compare';
 import type { StackInfo } from './env';
 import { fmtRepeated } from './format';
 import type { MachineInfo } from './machine';
@@ -22,6 +23,55 @@ export interface ReportInput {
   foreign: Record<string, number>;
   /** Non-standard setup of this run (pooler, profiler, var overrides), or ''. */
   variant?: string;
+  /** The figures before this rewrite (bench/before.json). */
+  before?: BeforeFile;
+  /** The CPU profiles the analysis quotes (bench/PROFILE.json, from a `--profile` run). */
+  profiles?: ProfileRun;
+}
+
+/** Scenarios whose targets the issue tables carry; the others' targets are listed as before. */
+const ISSUE_SCENARIOS = new Set(['handshake', 'ingest', 'desired', 'fleet']);
+
+function issueTable(rows: Row[]): string[] {
+  const out = ['| Figure | Before | After (this run) | Target | Met |', '|---|---|---|---|---|'];
+  for (const r of rows) {
+    const met = r.met === undefined ? '—' : r.met ? 'met' : '**not met**';
+    out.push(`| ${cell(r.label)} | ${cell(r.before)} | ${cell(r.after)} | ${cell(r.target ?? '—')} | ${met} |`);
+  }
+  return out;
+}
+
+function changeText(r: Row): string {
+  if (r.change === undefined) return '—';
+  const sign = r.change > 0 ? '+' : r.change < 0 ? '−' : '±';
+  return `${sign}${Math.abs(r.change * 100).toFixed(Math.abs(r.change) < 0.1 ? 1 : 0)}%`;
+}
+
+function verdictText(r: Row): string {
+  if (r.verdict === 'worse') return `**regressed** (worse than before by more than ${REGRESSION_TOLERANCE * 100}%)`;
+  if (r.verdict === 'within') return `within ${REGRESSION_TOLERANCE * 100}%`;
+  return r.verdict;
+}
+
+function renderComparison(r: ReportInput): string[] {
+  if (!r.before) return [];
+  const b = r.before;
+  const rows = compareRows(r.results, b);
+  const out: string[] = [];
+  const from = `bench/RESULTS.md as committed on main at ${b.mainCommit} (the full run of ${b.measuredOn}, which measured commit ${b.measuredCommit}; copied into bench/before.json)`;
+  out.push('## Issue 13: desired state, ingest and handshake — before and after', '');
+  out.push(`Before: ${from}. After: this run. A target stated against Socket.IO + Postgres is judged against that baseline as measured in this run.`, '');
+  out.push(...issueTable(rows.filter((x) => x.issue === 13)), '');
+  out.push('## Issue 12: idle sessions — before and after', '');
+  out.push(`Before: ${from}, except where the note says otherwise. After: this run's idle fleet (see its section for the method, including how residency is inferred).`, '');
+  out.push(...issueTable(rows.filter((x) => x.issue === 12)), '');
+  out.push('## Every other figure against its before', '');
+  out.push(`Issue 13 asks that every other figure stay within ${REGRESSION_TOLERANCE * 100}% of its before or get better; a figure worse than that is flagged. Medians of this run's repetitions (single measurements where the section says so), so a flag on a p99 or a once-measured figure may be noise: the section shows each one's min–max.`, '');
+  out.push('| Figure | Before | After | Change | |', '|---|---|---|---|---|');
+  for (const x of rows.filter((y) => !y.issue)) out.push(`| ${cell(x.label)} | ${cell(x.before)} | ${cell(x.after)} | ${changeText(x)} | ${verdictText(x)} |`);
+  const worse = rows.filter((x) => !x.issue && x.verdict === 'worse');
+  out.push('', worse.length ? `Regressed beyond ${REGRESSION_TOLERANCE * 100}%: ${worse.map((x) => x.label).join('; ')}.` : `No figure is worse than before by more than ${REGRESSION_TOLERANCE * 100}%.`, '');
+  return out;
 }
 
 function cell(s: string): string {
@@ -72,18 +122,20 @@ export function renderReport(r: ReportInput): string {
   lines.push('');
   lines.push('Run it: `npm run bench` (full, rewrites this file, under 10 minutes); `npm run bench -- --quick` (smoke, small sizes, report to a temp file); `--only handshake,ingest,desired,resume,resync,fleet`; `--reps N` (default 3); `--out FILE`. Experiments (never written here): `--pooler` (PgBouncer in transaction mode in front of Postgres), `--profile` (CPU profile of the hub isolate per scenario), `--var KEY=VALUE` (override a hub var).');
   lines.push('');
-  lines.push('## Summary of targets');
+  lines.push(...renderComparison(r));
+  lines.push(r.before ? '## Other targets' : '## Summary of targets');
   lines.push('');
   lines.push('| Target | Figure | Met |');
   lines.push('|---|---|---|');
   for (const res of r.results) {
+    if (r.before && ISSUE_SCENARIOS.has(res.name)) continue;
     for (const f of res.figures) {
       if (f.target === undefined) continue;
       lines.push(`| ${cell(f.metric)}: ${cell(f.target)} | ${cell(fmtRepeated(f.hub, f.unit))}${f.compare ? ` (${cell(f.compare)})` : ''} | ${f.met ? 'met' : '**not met**'} |`);
     }
   }
   lines.push('');
-  lines.push(...renderAnalysis(r.results, r.facts ?? {}, r.source ?? 'the measured source'));
+  lines.push(...renderAnalysis(r.results, r.facts ?? {}, r.source ?? 'the measured source', r.profiles));
   for (const res of r.results) {
     lines.push(`## ${res.title}`);
     lines.push('');
@@ -111,7 +163,7 @@ export function renderReport(r: ReportInput): string {
     }
     if (res.profile) {
       const p = res.profile;
-      lines.push(`CPU profile of the hub isolate over the whole scenario (${(p.busyMs / 1000).toFixed(1)} s attributed to JavaScript, GC and native calls; shares of that). \`index.js\` is wrangler's bundle of src/hub; the names are the source functions (\`drain\`, \`saveMeta\`: src/hub/session/session-object.ts and store.ts; \`decodeEnvelope\`, \`frameProblem\`: src/protocol/envelope.ts; \`inst._zod.*\`: zod's validators; \`rawWrite\`, \`parseRow\`: the Neon driver; \`exec\`: Durable Object SQLite):`);
+      lines.push(`CPU profile of the hub isolate over ${res.profileScope ?? 'the whole scenario'} (${(p.busyMs / 1000).toFixed(1)} s attributed: time on the isolate's thread in JavaScript, GC and native calls, including native calls that wait on I/O; shares of that). \`index.js\` is wrangler's bundle of src/hub (line numbers are the bundle's); \`exec\`: Durable Object SQLite; \`inst._zod.*\`: zod's validators; \`fetch\`: a request to another object (locally, a new object's construction and SQLite file are inside it); \`rawWrite\`, \`parseRow\`: the Neon driver:`);
       lines.push('');
       lines.push('| self time | share | function |');
       lines.push('|---|---|---|');
