@@ -121,3 +121,65 @@ export class PgXactSampler {
     };
   }
 }
+
+/**
+ * What the bench database's active backends wait on, sampled every `everyMs` from a connection
+ * to the maintenance database: counts by `wait_event_type: wait_event` (`CPU` when none).
+ */
+export class PgWaitSampler {
+  private client: Client | null = null;
+  private timer: ReturnType<typeof setInterval> | null = null;
+  private busy = false;
+  private dbName = '';
+  private counts = new Map<string, number>();
+  samples = 0;
+
+  constructor(
+    private readonly env: BenchEnv,
+    private readonly everyMs = 20,
+  ) {}
+
+  async start(): Promise<void> {
+    const url = new URL(this.env.stack.databaseUrl);
+    this.dbName = decodeURIComponent(url.pathname.slice(1));
+    url.pathname = '/postgres';
+    this.client = pgClient(url.toString(), this.env.stack.pgWsProxy);
+    this.client.on('error', () => undefined);
+    await this.client.connect();
+    this.counts.clear();
+    this.samples = 0;
+    this.timer = setInterval(() => void this.sample(), this.everyMs);
+  }
+
+  private async sample(): Promise<void> {
+    if (this.busy || !this.client) return;
+    this.busy = true;
+    try {
+      const { rows } = await this.client.query<{ w: string; n: string }>(
+        `select coalesce(wait_event_type || ': ' || wait_event, 'CPU') as w, count(*) as n from pg_stat_activity
+         where datname = $1 and state = 'active' and backend_type = 'client backend' group by 1`,
+        [this.dbName],
+      );
+      this.samples++;
+      for (const r of rows) this.counts.set(r.w, (this.counts.get(r.w) ?? 0) + Number(r.n));
+    } catch {
+      // skip this sample
+    } finally {
+      this.busy = false;
+    }
+  }
+
+  /** Average number of active backends in each state per sample, most first. */
+  async stop(): Promise<{ samples: number; byWait: { wait: string; avg: number }[] }> {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+    while (this.busy) await new Promise((r) => setTimeout(r, 5));
+    await this.client?.end().catch(() => undefined);
+    this.client = null;
+    const n = Math.max(1, this.samples);
+    return {
+      samples: this.samples,
+      byWait: [...this.counts.entries()].map(([wait, c]) => ({ wait, avg: c / n })).sort((a, b) => b.avg - a.avg),
+    };
+  }
+}

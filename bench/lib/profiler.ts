@@ -118,7 +118,11 @@ function shortUrl(url: string): string {
 export function summarize(p: Profile): ProfileSummary {
   const totalMs = (p.endTime - p.startTime) / 1000;
   const totalHits = p.nodes.reduce((a, n) => a + (n.hitCount ?? 0), 0) || 1;
-  const msPerHit = totalMs / totalHits;
+  // workerd takes no samples while the isolate is idle, so spreading the whole span over the
+  // samples would inflate a mostly idle profile: a sample stands for the usual gap between samples.
+  const deltas = (p.timeDeltas ?? []).filter((x) => x > 0).sort((a, b) => a - b);
+  const typicalGapMs = deltas.length ? (deltas[Math.floor(deltas.length / 2)] as number) / 1000 : Number.POSITIVE_INFINITY;
+  const msPerHit = Math.min(totalMs / totalHits, typicalGapMs);
   const byFn = new Map<string, number>();
   const byFile = new Map<string, number>();
   let idle = 0;

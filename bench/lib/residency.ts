@@ -78,21 +78,36 @@ export interface OutOfMemory {
   instants: number;
 }
 
-/** At each instant, the share of the objects that are not resident; summarised over the instants. */
-export function outOfMemoryShare(timelines: readonly (readonly number[])[], instants: readonly number[], delayMs: number): OutOfMemory {
-  if (timelines.length === 0 || instants.length === 0) return { mean: Number.NaN, min: Number.NaN, max: Number.NaN, instants: instants.length };
-  let sum = 0;
-  let min = Number.POSITIVE_INFINITY;
-  let max = Number.NEGATIVE_INFINITY;
-  for (const t of instants) {
+/** At each instant, the share of the objects that are not resident. */
+export function outOfMemorySeries(timelines: readonly (readonly number[])[], instants: readonly number[], delayMs: number): number[] {
+  return instants.map((t) => {
     let out = 0;
     for (const ev of timelines) if (!residentAt(ev, t, delayMs)) out++;
-    const share = out / timelines.length;
-    sum += share;
-    min = Math.min(min, share);
-    max = Math.max(max, share);
-  }
-  return { mean: sum / instants.length, min, max, instants: instants.length };
+    return timelines.length ? out / timelines.length : Number.NaN;
+  });
+}
+
+/** The share out of memory at each instant, summarised over the instants. */
+export function outOfMemoryShare(timelines: readonly (readonly number[])[], instants: readonly number[], delayMs: number): OutOfMemory {
+  if (timelines.length === 0 || instants.length === 0) return { mean: Number.NaN, min: Number.NaN, max: Number.NaN, instants: instants.length };
+  const series = outOfMemorySeries(timelines, instants, delayMs);
+  let sum = 0;
+  for (const x of series) sum += x;
+  return { mean: sum / series.length, min: Math.min(...series), max: Math.max(...series), instants: series.length };
+}
+
+/** The first and last instants whose share is below `threshold`, or null when none is. */
+export function spanBelow(instants: readonly number[], series: readonly number[], threshold: number): { from: number; to: number; count: number } | null {
+  let from = Number.NaN;
+  let to = Number.NaN;
+  let count = 0;
+  series.forEach((x, i) => {
+    if (x >= threshold) return;
+    count++;
+    if (Number.isNaN(from)) from = instants[i] as number;
+    to = instants[i] as number;
+  });
+  return count ? { from, to, count } : null;
 }
 
 /** Evenly spaced instants from `from` to `to` (inclusive of `from`), `stepMs` apart. */

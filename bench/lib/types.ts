@@ -1,5 +1,5 @@
 import type { BenchEnv } from './env';
-import type { ProfileSummary } from './profiler';
+import type { Inspector, ProfileSummary } from './profiler';
 import type { Repeated } from './stats';
 
 /** One line of a results table: the hub's figure, its baselines from the same run, the target. */
@@ -30,6 +30,8 @@ export interface ScenarioResult {
   error?: string;
   /** With --profile: where the hub isolate's CPU went during the scenario. */
   profile?: ProfileSummary;
+  /** What the profile covers, when not the whole scenario. */
+  profileScope?: string;
 }
 
 export interface ScenarioContext {
@@ -43,6 +45,8 @@ export interface ScenarioContext {
    * repetitions (each loop always runs at least one). The report says how many ran.
    */
   overBudget(): boolean;
+  /** With --profile: the hub isolate's inspector (the profiler runs on it), for heap readings. */
+  inspector?: Inspector;
 }
 
 export interface Scenario {
@@ -55,5 +59,7 @@ export interface Scenario {
    * figures start from a clean process rather than from what earlier scenarios left in it.
    */
   freshHub?: boolean;
+  /** With --profile, the scenario profiles the part that matters itself (through `ctx.inspector`). */
+  profilesItself?: boolean;
   run(ctx: ScenarioContext): Promise<ScenarioResult>;
 }

@@ -6,10 +6,12 @@
  * hub's admin API makes (for the bulk request: the hub's one bulk statement).
  */
 import { startSocketIoServer } from '../lib/children';
-import { SERVING, type BenchCluster } from '../lib/env';
+import { SERVING, type BenchCluster, type BenchEnv } from '../lib/env';
 import { fmtMs, fmtNum, ratio } from '../lib/format';
 import { describeHubLog, takeHubLogCounts } from '../lib/hublog';
 import { mapLimit, RawOperator } from '../lib/operator';
+import { PgWaitSampler } from '../lib/pgstat';
+import { readCpuSeconds } from '../lib/proc';
 import { sioConnect } from '../lib/sio';
 import { median, repeated, summarize } from '../lib/stats';
 import type { Scenario, ScenarioContext, ScenarioResult } from '../lib/types';
@@ -100,6 +102,41 @@ async function burst(t: Target, n: number, concurrency: number, tag: string): Pr
 }
 
 /** n changes in one request: ms until the operator has all, and until the response. */
+/** `fn` with the bench database's backend waits sampled meanwhile: "Lock: transactionid 2.1, CPU 0.4, …" (average active backends). */
+interface Waits {
+  text: string;
+  /** Average active backends per sample, and of them waiting on a lock. */
+  active: number;
+  lock: number;
+}
+
+async function withWaits<T>(env: BenchEnv, fn: () => Promise<T>): Promise<[T, Waits]> {
+  const w = new PgWaitSampler(env, 50);
+  await w.start();
+  let r: T;
+  try {
+    r = await fn();
+  } finally {
+    // stop below
+  }
+  const s = await w.stop();
+  return [
+    r,
+    {
+      text: `${s.byWait.slice(0, 5).map((x) => `${x.wait} ${fmtNum(x.avg)}`).join(', ') || 'none active'} (${s.samples} samples)`,
+      active: s.byWait.reduce((a, x) => a + x.avg, 0),
+      lock: s.byWait.filter((x) => x.wait.startsWith('Lock')).reduce((a, x) => a + x.avg, 0),
+    },
+  ];
+}
+
+/** `fn` with the workerd CPU seconds it took (the hub's process: Worker, gateway and session objects). */
+async function withCpu<T>(pid: number, fn: () => Promise<T>): Promise<[T, number]> {
+  const c0 = readCpuSeconds(pid);
+  const r = await fn();
+  return [r, readCpuSeconds(pid) - c0];
+}
+
 async function bulkOnce(t: Target, n: number, tag: string): Promise<{ totalMs: number; responseMs: number; firstMs: number }> {
   const ids = Array.from({ length: n }, (_, i) => `${tag}-${i}`);
   const all = ids.map((id) => t.arrivals.expect(id));
@@ -177,10 +214,14 @@ export const desired: Scenario = {
       const burstP99: number[] = [];
       const bulkT = { hub: [] as number[], sio: [] as number[], sioDb: [] as number[] };
       const bulkResponse: number[] = [];
+      let waits: { hub: Waits; sio: Waits } | null = null;
+      /** workerd CPU: ms per single change, s per burst, s per bulk request. */
+      const cpu = { single: [] as number[], burst: [] as number[], bulk: [] as number[] };
       const bulkFirst: number[] = [];
       for (let r = 0; r < ctx.reps; r++) {
         if (r > 0 && ctx.overBudget()) break;
-        const bh1 = await bulkOnce(hub, burstN, `m${r}-h`);
+        const [bh1, bulkCpu] = await withCpu(env.workerdPid, () => bulkOnce(hub, burstN, `m${r}-h`));
+        cpu.bulk.push(bulkCpu);
         const bs1 = await bulkOnce(sioPlain, burstN, `m${r}-s`);
         const bd1 = await bulkOnce(sioDb, burstN, `m${r}-d`);
         bulkT.hub.push(bh1.totalMs);
@@ -188,7 +229,8 @@ export const desired: Scenario = {
         bulkT.sioDb.push(bd1.totalMs);
         bulkResponse.push(bh1.responseMs);
         bulkFirst.push(bh1.firstMs);
-        const h = await singles(hub, singlesN, `s${r}-h`);
+        const [h, singleCpu] = await withCpu(env.workerdPid, () => singles(hub, singlesN, `s${r}-h`));
+        cpu.single.push((singleCpu * 1000) / singlesN);
         const s = await singles(sioPlain, singlesN, `s${r}-s`);
         const d = await singles(sioDb, singlesN, `s${r}-d`);
         floor.hub.push(await emptyRoundTrip(`${env.hubUrl}/no-such-route`, singlesN));
@@ -205,9 +247,11 @@ export const desired: Scenario = {
           ctx.log(`desired rep ${r + 1}: single hub ${fmtMs(median(h.delivery))} / Socket.IO ${fmtMs(median(s.delivery))} / Socket.IO+PG ${fmtMs(median(d.delivery))}; ${bulkLine}`);
           continue;
         }
-        const bh = await burst(hub, burstN, concurrency, `b${r}-h`);
+        const [[bh, burstCpu], hubWaits] = await withWaits(env, () => withCpu(env.workerdPid, () => burst(hub, burstN, concurrency, `b${r}-h`)));
+        cpu.burst.push(burstCpu);
         const bs = await burst(sioPlain, burstN, concurrency, `b${r}-s`);
-        const bd = await burst(sioDb, burstN, concurrency, `b${r}-d`);
+        const [bd, sioWaits] = await withWaits(env, () => burst(sioDb, burstN, concurrency, `b${r}-d`));
+        if (r === 0) waits = { hub: hubWaits, sio: sioWaits };
         burstT.hub.push(bh.totalMs);
         burstT.sio.push(bs.totalMs);
         burstT.sioDb.push(bd.totalMs);
@@ -290,6 +334,8 @@ export const desired: Scenario = {
           `Hub admin PUT response time (stored in Postgres, poke sent): median ${fmtMs(repeated(putMs).median)}; the poke leaves in parallel with the response and carries the change, so delivery ≈ the PUT's statement + the poke + stamping and sending; it often arrives before the response.`,
           `HTTP floor, a GET the server answers 404 without work: hub (a Worker route in workerd) ${fmtMs(repeated(floor.hub).median)}, Socket.IO's Node http server ${fmtMs(repeated(floor.sio).median)}: of the hub's ${fmtMs(hubMed.median)} against Socket.IO+PG's ${fmtMs(sioDbMed.median)}, ${fmtMs(repeated(floor.hub).median - repeated(floor.sio).median)} is the runtime's request entry before any hub code runs.`,
           `Hub burst: per-change latency p99 ${fmtMs(repeated(burstP99).median)}; throughput ≈ ${fmtNum((burstN / hubBurst.median) * 1000)} changes/s (Socket.IO ${fmtNum((burstN / sioBurst.median) * 1000)}, Socket.IO+PG ${fmtNum((burstN / sioDbBurst.median) * 1000)}).`,
+          `workerd CPU (the hub's one process: Worker, gateway and session objects): ${fmtMs(repeated(cpu.single).median)} per single change (incl. the operator's acks); ${fmtNum(repeated(cpu.burst).median)} s over a ${fmtNum(hubBurst.median / 1000)} s burst (${fmtNum(repeated(cpu.burst).median / (hubBurst.median / 1000))} cores, ${fmtMs((repeated(cpu.burst).median * 1000) / burstN)} per change); ${fmtMs(repeated(cpu.bulk).median * 1000)} for the bulk request of ${fmtNum(burstN)}.`,
+          `Postgres during the first burst (active backends of the bench database by wait event, sampled every 50 ms, average per sample): hub ${waits?.hub.text ?? 'n/a'}; Socket.IO + Postgres ${waits?.sio.text ?? 'n/a'}.`,
           `Hub bulk request: response after ${fmtMs(repeated(bulkResponse).median)} (stored in Postgres), first frame at the operator after ${fmtMs(repeated(bulkFirst).median)}, last after ${fmtMs(hubBulk.median)}.`,
           `Hub log: ${hubLog}.`,
         ],
@@ -310,6 +356,12 @@ export const desired: Scenario = {
           bulkResponseMs: repeated(bulkResponse).median,
           bulkFirstMs: repeated(bulkFirst).median,
           hubP99Ms: repeated(p99.hub).median,
+          cpuPerSingleMs: repeated(cpu.single).median,
+          burstCpuS: repeated(cpu.burst).median,
+          bulkCpuMs: repeated(cpu.bulk).median * 1000,
+          burstHubActiveAvg: waits?.hub.active ?? Number.NaN,
+          burstHubLockAvg: waits?.hub.lock ?? Number.NaN,
+          burstSioActiveAvg: waits?.sio.active ?? Number.NaN,
           burstP99Ms: repeated(burstP99).median,
           concurrency,
         },

@@ -11,98 +11,38 @@
  */
 import { io as ioClient, type Socket } from 'socket.io-client';
 import { startEchoServer, startSocketIoServer } from '../lib/children';
-import type { BenchCluster, BenchEnv } from '../lib/env';
 import { fmtNum, pct } from '../lib/format';
 import { describeHubLog, takeHubLogCounts } from '../lib/hublog';
+import { addKinds, baselineIdle, heapText, jsHeap, observe, openIdle, type Observation, type OpenStats } from '../lib/idle';
 import { mapLimit, RawOperator, SDK_PING_MS, sleep } from '../lib/operator';
 import { PgXactSampler } from '../lib/pgstat';
-import { postgresCpuSeconds, readCpuSeconds, readMem } from '../lib/proc';
-import { ascending, countBetween, instantsBetween, outOfMemoryShare, predictedConstructions } from '../lib/residency';
+import { postgresCpuSeconds, readMem } from '../lib/proc';
+import { ascending, countBetween, instantsBetween, outOfMemorySeries, predictedConstructions, spanBelow } from '../lib/residency';
 import { median, repeated } from '../lib/stats';
 import type { Scenario, ScenarioContext, ScenarioResult } from '../lib/types';
 import { measureEvictionDelay, readAllWakes } from '../lib/wakes';
 
 /** Issue 12's targets. */
 export const FLEET_TARGETS = { wakesPerMin: 3, outOfMemory: 0.5, rssKiB: 200, cpuCores: 0.05, pgXactsPerS: 2 };
+/** The hub's default LIVE_SWEEP_MS, in s: a session not checked for this long is poked by the fleet poll. */
+const SWEEP_S = 300;
 const OPEN_CONCURRENCY = 50;
 const READ_CONCURRENCY = 8;
-
-interface Observation {
-  rssBeforeKiB: number;
-  rssKiB: number;
-  rssMinKiB: number;
-  perConnKiB: number;
-  cpuCores: number;
-  wallS: number;
-}
-
-/** RSS every second over `ms` (median and minimum) and CPU over the same span. */
-async function observe(pid: number, beforeKiB: number, n: number, ms: number): Promise<Observation> {
-  const c0 = readCpuSeconds(pid);
-  const t0 = performance.now();
-  const rss: number[] = [];
-  while (performance.now() - t0 < ms) {
-    rss.push(readMem(pid).rssKiB);
-    await sleep(Math.min(1_000, Math.max(0, ms - (performance.now() - t0))));
-  }
-  const wallS = (performance.now() - t0) / 1000;
-  const cpu = readCpuSeconds(pid) - c0;
-  const m = median(rss);
-  return { rssBeforeKiB: beforeKiB, rssKiB: m, rssMinKiB: Math.min(...rss), perConnKiB: (m - beforeKiB) / n, cpuCores: cpu / wallS, wallS };
-}
-
-interface OpenStats {
-  failures: number;
-}
-
-/** One session, retried until welcomed or past the deadline. Pings start at a random point of the first period. */
-async function openIdle(env: BenchEnv, c: BenchCluster, deadline: number, stats: OpenStats): Promise<RawOperator | null> {
-  for (;;) {
-    if (performance.now() > deadline) return null;
-    try {
-      const op = await RawOperator.connect(env.wsUrl, c.token, { firstPingMs: Math.random() * SDK_PING_MS });
-      const end = op.next((f) => f.type === 'stream.end', 30_000);
-      try {
-        await op.hello({ cluster_id: c.name });
-        await end;
-      } catch (err) {
-        op.terminate();
-        throw err;
-      }
-      return op;
-    } catch {
-      stats.failures++;
-      await sleep(250 + Math.random() * 1_000);
-    }
-  }
-}
-
-function addKinds(into: Record<string, number>, a: Record<string, number>, b: Record<string, number> | undefined): void {
-  for (const [k, v] of Object.entries(a)) into[k] = (into[k] ?? 0) + v - (b?.[k] ?? 0);
-}
-
-/** A baseline server holding `n` idle connections: RSS and CPU. */
-async function baselineIdle(pid: number, connect: () => Promise<() => void>, n: number, ms: number): Promise<Observation> {
-  const before = readMem(pid).rssKiB;
-  const closers = await mapLimit(Array.from({ length: n }), 50, () => connect());
-  await sleep(ms / 2);
-  const o = await observe(pid, before, n, ms);
-  for (const close of closers) close();
-  return o;
-}
 
 export const fleet: Scenario = {
   name: 'fleet',
   freshHub: true,
+  profilesItself: true,
   budgetS: 480,
   title: 'Fleet: idle sessions pinging every 10 s — wakes, residency, memory, CPU, Postgres',
   async run(ctx: ScenarioContext): Promise<ScenarioResult> {
     const { env } = ctx;
     const n = ctx.quick ? 100 : 1_000;
     // One whole LIVE_SWEEP_MS (5 min): every idle session is swept exactly once inside it, as in the steady state.
-    const windowMs = ctx.quick ? 30_000 : 300_000;
-    // Past the first silence deadline (30 s after the last frame of the opening) and the readers' own wakes.
-    const settleMs = ctx.quick ? 15_000 : 40_000;
+    const windowMs = ctx.quick ? 30_000 : SWEEP_S * 1000;
+    // Past the opening's first silence deadlines (30 s after each session's last frame) and the
+    // second ones, which still bunch (they follow the first by 20–30 s), and the readings' own effect.
+    const settleMs = ctx.quick ? 15_000 : 60_000;
     const baselineMs = ctx.quick ? 3_000 : 8_000;
     const openCapMs = ctx.quick ? 30_000 : 60_000;
     const ladder = ctx.quick ? [8_000, 9_500, 10_500, 12_000] : [7_000, 8_000, 9_000, 9_500, 10_000, 10_500, 11_000, 12_000, 14_000];
@@ -120,9 +60,11 @@ export const fleet: Scenario = {
     takeHubLogCounts();
 
     // 2. Open the fleet.
+    const heapBefore = await jsHeap(ctx);
     const memBefore = readMem(pid);
     const hubBefore = memBefore.rssKiB;
     const t0 = performance.now();
+    const openedAt = Date.now();
     const openStats: OpenStats = { failures: 0 };
     const opened = await mapLimit(clusters, OPEN_CONCURRENCY, (c) => openIdle(env, c, t0 + openCapMs, openStats));
     const ops = opened.filter((o): o is RawOperator => o !== null);
@@ -132,6 +74,7 @@ export const fleet: Scenario = {
     await sleep(500);
     const memOpen = readMem(pid);
     const rssAllResidentKiB = memOpen.rssKiB;
+    const heapOpen = await jsHeap(ctx);
     const connectLog = describeHubLog(takeHubLogCounts());
 
     // 3. Counters before (they also pin every object in memory for one eviction delay: settle covers it).
@@ -145,11 +88,16 @@ export const fleet: Scenario = {
     const xacts = new PgXactSampler(env, 5_000);
     await xacts.start();
     const pg0 = postgresCpuSeconds();
-    const hub = await observe(pid, hubBefore, Math.max(1, established), windowMs);
+    // With --profile, only the idle window is profiled (opening and readings are not idle work).
+    const [hub, profile] = ctx.inspector
+      ? await ctx.inspector.profile(() => observe(pid, hubBefore, Math.max(1, established), windowMs))
+      : [await observe(pid, hubBefore, Math.max(1, established), windowMs), null];
     const pgCores = (postgresCpuSeconds() - pg0) / hub.wallS;
     const xs = await xacts.stop();
     const w1 = Date.now();
     const memEnd = readMem(pid);
+    const heapEnd = await jsHeap(ctx);
+    const heapEndGc = await jsHeap(ctx, true);
     const pings = ops.reduce((a, o) => a + o.pings, 0) - pings0;
     const pongs = ops.reduce((a, o) => a + o.pongs, 0) - pongs0;
     const idleLog = describeHubLog(takeHubLogCounts());
@@ -190,7 +138,19 @@ export const fleet: Scenario = {
       .filter(([, v]) => v > 0)
       .sort((x, y) => y[1] - x[1])
       .map(([k, v]) => `${k} ${fmtNum(v / m / spanMin)}`);
-    const oom = outOfMemoryShare(timelines, instantsBetween(w0, w1, 1_000), delayMs);
+    const instants = instantsBetween(w0, w1, 1_000);
+    const series = outOfMemorySeries(timelines, instants, delayMs);
+    const oom = {
+      mean: series.reduce((a, x) => a + x, 0) / Math.max(1, series.length),
+      min: Math.min(...series),
+      max: Math.max(...series),
+      instants: series.length,
+    };
+    // When the share dips below the target, and how the rest of the window fares.
+    const below = spanBelow(instants, series, FLEET_TARGETS.outOfMemory);
+    const outside = below ? series.filter((_, i) => (instants[i] as number) < below.from || (instants[i] as number) > below.to) : series;
+    const minOutside = outside.length ? Math.min(...outside) : Number.NaN;
+    const sinceOpen = (t: number) => (t - openedAt) / 1000;
     const xactsPerS = xs.perSecond;
     ctx.log(
       `fleet: ${established}/${n} open in ${fmtNum(connectS)} s; ${fmtNum(wakesPerMin)} wakes/session/min; out of memory ${pct(oom.mean)} (min ${pct(oom.min)}); RSS ${fmtNum(hub.perConnKiB)} KiB/session; CPU ${fmtNum(hub.cpuCores)} cores; Postgres ${fmtNum(xactsPerS)} tx/s; constructions ${measuredConstructions} (model ${modelConstructions}); ${closedOps.length} closed`,
@@ -251,6 +211,12 @@ export const fleet: Scenario = {
       outOfMemoryMean: oom.mean,
       outOfMemoryMin: oom.min,
       outOfMemoryMax: oom.max,
+      belowFromS: below ? sinceOpen(below.from) : Number.NaN,
+      belowToS: below ? sinceOpen(below.to) : Number.NaN,
+      belowInstants: below?.count ?? 0,
+      outOfMemoryMinOutside: minOutside,
+      windowFromS: sinceOpen(w0),
+      windowToS: sinceOpen(w1),
       measuredConstructions,
       modelConstructions,
       constructionsPerMin: measuredConstructions / m / spanMin,
@@ -264,6 +230,9 @@ export const fleet: Scenario = {
       anonEndMiB: memEnd.anonKiB / 1024,
       fileBeforeMiB: memBefore.fileKiB / 1024,
       fileEndMiB: memEnd.fileKiB / 1024,
+      ...(heapBefore && heapOpen && heapEnd && heapEndGc
+        ? { heapBeforeMiB: heapBefore.usedMiB, heapOpenMiB: heapOpen.usedMiB, heapEndMiB: heapEnd.usedMiB, heapEndGcMiB: heapEndGc.usedMiB, heapTotalEndMiB: heapEnd.totalMiB }
+        : {}),
       cpuCores: hub.cpuCores,
       pgCores,
       xactsPerS,
@@ -281,6 +250,7 @@ export const fleet: Scenario = {
     };
     const allOpen = established === n;
     return {
+      ...(profile ? { profile, profileScope: 'the idle window only' } : {}),
       data,
       name: 'fleet',
       title: this.title,
@@ -347,9 +317,17 @@ export const fleet: Scenario = {
         `Eviction delay on this machine: objects left alone ${ev.probes.filter((p) => !p.evicted).map((p) => fmtNum(p.idleMs / 1000)).join(', ') || '—'} s were still resident, ${ev.probes.filter((p) => p.evicted).map((p) => fmtNum(p.idleMs / 1000)).join(', ') || '—'} s had been evicted${ev.consistent ? '' : ` (${ev.misclassified} probe(s) disagree with the threshold)`}${ev.disturbed ? `; ${ev.disturbed} probe(s) discarded (woken between the readings)` : ''}: delay ≈ ${fmtNum(delayMs / 1000)} s.`,
         `Opening: ${fmtNum(established)} of ${fmtNum(n)} sessions open after ${fmtNum(connectS)} s (${OPEN_CONCURRENCY} at a time; ${openStats.failures} failed attempts; opening stops at ${openCapMs / 1000} s). Hub log while opening: ${connectLog}.`,
         `Residency model check: between the two readings the objects counted ${fmtNum(measuredConstructions, 0)} constructions (${fmtNum(measuredConstructions / m / spanMin)} per session per minute); the model predicts ${fmtNum(modelConstructions, 0)} from the wake times and the ${fmtNum(delayMs / 1000)} s delay (${pct(modelConstructions / Math.max(1, measuredConstructions))} of measured). Wake counts agree with the recorded times for ${fmtNum(pairs.length - wakesMismatch, 0)} of ${fmtNum(pairs.length, 0)} sessions${uncovered ? `; ${uncovered} sessions woke more than 256 times, so their window is undercounted` : ''}.`,
+        below
+          ? `Out of memory below ${pct(FLEET_TARGETS.outOfMemory)} at ${below.count} of ${oom.instants} instants, all between ${fmtNum(sinceOpen(below.from), 0)} and ${fmtNum(sinceOpen(below.to), 0)} s after the fleet started opening (the window is ${fmtNum(sinceOpen(w0), 0)}–${fmtNum(sinceOpen(w1), 0)} s; the sessions' claims were ${fmtNum(0, 0)}–${fmtNum(connectS, 0)} s, so their sweep pokes fall due ${fmtNum(SWEEP_S, 0)}–${fmtNum(connectS + SWEEP_S + 5, 0)} s); lowest share outside that span ${pct(minOutside)}.`
+          : `Out of memory at or above ${pct(FLEET_TARGETS.outOfMemory)} at every one of the ${oom.instants} instants.`,
         `Wakes by kind, per session per minute over the ${fmtNum(spanMin)} min between the readings: ${kindRates.join(', ') || 'none'} (alarm: a deadline of the session's clock, here the 30 s silence check; message: a frame that reached the object; check: a fleet-poll poke; poke: desired state).`,
         `Pings in the window: ${fmtNum(pings, 0)} sent, ${fmtNum(pongs, 0)} pongs received; the pings that reached an object are among its \`message\` wakes, the rest the runtime answered. ${closedOps.length} of the open sessions were closed by the hub${closedOps.length ? ` (close codes: ${Object.entries(closeCodes).map(([k, v]) => `${k} ×${v}`).join(', ')})` : ''}.`,
         `workerd RSS ${fmtNum(hubBefore / 1024)} MiB before the fleet, ${fmtNum(rssAllResidentKiB / 1024)} MiB just after opening (all resident), median ${fmtNum(hub.rssKiB / 1024)} MiB (lowest ${fmtNum(hub.rssMinKiB / 1024)}) over the window. Of it anonymous (heaps) / file-backed: ${fmtNum(memBefore.anonKiB / 1024)} / ${fmtNum(memBefore.fileKiB / 1024)} MiB before, ${fmtNum(memOpen.anonKiB / 1024)} / ${fmtNum(memOpen.fileKiB / 1024)} MiB after opening, ${fmtNum(memEnd.anonKiB / 1024)} / ${fmtNum(memEnd.fileKiB / 1024)} MiB at the window's end.`,
+        ...(heapBefore
+          ? [
+              `JS heap of the hub isolate (inspector, \`Runtime.getHeapUsage\`, used of allocated): ${heapText(heapBefore)} before the fleet, ${heapText(heapOpen)} just after opening, ${heapText(heapEnd)} at the window's end, ${heapText(heapEndGc)} after a forced GC (\`HeapProfiler.collectGarbage\`).`,
+            ]
+          : []),
         `Postgres over the window: ${fmtNum(xactsPerS)} transactions/s in the bench database (5 s intervals: median ${fmtNum(xs.medianPerSecond)}, highest ${fmtNum(xs.peakPerSecond)}), ${fmtNum(xs.connectionsPerSecond)} new connections/s, ${fmtNum(pgCores)} cores of Postgres CPU (all processes, shared server).`,
         `Hub log while idle: ${idleLog}.`,
         `Echo server: RSS ${fmtNum(echoObs.rssBeforeKiB / 1024)} → ${fmtNum(echoObs.rssKiB / 1024)} MiB; Socket.IO: ${fmtNum(sioObs.rssBeforeKiB / 1024)} → ${fmtNum(sioObs.rssKiB / 1024)} MiB.`,

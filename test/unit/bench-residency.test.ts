@@ -7,6 +7,7 @@ import {
   outOfMemoryShare,
   predictedConstructions,
   residentAt,
+  spanBelow,
 } from '../../bench/lib/residency';
 
 const D = 10_000;
@@ -82,5 +83,12 @@ describe('bench residency model', () => {
     const d = estimateEvictionDelay([{ idleMs: 20_000, evicted: false }]);
     expect(d.delayMs).toBeNaN();
     expect(d.firstEvictedMs).toBe(Number.POSITIVE_INFINITY);
+  });
+});
+
+describe('bench residency series', () => {
+  it('finds the span of instants below a share, and how many there are', () => {
+    expect(spanBelow([0, 1, 2, 3, 4], [0.9, 0.4, 0.6, 0.3, 0.8], 0.5)).toEqual({ from: 1, to: 3, count: 2 });
+    expect(spanBelow([0, 1], [0.9, 0.8], 0.5)).toBeNull();
   });
 });
