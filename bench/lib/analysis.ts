@@ -1,11 +1,17 @@
 /**
- * The "what limits it" part of RESULTS.md, written from this run's own numbers. Each paragraph
- * states the mechanism (with the code that causes it), the figures from this run that show it,
- * and the change that would remove it. Mechanisms were found with the counters below and a CPU
- * profile of the hub isolate (`npm run bench -- --profile`); see the proposals for evidence.
+ * The "what limits it" part of RESULTS.md, written from this run's own numbers and from the CPU
+ * profiles of the hub isolate in bench/PROFILE.json (`npm run bench -- --profile`). Each
+ * paragraph states the mechanism (with the code that causes it), the figures from this run that
+ * show it, what the profile shows, and what would move the figure.
  */
 import { fmtMs, fmtNum, pct } from './format';
+import type { ProfileSummary } from './profiler';
 import type { ScenarioResult } from './types';
+
+/** CPU profiles of the hub isolate by scenario, from `--profile` runs (bench/PROFILE.json). */
+export interface ProfileRun {
+  profiles: Record<string, ProfileSummary & { scope: string; command: string; source: string; started: string; data?: Record<string, number> }>;
+}
 
 type Data = Record<string, number>;
 
@@ -13,18 +19,33 @@ function d(results: ScenarioResult[], name: string): Data | null {
   return results.find((r) => r.name === name && !r.error)?.data ?? null;
 }
 
-function met(results: ScenarioResult[], name: string, metricStart: string): boolean | undefined {
-  return results.find((r) => r.name === name)?.figures.find((f) => f.metric.startsWith(metricStart))?.met;
-}
-
 const n = (v: number | undefined, digits?: number) => fmtNum(v ?? Number.NaN, digits);
 const ms = (v: number | undefined) => fmtMs(v ?? Number.NaN);
+const metText = (ok: boolean) => (ok ? 'target met' : 'target missed');
 
-export function renderAnalysis(results: ScenarioResult[], facts: Record<string, number>, source: string): string[] {
-  const ff = facts.devicesFillfactor ?? 100;
-  const drainChained = facts.drainChained === 1;
-  const prepared = facts.ingestPrepared === 1;
-  const pokeCarries = facts.pokeCarries === 1;
+/** "`exec` (native) 35%, GC 11%, …": the top self-time functions of a profile. */
+function topFunctions(p: ProfileSummary, k = 6): string {
+  return p.topFunctions
+    .slice(0, k)
+    .map((f) => {
+      const [name = '', file = ''] = f.name.split(' ');
+      // An anonymous function is only told apart by where it is (the bundle's line).
+      const where = name === '(anonymous)' && file ? ` (${file})` : file === '(native)' ? ' (native)' : file && !file.startsWith('index.js') ? ` (${file.replace(/:\d+$/, '')})` : '';
+      const label = name === '(garbage' ? 'GC' : `\`${name}\`${where}`;
+      return `${label} ${pct(f.share)}`;
+    })
+    .join(', ');
+}
+
+/** What a scenario's profile shows, with where it came from; '' when there is none. */
+function profileOf(profiles: ProfileRun | undefined, name: string, k = 6): string {
+  const p = profiles?.profiles[name];
+  if (!p) return '';
+  const commit = /commit ([0-9a-f]{7,12})/.exec(p.source)?.[1] ?? p.source;
+  return `CPU profile of the hub isolate over ${p.scope} (bench/PROFILE.md, hub ${commit}; shares of the time on the isolate's thread): ${topFunctions(p, k)}`;
+}
+
+export function renderAnalysis(results: ScenarioResult[], facts: Record<string, number>, source: string, profiles?: ProfileRun): string[] {
   const out: string[] = [];
   const p = (s: string) => out.push(s, '');
   const hs = d(results, 'handshake');
@@ -33,137 +54,103 @@ export function renderAnalysis(results: ScenarioResult[], facts: Record<string, 
   const res = d(results, 'resume');
   const rsy = d(results, 'resync');
   const fl = d(results, 'fleet');
+  const prof = (name: string, k?: number) => profileOf(profiles, name, k);
 
-  out.push('## What limits the hub here, and what would fix it', '');
+  out.push('## What limits each figure now', '');
   p(
-    `Every figure quoted below comes from this run; the mechanisms are those of the source measured (${source}). ` +
-      (facts.gateway
-        ? 'In it, token lookups, claims, ownership polls, admin statements and desired-state reads run on the warm connections of a few gateway objects (`src/hub/db/gateway.ts`, `DB_GATEWAY_SHARDS`, 4 by default); a session opens a connection of its own only to ingest. ' +
-          (hs ? `A new Postgres connection would cost a backend start: ${ms(hs.pgConnectMs)} from Node through the driver and proxy${Number.isFinite(hs.pgbenchConnectMs) ? `, ${ms(hs.pgbenchConnectMs)} with pgbench -C straight to Postgres` : ''} on this VM.` : '')
-        : 'The common thread: the hub opens a **new Postgres connection** in four places — the connect route (`src/hub/connect.ts`, token lookup), every new session object (`claimCluster` on its own `Pg`), every admin request (`requestPg` in `src/hub/admin/app.ts`), and every ownership poll of an idle session (its `Pg` closes after `PG_IDLE_CLOSE_MS` = 3 s, the poll runs every `POLL_INTERVAL_MS` = 5 s). ' +
-          "A new connection costs a Postgres backend (a fork) plus the driver's start-up round trips; on this VM a fork alone is slow (pgbench -C, no proxy, no driver, measures the pure connection time)."),
+    `Every figure below comes from this run; the mechanisms are those of the source measured (${source}). In it, token lookups, claims, the fleet poll, admin statements and desired-state reads run on warm connections held by a few gateway objects (\`src/hub/db/gateway.ts\`: \`DB_GATEWAY_SHARDS\` = 4, each with up to \`DB_GATEWAY_CONNECTIONS\` = 3); a session opens a connection of its own only to ingest. An admin write of desired state is committed by a gateway shard, which pokes the owning session with the change in the same turn. Idle sessions sleep: no periodic alarm, a fleet poll per shard instead of one per session, and the runtime answers an idle operator's canonical ping. Profiles are from a separate \`--profile\` run (the profiler slows the hub, so its figures are not results); shares are of the time the profiler could attribute.`,
   );
 
-  if (hs && facts.gateway) {
+  if (des) {
+    const floorGap = des.hubFloorMs! - des.sioFloorMs!;
     p(
-      `**Handshake** (${met(results, 'handshake', 'connect → welcome, median') ? 'target met' : 'target missed'}: median ${ms(hs.hubMedianMs)}, target 15 ms; the bare ws server answers a hello in ${ms(hs.echoMs)}, Socket.IO connects in ${ms(hs.sioMs)}). ` +
-        `The upgrade takes ${ms(hs.upgradeMs)} (the Worker hashes the token, asks a gateway shard — an RPC to another object and one query on its warm connection — then routes to a new session object) and hello → welcome ${ms(hs.helloToWelcomeMs)} (the new object claims ownership, again through the gateway). ` +
-        `Postgres is a small part now: a query on an open connection takes ${ms(hs.pgQueryMs)} (a new connection would cost ${ms(hs.pgConnectMs)}, the gateway avoids it). The rest is workerd: ${n(hs.cpuPerConnectMs)} ms of workerd CPU per fresh handshake, most of it creating the new session object: a CPU profile of the isolate (\`--profile --only handshake\`) puts ~58% of its time in the native \`fetch\` by which the Worker reaches the new object (local workerd creates a SQLite database file on disk for every new object) and ~9% in SQLite \`exec\` (its schema and first writes); the two RPC hops to gateway objects, the Worker's routing and hashing are the rest, and locally the Worker, every session object and the gateway share one workerd process. A fresh session gets a new object by design (no or unroutable hint → new object), so this cost is per fresh session; a resume reuses its object. ` +
-        `*Fix:* (1) cache token → cluster in the Worker isolate (positive results, ~60 s TTL) — safe because the claim re-checks registration, disablement and the token hash in the same statement, so a rotated or disabled token is still refused, at hello (4403) instead of at the upgrade: one RPC and one query less on every reconnect — not done, because the admission contract is that a rotated or disabled token creates no session object, and an isolate cache cannot be invalidated across isolates; (2) let the claim travel with the routing instead of after the hello (the Worker already knows the cluster and token hash; a fresh session could be claimed while the object is created), which takes a round trip out of hello → welcome; (3) profile a fresh object's construction (\`npm run bench -- --profile --only handshake\`) before trimming it.`,
+      `**Desired, single change** (${metText(des.hubMs! <= des.sioDbMs!)}: ${ms(des.hubMs)} from PUT to frame against ${ms(des.sioDbMs)} for Socket.IO + Postgres doing the same write, ${ms(des.sioMs)} for Socket.IO alone). ` +
+        `The path: the Worker takes the request and calls the cluster's gateway shard (an RPC to another object), the shard runs the one statement on a warm connection and, in the same turn as the commit, pokes the owning session object with the change (a second RPC), which stamps it into its replay buffer (SQLite) and sends it; the admin answer (${ms(des.putMs)} to the client) travels back in parallel. Socket.IO + Postgres does one statement and an emit in one process. ` +
+        `Part of it is the runtime's request entry: a GET the Worker answers 404 without work takes ${ms(des.hubFloorMs)} against ${ms(des.sioFloorMs)} for Node's http server (${ms(floorGap)} more); after that floor the hub's own path is ${ms(des.hubMs! - des.hubFloorMs!)} against ${ms(des.sioDbMs! - des.sioFloorMs!)} for Socket.IO + Postgres. workerd spends ${ms(des.cpuPerSingleMs)} of CPU per change (Worker, gateway and session together, the operator's acks included), about what Socket.IO + Postgres needs end to end. ${prof('desired') ? `${prof('desired')}.` : ''}`,
     );
-    const finished = Number.isFinite(hs.stormS);
+    const perChangeMs = (des.burstCpuS! * 1000) / des.burstN!;
     p(
-      `**Storm** (${met(results, 'handshake', 'storm') ? 'target met' : 'target missed'}: ${finished ? `${n(hs.stormSize, 0)} operators welcomed in ${n(hs.stormS)} s (median of the repetitions)` : `in at least one repetition not all ${n(hs.stormSize, 0)} operators were welcomed within the ${n(hs.stormDeadlineS, 0)} s a storm is given (fewest welcomed: ${n(hs.stormWelcomedMin, 0)}; see the storm lines under the handshake section)`}, target 10 s). ` +
-        `No connection is opened per operator any more (Postgres peaked at ${n(hs.stormPgPeak, 0)} client connections), so the storm is bounded by workerd and the gateway. workerd: ${Number.isFinite(hs.stormCpuS) ? `${n(hs.stormCpuS)} s of CPU over ${n(hs.stormWallS)} s per storm; ` : ''}${n(hs.cpuPerConnectMs)} ms per handshake × ${n(hs.stormSize, 0)} = ${n((hs.cpuPerConnectMs! * hs.stormSize!) / 1000)} s of CPU, and locally one workerd process runs the Worker, the ${n(hs.stormSize, 0)} new objects and the gateway. ` +
-        `The gateway runs each shard's statements one at a time on its one connection (\`DB_GATEWAY_SHARDS\` = 4 by default), so ${n(2 * hs.stormSize!, 0)} lookups and claims queue there behind each other and behind the disconnect statements of sessions that close; a claim that waits too long is refused (1013: ${n(hs.storm1013 ?? 0, 0)} times), a hello not answered in 10 s is cut (4408: ${n(hs.storm4408 ?? 0, 0)}), a lookup that fails answers 503 (${n(hs.stormHttp503 ?? 0, 0)}); each refused operator then waits the SDK's backoff (base 1 s, doubling). ` +
-        `*Fix:* (1) a Worker-side token cache (not adopted, see Handshake) would halve the gateway statements of a reconnect storm (the usual storm: a fleet coming back after a hub restart); (2) more shards, or pipelining several statements per shard connection (the Neon driver queues them on one connection anyway; the gateway could send without waiting); (3) admission control: answer 503 + Retry-After before touching the gateway when a shard's queue is long, instead of timing out deep in the handshake.`,
-    );
-  } else if (hs) {
-    const twoConn = 2 * hs.pgConnectMs!;
-    p(
-      `**Handshake** (${met(results, 'handshake', 'connect → welcome, median') ? 'target met' : 'target missed'}: median ${ms(hs.hubMedianMs)}, target 15 ms). ` +
-        `The upgrade takes ${ms(hs.upgradeMs)} (the Worker looks the token up on a new connection, then routes to a new object) and hello → welcome ${ms(hs.helloToWelcomeMs)} (the new object claims ownership on its own new connection). ` +
-        `A new connection + first query costs ${ms(hs.pgConnectMs)} from Node through the same driver and proxy (${ms(hs.pgQueryMs)} on an open connection), about ${n(hs.pgCpuPerConnMs)} ms of Postgres CPU each (all postgres processes, so other users of the server are included)${Number.isFinite(hs.pgbenchConnectMs) ? `, and pgbench -C measures ${ms(hs.pgbenchConnectMs)} per connection straight to Postgres` : ''}: two of them (${ms(twoConn)}) already exceed the target. ` +
-        `The rest is workerd itself: ${n(hs.cpuPerConnectMs)} ms of workerd CPU per fresh handshake (a new object creates its SQLite files, runs its schema, sets an alarm; two Neon connections are set up in JavaScript). The transport is not the problem: from the same client the bare ws server answers a hello in ${ms(hs.echoMs)} and Socket.IO connects in ${ms(hs.sioMs)}.`,
+      `**Desired, burst of ${n(des.burstN, 0)} single PUTs** (${metText(des.hubBurstMs! <= des.sioDbBurstMs!)}: ${ms(des.hubBurstMs)} until the operator has all of them, against ${ms(des.sioDbBurstMs)} for Socket.IO + Postgres and ${ms(des.sioBurstMs)} for Socket.IO alone; ${n(des.concurrency, 0)} PUTs in flight). ` +
+        `Postgres is not what limits it: sampled during the hub's burst, the bench database had on average ${n(des.burstHubActiveAvg)} active backends, ${n(des.burstHubLockAvg)} of them waiting on a lock (every PUT bumps \`clusters.desired_revision\` of the one cluster, so concurrent statements queue on that row) and most of the rest on WAL sync; it was idle most of the time. workerd is what is busy: ${n(des.burstCpuS)} s of CPU over the ${n(des.hubBurstMs! / 1000)} s burst (${n(des.burstCpuS! / (des.hubBurstMs! / 1000))} cores), ${ms(perChangeMs)} per change for the Worker's request, the gateway's RPC and statement, the poke and the session's stamping and sending — locally all in one workerd process. Socket.IO + Postgres sends its statements one after the other on one connection and pays a round trip and a commit per change (${ms(des.sioDbBurstMs! / des.burstN!)}). ` +
+        `${prof('desired') ? `The profile spreads that CPU thinly (no function above ~12%: ${topFunctions(profiles!.profiles.desired!, 4)}), so it is the number of hops and turns per change, not one hot spot. ` : ''}` +
+        `*What would move it:* fewer turns per change (the Worker → gateway → session hops: the single change's paragraph), or coalescing the PUTs that wait for the same cluster into one statement and one poke — what the bulk endpoint does for a client that has its changes at hand (next).`,
     );
     p(
-      `*Fix:* take connection set-up out of the handshake path. (1) Cache token → cluster in the Worker isolate (positive results, ~60 s TTL) — safe because the object's claim re-checks registration, disablement and the token hash in the same statement, so a rotated or disabled token is still refused, at hello (4403) instead of at the upgrade; this removes one connection from every reconnect. (2) In production put the pool in front: Neon's pooled endpoint or Hyperdrive; locally, \`npm run bench -- --pooler\` runs the same scenarios with PgBouncer in transaction mode in front of Postgres (a new client connection then costs a pooler handshake instead of a fork). (3) Then the floor is two statements plus creating an object: 2 × ${ms(hs.pgQueryMs)} + the workerd work above.`,
-    );
-    const finished = Number.isFinite(hs.stormS);
-    p(
-      `**Storm** (${met(results, 'handshake', 'storm') ? 'target met' : 'target missed'}: ${finished ? `${n(hs.stormSize, 0)} operators welcomed in ${n(hs.stormS)} s` : `only ${n(hs.stormWelcomedMin, 0)} of ${n(hs.stormSize, 0)} operators welcomed within the ${n(hs.stormDeadlineS, 0)} s the storm is given`}, target 10 s). ` +
-        `Postgres has max_connections = ${n(hs.maxConnections, 0)}; during the storm the server peaked at ${n(hs.stormPgPeak, 0)} client connections and ${n(hs.stormFailures, 0)} of ${n(hs.stormAttempts, 0)} attempts failed — the Worker answers 503 when its token lookup gets "too many clients", the object refuses with 1013 when its claim does, and a hello stuck behind a saturated database runs into the 10 s handshake timeout (4408) — after which each operator waits the SDK's jittered backoff (base 1 s, doubling, cap 30 s) and comes back in the next wave. Every rejected connection attempt still costs Postgres a backend start (~${n(hs.pgCpuPerConnMs)} ms of CPU here), so the waves keep the database saturated and few attempts complete. Even with no limit, ${n(hs.stormSize, 0)} × 2 connections × ~${n(hs.pgCpuPerConnMs)} ms is ${n((hs.stormSize! * 2 * hs.pgCpuPerConnMs!) / 1000)} s of Postgres CPU on 2 cores; and each welcomed session keeps its connection 3 s after the claim. *Fix:* pooling and the Worker-side cache (above) — with a pool the storm is bounded by workerd CPU (${n(hs.cpuPerConnectMs)} ms per handshake → ${n((hs.stormSize! * hs.cpuPerConnectMs!) / 1000)} s of CPU) — and admission control in the Worker (answer 503 + Retry-After *before* touching Postgres once a per-isolate count of in-flight lookups is reached, instead of letting every attempt fork a backend).`,
+      `**Desired, ${n(des.burstN, 0)} changes in one bulk request** (${metText(des.hubBulkMs! <= 150)}: ${ms(des.hubBulkMs)}, target 150 ms; Socket.IO + Postgres running the same statement and 1,000 emits: ${ms(des.sioDbBulkMs)}, Socket.IO alone ${ms(des.sioBulkMs)}). One statement and one commit; the response arrives after ${ms(des.bulkResponseMs)}, the first frame after ${ms(des.bulkFirstMs)}: the gateway pokes the owner with all ${n(des.burstN, 0)} changes in one RPC, and the session stamps them into its replay buffer and sends them as one batch.`,
     );
   }
 
   if (ing) {
-    const capped = ing.batchMedian! >= 1_999;
     p(
-      `**Ingest, one session** (${met(results, 'ingest', 'one session') ? 'target met' : 'target missed'}: ${n(ing.hubFps, 0)} frames/s = ${pct(ing.fraction!)} of the echo ceiling ${n(ing.echoFps, 0)} frames/s; target 20,000 and 25%). ` +
-        `${capped ? `Every batch is full (median ${n(ing.batchMedian, 0)} frames = \`INGEST_BATCH_FRAMES\`), so frames are waiting and the batch statement is the pace: ` : `Batches are not full (median ${n(ing.batchMedian, 0)} frames): `}` +
-        `the hub's statement for a batch of ${n(ing.batchMedian, 0)} device rows takes ${ms(ing.stmtMs)} through the driver and proxy (${ms(ing.hubPsqlMs)} from psql straight), the minimal set-based upsert of the same rows ${ms(ing.minimalMs)} (${ms(ing.minimalPsqlMs)} straight); waiting on it is ${ing.dbShare! >= 0.95 ? 'all of the wall time (batches/s × statement time ≥ 95%: one statement is always in flight)' : `≈ ${pct(ing.dbShare!)} of the wall time`}. ` +
-        (prepared
-          ? `The hub prepares the statement once per connection (a named statement, \`INGEST_STATEMENT\` in src/hub/db/ingest.ts), so Postgres parses and rewrites its 34 CTEs once per connection instead of per batch: sent prepared from Node through the same driver and proxy it takes ${ms(ing.namedMs)}, against ${ms(ing.stmtMs)} unnamed (planning alone, as EXPLAIN SUMMARY reports it with the parameters bound: ${ms(ing.hubPlanMs)}; the minimal upsert's ${ms(ing.minimalPlanMs)} is mostly the cast of its ~500 KB JSON parameter to jsonb, which a custom plan does at planning). `
-          : `The statement is sent unnamed, so Postgres parses, analyses, rewrites and plans its 34 CTEs on every batch: prepared once per connection (a named statement) the same statement takes ${ms(ing.namedMs)} through the same driver and proxy, against ${ms(ing.stmtMs)} unnamed (planning alone, as EXPLAIN SUMMARY reports it with the parameters bound: ${ms(ing.hubPlanMs)}; the minimal upsert's ${ms(ing.minimalPlanMs)} is mostly the cast of its ~500 KB JSON parameter to jsonb, which the custom plan does at planning). `) +
-        (ff >= 100
-          ? `The rows themselves are the rest: re-reported GPUs are UPDATEs, and at fillfactor 100 a page has no room for the new row version, so most updates are not HOT: the version goes to another page and both indexes get a new entry${Number.isFinite(ing.ff70Ms) ? `; with fillfactor 70 the same upsert took ${ms(ing.ff70Ms)} against ${ms(ing.ff100Ms)}` : ''}. `
-          : `The rows themselves are the rest; \`devices\` is at fillfactor ${ff} (migration 0007), so re-reports can be HOT updates${Number.isFinite(ing.ff70Ms) ? ` (the same upsert on fresh table copies: ${ms(ing.ff70Ms)} at 70 against ${ms(ing.ff100Ms)} at 100)` : ''}. `) +
-        `workerd spends ${n(ing.workerdUsPerFrame)} µs of CPU per frame (${n(ing.workerdCores)} cores at this rate) — a CPU profile of the isolate (bench/PROFILE.md, \`--profile\`) puts over a third of it in \`readFrame\` (\`decodeEnvelope\` and zod's validators for the envelope and the payload; zod 4 turns its compiled fast path off on Cloudflare — \`allowsEval\` checks the user agent — so every frame goes through the interpreted checks), about an eighth in GC, and most of the rest in building and writing the batch (\`JSON.stringify\` of the parameters in \`applyIngestBatch\`, the driver's \`rawWrite\`) — so the isolate itself tops out near ${n(1e6 / Math.max(1, ing.workerdUsPerFrame!), 0)} frames/s; Postgres spends ${n(ing.postgresUsPerFrame)} µs per frame.`,
+      `**Ingest, one session** (${metText(ing.hubFps! >= 60_000 && ing.fraction! >= 0.65)}: ${n(ing.hubFps, 0)} frames/s = ${pct(ing.fraction!)} of the ws echo ceiling ${n(ing.echoFps, 0)} frames/s; target 60,000 and 65%). ` +
+        `${ing.batchMedian! >= 1_999 ? `Every batch is full (median ${n(ing.batchMedian, 0)} frames = \`INGEST_BATCH_FRAMES\`), so frames wait for the statement before them. ` : `Batches are not full (median ${n(ing.batchMedian, 0)} frames): the isolate, not the statement, sets the pace. `}` +
+        `The batch statement for ${n(ing.batchMedian, 0)} rows takes ${ms(ing.namedMs)} prepared (${ms(ing.stmtMs)} unnamed, ${ms(ing.hubPsqlMs)} from psql straight; the minimal set-based upsert of the same rows ${ms(ing.minimalMs)}), and waiting on it is ≈ ${pct(ing.dbShare!)} of the wall time. ` +
+        `workerd spends ${n(ing.workerdUsPerFrame)} µs of CPU per frame (${n(ing.workerdCores)} cores at this rate; alone it would top out near ${n(1e6 / Math.max(1, ing.workerdUsPerFrame!), 0)} frames/s) and Postgres ${n(ing.postgresUsPerFrame)} µs; with the load generator and the proxy they share two cores. ` +
+        `${facts.fastValidators ? 'The hot operator types are checked by hand-written validators proven equal to their zod schemas (src/protocol/fast-payloads.ts), and the batch travels as positional rows. ' : 'Frames are still validated by zod 4 on its interpreted path (Workers allow no `eval`), and each batch table is built with a `JSON.stringify`. '}` +
+        `${prof('ingest') ? `${prof('ingest', 8)}.` : ''}`,
     );
+    const share = ing.multiFps! / ing.multiEchoFps!;
     p(
-      prepared
-        ? '*Next:* the isolate, not the database: a hand-written validator for the hot observed types instead of zod\'s interpreted path, and building the batch parameters without a `JSON.stringify` per table; then the rows themselves (the statement\'s share is what the minimal upsert cannot go below).'
-        : `*Fix:* ${ff >= 100 ? '(0) \`fillfactor = 70\` on \`devices\`, \`nodes\`, \`observed_deployments\` (a migration) so re-reports are HOT updates; ' : ''}(1) prepare the batch statement once per connection — in \`applyIngestBatch\` (src/hub/db/ingest.ts) send \`{ name: 'ingest_v1', text: INGEST_SQL, values }\` (the session's \`Pg\` keeps its connection across batches, so the parse and plan are paid once per connection): ${ms(ing.stmtMs)} → ${ms(ing.namedMs)} per batch here, i.e. a database ceiling of ${n((ing.batchMedian! / ing.namedMs!) * 1000, 0)} instead of ${n((ing.batchMedian! / ing.stmtMs!) * 1000, 0)} frames/s (with PgBouncer < 1.21 in transaction mode named statements break; Neon's pooler supports them); (2) then the isolate: a hand-written validator for the hot observed types instead of zod's interpreted path.`,
-    );
-    p(
-      `**Ingest, ${n(ing.sessions, 0)} sessions:** ${n(ing.multiFps, 0)} frames/s in total (echo ${n(ing.multiEchoFps, 0)}), ack p99 ${ms(ing.multiP99)}; workerd ${n(ing.multiWorkerdCores)} cores, Postgres ${n(ing.multiPostgresCores)} cores of the machine's 2. With many sessions the statements run concurrently on ${n(ing.sessions, 0)} connections and compete for the same two cores as workerd, the proxy and the load generator; per-row cost (above) is what to cut.`,
+      `**Ingest, ${n(ing.sessions, 0)} sessions** (${metText(share >= 0.55)}: ${n(ing.multiFps, 0)} frames/s in total = ${pct(share)} of the echo's ${n(ing.multiEchoFps, 0)}; target 55%). ` +
+        `The statements run concurrently on ${n(ing.sessions, 0)} session connections; workerd used ${n(ing.multiWorkerdCores)} cores and Postgres ${n(ing.multiPostgresCores)} of the machine's 2, beside the proxy and the load generator, and the ack p99 was ${ms(ing.multiP99)}: the machine is full, so what moves this figure is CPU per frame on both sides (the one-session paragraph), not concurrency.`,
     );
   }
 
-  if (des && facts.gateway) {
+  if (hs) {
     p(
-      `**Desired delivery** (${met(results, 'desired', 'single change') ? 'target met' : 'target missed'}: PUT → frame ${ms(des.hubMs)} against ${ms(des.sioMs)} for Socket.IO and ${ms(des.sioDbMs)} for Socket.IO with the same Postgres write; burst of ${n(des.burstN, 0)}: ${ms(des.hubBurstMs)} against ${ms(des.sioBurstMs)} / ${ms(des.sioDbBurstMs)}). ` +
-        (pokeCarries
-          ? `The admin PUT answers in ${ms(des.putMs)} (its one statement runs on a gateway connection: Worker → gateway object → Postgres); the statement returns the change, and the poke to the owning object (an RPC) carries it, so the object stamps and sends it without reading it back when nothing came between: three hops and one statement where Socket.IO + Postgres does one statement and an emit.${Number.isFinite(des.hubFloorMs) ? ` Of the ${ms(des.hubMs! - des.sioDbMs!)} difference, ${ms(des.hubFloorMs! - des.sioFloorMs!)} is the request's entry into the runtime: a GET that does no work (404) takes ${ms(des.hubFloorMs)} into the Worker against ${ms(des.sioFloorMs)} into Socket.IO's Node http server, so the hub's own path (statement, two object hops, stamping into the replay buffer and sending) is ${ms(des.hubMs! - des.hubFloorMs!)} against ${ms(des.sioDbMs! - des.sioFloorMs!)} for Socket.IO + Postgres.` : ''} `
-          : `The admin PUT answers in ${ms(des.putMs)} (its statement now runs on a gateway connection); the change then reaches the operator by a poke to the owning object (an RPC), which fetches the change (another gateway statement) and sends it: three hops and two statements where Socket.IO + Postgres does one statement and an emit. `) +
-        `A burst is serial twice over: every PUT for the cluster bumps \`clusters.desired_revision\` in its statement, so concurrent PUTs wait on that row lock until the previous one commits (observed as \`Lock: transactionid\` and \`IO: WALWrite\` waits in pg_stat_activity during a burst), and each gateway shard runs one statement at a time. ` +
-        'Socket.IO without a database is not a fair target for a hub that must commit desired state before sending it; the same-work comparison is Socket.IO + Postgres.',
+      `**Handshake** (${metText(hs.hubMedianMs! <= 10)}: median ${ms(hs.hubMedianMs)}, target 10 ms; the bare ws server answers a hello in ${ms(hs.echoMs)}, Socket.IO connects in ${ms(hs.sioMs)}). ` +
+        `The upgrade takes ${ms(hs.upgradeMs)}: the Worker hashes the token, looks it up through a gateway shard (an RPC and a query on a warm connection: ${ms(hs.pgQueryMs)} from Node) and routes to a new session object, whose creation locally includes its SQLite database file; hello → welcome takes ${ms(hs.helloToWelcomeMs)}: the new object claims ownership through a gateway shard (another RPC and statement), joins the fleet poll, and answers. workerd spends ${n(hs.cpuPerConnectMs)} ms of CPU per fresh handshake. ${prof('handshake') ? `${prof('handshake')}.` : ''} ` +
+        `*What would move it:* the claim travelling with the routing (the Worker already knows the cluster and the token hash: claiming while the object is created takes a round trip out of hello → welcome), and a cheaper first construction of a session object.`,
     );
+    const stormOk = Number.isFinite(hs.stormS) && hs.stormS! <= 6;
     p(
-      pokeCarries
-        ? '*Fix:* (1) one hop less: run the admin write in the owning session object itself (the Worker routes the PUT to it; it runs the upsert through the gateway and sends the frame in the same turn), saving the Worker → object poke after the commit; (2) for bursts, batch: an endpoint that takes many deployments in one request and one set-based statement (one revision bump, one commit) — the per-change commit on one hot row is the limit, not the network. Each PUT here is its own request and its own commit, as the admin API fixes it.'
-        : '*Fix:* (1) send the change from the PUT itself: route the admin write to the owning session object (an RPC like `poke`) and let it run the upsert and send the frame in the same turn (one statement, no poke, no fetch); (2) for bursts, batch: an endpoint that takes many deployments in one request and one set-based statement (one revision bump, one commit) — the per-change commit on one hot row is the limit, not the network.',
-    );
-  } else if (des) {
-    p(
-      `**Desired delivery** (${met(results, 'desired', 'single change') ? 'target met' : 'target missed'}: PUT → frame ${ms(des.hubMs)} against ${ms(des.sioMs)} for Socket.IO and ${ms(des.sioDbMs)} for Socket.IO with the same Postgres write; burst of ${n(des.burstN, 0)}: ${ms(des.hubBurstMs)} against ${ms(des.sioBurstMs)} / ${ms(des.sioDbBurstMs)}). ` +
-        `The admin PUT alone answers in ${ms(des.putMs)}: \`requestPg\` opens a new connection for every admin request (Socket.IO + Postgres reuses one). The change then travels as a poke to the object, which fetches it (one statement on its own connection, often also new because it closes after 3 s idle) and sends it. In a burst, the admin requests serialise on connection set-up in Postgres (${hs ? `~${n(hs.pgCpuPerConnMs)} ms of CPU each` : 'a fork each'}) and on the row lock of \`clusters.desired_revision\`; ${drainChained ? 'the object side adds the drain issue below. ' : ''}` +
-        `Socket.IO without a database is not a fair target for a hub that must commit desired state before sending it; the same-work comparison is Socket.IO + Postgres.`,
-    );
-    p(
-      '*Fix:* (1) do the admin write on a connection that already exists: route `PUT /deployments` to the owning session object (an RPC like `poke`) and let it run the upsert on its open connection and send the frame in the same turn — one statement, no poke round trip, no fetch; (2) pooling as above.',
-    );
-  }
-
-  if (rsy) {
-    p(
-      `**Full resync** (${met(results, 'resync', 'full resync') ? 'target met' : 'target missed'}: ${ms(rsy.totalMs)} end to end, target 3 s; Postgres alone does the same statements in ${ms(rsy.pgAloneMs)}). ` +
-        `The hub→operator side finishes last (${ms(rsy.downMs)} for ${n(rsy.deployments, 0)} deployments); the operator's ${n(rsy.upFrames, 0)} frames are applied and pruned after ${ms(rsy.upMs)}. workerd spends ${n(rsy.workerdCpuS)} s of CPU per resync (${n((rsy.workerdCpuS! * 1e6) / (rsy.upFrames! + rsy.deployments!))} µs per frame either way) and its RSS peaks ${n(rsy.peakRssMiB! - rsy.rssBeforeMiB!)} MiB above where it started. ` +
-        (drainChained
-          ? 'Cause (CPU profile: `drain` is the top JavaScript function, with GC and SQLite \`exec\` behind it): `enqueue()` calls `drain()` once per frame, and `drain()` while a drain is running returns `this.draining.then(() => this.drain())` — so queuing a page of 1,000 frames chains ~1,000 promises, each of which re-enters `drain()` and chains again: O(n²) promise callbacks per page, and each round that finds the queue empty still runs `drainOnce()` → `saveMeta()`. *Fix:* coalesce drains (a `drainRequested` flag and one loop) and skip `saveMeta` when nothing was sent.'
-          : facts.gateway
-            ? `The O(n²) send-queue drain this benchmark's profile exposed (one chained promise per queued frame; GC was half of the isolate's time) is fixed in the measured source, and the snapshot reads now go through the gateway, so they no longer queue behind the session's ingest statements. What remains is mostly workerd CPU: ${n(rsy.workerdCpuS)} s of it in a ${ms(rsy.totalMs)} resync, for validating ${n(rsy.upFrames, 0)} frames up and stamping, storing (replay buffer in SQLite) and sending ${n(rsy.deployments, 0)} down, on the one thread that also runs everything else; Postgres alone needs ${ms(rsy.pgAloneMs)} for the same statements. The ingest fixes above (validation) apply here too.`
-            : 'The O(n²) send-queue drain this benchmark\'s profile exposed (one chained promise per queued frame; GC was half of the isolate\'s time) is fixed in the measured source. What remains is serial by construction: the object has one Postgres connection, so the snapshot page reads wait behind the ingest statements of the operator\'s own snapshot (one statement per 2,000 frames), and each page is stamped into the replay buffer (SQLite) before it is sent. *Possible next step:* a second connection (or the gateway) for the desired-state reads, so the two directions overlap; expected: end to end ≈ the slower direction instead of their sum.'),
+      `**Storm** (${metText(stormOk)}: ${Number.isFinite(hs.stormS) ? `${n(hs.stormSize, 0)} operators welcomed in ${n(hs.stormS)} s` : `not all ${n(hs.stormSize, 0)} operators welcomed within ${n(hs.stormDeadlineS, 0)} s (fewest: ${n(hs.stormWelcomedMin, 0)})`}, target 6 s). ` +
+        `workerd used ${n(hs.stormCpuS)} s of CPU over ${n(hs.stormWallS)} s: one process runs the Worker, every new object and the gateway, so the storm is about ${n(hs.cpuPerConnectMs)} ms of CPU per handshake times ${n(hs.stormSize, 0)}, on a machine with 2 cores; Postgres peaked at ${n(hs.stormPgPeak, 0)} connections, and refusals were ${n(hs.stormFailures, 0)} (1013: ${n(hs.storm1013 ?? 0, 0)}, 4408: ${n(hs.storm4408 ?? 0, 0)}, HTTP 503: ${n(hs.stormHttp503 ?? 0, 0)}).`,
     );
   }
 
   if (res) {
     p(
-      `**Resume** (both sides ${met(results, 'resume', 'resume,') ? 'met' : 'missed'}: ${ms(res.totalMs)} for ${n(res.n, 0)} frames each way, target 200 ms; hub→operator alone ${ms(res.downOnlyMs)} against Socket.IO's recovery ${ms(res.sioMs)}). ` +
-        `The welcome alone takes ${ms(res.welcomeMs)} — ${facts.gateway ? 'the Worker\'s token lookup and the claim, each an RPC to a gateway shard and a statement' : 'the Worker\'s token lookup on a new connection plus the claim (the object\'s connection is still open after a short drop)'} — then the replay of ${n(res.n, 0)} frames from the object's SQLite arrives ${ms(res.downMs! - res.welcomeMs!)} later, and the operator's ${n(res.n, 0)} frames are acked (applied in Postgres) at ${ms(res.upMs)}${facts.gateway && hs ? ` — their first statement also has to open the session's own ingest connection, which this session had not needed before (a new connection: ~${ms(hs.pgConnectMs)} here)` : ''}. Socket.IO's recovery needs no database round trip at all. *Fix:* a Worker-side token cache (not adopted, see Handshake) ${facts.gateway ? '(one RPC and one statement less on reconnect)' : '(no connection on reconnect)'} leaves one claim statement (${hs ? ms(hs.pgQueryMs) : 'one round trip'}) in front of the replay${facts.gateway ? '; opening the ingest connection while the claim runs would take the connection set-up off the acked path (tried: it gained little here and held a connection for every resume that then sent nothing, so it was taken out)' : ''}.`,
+      `**Resume** (${metText(res.totalMs! <= 200 && res.downOnlyMs! <= res.sioMs!)}: ${ms(res.totalMs)} for ${n(res.n, 0)} frames each way, target 200 ms; hub → operator alone ${ms(res.downOnlyMs)} against Socket.IO's recovery ${ms(res.sioMs)}). The welcome takes ${ms(res.welcomeMs)} (the Worker's token lookup and the claim, each an RPC to a gateway shard and a statement); the replay from the object's SQLite follows ${ms(res.downMs! - res.welcomeMs!)} later, and the operator's frames are applied and acked at ${ms(res.upMs)} — their first statement opens the session's own ingest connection.`,
+    );
+  }
+  if (rsy) {
+    p(
+      `**Full resync** (${metText(rsy.totalMs! <= 3_000)}: ${ms(rsy.totalMs)} end to end, target 3 s; Postgres alone runs the same statements in ${ms(rsy.pgAloneMs)}). The ${n(rsy.deployments, 0)} deployments reach the operator after ${ms(rsy.downMs)}, the operator's ${n(rsy.upFrames, 0)} frames are applied and pruned after ${ms(rsy.upMs)}; workerd spends ${n(rsy.workerdCpuS)} s of CPU (${n((rsy.workerdCpuS! * 1e6) / (rsy.upFrames! + rsy.deployments!))} µs per frame either way) and its RSS peaks ${n(rsy.peakRssMiB! - rsy.rssBeforeMiB!)} MiB above where it started.`,
     );
   }
 
-  if (fl && facts.gateway) {
-    const all = fl.established === fl.n;
-    p(
-      `**Idle fleet** (${met(results, 'fleet', 'workerd memory') ? 'target met' : 'target missed'}: ${all ? `all ${n(fl.n, 0)} sessions open` : `only ${n(fl.established, 0)} of ${n(fl.n, 0)} sessions could be opened in ${n(fl.openCapS, 0)} s`}; ${n(fl.perSessionKiB, 0)} KiB of workerd RSS per idle session on a fresh hub, target 50 KiB; a Node ws connection costs ${n(fl.echoKiB)} KiB and a Socket.IO one ${n(fl.sioKiB)} KiB). ` +
-        `Every idle session is a live object: its alarm fires every 5 s for the ownership poll, shorter than the ~10 s after which an idle object is evicted, so none ever hibernates, and a live object costs far more than its socket. Most of it is not JavaScript: a one-off inspector probe (\`Runtime.getHeapUsage\` around 200 sessions on a fresh hub, earlier source) found ~100 KiB per session in the JS heap and the rest outside it — the object's own SQLite database and the runtime's per-object state. ` +
-        `The polls now go through the gateway, so they open no connection: ${n(fl.xactsPerS)} transactions/s and ${n(fl.connsPerS)} new connections/s for ${n(fl.established, 0)} sessions, ${n(fl.pgCores)} cores of Postgres CPU (shared server), and workerd ${n(fl.cpuCores)} cores (${n((fl.cpuCores! * 1e6) / Math.max(1, fl.established!), 0)} µs per session per second).`,
-    );
-    p(
-      '*Why it stays missed, and what would move it:* two fixed cadences keep each idle object awake — the design\'s 5 s ownership poll (DESIGN decision 4, an alarm per session) and the spec\'s 10 s operator ping, which the object must answer with a pong carrying its cursor (a per-frame answer, so the runtime\'s fixed auto-response cannot stand in for it) — while local workerd evicts an object only after ~10 s without an event. Moving the poll off the sessions (one set-based statement per gateway shard for all its clusters, poking only sessions whose claim, token or revision changed) would remove the alarm; the ping alone still lands at about the eviction delay, so objects would at best be evicted and rebuilt every ping, trading memory for a constructor and a SQLite open per session every 10 s. The 50 KiB target fits a runtime that keeps hibernated sockets without their objects; with one live object per session it is out of reach on this runtime, and we chose the spec\'s cadences over it.',
-    );
-  } else if (fl) {
-    const all = fl.established === fl.n;
-    p(
-      `**Idle fleet** (${met(results, 'fleet', 'workerd memory') ? 'target met' : 'target missed'}: ${all ? `all ${n(fl.n, 0)} sessions open` : `only ${n(fl.established, 0)} of ${n(fl.n, 0)} sessions could be opened in ${n(fl.openCapS, 0)} s`}; ${n(fl.perSessionKiB, 0)} KiB of workerd RSS per open session (${n(fl.perObjectKiB, 0)} KiB per session object created, counting the ${n(fl.objects! - fl.established!, 0)} objects of refused attempts), target 50 KiB; a Node ws connection costs ${n(fl.echoKiB)} KiB and a Socket.IO one ${n(fl.sioKiB)} KiB). ` +
-        `Memory: every idle session is a live object — its alarm fires every 5 s, shorter than the ~10 s after which an idle object is evicted, so none ever hibernates — and a live object costs far more than its socket: a one-off inspector probe (\`Runtime.getHeapUsage\` around 200 sessions on a fresh hub) put ~100 KiB per session in the JS heap and the rest of ~850 KiB outside it (the object's own SQLite database and the runtime's per-object state). ` +
-        `Database: an idle session is never idle for Postgres either: its alarm polls ownership every 5 s and its connection closes after 3 s, so every poll opens a new connection — ${n(fl.connsPerS)} new connections/s and ${n(fl.xactsPerS)} transactions/s for ${n(fl.established, 0)} sessions here, ${n(fl.pgCores)} cores of Postgres CPU. At 1,000 sessions that would be 200 connections/s${hs ? ` × ~${n(hs.pgCpuPerConnMs)} ms = ${n((200 * hs.pgCpuPerConnMs!) / 1000)} cores` : ''}, more than this machine has, and with max_connections = 100 the polls (each holding a connection 3 s of every 5 s) cannot all be served: the sessions already open starve the ones being opened, which is why opening stops short.`,
-    );
-    p(
-      '*Fix:* stop polling from idle sessions, so they can hibernate. Push the events the poll looks for instead: the claim statement can return the previous owner\'s session id so the new owner pokes it (displacement), and rotate-token/disable in the admin API can poke the owner the way PUT deployments does; keep only a slow safety-net poll (e.g. 60 s, longer than the eviction delay) and run it on the connection only while one is open. An idle object is then evicted between pings (its socket stays connected under the hibernation API), its memory is released, and Postgres sees nothing from an idle fleet. With pooling, whatever polls remain cost a pooled round trip instead of a fork.',
-    );
-  }
+  if (fl) renderFleet(fl, p, prof('fleet', 8), profiles?.profiles.fleet?.data);
   return out;
+}
+
+function renderFleet(fl: Data, p: (s: string) => void, profile: string, profiled: Data | undefined): void {
+  // JS heap readings need the inspector: this run's if it had one, else the profile run's.
+  const heap = Number.isFinite(fl.heapOpenMiB) ? fl : profiled && Number.isFinite(profiled.heapOpenMiB) ? profiled : null;
+  const perMinPerSession = (k: string) => fl[`kind_${k}`] ?? 0;
+  const xactsOther = fl.xactsPerS! - fl.xactsMedian5s!;
+  p(
+    `**Idle fleet: wakes** (${metText(fl.wakesPerMin! <= 3)}: ${n(fl.wakesPerMin)} per session per minute, target 3; issue 12 counted about 18 before). ` +
+      `Nothing periodic wakes a session any more but its clock's silence deadline: the alarm is armed for 30 s after the last sign of life, and when it fires it finds a recent runtime-answered ping (\`getWebSocketAutoResponseTimestamp\`) and re-arms for 30 s after that ping — so it fires every 20–30 s (${n(perMinPerSession('alarm'))} alarms per session per minute here). The fleet poll adds its sweep: a session not checked for \`LIVE_SWEEP_MS\` (5 min) is poked and runs its check (${n(perMinPerSession('check'))} per minute). No ping woke an object: ${n(fl.pings, 0)} pings in the window, ${n(perMinPerSession('message'))} \`message\` wakes per session per minute. The silence rule itself is the floor: a hub that must cut a silent operator within 30 s has to look at least every 30 s, i.e. 2 wakes a minute, unless the runtime did the looking.`,
+  );
+  p(
+    `**Idle fleet: out of memory** (${metText(fl.outOfMemoryMin! >= 0.5)}: lowest share at any sampled instant ${pct(fl.outOfMemoryMin!)}, mean ${pct(fl.outOfMemoryMean!)}; target 50% at any instant). ` +
+      `This workerd evicts an object ${n(fl.evictionDelayS)} s after its last event (measured on the fresh hub: still resident after ${n(fl.evictionResidentS)} s, gone after ${n(fl.evictionEvictedS)} s), so each wake keeps an object in memory about ${n(fl.evictionDelayS, 0)} s and costs a construction (${n(fl.constructionsPerMin)} per session per minute; the model predicted ${n(fl.modelConstructions, 0)} constructions, the objects counted ${n(fl.measuredConstructions, 0)}). With a wake every 20–30 s that is a third to a half of the time in memory: the mean is met. ` +
+      `${fl.belowInstants ? `The minimum is not: the share fell below 50% at ${n(fl.belowInstants, 0)} instants, ${n(fl.belowFromS, 0)}–${n(fl.belowToS, 0)} s after the fleet opened — when the sweep pokes every session whose claim is 5 min old, and the fleet was claimed within ${n(fl.connectS)} s, so the whole fleet is poked within one poll or two (outside that span the lowest share was ${pct(fl.outOfMemoryMinOutside!)}). A fleet claimed together (a hub restart, a reconnect storm) stays swept together every 5 minutes. ` : ''}` +
+      `*What would move it (hub, not bench):* spread the sweep (each session's due time offset by a hash of its id, or a poke budget per poll far below \`POLL_POKE_LIMIT\` = 1,000), or lengthen \`LIVE_SWEEP_MS\`: it only finds objects that ended without saying so.`,
+  );
+  p(
+    `**Idle fleet: memory** (${metText(fl.perSessionKiB! <= 200)}: ${n(fl.perSessionKiB, 0)} KiB of workerd RSS per idle session, target 200 KiB; ${n(fl.allResidentKiB, 0)} KiB per session just after opening, when all objects were resident; a Node ws connection costs ${n(fl.echoKiB)} KiB, a Socket.IO one ${n(fl.sioKiB)} KiB). ` +
+      `Evicting objects does not give their memory back: workerd's anonymous memory grew from ${n(fl.anonBeforeMiB)} to ${n(fl.anonOpenMiB)} MiB while the fleet opened (all resident) and was ${n(fl.anonEndMiB)} MiB at the window's end, with ${pct(fl.outOfMemoryMean!)} of the objects out of memory on average. ` +
+      `${heap ? `It is not the JavaScript heap: the isolate's heap held ${n(heap.heapBeforeMiB)} MiB before the fleet, ${n(heap.heapOpenMiB)} MiB with all of it resident and ${n(heap.heapEndGcMiB)} MiB after a forced GC at the end${heap === fl ? '' : ' (the `--profile` run of this scenario, bench/PROFILE.md)'}. ` : ''}` +
+      'workerd allocates with tcmalloc (statically linked; its symbols are in the binary), which keeps freed pages for reuse rather than returning them, so the RSS of an idle fleet is set by its peak of resident objects — here the opening, when every object was in memory at once — and by the churn of a construction per wake, not by how many objects are resident now. The figure measures the runtime\'s allocator as much as the hub: fewer wakes (and no all-at-once sweep) lower the peak; only a runtime that returns memory would take the RSS down with the evictions.',
+  );
+  p(
+    `**Idle fleet: CPU** (${metText(fl.cpuCores! <= 0.05)}: ${n(fl.cpuCores)} cores of workerd for ${n(fl.established, 0)} idle sessions, target 0.05; the ws echo server spends ${n(fl.echoCores)} cores on the same pings, Socket.IO ${n(fl.sioCores)} on its heartbeats). ` +
+      `That is ${n((fl.cpuCores! * 60_000) / Math.max(1, fl.wakesPerMin! * fl.established!))} ms of CPU per wake, and nearly every wake is a construction (${n(fl.constructionsPerMin)} constructions for ${n(fl.wakesPerMin)} wakes per session per minute): ${profile ? `${profile}.` : 'the constructor loads the session from SQLite and re-arms the alarm.'} ` +
+      'The runtime answering 100 pings a second costs little beside it. *What would move it:* fewer wakes (each is a construction), and a cheaper construction: the constructor\'s SQLite work (schema statements run on every construction, the wake counter\'s read and write) and its ULID.',
+  );
+  p(
+    `**Idle fleet: Postgres** (${metText(fl.xactsPerS! <= 2)}: ${n(fl.xactsPerS)} transactions/s for ${n(fl.established, 0)} idle sessions, target 2; before, 194). The fleet poll is ${n(fl.xactsMedian5s)} transactions/s (the median 5 s interval: 4 shards, one statement each per 5 s), whatever the number of sessions. The other ≈ ${n(xactsOther)} per second on average are the sweep: each poked session runs its own check, one statement per session per 5 minutes (${n(fl.established! / 300)} per second for ${n(fl.established, 0)} sessions), and they come together (highest 5 s interval ${n(fl.xactsPeak5s)} per second). *What would move it (hub):* a sweep that costs the poller one statement per round (the poked object answers the poke; the poller records every answered session's check-in at once) instead of one per session, or a longer sweep.`,
+  );
 }

@@ -144,20 +144,13 @@ export class BenchEnv {
   /** Facts about the measured source and schema that the analysis depends on. */
   async facts(): Promise<Record<string, number>> {
     const read = async (rel: string) => readFile(path.join(this.source.dir, rel), 'utf8').catch(() => '');
-    const session = await read('src/hub/session/session-object.ts');
     const [ff] = await this.sql<{ ff: string | null }>(
       "select (select option_value from pg_options_to_table(reloptions) where option_name = 'fillfactor') as ff from pg_class where relname = 'devices'",
     );
     return {
-      /** The send-queue drain chains one promise per queued frame (fixed in a5a1f54). */
-      drainChained: session.includes('this.draining.then(() => this.drain())') ? 1 : 0,
       devicesFillfactor: Number(ff?.ff ?? 100),
-      /** The ingest statement is prepared once per connection (named). */
-      ingestPrepared: (await read('src/hub/db/ingest.ts')).includes('INGEST_STATEMENT') ? 1 : 0,
-      /** A poke carries the change, and the owner sends it without reading it back. */
-      pokeCarries: session.includes('poke(revision: number, change?') ? 1 : 0,
-      /** Statements go through long-lived gateway connections (src/hub/db/gateway.ts). */
-      gateway: (await read('src/hub/db/gateway.ts')) ? 1 : 0,
+      /** The hot operator types are validated by hand-written code proven equal to their zod schemas. */
+      fastValidators: (await read('src/protocol/fast-payloads.ts')) ? 1 : 0,
     };
   }
 
