@@ -2,11 +2,12 @@
  * `npm run bench`: the hub in real workerd with real Postgres, each figure next to a baseline
  * measured in the same run; writes bench/RESULTS.md.
  *
- *   npm run bench                      full run (rewrites bench/RESULTS.md)
+ *   npm run bench                      full run (rewrites bench/RESULTS.md; about 12 minutes)
  *   npm run bench -- --quick           small smoke variant (writes to a temp file unless --out)
  *   npm run bench -- --only ingest,resume
  *   npm run bench -- --reps 5          repetitions of each timed measurement (default 3)
  *   npm run bench -- --out FILE        write the report here instead
+ *   BENCH_MACHINE_NOTE=…               a sentence for the report's machine-sharing line
  *
  * Benchmarks are not tests: nothing here asserts on time. Targets are reported as met or not.
  */
@@ -71,6 +72,7 @@ function parseArgs(argv: string[]): Args {
     else if (v === '--help' || v === '-h') {
       console.log('usage: npm run bench -- [--quick] [--only name,...] [--reps N] [--out FILE] [--pooler] [--profile] [--var KEY=VALUE]');
       console.log('  --commit REF  measure the committed hub of REF (git archive) instead of the working tree');
+      console.log('  BENCH_MACHINE_NOTE=TEXT (environment)  added to the report\'s machine-sharing line, e.g. how long the run waited for a quiet machine');
       console.log('  --pooler   experiment: PgBouncer (transaction pooling) in front of Postgres');
       console.log('  --profile  also record a CPU profile of the hub isolate per scenario (slows the hub; figures are then not results)');
       console.log('  --var      override a hub configuration var (experiments, e.g. --var INGEST_BATCH_FRAMES=5000)');
@@ -193,6 +195,7 @@ async function main(): Promise<void> {
       .filter(Boolean)
       .join('; '),
     before: BEFORE,
+    ...(process.env.BENCH_MACHINE_NOTE ? { machineNote: process.env.BENCH_MACHINE_NOTE } : {}),
   };
   const profiles = args.profile ? undefined : loadProfiles();
   if (profiles) input.profiles = profiles;

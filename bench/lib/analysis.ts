@@ -120,11 +120,13 @@ export function renderAnalysis(results: ScenarioResult[], facts: Record<string, 
     );
   }
 
-  if (fl) renderFleet(fl, p, prof('fleet', 8), profiles?.profiles.fleet?.data);
+  if (fl) renderFleet(fl, p, prof('fleet', 8), profiles?.profiles.fleet?.data, profiles?.profiles.fleet?.source);
   return out;
 }
 
-function renderFleet(fl: Data, p: (s: string) => void, profile: string, profiled: Data | undefined): void {
+function renderFleet(fl: Data, p: (s: string) => void, profile: string, profiled: Data | undefined, profileSource = ''): void {
+  // A bundle line is only meaningful for the commit whose bundle was read (wrangler deploy --dry-run).
+  const sweepLine = profileSource.includes('32b333319467') ? '`(anonymous)` at index.js:31596 is the gateway\'s fleet poll poking the sessions it found due (`DbGateway.alarm`, here the sweep)' : '';
   // JS heap readings need the inspector: this run's if it had one, else the profile run's.
   const heap = Number.isFinite(fl.heapOpenMiB) ? fl : profiled && Number.isFinite(profiled.heapOpenMiB) ? profiled : null;
   const perMinPerSession = (k: string) => fl[`kind_${k}`] ?? 0;
@@ -148,7 +150,8 @@ function renderFleet(fl: Data, p: (s: string) => void, profile: string, profiled
   p(
     `**Idle fleet: CPU** (${metText(fl.cpuCores! <= 0.05)}: ${n(fl.cpuCores)} cores of workerd for ${n(fl.established, 0)} idle sessions, target 0.05; the ws echo server spends ${n(fl.echoCores)} cores on the same pings, Socket.IO ${n(fl.sioCores)} on its heartbeats). ` +
       `That is ${n((fl.cpuCores! * 60_000) / Math.max(1, fl.wakesPerMin! * fl.established!))} ms of CPU per wake, and nearly every wake is a construction (${n(fl.constructionsPerMin)} constructions for ${n(fl.wakesPerMin)} wakes per session per minute): ${profile ? `${profile}.` : 'the constructor loads the session from SQLite and re-arms the alarm.'} ` +
-      'The runtime answering 100 pings a second costs little beside it. *What would move it:* fewer wakes (each is a construction), and a cheaper construction: the constructor\'s SQLite work (schema statements run on every construction, the wake counter\'s read and write) and its ULID.',
+      `${profile ? `Read in the source: \`SessionStore\` runs the session's schema (\`create table if not exists\` …) on every construction and \`SqliteReplayStore\` counts the replay table, \`loadMeta\` reads the session back, \`flush\` is the wake counter writing its JSON document (with its 256 recent times) back to SQLite on every wake that is not a frame, \`encodeRandom\` is a ULID minted per construction, and native \`exec\` is those SQLite statements themselves${sweepLine ? `; ${sweepLine}` : ''}. ` : ''}` +
+      'The runtime answering 100 pings a second costs little beside it. *What would move it:* fewer wakes (each is a construction), and a cheaper construction: no schema statements when the tables exist (a schema version in one row), and a wake counter that writes less often (it is diagnostics, yet `flush` is among the top functions above).',
   );
   p(
     `**Idle fleet: Postgres** (${metText(fl.xactsPerS! <= 2)}: ${n(fl.xactsPerS)} transactions/s for ${n(fl.established, 0)} idle sessions, target 2; before, 194). The fleet poll is ${n(fl.xactsMedian5s)} transactions/s (the median 5 s interval: 4 shards, one statement each per 5 s), whatever the number of sessions. The other ≈ ${n(xactsOther)} per second on average are the sweep: each poked session runs its own check, one statement per session per 5 minutes (${n(fl.established! / 300)} per second for ${n(fl.established, 0)} sessions), and they come together (highest 5 s interval ${n(fl.xactsPeak5s)} per second). *What would move it (hub):* a sweep that costs the poller one statement per round (the poked object answers the poke; the poller records every answered session's check-in at once) instead of one per session, or a longer sweep.`,

@@ -25,6 +25,8 @@ export interface ReportInput {
   variant?: string;
   /** The figures before this rewrite (bench/before.json). */
   before?: BeforeFile;
+  /** Said of the machine before the run (how long the run waited for it to be quiet, what else ran). */
+  machineNote?: string;
   /** The CPU profiles the analysis quotes (bench/PROFILE.json, from a `--profile` run). */
   profiles?: ProfileRun;
 }
@@ -109,7 +111,7 @@ export function renderReport(r: ReportInput): string {
     `- Postgres: ${r.stack.embedded ? 'embedded PGlite' : r.stack.serverVersion.split(',')[0]} at ${r.stack.database.replace(/\/[^/]*$/, '/…')} (max_connections ${r.stack.maxConnections}), a fresh database per run, dropped at the end; reached by the hub through the Neon driver and the WebSocket→TCP proxy (scripts/lib/pg-ws-proxy.ts, in its own process).`,
   );
   lines.push(
-    `- Every figure is the median over the repetitions (up to ${r.reps}; a scenario that runs over its share of the 10-minute budget stops repeating), with min–max and the number of runs in parentheses; a figure without parentheses was measured once. Baselines ran within the same scenario, in the same process layout (each server in its own process, all clients in the benchmark process).`,
+    `- Every figure is the median over the repetitions (up to ${r.reps}; a scenario that runs over its share of the time budget stops repeating), with min–max and the number of runs in parentheses; a figure without parentheses was measured once. Baselines ran within the same scenario, in the same process layout (each server in its own process, all clients in the benchmark process).`,
   );
   lines.push(`- Total wall time: ${r.totalS.toFixed(0)} s.`);
   if (r.variant) lines.push(`- **Experiment, not the standard setup:** ${r.variant}.`);
@@ -117,10 +119,10 @@ export function renderReport(r: ReportInput): string {
     .map(([k, v]) => `${k} ${v.toFixed(2)}`)
     .join(', ');
   lines.push(
-    `- Machine sharing: load average before the run ${m.loadBefore.map((v) => v.toFixed(2)).join(' / ')}; other work (machine busy time minus this benchmark's processes and Postgres), in cores on average per scenario: ${fl}.${shared ? ' **The machine was shared with other work while these numbers were taken; treat small differences as noise.**' : ''}`,
+    `- Machine sharing: load average before the run ${m.loadBefore.map((v) => v.toFixed(2)).join(' / ')}; other work (machine busy time minus this benchmark's processes and Postgres), in cores on average per scenario: ${fl}.${r.machineNote ? ` ${r.machineNote}` : ''}${shared ? ' **The machine was shared with other work while these numbers were taken; treat small differences as noise.**' : ''}`,
   );
   lines.push('');
-  lines.push('Run it: `npm run bench` (full, rewrites this file, under 10 minutes); `npm run bench -- --quick` (smoke, small sizes, report to a temp file); `--only handshake,ingest,desired,resume,resync,fleet`; `--reps N` (default 3); `--out FILE`. Experiments (never written here): `--pooler` (PgBouncer in transaction mode in front of Postgres), `--profile` (CPU profile of the hub isolate per scenario), `--var KEY=VALUE` (override a hub var).');
+  lines.push('Run it: `npm run bench` (full, rewrites this file, about 12 minutes: the idle fleet alone watches one 5-minute sweep period); `npm run bench -- --quick` (smoke, small sizes, report to a temp file); `--only handshake,ingest,desired,resume,resync,fleet`; `--reps N` (default 3); `--out FILE`. Experiments (never written here): `--pooler` (PgBouncer in transaction mode in front of Postgres), `--profile` (CPU profile of the hub isolate per scenario), `--var KEY=VALUE` (override a hub var). A `--profile` run with `--out bench/PROFILE.md` also leaves bench/PROFILE.json, whose profiles the analysis below quotes.');
   lines.push('');
   lines.push(...renderComparison(r));
   lines.push(r.before ? '## Other targets' : '## Summary of targets');

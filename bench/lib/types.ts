@@ -52,7 +52,7 @@ export interface ScenarioContext {
 export interface Scenario {
   name: string;
   title: string;
-  /** Share of the full run's 10-minute budget, in seconds (setup included). */
+  /** Share of the full run's time budget, in seconds (setup included). */
   budgetS: number;
   /**
    * Run on a freshly started hub (new workerd, empty object storage, same database), so memory
