@@ -21,6 +21,8 @@ export interface BeforeFile {
   measuredCommit: string;
   measuredOn: string;
   figures: Record<string, Before>;
+  /** Baselines of the same runs ("scenario.dataKey"): how much the machine itself moved. */
+  baselines?: Record<string, { value: number; label: string; unit: string }>;
 }
 
 export interface Tracked {
@@ -248,5 +250,17 @@ export function compareRows(results: readonly ScenarioResult[], before: BeforeFi
       ...(a !== undefined && b.value !== null && b.value !== 0 ? { change: a / b.value - 1 } : {}),
       verdict: verdict(b.value, a, t.better),
     };
+  });
+}
+
+/** "ws echo ceiling 89,730 → 75,039 frames/s (−16%)", one per baseline this run measured. */
+export function baselineDrift(results: readonly ScenarioResult[], before: BeforeFile): string[] {
+  const d = runData(results);
+  return Object.entries(before.baselines ?? {}).flatMap(([key, b]) => {
+    const [scenario = '', field = ''] = key.split('.');
+    const now = v(d, scenario, field);
+    if (now === undefined) return [];
+    const change = now / b.value - 1;
+    return [`${b.label} ${withUnit(b.value, b.unit)} → ${withUnit(now, b.unit)} (${change >= 0 ? '+' : '−'}${Math.abs(change * 100).toFixed(0)}%)`];
   });
 }

@@ -1,6 +1,6 @@
 /** Renders bench/RESULTS.md from one run. */
 import { renderAnalysis, type ProfileRun } from './analysis';
-import { compareRows, REGRESSION_TOLERANCE, type BeforeFile, type Row } from './compare';
+import { baselineDrift, compareRows, REGRESSION_TOLERANCE, type BeforeFile, type Row } from './compare';
 import type { StackInfo } from './env';
 import { fmtRepeated } from './format';
 import type { MachineInfo } from './machine';
@@ -73,6 +73,13 @@ function renderComparison(r: ReportInput): string[] {
   for (const x of rows.filter((y) => !y.issue)) out.push(`| ${cell(x.label)} | ${cell(x.before)} | ${cell(x.after)} | ${changeText(x)} | ${verdictText(x)} |`);
   const worse = rows.filter((x) => !x.issue && x.verdict === 'worse');
   out.push('', worse.length ? `Regressed beyond ${REGRESSION_TOLERANCE * 100}%: ${worse.map((x) => x.label).join('; ')}.` : `No figure is worse than before by more than ${REGRESSION_TOLERANCE * 100}%.`, '');
+  const drift = baselineDrift(r.results, b);
+  if (drift.length) {
+    out.push(
+      `The befores were taken on another day, and the machine moved too: its baselines, which no hub change touches, went from before to this run as follows — ${drift.join('; ')}. A hub figure that moved by about as much as its baseline did is the machine, not the hub; \`npm run bench -- --commit ${b.measuredCommit} --only …\` measures the old hub beside this one on the same day.`,
+      '',
+    );
+  }
   return out;
 }
 
