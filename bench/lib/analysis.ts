@@ -30,7 +30,7 @@ function topFunctions(p: ProfileSummary, k = 6): string {
     .map((f) => {
       const [name = '', file = ''] = f.name.split(' ');
       // An anonymous function is only told apart by where it is (the bundle's line).
-      const where = name === '(anonymous)' && file ? ` (${file})` : file === '(native)' ? ' (native)' : file && !file.startsWith('index.js') ? ` (${file.replace(/:\d+$/, '')})` : '';
+      const where = file === '(native)' ? ' (native)' : name === '(anonymous)' && file ? ` (${file})` : file && !file.startsWith('index.js') ? ` (${file.replace(/:\d+$/, '')})` : '';
       const label = name === '(garbage' ? 'GC' : `\`${name}\`${where}`;
       return `${label} ${pct(f.share)}`;
     })
@@ -116,7 +116,7 @@ export function renderAnalysis(results: ScenarioResult[], facts: Record<string, 
   }
   if (rsy) {
     p(
-      `**Full resync** (${metText(rsy.totalMs! <= 3_000)}: ${ms(rsy.totalMs)} end to end, target 3 s; Postgres alone runs the same statements in ${ms(rsy.pgAloneMs)}). The ${n(rsy.deployments, 0)} deployments reach the operator after ${ms(rsy.downMs)}, the operator's ${n(rsy.upFrames, 0)} frames are applied and pruned after ${ms(rsy.upMs)}; workerd spends ${n(rsy.workerdCpuS)} s of CPU (${n((rsy.workerdCpuS! * 1e6) / (rsy.upFrames! + rsy.deployments!))} µs per frame either way) and its RSS peaks ${n(rsy.peakRssMiB! - rsy.rssBeforeMiB!)} MiB above where it started.`,
+      `**Full resync** (${metText(rsy.totalMs! <= 3_000)}: ${ms(rsy.totalMs)} end to end, target 3 s; Postgres alone runs the same statements in ${ms(rsy.pgAloneMs)}). The ${n(rsy.deployments, 0)} deployments reach the operator after ${ms(rsy.downMs)}, the operator's ${n(rsy.upFrames, 0)} frames are applied and pruned after ${ms(rsy.upMs)}; workerd spends ${n(rsy.workerdCpuS)} s of CPU (${n((rsy.workerdCpuS! * 1e6) / (rsy.upFrames! + rsy.deployments!))} µs per frame either way) and its RSS peaks ${n(rsy.peakRssMiB! - rsy.rssBeforeMiB!)} MiB above where it started. Beside the old hub on the same day (the checks under \`Every other figure against its before\`) this hub spends about 15% more workerd CPU per resync and its replay is slower; the profiles spread the difference over SQLite and frame encoding rather than one function.`,
     );
   }
 
@@ -138,7 +138,9 @@ function renderFleet(fl: Data, p: (s: string) => void, profile: string, profiled
   p(
     `**Idle fleet: out of memory** (${metText(fl.outOfMemoryMin! >= 0.5)}: lowest share at any sampled instant ${pct(fl.outOfMemoryMin!)}, mean ${pct(fl.outOfMemoryMean!)}; target 50% at any instant). ` +
       `This workerd evicts an object ${n(fl.evictionDelayS)} s after its last event (measured on the fresh hub: still resident after ${n(fl.evictionResidentS)} s, gone after ${n(fl.evictionEvictedS)} s), so each wake keeps an object in memory about ${n(fl.evictionDelayS, 0)} s and costs a construction (${n(fl.constructionsPerMin)} per session per minute; the model predicted ${n(fl.modelConstructions, 0)} constructions, the objects counted ${n(fl.measuredConstructions, 0)}). With a wake every 20–30 s that is a third to a half of the time in memory: the mean is met. ` +
-      `${fl.belowInstants ? `The minimum is not: the share fell below 50% at ${n(fl.belowInstants, 0)} instants, ${n(fl.belowFromS, 0)}–${n(fl.belowToS, 0)} s after the fleet opened — when the sweep pokes every session whose claim is 5 min old, and the fleet was claimed within ${n(fl.connectS)} s, so the whole fleet is poked within one poll or two (outside that span the lowest share was ${pct(fl.outOfMemoryMinOutside!)}). A fleet claimed together (a hub restart, a reconnect storm) stays swept together every 5 minutes. ` : ''}` +
+      `${fl.belowInstants ? `The minimum is not: the share fell below 50% at ${n(fl.belowInstants, 0)} of ${n(fl.instants, 0)} sampled instants. ` : ''}` +
+      `${Number.isFinite(fl.outOfMemoryMinSweep) ? `The lowest share while the sweep is due (${n(fl.sweepFromS, 0)}–${n(fl.sweepToS, 0)} s after the fleet opened) was ${pct(fl.outOfMemoryMinSweep!)}` : `The sweep (due ${n(fl.sweepFromS, 0)}–${n(fl.sweepToS, 0)} s after the fleet opened) fell outside this window`}: the sweep pokes every session whose last check is 5 minutes old, and this fleet was claimed within ${n(fl.connectS)} s, so the poll pokes nearly all of it at once (up to \`POLL_POKE_LIMIT\` = 1,000 a shard) — and a fleet claimed together (a hub restart, a reconnect storm) stays swept together every 5 minutes. ` +
+      `At other times the lowest share was ${pct(fl.outOfMemoryMinOutside!)}${fl.belowOutsideSweep ? ` (below 50% at ${n(fl.belowOutsideSweep, 0)} instants)` : ''}: the silence deadlines of a fleet opened together come in waves too — the first falls 30 s after each session's opening ack, the next ones 20 or 30 s after a ping, so they only slowly drift apart (the section below lists the lowest share in each 20 s). A fleet whose sessions connected at unrelated times would have neither wave. ` +
       `*What would move it (hub, not bench):* spread the sweep (each session's due time offset by a hash of its id, or a poke budget per poll far below \`POLL_POKE_LIMIT\` = 1,000), or lengthen \`LIVE_SWEEP_MS\`: it only finds objects that ended without saying so.`,
   );
   p(

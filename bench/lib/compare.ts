@@ -23,6 +23,9 @@ export interface BeforeFile {
   figures: Record<string, Before>;
   /** Baselines of the same runs ("scenario.dataKey"): how much the machine itself moved. */
   baselines?: Record<string, { value: number; label: string; unit: string }>;
+  /** Same-day checks of flagged figures made while the befores were current (the old hub beside the new). */
+  checks?: string[];
+  checksOn?: string;
 }
 
 export interface Tracked {

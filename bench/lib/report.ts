@@ -80,6 +80,11 @@ function renderComparison(r: ReportInput): string[] {
       '',
     );
   }
+  if (b.checks?.length) {
+    out.push(`Checks of the flagged figures, made on ${b.checksOn ?? 'the day of the rewrite'} with the old hub and this one on the same machine the same day (bench/before.json keeps them):`, '');
+    for (const c of b.checks) out.push(`- ${c}`);
+    out.push('');
+  }
   return out;
 }
 

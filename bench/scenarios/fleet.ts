@@ -146,10 +146,22 @@ export const fleet: Scenario = {
       max: Math.max(...series),
       instants: series.length,
     };
-    // When the share dips below the target, and how the rest of the window fares.
+    // When the share dips below the target: while the sweep is due (every session claimed in the
+    // opening is poked 300–305 s after its claim), or at other times too.
     const below = spanBelow(instants, series, FLEET_TARGETS.outOfMemory);
-    const outside = below ? series.filter((_, i) => (instants[i] as number) < below.from || (instants[i] as number) > below.to) : series;
-    const minOutside = outside.length ? Math.min(...outside) : Number.NaN;
+    const sweepFrom = openedAt + SWEEP_S * 1000;
+    const sweepTo = openedAt + (connectS + SWEEP_S + 10) * 1000;
+    const inSweep = (t: number) => t >= sweepFrom && t <= sweepTo;
+    const minIn = (pick: (t: number) => boolean) => {
+      const xs = series.filter((_, i) => pick(instants[i] as number));
+      return xs.length ? Math.min(...xs) : Number.NaN;
+    };
+    const minSweep = minIn(inSweep);
+    const minOutside = minIn((t) => !inSweep(t));
+    const belowOutside = series.filter((x, i) => x < FLEET_TARGETS.outOfMemory && !inSweep(instants[i] as number)).length;
+    // The lowest share in each 20 s of the window: shows waves of wakes, if any.
+    const buckets: string[] = [];
+    for (let t = w0; t < w1; t += 20_000) buckets.push(pct(minIn((x) => x >= t && x < t + 20_000)));
     const sinceOpen = (t: number) => (t - openedAt) / 1000;
     const xactsPerS = xs.perSecond;
     ctx.log(
@@ -202,6 +214,7 @@ export const fleet: Scenario = {
       openCapS: openCapMs / 1000,
       connectS,
       windowS: (w1 - w0) / 1000,
+      instants: oom.instants,
       evictionDelayS: delayMs / 1000,
       evictionResidentS: ev.lastResidentMs / 1000,
       evictionEvictedS: ev.firstEvictedMs / 1000,
@@ -215,6 +228,10 @@ export const fleet: Scenario = {
       belowToS: below ? sinceOpen(below.to) : Number.NaN,
       belowInstants: below?.count ?? 0,
       outOfMemoryMinOutside: minOutside,
+      outOfMemoryMinSweep: minSweep,
+      belowOutsideSweep: belowOutside,
+      sweepFromS: SWEEP_S,
+      sweepToS: connectS + SWEEP_S + 10,
       windowFromS: sinceOpen(w0),
       windowToS: sinceOpen(w1),
       measuredConstructions,
@@ -318,8 +335,9 @@ export const fleet: Scenario = {
         `Opening: ${fmtNum(established)} of ${fmtNum(n)} sessions open after ${fmtNum(connectS)} s (${OPEN_CONCURRENCY} at a time; ${openStats.failures} failed attempts; opening stops at ${openCapMs / 1000} s). Hub log while opening: ${connectLog}.`,
         `Residency model check: between the two readings the objects counted ${fmtNum(measuredConstructions, 0)} constructions (${fmtNum(measuredConstructions / m / spanMin)} per session per minute); the model predicts ${fmtNum(modelConstructions, 0)} from the wake times and the ${fmtNum(delayMs / 1000)} s delay (${pct(modelConstructions / Math.max(1, measuredConstructions))} of measured). Wake counts agree with the recorded times for ${fmtNum(pairs.length - wakesMismatch, 0)} of ${fmtNum(pairs.length, 0)} sessions${uncovered ? `; ${uncovered} sessions woke more than 256 times, so their window is undercounted` : ''}.`,
         below
-          ? `Out of memory below ${pct(FLEET_TARGETS.outOfMemory)} at ${below.count} of ${oom.instants} instants, all between ${fmtNum(sinceOpen(below.from), 0)} and ${fmtNum(sinceOpen(below.to), 0)} s after the fleet started opening (the window is ${fmtNum(sinceOpen(w0), 0)}–${fmtNum(sinceOpen(w1), 0)} s; the sessions' claims were ${fmtNum(0, 0)}–${fmtNum(connectS, 0)} s, so their sweep pokes fall due ${fmtNum(SWEEP_S, 0)}–${fmtNum(connectS + SWEEP_S + 5, 0)} s); lowest share outside that span ${pct(minOutside)}.`
+          ? `Out of memory below ${pct(FLEET_TARGETS.outOfMemory)} at ${below.count} of ${oom.instants} instants (${belowOutside} of them outside the sweep), between ${fmtNum(sinceOpen(below.from), 0)} and ${fmtNum(sinceOpen(below.to), 0)} s after the fleet started opening; the window is ${fmtNum(sinceOpen(w0), 0)}–${fmtNum(sinceOpen(w1), 0)} s, the claims were made 0–${fmtNum(connectS, 0)} s, so the sweep's pokes fall due about ${fmtNum(SWEEP_S, 0)}–${fmtNum(connectS + SWEEP_S + 10, 0)} s. Lowest share while the sweep is due ${pct(minSweep)}, at any other time ${pct(minOutside)}.`
           : `Out of memory at or above ${pct(FLEET_TARGETS.outOfMemory)} at every one of the ${oom.instants} instants.`,
+        `Lowest share out of memory in each 20 s of the window, in order: ${buckets.join(', ')}.`,
         `Wakes by kind, per session per minute over the ${fmtNum(spanMin)} min between the readings: ${kindRates.join(', ') || 'none'} (alarm: a deadline of the session's clock, here the 30 s silence check; message: a frame that reached the object; check: a fleet-poll poke; poke: desired state).`,
         `Pings in the window: ${fmtNum(pings, 0)} sent, ${fmtNum(pongs, 0)} pongs received; the pings that reached an object are among its \`message\` wakes, the rest the runtime answered. ${closedOps.length} of the open sessions were closed by the hub${closedOps.length ? ` (close codes: ${Object.entries(closeCodes).map(([k, v]) => `${k} ×${v}`).join(', ')})` : ''}.`,
         `workerd RSS ${fmtNum(hubBefore / 1024)} MiB before the fleet, ${fmtNum(rssAllResidentKiB / 1024)} MiB just after opening (all resident), median ${fmtNum(hub.rssKiB / 1024)} MiB (lowest ${fmtNum(hub.rssMinKiB / 1024)}) over the window. Of it anonymous (heaps) / file-backed: ${fmtNum(memBefore.anonKiB / 1024)} / ${fmtNum(memBefore.fileKiB / 1024)} MiB before, ${fmtNum(memOpen.anonKiB / 1024)} / ${fmtNum(memOpen.fileKiB / 1024)} MiB after opening, ${fmtNum(memEnd.anonKiB / 1024)} / ${fmtNum(memEnd.fileKiB / 1024)} MiB at the window's end.`,
