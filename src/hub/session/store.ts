@@ -87,6 +87,7 @@ create table if not exists replay (
   frame text not null,
   bytes integer not null
 );
+create table if not exists wakes (k integer primary key check (k = 1), doc text not null);
 create table if not exists sent_desired (
   frame_id text primary key,
   deployment_id text not null,

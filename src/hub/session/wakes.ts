@@ -4,6 +4,10 @@
  * measuring RPCs (`status`, `wakeStats`) are not counted. `constructions` counts the times the
  * object was brought into memory; `recent` keeps the last wake times, so a benchmark can tell
  * when the object was idle long enough to be evicted.
+ *
+ * Written a second after the first uncounted wake, not at every wake: an object is evicted only
+ * about ten seconds after its last event, so nothing is lost to an eviction, and a burst of
+ * wakes (frames, desired pokes) costs one write.
  */
 export interface WakeStats {
   wakes: number;
@@ -14,48 +18,56 @@ export interface WakeStats {
 }
 
 const RECENT_KEEP = 256;
-/** Frames arrive in bursts: their count is written at most this often (a floor after an eviction). */
-const FRAME_FLUSH_MS = 1_000;
-
-const SCHEMA = `create table if not exists wakes (k integer primary key check (k = 1), doc text not null)`;
+const FLUSH_AFTER_MS = 1_000;
 
 export class WakeCounter {
-  private stats: WakeStats;
-  private dirtySince: number | null = null;
+  private stats: WakeStats | null = null;
+  private timer: ReturnType<typeof setTimeout> | null = null;
 
   constructor(private readonly sql: SqlStorage) {
-    sql.exec(SCHEMA);
-    const row = sql.exec<{ doc: string }>('select doc from wakes where k = 1').toArray()[0];
-    this.stats = row ? (JSON.parse(row.doc) as WakeStats) : { wakes: 0, constructions: 0, byKind: {}, recent: [] };
-    this.stats.constructions++;
-    this.flush();
+    this.load().constructions++;
+    this.schedule();
   }
 
-  /** Count a wake; frames are written in bursts, everything else at once. */
   note(kind: string, now = Date.now()): void {
-    const s = this.stats;
+    const s = this.load();
     s.wakes++;
     s.byKind[kind] = (s.byKind[kind] ?? 0) + 1;
     s.recent.push(now);
     if (s.recent.length > RECENT_KEEP) s.recent.splice(0, s.recent.length - RECENT_KEEP);
-    if (kind !== 'message') return this.flush();
-    if (this.dirtySince === null) this.dirtySince = now;
-    else if (now - this.dirtySince >= FRAME_FLUSH_MS) this.flush();
+    this.schedule();
   }
 
   snapshot(): WakeStats {
     this.flush();
-    return { ...this.stats, byKind: { ...this.stats.byKind }, recent: [...this.stats.recent] };
+    const s = this.load();
+    return { ...s, byKind: { ...s.byKind }, recent: [...s.recent] };
   }
 
   /** After the object's storage is deleted. */
   reinit(): void {
-    this.sql.exec(SCHEMA);
     this.flush();
   }
 
+  private load(): WakeStats {
+    if (this.stats) return this.stats;
+    // The table is created with the session's own (store.ts), in the same statement.
+    const row = this.sql.exec<{ doc: string }>('select doc from wakes where k = 1').toArray()[0];
+    this.stats = row ? (JSON.parse(row.doc) as WakeStats) : { wakes: 0, constructions: 0, byKind: {}, recent: [] };
+    return this.stats;
+  }
+
+  private schedule(): void {
+    if (this.timer) return;
+    this.timer = setTimeout(() => this.flush(), FLUSH_AFTER_MS);
+  }
+
   private flush(): void {
-    this.dirtySince = null;
+    if (this.timer) {
+      clearTimeout(this.timer);
+      this.timer = null;
+    }
+    if (!this.stats) return;
     this.sql.exec('insert into wakes (k, doc) values (1, ?) on conflict (k) do update set doc = excluded.doc', JSON.stringify(this.stats));
   }
 }
