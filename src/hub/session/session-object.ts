@@ -49,7 +49,8 @@ export class SessionObject extends DurableObject<HubEnv> {
   private readonly fleet: FleetMember;
   private helloInProgress: Promise<void> | null = null;
   private deferred: [WebSocket, string | ArrayBuffer][] = [];
-  private readonly instance = newId();
+  /** Changes whenever the object is constructed again (no ULID: construction is on the idle path). */
+  private readonly instance = `${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`;
   /** The alarm as last set (null: none; undefined: not read yet since construction). */
   private alarmAt: number | null | undefined = undefined;
 
@@ -235,10 +236,13 @@ export class SessionObject extends DurableObject<HubEnv> {
     this.pump.poke(revision, changes);
   }
 
-  /** The fleet poll (or the claim that displaced this session) says something about `sessionId` changed. */
-  async check(sessionId: string, why: PokeReason): Promise<void> {
+  /**
+   * The fleet poll (or the claim that displaced this session) says something about `sessionId`
+   * changed, or sweeps it; true when a swept session is alive (the poller records it).
+   */
+  async check(sessionId: string, why: PokeReason): Promise<boolean> {
     this.wakes.note('check');
-    await this.fleet.poked(sessionId, why);
+    return this.fleet.poked(sessionId, why);
   }
 
   async status(): Promise<LiveView> {
@@ -408,12 +412,14 @@ export class SessionObject extends DurableObject<HubEnv> {
     const now = Date.now();
     const next = nextDeadline(this.clockState(), this.cfg, now);
     if (next === null) return;
-    // Known after the first read: this object is the only one that sets its alarm.
+    // Known after the first read: this object is the only one that sets its alarm. Moved later
+    // too (the handshake's deadline once the welcome is out): an alarm that finds nothing due is
+    // a wake of a sleeping object for nothing, and costs more than the write.
     if (this.alarmAt === undefined) this.alarmAt = await this.ctx.storage.getAlarm();
-    const current = this.alarmAt;
-    if (current === null || current > next || current < now) {
-      this.alarmAt = Math.max(next, now + 1);
-      await this.ctx.storage.setAlarm(this.alarmAt);
+    const target = Math.max(next, now + 1);
+    if (this.alarmAt !== target) {
+      this.alarmAt = target;
+      await this.ctx.storage.setAlarm(target);
     }
   }
 
