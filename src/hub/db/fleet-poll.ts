@@ -12,12 +12,17 @@ export interface FleetPoll {
 /**
  * One poller's look at its shard of the fleet, in one set-based statement: the sessions whose
  * claim, registration, disablement, token or desired revision changed since they last looked, and
- * those that have not checked in for `sweepMs` (an object that ended without saying so). Idle
- * sessions cost nothing here but a row compared; only the sessions returned are woken.
+ * those that have not checked in for a sweep period (an object that ended without saying so).
+ * Idle sessions cost nothing here but a row compared; only the sessions returned are woken. The
+ * sweep comes due for each session between one and two periods after its last check-in (an
+ * offset of its own), so a fleet that connected together is not swept together; the sessions
+ * that answered the previous sweep are recorded here (`alive`), not by a statement of their own.
  */
-export async function pollFleet(sql: Sql, shard: number, sweepMs: number, limit: number): Promise<FleetPoll> {
+export async function pollFleet(sql: Sql, shard: number, sweepMs: number, limit: number, alive: readonly string[] = []): Promise<FleetPoll> {
   const { rows } = await sql.query<{ session_id: string | null; cluster_uid: string | null; why: PokeReason | null; any_live: boolean }>(
-    `with due as (
+    `with checked_in as (
+       update live_sessions set checked_at = now() where session_id = any($4::text[])
+     ), due as (
        select s.session_id, s.cluster_uid,
          case when c.uid is null then 'unregistered'
               when c.disabled_at is not null then 'disabled'
@@ -28,16 +33,16 @@ export async function pollFleet(sql: Sql, shard: number, sweepMs: number, limit:
        from live_sessions s
        left join clusters c on c.uid = s.cluster_uid
        left join cluster_owners o on o.cluster_uid = s.cluster_uid
-       where s.poll_shard = $1 and (
+       where s.poll_shard = $1 and not (s.session_id = any($4::text[])) and (
          c.uid is null or c.disabled_at is not null or c.token_hash <> s.token_hash
          or o.session_id is distinct from s.session_id or o.generation is distinct from s.generation
          or c.desired_revision > s.seen_revision
-         or s.checked_at < now() - make_interval(secs => $2::double precision / 1000))
+         or s.checked_at < now() - make_interval(secs => ($2::bigint + abs(hashtext(s.session_id)::bigint) % greatest($2::bigint, 1))::double precision / 1000))
        limit $3
      )
      select d.session_id, d.cluster_uid, d.why, exists (select 1 from live_sessions where poll_shard = $1) as any_live
      from (select 1) one left join due d on true`,
-    [shard, sweepMs, limit],
+    [shard, sweepMs, limit, alive],
   );
   return {
     poke: rows.flatMap((r) => (r.session_id && r.cluster_uid && r.why ? [{ sessionId: r.session_id, clusterUid: r.cluster_uid, why: r.why }] : [])),

@@ -42,6 +42,8 @@ export class DbGateway extends DurableObject<HubEnv> {
   private pollShard: number | null | undefined = undefined;
   /** The poll alarm as last set (undefined: not read since construction). */
   private pollAt: number | null | undefined = undefined;
+  /** Swept sessions that answered alive: recorded by the next poll's statement. */
+  private sweptAlive: string[] = [];
 
   /**
    * A session of this shard registered (at its claim): make sure the fleet poll runs. Cheap when
@@ -75,19 +77,22 @@ export class DbGateway extends DurableObject<HubEnv> {
     this.pollShard = shard;
     let again = true;
     try {
-      const r = await pollFleet(this.leastBusy(), shard, cfg.LIVE_SWEEP_MS, cfg.POLL_POKE_LIMIT);
+      const r = await pollFleet(this.leastBusy(), shard, cfg.LIVE_SWEEP_MS, cfg.POLL_POKE_LIMIT, this.sweptAlive);
+      this.sweptAlive = [];
       again = r.anyLive;
+      const alive: string[] = [];
       await Promise.allSettled(
         r.poke.map(async (p) => {
           const routeKey = routeKeyOf(p.sessionId);
           if (!routeKey) return;
           try {
-            await sessionStub(this.env, { clusterUid: p.clusterUid, routeKey }).check(p.sessionId, p.why);
+            if (await sessionStub(this.env, { clusterUid: p.clusterUid, routeKey }).check(p.sessionId, p.why)) alive.push(p.sessionId);
           } catch (err) {
             log.warn('fleet poll: poke failed; the next poll retries', { cluster: p.clusterUid, session: p.sessionId, error: describeError(err) });
           }
         }),
       );
+      this.sweptAlive = alive;
       if (r.poke.length > 0) log.debug('fleet poll poked sessions', { shard, poked: r.poke.length });
     } catch (err) {
       log.warn('fleet poll failed; retrying at the next interval', { shard, error: describeError(err) });

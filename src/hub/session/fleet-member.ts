@@ -51,20 +51,26 @@ export class FleetMember {
 
   /**
    * Poked about `sessionId`. A session this object no longer carries leaves the fleet poll; one
-   * whose connection ended without the news reaching Postgres publishes it; a live one checks.
+   * whose connection ended without the news reaching Postgres publishes it; a live one checks,
+   * except when the poke is only the sweep's: then being alive is the answer (true), and the
+   * poller records it with its next statement.
    */
-  async poked(sessionId: string, why: PokeReason): Promise<void> {
+  async poked(sessionId: string, why: PokeReason): Promise<boolean> {
     const meta = this.host.state.meta;
     if (meta?.sessionId !== sessionId) {
       await leaveFleetPoll(this.host.sql, sessionId).catch((err: unknown) => {
         this.host.baseLog.debug('could not leave the fleet poll; it pokes again', { session: sessionId, error: describeError(err) });
       });
-    } else if (!this.host.sockets.active()) {
-      await this.disconnected(meta);
-    } else {
-      this.host.state.log.debug('poked', { why });
-      await this.check();
+      return false;
     }
+    if (!this.host.sockets.active()) {
+      await this.disconnected(meta);
+      return false;
+    }
+    if (why === 'sweep') return true;
+    this.host.state.log.debug('poked', { why });
+    await this.check();
+    return false;
   }
 
   /** The session's own check; it acts as the answer says: 4403, 4409, or fetch what is owed. */
