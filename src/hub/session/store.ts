@@ -95,6 +95,19 @@ create table if not exists sent_desired (
 ) without rowid;
 `;
 
+const TABLES = ['meta', 'replay', 'wakes', 'sent_desired'] as const;
+
+/**
+ * Run the schema only when a table is missing. An idle session is constructed again at nearly
+ * every wake, and one catalogue read costs less than the DDL statements it skips.
+ */
+function ensureSchema(sql: SqlStorage): void {
+  const have = sql
+    .exec<{ n: number }>(`select count(*) as n from sqlite_master where type = 'table' and name in (${TABLES.map(() => '?').join(', ')})`, ...TABLES)
+    .one().n;
+  if (have < TABLES.length) sql.exec(SCHEMA);
+}
+
 /** How many sent deployment.desired frames stay resolvable for an operator's error reply. */
 const SENT_DESIRED_KEEP = 20_000;
 
@@ -107,7 +120,7 @@ export class SessionStore {
   private sentDesired = 0;
 
   constructor(private readonly storage: DurableObjectStorage) {
-    storage.sql.exec(SCHEMA);
+    ensureSchema(storage.sql);
     this.replay = new SqliteReplayStore(storage.sql);
   }
 
@@ -173,21 +186,26 @@ export class SessionStore {
 /** The hub's replay buffer in the object's SQLite; appends are batched into one statement. */
 export class SqliteReplayStore implements ReplayStore {
   private pending: ReplayEntry[] = [];
-  private count = 0;
-  private total = 0;
+  /** Frames and bytes in the buffer; read from the table when first needed (null: not yet). */
+  private sizes: { count: number; total: number } | null = null;
 
-  constructor(private readonly sql: SqlStorage) {
-    const r = sql
+  constructor(private readonly sql: SqlStorage) {}
+
+  private get size(): { count: number; total: number } {
+    if (this.sizes) return this.sizes;
+    // Lazily: a wake that only answers the clock or a poke never needs the buffer's size.
+    const r = this.sql
       .exec<{ n: number; b: number }>('select count(*) as n, coalesce(sum(bytes), 0) as b from replay')
       .toArray()[0];
-    this.count = r?.n ?? 0;
-    this.total = r?.b ?? 0;
+    this.sizes = { count: r?.n ?? 0, total: r?.b ?? 0 };
+    return this.sizes;
   }
 
   append(entry: ReplayEntry): void {
+    const size = this.size;
     this.pending.push(entry);
-    this.count++;
-    this.total += entry.bytes;
+    size.count++;
+    size.total += entry.bytes;
   }
 
   /** Write buffered appends. Must run before the frames are sent: never send what is not durable. */
@@ -220,9 +238,10 @@ export class SqliteReplayStore implements ReplayStore {
       )
       .toArray()[0];
     if (!r || r.n === 0) return;
+    const size = this.size;
     this.sql.exec('delete from replay where seq <= ?', through);
-    this.count -= r.n;
-    this.total -= r.b;
+    size.count -= r.n;
+    size.total -= r.b;
   }
 
   shiftOldest(): ReplayEntry | undefined {
@@ -231,9 +250,10 @@ export class SqliteReplayStore implements ReplayStore {
       .exec<{ seq: number; frame: string; bytes: number }>('select seq, frame, bytes from replay order by seq limit 1')
       .toArray()[0];
     if (!e) return undefined;
+    const size = this.size;
     this.sql.exec('delete from replay where seq = ?', e.seq);
-    this.count--;
-    this.total -= e.bytes;
+    size.count--;
+    size.total -= e.bytes;
     return { seq: e.seq, frame: e.frame, bytes: e.bytes };
   }
 
@@ -251,15 +271,14 @@ export class SqliteReplayStore implements ReplayStore {
   clear(): void {
     this.pending = [];
     this.sql.exec('delete from replay');
-    this.count = 0;
-    this.total = 0;
+    this.sizes = { count: 0, total: 0 };
   }
 
   get frames(): number {
-    return this.count;
+    return this.size.count;
   }
 
   get bytes(): number {
-    return this.total;
+    return this.size.total;
   }
 }
