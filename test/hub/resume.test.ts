@@ -166,6 +166,41 @@ describe('resume (spec: Sequence numbers and resume)', () => {
     again.close();
   });
 
+  it('a resume whose connection drops while its claim is in flight stays resumable: the next hello resumes it (a cut during the handshake is not a resync)', async () => {
+    if (inject('embeddedPostgres')) return; // PGlite has one backend: a held transaction blocks everything.
+    const c = await h.newCluster();
+    const { peer, sessionId } = await h.openFresh(c);
+    const cursor = peer.hubCursor;
+    peer.close();
+    await peer.closed;
+    const generation = async () =>
+      Number((await h.sql<{ generation: string }>('select generation from cluster_owners where cluster_uid = $1', [c.uid]))[0]?.generation);
+    const before = await generation();
+    // Hold the claim row so the resume's claim waits; the operator's link is cut meanwhile, so the
+    // claim (which bumps the generation) completes for a connection that is already gone.
+    const lock = pgClient(inject('databaseUrl'), inject('pgWsProxy'));
+    await lock.connect();
+    try {
+      await lock.query('begin');
+      await lock.query('select 1 from cluster_owners where cluster_uid = $1 for update', [c.uid]);
+      const cut = await h.connect(c.token, sessionId);
+      cut.send('hello', { cluster_id: c.name, operator_version: '0.1.0', session_id: sessionId, resume_from: cursor, lossy: false });
+      await new Promise((r) => setTimeout(r, 200));
+      cut.close();
+      await cut.closed;
+    } finally {
+      await lock.query('rollback');
+      await lock.end();
+    }
+    for (let i = 0; i < 50 && (await generation()) === before; i++) await new Promise((r) => setTimeout(r, 50));
+    expect(await generation()).toBe(before + 1);
+
+    const again = await h.connect(c.token, sessionId);
+    const welcome = await again.hello({ cluster_id: c.name, session_id: sessionId, resume_from: cursor });
+    expect(welcome.payload).toMatchObject({ session_id: sessionId, full_resync: false });
+    again.close();
+  });
+
   it('frames numbered on the old connection while the resume is being claimed are re-sent after welcome too', async () => {
     if (inject('embeddedPostgres')) return; // PGlite has one backend: a held transaction blocks everything.
     const c = await h.newCluster();

@@ -71,6 +71,7 @@ export async function answerHello(host: HelloHost, ws: WebSocket, att: Attachmen
     log[d.level](d.message, d.fields);
   }
   const freshReason = resumeAfterClaim(local, meta?.sessionId, claim.sessionId);
+  if (freshReason === null) state.adoptGeneration(claim.generation as number);
   if (ws.readyState !== WebSocket.OPEN) return;
 
   // This connection now carries the session; any older one for it is superseded.

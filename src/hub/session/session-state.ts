@@ -50,6 +50,18 @@ export class SessionState {
     return this.install(meta);
   }
 
+  /**
+   * The claim kept this session and bumped its generation: record it at once. Whatever happens to
+   * the connection next (a cut during the handshake), the next hello must present the generation
+   * Postgres now holds, or it would read as a lost claim and force a needless resync.
+   */
+  adoptGeneration(generation: number): void {
+    const m = this.meta;
+    if (!m || m.generation === generation) return;
+    m.generation = generation;
+    this.store.saveMeta(m);
+  }
+
   noteFrame(now: number): void {
     this.lastFrameAt = now;
     if (this.meta && now - this.lastFramePersistedAt >= LAST_FRAME_PERSIST_MS) {
