@@ -56,6 +56,9 @@ export default defineConfig({
           name: 'unit',
           environment: 'node',
           include: ['test/unit/**/*.test.ts'],
+          // Property tests are CPU-bound and share two cores with workerd and Postgres during the
+          // whole suite: vitest's 5 s default failed one of them under that load.
+          testTimeout: 30_000,
         },
       },
       workersProject('workers', ['test/workers/**/*.test.ts'], FAST_TIMERS),
