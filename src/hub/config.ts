@@ -95,10 +95,11 @@ export function hubConfig(env: object): HubConfig {
 
 /**
  * How long a session's "connected" in Postgres stays believable without news from it. A session
- * writes it at its claim and at every check; an idle one is checked at least once per sweep
- * (LIVE_SWEEP_MS), so a session silent for two sweeps ended without saying so.
+ * writes it at its claim and at every check; an idle one is swept between one and two sweep
+ * periods after its last check-in (an offset of its own) and its answer is recorded a poll later,
+ * so a session silent for three sweeps ended without saying so.
  */
 export function connectedStaleAfterMs(cfg: HubConfig): number {
-  return cfg.LIVE_SWEEP_MS * 2 + cfg.POLL_INTERVAL_MS;
+  return cfg.LIVE_SWEEP_MS * 3 + cfg.POLL_INTERVAL_MS * 2;
 }
 
