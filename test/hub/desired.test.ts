@@ -164,6 +164,26 @@ describe('operations out (spec: Operations)', () => {
     peer.close();
   });
 
+  it('concurrent single PUTs for one cluster are committed together (fewer transactions than PUTs), each answered with its own revision, and each reaches the operator once, in revision order', async () => {
+    const c = await h.newCluster();
+    const { peer } = await h.openFresh(c);
+    const n = 40;
+    const puts = await Promise.all(Array.from({ length: n }, (_, i) => h.admin('PUT', `/clusters/${c.name}/deployments/g${i}`, desired({ min_replicas: i % 3 }))));
+    for (const p of puts) expect(p.status).toBe(200);
+    const revisions = puts.map((p) => p.json.revision as number);
+    expect(new Set(revisions).size).toBe(n);
+    // now() is the transaction's start, so the deployments one statement wrote share it.
+    const [row] = await h.sql<{ commits: number }>('select count(distinct updated_at)::int as commits from desired_deployments where cluster_uid = $1', [c.uid]);
+    expect(row?.commits).toBeLessThan(n / 2);
+    const got: Record<string, unknown>[] = [];
+    while (got.length < n) got.push((await peer.next((f) => f.type === 'deployment.desired')).payload);
+    expect(got.map((p) => p.revision)).toEqual([...revisions].sort((a, b) => a - b));
+    puts.forEach((p, i) => expect(got.find((g) => g.deployment_id === `g${i}`)?.revision).toBe(p.json.revision));
+    await new Promise((r) => setTimeout(r, 500));
+    expect(peer.frames.filter((f) => f.type === 'deployment.desired')).toHaveLength(n);
+    peer.close();
+  });
+
   it('a bulk PUT is validated item by item: the error names the item and field, and nothing is stored', async () => {
     const c = await h.newCluster();
     const ok = { deployment_id: 'a', ...desired() };

@@ -26,29 +26,30 @@ export interface OwnerPoke {
   changes: DesiredChange[];
 }
 
+/** The frames' content for deployments written in order from revision `first`. */
+export function putChanges(first: number, items: readonly DesiredItem[]): DesiredChange[] {
+  return items.map((d, i) => ({ kind: 'deployment', revision: first + i, payload: { ...d, revision: first + i, deleted: false } }));
+}
+
+/** Write deployments in one statement: the single-row statement for one, the set-based one for more. */
+export async function writeDeployments(sql: Sql, cluster: string, items: readonly DesiredItem[]) {
+  if (items.length === 1) {
+    const w = await putDesiredDeployment(sql, cluster, items[0] as DesiredItem);
+    return w ? { cluster_uid: w.cluster_uid, first_revision: w.revision, owner_session: w.owner_session } : null;
+  }
+  return putDesiredDeployments(sql, cluster, items);
+}
+
 /**
  * Run one admin write of desired state (one statement, one commit, the cluster's revision bumped)
  * and say which session to poke with which changes. Null: no such cluster (or deployment).
  */
 export async function writeDesired(sql: Sql, req: DesiredWriteRequest): Promise<{ result: DesiredWriteResult; poke: OwnerPoke | null } | null> {
   if (req.op === 'put') {
-    let clusterUid: string;
-    let owner: string | null;
-    let first: number;
-    if (req.items.length === 1) {
-      const w = await putDesiredDeployment(sql, req.cluster, req.items[0] as DesiredItem);
-      if (!w) return null;
-      [clusterUid, owner, first] = [w.cluster_uid, w.owner_session, w.revision];
-    } else {
-      const w = await putDesiredDeployments(sql, req.cluster, req.items);
-      if (!w) return null;
-      [clusterUid, owner, first] = [w.cluster_uid, w.owner_session, w.first_revision];
-    }
-    const changes: DesiredChange[] = req.items.map((d, i) => ({
-      kind: 'deployment',
-      revision: first + i,
-      payload: { ...d, revision: first + i, deleted: false },
-    }));
+    const w = await writeDeployments(sql, req.cluster, req.items);
+    if (!w) return null;
+    const [clusterUid, owner, first] = [w.cluster_uid, w.owner_session, w.first_revision];
+    const changes = putChanges(first, req.items);
     const revisions = changes.map((c) => c.revision);
     return {
       result: { op: 'put', cluster_uid: clusterUid, revisions },

@@ -1,7 +1,10 @@
 import { DurableObject } from 'cloudflare:workers';
 import { gatewayStub, routeKeyOf, sessionStub } from '../address';
 import { describeError } from './errors';
-import { writeDesired, type DesiredWriteRequest, type DesiredWriteResult, type OwnerPoke } from './desired-relay';
+import type { DesiredItem } from './desired-admin';
+import { PutCoalescer } from './desired-coalesce';
+import { putChanges, writeDeployments, writeDesired, type DesiredWriteRequest, type DesiredWriteResult, type OwnerPoke } from './desired-relay';
+import { classifyDbError } from './errors';
 import { pollFleet } from './fleet-poll';
 import { hubConfig } from '../config';
 import type { HubEnv } from '../env';
@@ -42,6 +45,15 @@ export class DbGateway extends DurableObject<HubEnv> {
   private pollShard: number | null | undefined = undefined;
   /** The poll alarm as last set (undefined: not read since construction). */
   private pollAt: number | null | undefined = undefined;
+  /** Single-deployment PUTs of one cluster that arrive while one is being written go out together. */
+  private readonly puts = new PutCoalescer({
+    write: (cluster, items) => writeDeployments(this.leastBusy(), cluster, items),
+    written: (w, items) => {
+      const changes = putChanges(w.first_revision, items);
+      this.pokeOwner({ clusterUid: w.cluster_uid, ownerSession: w.owner_session, revision: w.first_revision + items.length - 1, changes });
+    },
+    itemFault: (err) => classifyDbError(err) === 'permanent',
+  });
   /** Swept sessions that answered alive: recorded by the next poll's statement. */
   private sweptAlive: string[] = [];
 
@@ -138,6 +150,10 @@ export class DbGateway extends DurableObject<HubEnv> {
    */
   async writeDesired(req: DesiredWriteRequest): Promise<Relayed<DesiredWriteResult | null>> {
     return this.relay(async () => {
+      if (req.op === 'put' && req.items.length === 1) {
+        const w = await this.puts.put(req.cluster, req.items[0] as DesiredItem);
+        return w && { op: 'put' as const, cluster_uid: w.cluster_uid, revisions: [w.revision] };
+      }
       const w = await writeDesired(this.leastBusy(), req);
       if (w?.poke) this.pokeOwner(w.poke);
       return w?.result ?? null;
@@ -185,11 +201,11 @@ export class GatewayQueryError extends Error {
   }
 }
 
-/** Call a shard (chosen at random per call) with a deadline; a relayed database error is rethrown with its SQLSTATE. */
-async function viaGateway<T>(env: HubEnv, call: (stub: DbGatewayStub) => Promise<Relayed<T>>): Promise<T> {
+/** Call a shard (chosen at random per call unless given) with a deadline; a relayed database error is rethrown with its SQLSTATE. */
+async function viaGateway<T>(env: HubEnv, call: (stub: DbGatewayStub) => Promise<Relayed<T>>, shard?: number): Promise<T> {
   const cfg = hubConfig(env);
   const timeoutMs = cfg.PG_QUERY_TIMEOUT_MS + 2_000;
-  const stub = gatewayStub(env, Math.floor(Math.random() * cfg.DB_GATEWAY_SHARDS)) as unknown as DbGatewayStub;
+  const stub = gatewayStub(env, shard ?? Math.floor(Math.random() * cfg.DB_GATEWAY_SHARDS)) as unknown as DbGatewayStub;
   let timer: ReturnType<typeof setTimeout> | undefined;
   const timeout = new Promise<never>((_, reject) => {
     timer = setTimeout(() => reject(new GatewayQueryError(`database gateway did not answer in ${timeoutMs} ms`, null, 'QueryTimeoutError')), timeoutMs);
@@ -213,9 +229,19 @@ export function gatewaySql(env: HubEnv): Sql {
   };
 }
 
-/** An admin write of desired state through a gateway shard, which pokes the owning session itself. */
+/**
+ * An admin write of desired state through a gateway shard, which pokes the owning session itself.
+ * A cluster's writes all go to one shard (by its id as given), where concurrent PUTs coalesce.
+ */
 export function gatewayWriteDesired(env: HubEnv, req: DesiredWriteRequest): Promise<DesiredWriteResult | null> {
-  return viaGateway(env, (stub) => stub.writeDesired(req));
+  return viaGateway(env, (stub) => stub.writeDesired(req), shardOf(req.cluster, hubConfig(env).DB_GATEWAY_SHARDS));
+}
+
+/** A stable shard for a key (FNV-1a): the same cluster reference always reaches the same shard. */
+export function shardOf(key: string, shards: number): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < key.length; i++) h = Math.imul(h ^ key.charCodeAt(i), 0x01000193);
+  return (h >>> 0) % shards;
 }
 
 interface DbGatewayStub {

@@ -236,10 +236,7 @@ export class SessionObject extends DurableObject<HubEnv> {
     this.pump.poke(revision, changes);
   }
 
-  /**
-   * The fleet poll (or the claim that displaced this session) says something about `sessionId`
-   * changed, or sweeps it; true when a swept session is alive (the poller records it).
-   */
+  /** Something about `sessionId` changed (fleet poll, or the claim that displaced it), or a sweep: true when swept alive. */
   async check(sessionId: string, why: PokeReason): Promise<boolean> {
     this.wakes.note('check');
     return this.fleet.poked(sessionId, why);
@@ -412,9 +409,8 @@ export class SessionObject extends DurableObject<HubEnv> {
     const now = Date.now();
     const next = nextDeadline(this.clockState(), this.cfg, now);
     if (next === null) return;
-    // Known after the first read: this object is the only one that sets its alarm. Moved later
-    // too (the handshake's deadline once the welcome is out): an alarm that finds nothing due is
-    // a wake of a sleeping object for nothing, and costs more than the write.
+    // Known after the first read (only this object sets it). Moved later too: an alarm that finds
+    // nothing due wakes a sleeping object for nothing, which costs more than the write.
     if (this.alarmAt === undefined) this.alarmAt = await this.ctx.storage.getAlarm();
     const target = Math.max(next, now + 1);
     if (this.alarmAt !== target) {

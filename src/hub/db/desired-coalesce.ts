@@ -1,0 +1,112 @@
+import type { DesiredItem } from './desired-admin';
+
+/** One statement's outcome for a cluster's items: the first item's revision, the rest follow in order. */
+export interface BatchWritten {
+  cluster_uid: string;
+  first_revision: number;
+  owner_session: string | null;
+}
+
+export interface PutWritten {
+  cluster_uid: string;
+  revision: number;
+  owner_session: string | null;
+}
+
+export interface CoalesceHost {
+  /** Write the items in one statement and one commit, in the order given. Null: no such cluster. */
+  write(cluster: string, items: readonly DesiredItem[]): Promise<BatchWritten | null>;
+  /** After each commit, with everything it wrote (one poke per statement, not per item). */
+  written(w: BatchWritten, items: readonly DesiredItem[]): void;
+  /** The statement failed because of one item's data, and was surely rolled back: each can be retried alone. */
+  itemFault(err: unknown): boolean;
+}
+
+interface Waiter {
+  item: DesiredItem;
+  resolve(w: PutWritten | null): void;
+  reject(err: unknown): void;
+}
+
+/**
+ * Group commit for single-deployment PUTs. Every PUT of a cluster bumps that cluster's revision
+ * row, so concurrent ones queue on its lock, each paying a commit, and each costs a poke of the
+ * owner. A PUT that arrives while nothing is being written for its cluster is written at once (a
+ * lone change waits for nothing); PUTs that arrive while a statement runs are written together by
+ * the next one: one statement, one commit, one poke, each item still with its own revision, in
+ * arrival order. A batch never names a deployment twice (one statement cannot update a row twice;
+ * the second waits for the next batch), and is capped at `maxBatch` items.
+ */
+export class PutCoalescer {
+  /** Waiting PUTs per cluster; a cluster is present while its drain runs. */
+  private readonly waiting = new Map<string, Waiter[]>();
+
+  constructor(
+    private readonly host: CoalesceHost,
+    private readonly maxBatch = 500,
+  ) {}
+
+  put(cluster: string, item: DesiredItem): Promise<PutWritten | null> {
+    return new Promise((resolve, reject) => {
+      const queue = this.waiting.get(cluster);
+      if (queue) {
+        queue.push({ item, resolve, reject });
+        return;
+      }
+      this.waiting.set(cluster, [{ item, resolve, reject }]);
+      void this.drain(cluster);
+    });
+  }
+
+  /** Items waiting for the given cluster (for tests and diagnostics). */
+  pending(cluster: string): number {
+    return this.waiting.get(cluster)?.length ?? 0;
+  }
+
+  private async drain(cluster: string): Promise<void> {
+    const queue = this.waiting.get(cluster) as Waiter[];
+    while (queue.length > 0) {
+      const batch = takeBatch(queue, this.maxBatch);
+      await this.writeBatch(cluster, batch);
+    }
+    this.waiting.delete(cluster);
+  }
+
+  private async writeBatch(cluster: string, batch: Waiter[]): Promise<void> {
+    const items = batch.map((w) => w.item);
+    let w: BatchWritten | null;
+    try {
+      w = await this.host.write(cluster, items);
+    } catch (err) {
+      if (batch.length > 1 && this.host.itemFault(err)) {
+        // Rolled back as a whole: alone, each item gets its own answer and the others are written.
+        for (const one of batch) await this.writeBatch(cluster, [one]);
+        return;
+      }
+      for (const one of batch) one.reject(err);
+      return;
+    }
+    if (!w) {
+      for (const one of batch) one.resolve(null);
+      return;
+    }
+    try {
+      this.host.written(w, items);
+    } finally {
+      batch.forEach((one, i) => one.resolve({ cluster_uid: w.cluster_uid, revision: w.first_revision + i, owner_session: w.owner_session }));
+    }
+  }
+}
+
+/** The longest prefix of the queue, up to `max`, that names no deployment twice (taken off the queue). */
+export function takeBatch<T extends { item: { deployment_id: string } }>(queue: T[], max: number): T[] {
+  const seen = new Set<string>();
+  let n = 0;
+  while (n < queue.length && n < max) {
+    const id = (queue[n] as T).item.deployment_id;
+    if (seen.has(id)) break;
+    seen.add(id);
+    n++;
+  }
+  return queue.splice(0, Math.max(1, n));
+}
