@@ -33,6 +33,22 @@ describe('the fleet poll sweep', () => {
     expect(sim.client.state).toBe('open');
   }, 60_000);
 
+  it('calls a live idle session connected, in the cluster view and the fleet view, long after its claim (its sweeps count as news)', async () => {
+    const reg = await e.register('idle-live');
+    const sim = e.cluster(reg.name);
+    await sim.startOperator({ hubUrl: e.hub.url, token: reg.token, storage: { kind: 'none' }, tuning: E2E_CLIENT });
+    await until('connected', () => sim.client.state === 'open', 10_000);
+    // "Connected" is believed for three sweeps and two polls without news (3.6 s here): wait past
+    // twice that with the session idle, so only its sweeps can have kept it connected.
+    const staleAfterMs = 3 * 1000 + 2 * 300;
+    await new Promise((r) => setTimeout(r, 2 * staleAfterMs + 500));
+    expect(sim.client.state).toBe('open');
+    const view = await e.admin.must('GET', `/clusters/${reg.name}`, 200);
+    expect((view.session as { connected: boolean }).connected).toBe(true);
+    const fleet = (await e.admin.must('GET', '/fleet', 200)) as { items: { name: string; connected: boolean }[] };
+    expect(fleet.items.find((c) => c.name === reg.name)?.connected).toBe(true);
+  }, 60_000);
+
   it("finds a session whose connection ended without a close reaching its object, and stops calling it connected", async () => {
     const reg = await e.register('orphan');
     const sim = e.cluster(reg.name);

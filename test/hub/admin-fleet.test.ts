@@ -86,6 +86,24 @@ describe('GET /admin/fleet', () => {
     peer.close();
   });
 
+  it("shows when the session last applied a frame, and the operator's refusals of desired state in the last hour", async () => {
+    const c = await h.newCluster('fleet-last');
+    const { peer } = await h.openFresh(c);
+    const before = Date.now();
+    await applied(peer, (p) => p.send('node.observed', node('n1')));
+    let item = await fleetItem(c.uid);
+    // Stored to the second: the frame applied just now is at most a second (and the clocks' skew) older.
+    expect(Date.parse(item.last_frame_at)).toBeGreaterThanOrEqual(before - 1_500);
+    expect(item.refusals_1h).toBe(0);
+
+    await h.admin('PUT', `/clusters/${c.name}/deployments/unrenderable`, desired({ min_replicas: 64, max_replicas: 64 }));
+    const f = await peer.next((x) => x.type === 'deployment.desired');
+    await applied(peer, (p) => p.send('error', { code: 'invalid', message: 'no such GPU model here', retryable: false }, { reply_to: f.id }));
+    item = await fleetItem(c.uid);
+    expect(item.refusals_1h).toBe(1);
+    peer.close();
+  });
+
   it('records each connect and disconnect, shows since when, and reads the state at the window start', async () => {
     const c = await h.newCluster('flap');
     const before = await fleetItem(c.uid);

@@ -6,6 +6,7 @@ import type { HubEnv } from '../env';
 import { LOCATION_HINTS, LocationHintSchema } from '../region';
 import { knownHint } from '../db/registry';
 import type { LiveView } from '../session/live-view';
+import { connectedSql } from '../db/connected-sql';
 
 /**
  * A cluster as the admin API shows it: the registry row, the live session view (from the
@@ -116,7 +117,7 @@ export interface ClusterViewRow {
 export const VIEW_SQL = `
   select c.uid, c.name, c.location_hint, c.created_at, c.token_issued_at, c.disabled_at, c.desired_revision,
     o.session_id, o.generation, o.claimed_at, o.polled_at,
-    (o.connected and o.polled_at > now() - make_interval(secs => $1::double precision / 1000)) as connected,
+    ${connectedSql('o', '$1')} as connected,
     o.live, o.operator_version,
     ct.contention,
     ls.epoch, ls.dropped_events, ls.evicted_frames, ls.replaced_frames, ls.handler_failures, ls.updated_at as link_updated_at,

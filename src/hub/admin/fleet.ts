@@ -29,12 +29,14 @@ const FleetCluster = z
     uid: z.string(),
     name: z.string(),
     disabled: z.boolean(),
-    connected: z.boolean().openapi({ description: 'a session owns the cluster, is connected, and polled recently' }),
+    connected: z.boolean().openapi({ description: 'a session owns the cluster, is connected, and was heard from recently (its own check, or a sweep of the fleet poll it answered)' }),
     since: Timestamp.nullable().openapi({
       description: 'since when `connected` has held (the last connect, or the last disconnect or sign of life); null: never connected',
     }),
     region: z.string().nullable().openapi({ description: 'the region the operator reports (cluster.observed)' }),
-    last_frame_at: Timestamp.nullable(),
+    last_frame_at: Timestamp.nullable().openapi({
+      description: 'when the owning session last applied a frame from its operator (kept to the second); pings the runtime answers for an idle session do not count',
+    }),
     last_poll_at: Timestamp.nullable(),
     nodes: z.number().int(),
     nodes_ready: z.number().int(),
@@ -42,6 +44,7 @@ const FleetCluster = z
     gpus_by_model: z.array(GpuModelCount),
     deployments: SyncCounts,
     rejections_1h: z.number().int().openapi({ description: 'frames rejected in the last hour' }),
+    refusals_1h: z.number().int().openapi({ description: "deployments whose latest refusal by the operator (an error answering deployment.desired) came in the last hour" }),
     connections: z.object({
       connected_at_start: z.boolean().openapi({ description: 'the state when the window opened' }),
       changes: z.array(z.object({ at: Timestamp, connected: z.boolean() })).openapi({

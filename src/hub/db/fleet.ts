@@ -1,4 +1,5 @@
 import type { Sql } from './sql';
+import { connectedSql } from './connected-sql';
 
 /**
  * The fleet at a glance, for the dashboard: per cluster the counts a person scans for (nodes,
@@ -43,6 +44,8 @@ export interface FleetCluster {
   gpus_by_model: GpuModelCount[];
   deployments: { desired: number; in_sync: number; out_of_sync: number };
   rejections_1h: number;
+  /** Deployments whose latest refusal by the operator (an error answering deployment.desired) came in the last hour. */
+  refusals_1h: number;
   connections: {
     /** The state when the window opened (false when nothing was known then). */
     connected_at_start: boolean;
@@ -98,13 +101,14 @@ interface FleetRow {
   desired: string;
   in_sync: string;
   rejections_1h: string;
+  refusals_1h: string;
   connected_at_start: boolean | null;
   changes: ConnectionChange[];
   change_count: string;
 }
 
 /** Live iff the owner says connected and polled within the staleness window ($1, ms), as the cluster view decides. */
-const LIVE = `(o.connected and o.polled_at > now() - make_interval(secs => $1::double precision / 1000))`;
+const LIVE = connectedSql('o', '$1');
 
 const FLEET_SQL = `
 -- The window ends at the start of the current minute: an unchanged fleet keeps its answer (and
@@ -131,7 +135,7 @@ items as (
       else coalesce((select max(ce.at) from connection_events ce where ce.cluster_uid = p.uid and not ce.connected), o.polled_at)
     end`)} as since,
     oc.region,
-    o.live->>'last_frame_at' as last_frame_at,
+    ${iso(`greatest(o.last_frame_at, (o.live->>'last_frame_at')::timestamptz)`)} as last_frame_at,
     ${iso('o.polled_at')} as last_poll_at,
     (select count(*) from nodes n where n.cluster_uid = p.uid) as nodes,
     (select count(*) from nodes n where n.cluster_uid = p.uid and n.ready) as nodes_ready,
@@ -140,6 +144,8 @@ items as (
              from devices d where d.cluster_uid = p.uid group by d.model) g) as gpus_by_model,
     coalesce(s.desired, 0) as desired, coalesce(s.in_sync, 0) as in_sync,
     (select count(*) from rejections r where r.cluster_uid = p.uid and r.received_at > now() - interval '1 hour') as rejections_1h,
+    (select count(*) from desired_deployments dd where dd.cluster_uid = p.uid
+       and (dd.last_refusal->>'at')::timestamptz > now() - interval '1 hour') as refusals_1h,
     (select ce.connected from connection_events ce where ce.cluster_uid = p.uid and ce.at <= (select start from win)
        order by ce.at desc, ce.id desc limit 1) as connected_at_start,
     (select coalesce(json_agg(json_build_object('at', ${iso('x.at')}, 'connected', x.connected) order by x.at, x.id), '[]'::json)
@@ -209,6 +215,7 @@ export async function readFleet(
         gpus_by_model: r.gpus_by_model.map(countOf),
         deployments: sync(r.desired, r.in_sync),
         rejections_1h: n(r.rejections_1h),
+        refusals_1h: n(r.refusals_1h),
         connections: {
           connected_at_start: r.connected_at_start === true,
           changes: r.changes,

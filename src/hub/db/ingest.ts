@@ -93,6 +93,12 @@ function json<T, R>(rows: Rows<T>, row?: (x: T) => R): string {
 export const INGEST_SQL = `
 with ${fenceCte({ cluster: '$1', session: '$2', generation: '$3', tokenHash: '$4' })},
 live as (select exists (select 1 from fence) as ok),
+-- The fleet view's "last frame": at most one write a second per cluster (the row is the claim's).
+seen as (
+  update cluster_owners o set last_frame_at = now() from live
+  where live.ok and o.cluster_uid = $1 and (o.last_frame_at is null or o.last_frame_at < now() - interval '1 second')
+  returning 1
+),
 
 cl_in as (
   select * from jsonb_to_recordset($5::jsonb)
@@ -322,7 +328,7 @@ select (select ok from live) as fenced,
 `;
 
 /** Prepared once per connection (bump the suffix when the text changes). */
-const INGEST_STATEMENT = 'wingsmith_ingest_v4';
+const INGEST_STATEMENT = 'wingsmith_ingest_v5';
 
 /** The statement's parameters for one batch, in order ($1…$18). */
 export function ingestParams(fence: SessionFence, b: IngestBatch): unknown[] {
