@@ -163,6 +163,10 @@ describe('fleet dashboard', () => {
     // npm start's simulator: 4 nodes of 8 H100s.
     await waitText(row, '32 × H100-SXM5-80GB');
     await waitText(row, '4 / 4');
+    // The last frame the hub applied from the simulator (its session object sleeps between frames,
+    // so this comes from Postgres), and no refusal of desired state in the last hour.
+    await expect.poll(async () => (await row.locator('td[data-label="Last frame"]').textContent())?.trim(), { timeout: 10_000 }).toMatch(/ago|now/);
+    expect((await row.locator('td[data-label="Refusals (1 h)"]').textContent())?.trim()).toBe('0');
     await visible(page.getByRole('img', { name: /GPUs by model across the fleet: H100-SXM5-80GB: 32/ }));
     await visible(row.getByRole('img', { name: /demo: connected \d+% of the last 6 h, [1-9]\d* connects?/ }));
 

@@ -36,6 +36,9 @@ export function clusterView(name) {
 
   /** @param {string} opId */
   function follow(opId) {
+    // A start that failed (already told to the user) has nothing to follow: polling an empty id
+    // would fail every refresh of this view.
+    if (!opId) return;
     following.unshift(opId);
     following.length = Math.min(following.length, 5);
     refreshSoon();

@@ -13,13 +13,14 @@ const view = { name: '', state: 'all', model: 'all', sort: 'name', dir: 1 };
 
 /**
  * The cluster as the fleet view shows it: the fleet summary joined with the cluster list, whose
- * newer fields (region, operator_version, contention, refusals) are used when the hub has them.
+ * newer fields (region, operator_version, contention) are used when the hub has them.
  * @param {any} f an item of /admin/fleet
  * @param {any} c an item of /admin/clusters, or undefined
  */
 function merge(f, c) {
   const contention = c?.contention ?? null;
-  const refusals = typeof c?.desired_refusals === 'number' ? c.desired_refusals : typeof c?.refusals === 'number' ? c.refusals : null;
+  // In the last hour, from the fleet summary; a hub without it has no such count (not the all-time one).
+  const refusals = typeof f.refusals_1h === 'number' ? f.refusals_1h : null;
   return {
     ...f,
     region: c?.region ?? f.region ?? c?.location_hint ?? null,
@@ -159,7 +160,7 @@ export function fleetView() {
       h('span', { title: c.gpus_by_model.map((/** @type {any} */ g) => `${g.model}: ${g.count}`).join(', ') }, c.gpus_by_model.length ? c.gpus_by_model.map((/** @type {any} */ g) => `${g.count} × ${g.model}`).join(', ') : '0'),
       c.deployments.desired ? ratio(c.deployments.in_sync, c.deployments.desired) : '—',
       c.rejections_1h ? h('span', { class: 'warn-text' }, String(c.rejections_1h)) : '0',
-      c.refusals === null ? '—' : String(c.refusals),
+      c.refusals === null ? '—' : c.refusals ? h('span', { class: 'warn-text' }, String(c.refusals)) : '0',
       strip(c.connections, { from: new Date(Date.now() - HOURS * 3600_000).toISOString(), to: new Date().toISOString(), connectedNow: c.connected, lastPollAt: c.last_poll_at, hours: HOURS, name: c.name }),
     ]);
     const t = h(

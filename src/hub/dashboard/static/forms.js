@@ -3,7 +3,7 @@
 // to the admin API unchanged and show the API's own validation message next to the field it names.
 import { call } from './api.js';
 import { h } from './dom.js';
-import { clearFormErrors, field, notify, showFormError } from './ui.js';
+import { clearFormErrors, confirmAction, field, notify, showFormError } from './ui.js';
 
 /** @param {string} text one `KEY=VALUE` a line */
 function pairs(text) {
@@ -108,6 +108,8 @@ export function deploymentForm(clusterId, changed) {
 }
 
 export const OPERATION_KINDS = ['node.drain', 'node.cordon', 'node.uncordon', 'replica.restart', 'model.prefetch'];
+/** Kinds that disturb running replicas. */
+const DESTRUCTIVE_KINDS = new Set(['node.drain', 'replica.restart']);
 
 /**
  * @param {string} clusterId
@@ -129,8 +131,12 @@ export function operationForm(clusterId, started) {
     e.preventDefault();
     clearFormErrors(form);
     const f = new FormData(form);
+    const kind = String(f.get('kind'));
+    const target = String(f.get('target') ?? '').trim();
+    // Destructive kinds ask first, as the buttons that start them do.
+    if (DESTRUCTIVE_KINDS.has(kind) && !(await confirmAction(`Start ${kind} on ${target || '(no target)'}? ${kind === 'node.drain' ? 'Its replicas are moved off it.' : 'Its replica is restarted.'}`, 'Start'))) return;
     try {
-      const r = await startOperation(clusterId, String(f.get('kind')), String(f.get('target') ?? '').trim(), pairs(String(f.get('params') ?? '')), num(f, 'deadline_s'));
+      const r = await startOperation(clusterId, kind, target, pairs(String(f.get('params') ?? '')), num(f, 'deadline_s'));
       started(r);
     } catch (err) {
       showFormError(form, err);
