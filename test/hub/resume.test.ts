@@ -4,6 +4,7 @@ import { CloseCode } from '../../src/protocol';
 import { desired, node, useHub } from './support/hub';
 
 const h = useHub();
+const EMBEDDED = inject('embeddedPostgres');
 
 describe('resume (spec: Sequence numbers and resume)', () => {
   it('a reconnect naming the session with a cursor resumes it: full_resync false, ack_seq is the hub cursor', async () => {
@@ -166,8 +167,8 @@ describe('resume (spec: Sequence numbers and resume)', () => {
     again.close();
   });
 
-  it('a resume whose connection drops while its claim is in flight stays resumable: the next hello resumes it (a cut during the handshake is not a resync)', async () => {
-    if (inject('embeddedPostgres')) return; // PGlite has one backend: a held transaction blocks everything.
+  // PGlite has one backend: a held lock or transaction blocks everything, so these need a real server.
+  it.skipIf(EMBEDDED)('a resume whose connection drops while its claim is in flight stays resumable: the next hello resumes it (a cut during the handshake is not a resync)', async () => {
     const c = await h.newCluster();
     const { peer, sessionId } = await h.openFresh(c);
     const cursor = peer.hubCursor;
@@ -201,8 +202,8 @@ describe('resume (spec: Sequence numbers and resume)', () => {
     again.close();
   });
 
-  it('frames numbered on the old connection while the resume is being claimed are re-sent after welcome too', async () => {
-    if (inject('embeddedPostgres')) return; // PGlite has one backend: a held transaction blocks everything.
+  // PGlite has one backend: a held lock or transaction blocks everything, so these need a real server.
+  it.skipIf(EMBEDDED)('frames numbered on the old connection while the resume is being claimed are re-sent after welcome too', async () => {
     const c = await h.newCluster();
     const { peer, sessionId } = await h.openFresh(c);
     const cursor = peer.hubCursor;
