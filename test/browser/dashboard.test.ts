@@ -243,7 +243,24 @@ describe('fleet dashboard', () => {
     await waitText(page.locator('.follow').filter({ hasText: 'node.cordon node-001' }), 'succeeded');
     await waitText(page.getByRole('row').filter({ hasText: 'node-001' }), 'cordoned');
     await visible(page.getByRole('button', { name: 'Uncordon node node-001' }));
+    await waitText(page.getByRole('region', { name: 'Live session' }), 'Handler failures (retried)');
     await page.screenshot({ path: `${SHOTS}cluster.png`, fullPage: true });
+
+    // A drain started from the operation form asks first, as the node's Drain button does; cancelled, nothing starts.
+    const opForm = page.getByRole('form', { name: 'Start an operation' });
+    await opForm.getByLabel('Kind').selectOption('node.drain');
+    await opForm.getByLabel('Target (node, replica or model)').fill('node-002');
+    await opForm.getByRole('button', { name: 'Start operation' }).click();
+    const dialog = page.getByRole('dialog');
+    await waitText(dialog, 'Start node.drain on node-002?');
+    await dialog.getByRole('button', { name: 'Cancel' }).click();
+    await dialog.waitFor({ state: 'hidden' });
+    expect(await page.locator('.follow').filter({ hasText: 'node.drain node-002' }).count()).toBe(0);
+
+    // Readable at phone width too: no sideways scrolling.
+    await page.setViewportSize({ width: 390, height: 844 });
+    await visible(page.getByRole('heading', { level: 2, name: /^demo/ }));
+    expect(await page.evaluate('document.documentElement.scrollWidth')).toBeLessThanOrEqual(390);
   });
 
   it('disables the cluster only after confirmation and watches it disconnect', async () => {
