@@ -1,6 +1,5 @@
 import { z } from 'zod';
 import type { HubConfig } from './config';
-import type { Logger } from './log';
 
 /**
  * Regions and data residency (issue 14, DESIGN decision 11). A region is a wrangler environment
@@ -23,6 +22,30 @@ export type Jurisdiction = (typeof JURISDICTIONS)[number];
 export const LOCATION_HINTS = ['wnam', 'enam', 'sam', 'weur', 'eeur', 'apac', 'apac-ne', 'apac-se', 'oc', 'afr', 'me'] as const;
 export type LocationHint = (typeof LOCATION_HINTS)[number];
 export const LocationHintSchema = z.enum(LOCATION_HINTS);
+
+/**
+ * The hints that lie inside each jurisdiction. A jurisdiction-restricted object always runs and
+ * stores inside its jurisdiction (Cloudflare's data-location page), so a hint outside it could
+ * never be honoured: a deployment with a jurisdiction takes only these.
+ */
+const HINTS_IN_JURISDICTION: Record<Jurisdiction, readonly LocationHint[]> = {
+  eu: ['weur', 'eeur'],
+  us: ['wnam', 'enam'],
+  fedramp: ['wnam', 'enam'],
+  'fedramp-high': ['wnam', 'enam'],
+};
+
+/** The hints a deployment may create objects with: every one without a jurisdiction. */
+export function hintsWithin(jurisdiction: Jurisdiction | null | undefined): readonly LocationHint[] {
+  return jurisdiction ? HINTS_IN_JURISDICTION[jurisdiction] : LOCATION_HINTS;
+}
+
+/** Why a deployment in `jurisdiction` cannot take `hint`, or null when it can. */
+export function hintOutsideJurisdiction(hint: LocationHint, jurisdiction: Jurisdiction | null | undefined): string | null {
+  const within = hintsWithin(jurisdiction);
+  if (within.includes(hint)) return null;
+  return `location hint ${hint} lies outside jurisdiction ${jurisdiction}, where this deployment's objects always run (allowed here: ${within.join(', ')})`;
+}
 
 /** A region's name: short, lowercase, safe in a hostname, a log line and an error message. */
 export const REGION_NAME_RE = /^[a-z0-9](?:[a-z0-9-]{0,30}[a-z0-9])?$/;
@@ -89,7 +112,7 @@ export function jurisdictionOf(id: DurableObjectId, cfg: HubConfig): string | nu
   return null;
 }
 
-/** Why this object must not serve this deployment, or null when it lives where it must. */
+/** Why this object must not serve this deployment, or null when it lives where it must (session/residency-gate.ts, db/gateway.ts). */
 export function residencyProblem(id: DurableObjectId, cfg: HubConfig): string | null {
   const expected = cfg.HUB_JURISDICTION ?? null;
   const actual = jurisdictionOf(id, cfg);
@@ -98,17 +121,6 @@ export function residencyProblem(id: DurableObjectId, cfg: HubConfig): string | 
     `object is in jurisdiction ${actual ?? '(none)'} but region ${cfg.HUB_REGION ?? '(default)'} ` +
     `keeps its objects in ${expected ?? '(no jurisdiction)'}`
   );
-}
-
-/**
- * The session object's gate at connect: a misrouted object is a residency breach, not a warning,
- * so it serves nothing (HTTP 500 before any upgrade; the operator backs off and retries).
- */
-export function residencyRefusal(id: DurableObjectId, cfg: HubConfig, log: Logger): Response | null {
-  const problem = residencyProblem(id, cfg);
-  if (!problem) return null;
-  log.error('RESIDENCY: refusing to serve outside the deployment\'s jurisdiction', { region: cfg.HUB_REGION ?? null, reason: problem });
-  return Response.json({ error: { code: 'internal', message: `residency check failed: ${problem}` } }, { status: 500 });
 }
 
 /** Additive `welcome` field: the region the operator reached (absent on the default deployment). */

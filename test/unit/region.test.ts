@@ -7,7 +7,7 @@
 import { describe, expect, it } from 'vitest';
 import { routeKeyOf } from '../../src/hub/address';
 import { hubConfig } from '../../src/hub/config';
-import { jurisdictionOf, regionalNamespace, residencyProblem } from '../../src/hub/region';
+import { hintOutsideJurisdiction, hintsWithin, jurisdictionOf, LOCATION_HINTS, regionalNamespace, residencyProblem } from '../../src/hub/region';
 import { newId } from '../../src/protocol';
 
 const cfg = (vars: Record<string, string>) => hubConfig({ ...vars });
@@ -100,6 +100,26 @@ describe('residency', () => {
   it('the default deployment uses the namespace as it is', () => {
     const ns = workerdNamespace();
     expect(regionalNamespace(ns, cfg({}))).toBe(ns);
+  });
+});
+
+describe('location hints inside a jurisdiction', () => {
+  it('eu takes weur and eeur; us, fedramp and fedramp-high take wnam and enam; without a jurisdiction every hint', () => {
+    expect(hintsWithin('eu')).toEqual(['weur', 'eeur']);
+    for (const j of ['us', 'fedramp', 'fedramp-high'] as const) expect(hintsWithin(j)).toEqual(['wnam', 'enam']);
+    expect(hintsWithin(undefined)).toEqual(LOCATION_HINTS);
+    expect(hintsWithin(null)).toEqual(LOCATION_HINTS);
+  });
+
+  it('a hint outside the jurisdiction is refused with a reason naming both; inside it, or without one, it is not', () => {
+    expect(hintOutsideJurisdiction('weur', 'eu')).toBeNull();
+    expect(hintOutsideJurisdiction('eeur', 'eu')).toBeNull();
+    expect(hintOutsideJurisdiction('enam', 'fedramp-high')).toBeNull();
+    for (const h of ['wnam', 'enam', 'oc', 'apac', 'me'] as const) {
+      expect(hintOutsideJurisdiction(h, 'eu')).toMatch(new RegExp(`location hint ${h} lies outside jurisdiction eu.*allowed here: weur, eeur`));
+    }
+    for (const j of ['us', 'fedramp', 'fedramp-high'] as const) expect(hintOutsideJurisdiction('weur', j)).toMatch(/allowed here: wnam, enam/);
+    for (const h of LOCATION_HINTS) expect(hintOutsideJurisdiction(h, undefined)).toBeNull();
   });
 });
 

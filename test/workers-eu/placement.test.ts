@@ -111,7 +111,7 @@ describe('placement of session objects (location hints)', () => {
 
   it('after a placement change, a resume hint the hub could never have minted starts a new object instead of failing', async () => {
     const c = await register({});
-    expect((await admin('PATCH', `/clusters/${c.uid}`, { location_hint: 'oc' })).status).toBe(200);
+    expect((await admin('PATCH', `/clusters/${c.uid}`, { location_hint: 'eeur' })).status).toBe(200);
     const hub = instrumentedHub();
     // ULID-shaped, but its time field is beyond what a ULID can hold.
     const forged = `${'Z'.repeat(26)}.${'Z'.repeat(26)}`;
@@ -120,21 +120,41 @@ describe('placement of session objects (location hints)', () => {
     peer.close();
     expect(welcome.payload.full_resync).toBe(true);
     expect(routeKeyOf(welcome.payload.session_id as string)).not.toBe('Z'.repeat(26));
-    expect(hintsFor(hub.calls, c.uid, welcome.payload.session_id as string)).toEqual(['oc']);
+    expect(hintsFor(hub.calls, c.uid, welcome.payload.session_id as string)).toEqual(['eeur']);
   });
 
   it('hints are validated against the documented list, at registration and when changed', async () => {
     const bad = await admin('POST', '/clusters', { name: uniqueName('place'), location_hint: 'mars' });
     expect(bad.status).toBe(400);
     expect(bad.json.error).toMatchObject({ code: 'invalid', field: 'location_hint' });
-    const c = await register({ location_hint: 'apac-ne' });
+    const c = await register({ location_hint: 'eeur' });
     const patchBad = await admin('PATCH', `/clusters/${c.uid}`, { location_hint: 'WEUR' });
     expect(patchBad.status).toBe(400);
     expect(patchBad.json.error).toMatchObject({ code: 'invalid', field: 'location_hint' });
     const missing = await admin('PATCH', `/clusters/${c.uid}`, {});
     expect(missing.status).toBe(400);
-    expect((await admin('GET', `/clusters/${c.uid}`)).json.location_hint).toBe('apac-ne');
-    expect((await admin('PATCH', '/clusters/no-such-cluster', { location_hint: 'oc' })).status).toBe(404);
+    expect((await admin('GET', `/clusters/${c.uid}`)).json.location_hint).toBe('eeur');
+    expect((await admin('PATCH', '/clusters/no-such-cluster', { location_hint: 'weur' })).status).toBe(404);
+  });
+
+  it('a hint outside the eu jurisdiction is refused (400, naming location_hint), at registration and when changed', async () => {
+    const name = uniqueName('place');
+    const bad = await admin('POST', '/clusters', { name, location_hint: 'wnam' });
+    expect(bad.status).toBe(400);
+    expect(bad.json.error).toMatchObject({ code: 'invalid', field: 'location_hint' });
+    expect(bad.json.error.message).toMatch(/location hint wnam lies outside jurisdiction eu.*weur, eeur/);
+    // Nothing was registered: the name is still free.
+    expect((await admin('GET', `/clusters/${name}`)).status).toBe(404);
+
+    const c = await register({ location_hint: 'weur' });
+    for (const hint of ['oc', 'enam', 'apac']) {
+      const patched = await admin('PATCH', `/clusters/${c.uid}`, { location_hint: hint });
+      expect(patched.status).toBe(400);
+      expect(patched.json.error).toMatchObject({ code: 'invalid', field: 'location_hint' });
+    }
+    expect((await admin('GET', `/clusters/${c.uid}`)).json.location_hint).toBe('weur');
+    // Clearing the hint is always allowed.
+    expect((await admin('PATCH', `/clusters/${c.uid}`, { location_hint: null })).status).toBe(200);
   });
 
   it('the OpenAPI description documents the hint at registration and the PATCH that changes it', async () => {
@@ -143,6 +163,7 @@ describe('placement of session objects (location hints)', () => {
     expect(doc.paths['/clusters/{id}'].patch).toBeDefined();
     const create = doc.paths['/clusters'].post.requestBody.content['application/json'].schema;
     expect(JSON.stringify(create)).toContain('weur');
+    expect(JSON.stringify(create)).toMatch(/refuses, with 400, a hint outside it.*eu takes weur and eeur/);
     expect(doc.components.schemas.Cluster.properties).toHaveProperty('location_hint');
     expect(doc.components.schemas.Cluster.properties).toHaveProperty('region');
   });

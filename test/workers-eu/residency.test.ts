@@ -9,17 +9,46 @@
  * restricted namespace and reads the platform's `ctx.id.jurisdiction`; that the object then
  * actually runs and stores only in the EU is the platform's guarantee, observable only there.
  */
-import { listDurableObjectIds, runInDurableObject } from 'cloudflare:test';
-import { describe, expect, it } from 'vitest';
+import { listDurableObjectIds, runDurableObjectAlarm, runInDurableObject } from 'cloudflare:test';
+import { describe, expect, it, vi } from 'vitest';
 import { INTERNAL_HEADERS, gatewayStub, routeKeyOf, sessionObjectName, sessionStub } from '../../src/hub/address';
 import { hubConfig } from '../../src/hub/config';
 import { jurisdictionOf } from '../../src/hub/region';
+import type { SessionObject } from '../../src/hub/session/session-object';
 import { CloseCode, newId } from '../../src/protocol';
 import { generateEnrollmentToken } from '../../src/hub/tokens';
 import { admin, connect, hubEnv, newCluster } from '../workers/support/peer';
 
 const cfg = hubConfig(hubEnv);
 const ids = (list: DurableObjectId[]) => list.map((id) => id.toString()).sort();
+
+/** A session object's name through the unrestricted namespace: what a lookup that bypassed address.ts would reach. */
+const misplacedSession = (clusterUid: string) =>
+  hubEnv.SESSIONS.get(hubEnv.SESSIONS.idFromName(sessionObjectName(clusterUid, newId()))) as DurableObjectStub<SessionObject>;
+
+/** The tables in an object's SQLite, apart from the runtime's own. */
+const tablesOf = (stub: DurableObjectStub<SessionObject>) =>
+  runInDurableObject(stub, (_i, s) =>
+    s.storage.sql
+      .exec<{ name: string }>("select name from sqlite_master where type = 'table'")
+      .toArray()
+      .map((r) => r.name)
+      .filter((n) => !n.startsWith('_cf')),
+  );
+
+/** The RESIDENCY error lines logged while `run` ran. */
+async function residencyLogs(run: () => Promise<unknown>): Promise<{ entry: string; reason: string }[]> {
+  const spy = vi.spyOn(console, 'error');
+  try {
+    await run();
+    return spy.mock.calls
+      .map((args) => String(args[0]))
+      .filter((line) => line.includes('RESIDENCY'))
+      .map((line) => JSON.parse(line) as { entry: string; reason: string });
+  } finally {
+    spy.mockRestore();
+  }
+}
 
 describe('the eu deployment (wrangler.toml [env.eu])', () => {
   it('runs with the eu environment\'s configuration', () => {
@@ -60,8 +89,7 @@ describe('the eu deployment (wrangler.toml [env.eu])', () => {
 
   it('a session object outside the jurisdiction refuses to serve a connect, and keeps no session', async () => {
     const c = await newCluster('eu');
-    // The same name through the unrestricted namespace: what a lookup that bypassed address.ts would reach.
-    const misplaced = hubEnv.SESSIONS.get(hubEnv.SESSIONS.idFromName(sessionObjectName(c.uid, newId())));
+    const misplaced = misplacedSession(c.uid);
     const res = await misplaced.fetch('https://session.internal/connect', {
       headers: {
         upgrade: 'websocket',
@@ -78,6 +106,34 @@ describe('the eu deployment (wrangler.toml [env.eu])', () => {
     expect(body.error.message).toMatch(/residency check failed: .*region eu keeps its objects in eu/);
     const state = await runInDurableObject(misplaced, (_i, s) => s.getWebSockets().length);
     expect(state).toBe(0);
+  });
+
+  it('a session object outside the jurisdiction refuses every RPC (poke, check, status, wakeStats) and writes nothing to its storage', async () => {
+    const c = await newCluster('eu');
+    const misplaced = misplacedSession(c.uid);
+    const refused = /residency check failed: .*region eu keeps its objects in eu/;
+    // What each call was refused with (null: it was served). An RPC promise is callable, so not `rejects`.
+    const refusal = (p: Promise<unknown>) => p.then(() => null, (err: Error) => err.message);
+    const logs = await residencyLogs(async () => {
+      expect(await refusal(misplaced.poke(1, []))).toMatch(refused);
+      expect(await refusal(misplaced.check(newId(), 'sweep'))).toMatch(refused);
+      expect(await refusal(misplaced.status())).toMatch(refused);
+      expect(await refusal(misplaced.wakeStats())).toMatch(refused);
+    });
+    expect(logs.map((l) => l.entry)).toEqual(['poke', 'check', 'status', 'wakeStats']);
+    // Not even the schema or the wake counter: the constructor stopped at the gate.
+    expect(await tablesOf(misplaced)).toEqual([]);
+  });
+
+  it('a session object outside the jurisdiction does nothing at its alarm but log, and does not set it again', async () => {
+    const c = await newCluster('eu');
+    const misplaced = misplacedSession(c.uid);
+    // An alarm it holds from before (the only way one can exist there): set directly in its storage.
+    await runInDurableObject(misplaced, (_i, s) => s.storage.setAlarm(Date.now() + 60_000));
+    const logs = await residencyLogs(async () => expect(await runDurableObjectAlarm(misplaced)).toBe(true));
+    expect(logs).toEqual([expect.objectContaining({ entry: 'alarm', reason: expect.stringMatching(/region eu keeps its objects in eu/) })]);
+    expect(await runInDurableObject(misplaced, (_i, s) => s.storage.getAlarm())).toBeNull();
+    expect(await tablesOf(misplaced)).toEqual([]);
   });
 
   it('a gateway shard outside the jurisdiction relays no statement', async () => {

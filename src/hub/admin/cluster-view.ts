@@ -3,7 +3,7 @@ import { routeKeyOf, sessionStub } from '../address';
 import { connectedStaleAfterMs, hubConfig } from '../config';
 import type { Sql } from '../db/sql';
 import type { HubEnv } from '../env';
-import { LOCATION_HINTS, LocationHintSchema } from '../region';
+import { hintsWithin, LOCATION_HINTS, LocationHintSchema } from '../region';
 import { knownHint } from '../db/registry';
 import type { LiveView } from '../session/live-view';
 import { connectedSql } from '../db/connected-sql';
@@ -58,7 +58,9 @@ export const HintSchema = LocationHintSchema.nullable().openapi({
   description:
     `where the cluster's new session objects are placed (a Durable Object location hint: ${LOCATION_HINTS.join(', ')}); ` +
     'null: near the first connection, as by default. Best effort, and fixed when an object is created: a change applies from ' +
-    'the cluster\'s next connection, which starts a new session object (a fresh session with full resync).',
+    'the cluster\'s next connection, which starts a new session object (a fresh session with full resync). A deployment with ' +
+    `a jurisdiction (HUB_JURISDICTION) refuses, with 400, a hint outside it, where its objects can never run: ` +
+    `eu takes ${hintsWithin('eu').join(' and ')}; us, fedramp and fedramp-high take ${hintsWithin('us').join(' and ')}.`,
   example: 'weur',
 });
 

@@ -1,9 +1,11 @@
 import { createRoute, z } from '@hono/zod-openapi';
 import { ulid } from 'ulid';
+import { hubConfig } from '../config';
 import { CLUSTER_NAME_RE, createCluster, rotateToken, setDisabled, setLocationHint } from '../db/registry';
 import type { Sql } from '../db/sql';
 import type { HubEnv } from '../env';
 import { jsonError } from '../http-errors';
+import { hintOutsideJurisdiction, type LocationHint } from '../region';
 import { generateEnrollmentToken, hashToken, toHex } from '../tokens';
 import { adminRouter, commonResponses, errorResponse } from './app';
 import { askSession, ClusterSchema, clusterView, HintSchema, VIEW_SQL, viewParams, toView, type ClusterView, type ClusterViewRow } from './cluster-view';
@@ -50,12 +52,14 @@ export const clustersRouter = adminRouter()
       responses: {
         ...commonResponses,
         201: { description: 'registered', content: { 'application/json': { schema: CreatedSchema } } },
-        400: errorResponse('invalid body'),
+        400: errorResponse('invalid body (an unknown location hint, or one outside the deployment\'s jurisdiction, names location_hint)'),
         409: errorResponse('the name is taken'),
       },
     }),
     async (c) => {
       const { name, location_hint } = c.req.valid('json');
+      const outside = hintRefusal(c.env, location_hint ?? null);
+      if (outside) return jsonError(c, 400, 'invalid', outside, 'location_hint') as never;
       const token = generateEnrollmentToken();
       const row = await createCluster(c.var.pg, ulid(), name, toHex(await hashToken(token)), location_hint ?? null);
       if (!row) return jsonError(c, 409, 'conflict', `a cluster named ${name} already exists`, 'name') as never;
@@ -134,12 +138,15 @@ export const clustersRouter = adminRouter()
       responses: {
         ...commonResponses,
         200: { description: 'the cluster as changed', content: { 'application/json': { schema: ClusterSchema } } },
-        400: errorResponse('invalid body (an unknown location hint is named in the message)'),
+        400: errorResponse('invalid body (an unknown location hint, or one outside the deployment\'s jurisdiction, names location_hint)'),
         404: errorResponse('no such cluster'),
       },
     }),
     async (c) => {
-      const row = await setLocationHint(c.var.pg, c.req.valid('param').id, c.req.valid('json').location_hint);
+      const { location_hint } = c.req.valid('json');
+      const outside = hintRefusal(c.env, location_hint);
+      if (outside) return jsonError(c, 400, 'invalid', outside, 'location_hint') as never;
+      const row = await setLocationHint(c.var.pg, c.req.valid('param').id, location_hint);
       const view = row ? await clusterView(c.var.pg, c.env, row.uid) : null;
       if (!view) return jsonError(c, 404, 'not_found', 'no such cluster') as never;
       return c.json(view, 200);
@@ -199,6 +206,11 @@ export const clustersRouter = adminRouter()
       v ? c.json(v, 200) : (jsonError(c, 404, 'not_found', 'no such cluster') as never),
     ),
   );
+
+/** A hint this deployment cannot honour: one outside its jurisdiction (null, clearing it, always can). */
+function hintRefusal(env: HubEnv, hint: LocationHint | null): string | null {
+  return hint ? hintOutsideJurisdiction(hint, hubConfig(env).HUB_JURISDICTION) : null;
+}
 
 async function toggle(sql: Sql, env: HubEnv, id: string, disabled: boolean): Promise<ClusterView | null> {
   const row = await setDisabled(sql, id, disabled);

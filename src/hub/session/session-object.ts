@@ -10,7 +10,6 @@ import type { Sql } from '../db/sql';
 import type { HubEnv } from '../env';
 import { createLogger, type Logger } from '../log';
 import { Pg } from '../pg';
-import { residencyRefusal } from '../region';
 import { dueNow, nextDeadline, type ClockState } from './clock';
 import { DesiredPump } from './desired-pump';
 import { FleetMember } from './fleet-member';
@@ -20,6 +19,7 @@ import { logAccepted, logCommitted, settleCommitted, triageFrame } from './inbou
 import type { BuiltBatch, InboundItem } from './ingest-batch';
 import { IngestPipeline } from './ingest-pipeline';
 import { buildLiveView, type LiveView } from './live-view';
+import { ResidencyGate } from './residency-gate';
 import { SendPath } from './send-path';
 import { SessionState } from './session-state';
 import { Sockets, type Attachment } from './sockets';
@@ -36,17 +36,19 @@ export type { LiveView } from './live-view';
  */
 export class SessionObject extends DurableObject<HubEnv> {
   private readonly cfg: HubConfig;
-  private readonly state: SessionState;
-  private readonly wakes: WakeCounter;
+  private readonly state!: SessionState;
+  private readonly wakes!: WakeCounter;
   /** Its own connection for ingest only; every other statement goes through the shared gateway. */
-  private readonly pg: Pg;
-  private readonly shared: Sql;
+  private readonly pg!: Pg;
+  private readonly shared!: Sql;
   private readonly baseLog: Logger;
-  private readonly sockets: Sockets;
-  private readonly sendPath: SendPath;
-  private readonly pump: DesiredPump;
-  private readonly ingest: IngestPipeline;
-  private readonly fleet: FleetMember;
+  /** Outside the deployment's jurisdiction the object builds no part and every entry point refuses. */
+  private readonly gate: ResidencyGate;
+  private readonly sockets!: Sockets;
+  private readonly sendPath!: SendPath;
+  private readonly pump!: DesiredPump;
+  private readonly ingest!: IngestPipeline;
+  private readonly fleet!: FleetMember;
   private helloInProgress: Promise<void> | null = null;
   private deferred: [WebSocket, string | ArrayBuffer][] = [];
   /** Changes whenever the object is constructed again (no ULID: construction is on the idle path). */
@@ -58,13 +60,11 @@ export class SessionObject extends DurableObject<HubEnv> {
     super(ctx, env);
     const cfg = (this.cfg = hubConfig(env));
     this.baseLog = createLogger({ component: 'session' });
+    if ((this.gate = new ResidencyGate(ctx.id, cfg, this.baseLog)).misplaced) return;
     const state = (this.state = new SessionState(ctx.storage, cfg, this.baseLog));
     this.wakes = new WakeCounter(ctx.storage.sql);
-    this.pg = new Pg(env, {
-      idleCloseMs: cfg.PG_IDLE_CLOSE_MS,
-      queryTimeoutMs: cfg.PG_QUERY_TIMEOUT_MS,
-      lockTimeoutMs: Math.min(cfg.PG_LOCK_TIMEOUT_MS, cfg.PG_QUERY_TIMEOUT_MS / 2),
-    });
+    const lockTimeoutMs = Math.min(cfg.PG_LOCK_TIMEOUT_MS, cfg.PG_QUERY_TIMEOUT_MS / 2);
+    this.pg = new Pg(env, { idleCloseMs: cfg.PG_IDLE_CLOSE_MS, queryTimeoutMs: cfg.PG_QUERY_TIMEOUT_MS, lockTimeoutMs });
     this.shared = gatewaySql(env);
     // A brand-new object has no alarm; an object with a session may (read it when first needed).
     if (!state.meta) this.alarmAt = null;
@@ -134,14 +134,11 @@ export class SessionObject extends DurableObject<HubEnv> {
     );
   }
 
-  // ---------------------------------------------------------------------------------------------
-  // The runtime's handlers
-  // ---------------------------------------------------------------------------------------------
+  // --- The runtime's handlers ------------------------------------------------------------------
 
   override async fetch(request: Request): Promise<Response> {
+    if (this.gate.misplaced) return this.gate.refusal();
     this.wakes.note('fetch');
-    const misplaced = residencyRefusal(this.ctx.id, this.cfg, this.baseLog);
-    if (misplaced) return misplaced;
     const now = Date.now();
     const att = admitConnect(request.headers, now, newId(now));
     if (!('cid' in att)) return Response.json({ error: { code: 'invalid', message: att.message } }, { status: att.status });
@@ -157,6 +154,7 @@ export class SessionObject extends DurableObject<HubEnv> {
   }
 
   override async webSocketMessage(ws: WebSocket, message: string | ArrayBuffer): Promise<void> {
+    if (this.gate.refuses('webSocketMessage', ws)) return;
     this.wakes.note('message');
     this.state.noteFrame(Date.now());
     if (this.helloInProgress) this.deferred.push([ws, message]);
@@ -164,6 +162,7 @@ export class SessionObject extends DurableObject<HubEnv> {
   }
 
   override async webSocketClose(ws: WebSocket, code: number, reason: string): Promise<void> {
+    if (this.gate.refuses('webSocketClose', ws)) return;
     this.wakes.note('close');
     const neverSpoke = this.sockets.attachment(ws)?.phase === 'handshake' && !this.helloInProgress;
     // Echoing 1005/1006 back hangs some clients' close for seconds.
@@ -183,11 +182,13 @@ export class SessionObject extends DurableObject<HubEnv> {
   }
 
   override async webSocketError(ws: WebSocket, error: unknown): Promise<void> {
+    if (this.gate.refuses('webSocketError', ws)) return;
     this.wakes.note('error');
     this.sockets.forget(ws, `socket error: ${describeError(error)}`);
   }
 
   override async alarm(): Promise<void> {
+    if (this.gate.refuses('alarm')) return;
     this.wakes.note('alarm');
     this.alarmAt = null;
     let forgotten = false;
@@ -226,34 +227,34 @@ export class SessionObject extends DurableObject<HubEnv> {
     return false;
   }
 
-  // ---------------------------------------------------------------------------------------------
-  // RPC
-  // ---------------------------------------------------------------------------------------------
+  // --- RPC -------------------------------------------------------------------------------------
 
   /** Desired state for this cluster changed in Postgres (the admin API): send it now. */
   async poke(revision: number, changes: DesiredChange[] = []): Promise<void> {
+    this.gate.enter('poke');
     this.wakes.note('poke');
     this.pump.poke(revision, changes);
   }
 
   /** Something about `sessionId` changed (fleet poll, or the claim that displaced it), or a sweep: true when swept alive. */
   async check(sessionId: string, why: PokeReason): Promise<boolean> {
+    this.gate.enter('check');
     this.wakes.note('check');
     return this.fleet.poked(sessionId, why);
   }
 
   async status(): Promise<LiveView> {
+    this.gate.enter('status');
     return this.liveView();
   }
 
   /** How often this object has been woken (not counting this call, or `status`). */
   async wakeStats(): Promise<WakeStats> {
+    this.gate.enter('wakeStats');
     return this.wakes.snapshot();
   }
 
-  // ---------------------------------------------------------------------------------------------
-  // Frames
-  // ---------------------------------------------------------------------------------------------
+  // --- Frames ----------------------------------------------------------------------------------
 
   private dispatch(ws: WebSocket, message: string | ArrayBuffer): void {
     const att = this.sockets.attachment(ws);
@@ -363,9 +364,7 @@ export class SessionObject extends DurableObject<HubEnv> {
     this.syncAutoPong();
   }
 
-  // ---------------------------------------------------------------------------------------------
-  // Connection state
-  // ---------------------------------------------------------------------------------------------
+  // --- Connection state ------------------------------------------------------------------------
 
   private onConnectionEnded(why: string): void {
     this.resetOutgoing();
