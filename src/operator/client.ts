@@ -308,7 +308,7 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
       logger: this.log.child({ session: this.s.id }),
       counters: this.counters,
       send: (item) => this.sendSide.enqueue(item),
-      canReply: () => this.outbox.hasRoom(true),
+      canReply: () => this.outbox.canApply(),
       hubError: (payload, env) => this.safeEmit('hubError', { payload, replyTo: env.reply_to, seq: env.seq }),
       pruned: (keep) => this.safeEmit('pruned', { keep }),
     };

@@ -61,6 +61,15 @@ export class Outbox {
     return this.control < this.controlLimit - (reply ? 0 : REPLY_RESERVE);
   }
 
+  /**
+   * Whether a hub frame may be applied now: at least `REPLY_RESERVE` control slots are free, one
+   * for its answer and one for a resync frame the writer may put back meanwhile (`putBack` counts
+   * it). With one slot free the answer could be refused, and lost, after its frame was applied.
+   */
+  canApply(): boolean {
+    return this.controlLimit - this.control >= REPLY_RESERVE;
+  }
+
   get resyncInProgress(): ObservedResync | null {
     return this.stream && !this.stream.done ? this.stream : null;
   }
