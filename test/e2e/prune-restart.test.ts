@@ -119,7 +119,9 @@ describe('restart in the middle of a hub snapshot', () => {
       60_000,
       100,
     );
-    // The restart asked for a fresh session, and pruned against the whole new snapshot.
+    // The restart said it cannot serve as a resume base (its record had a hub snapshot open), was
+    // given a fresh session, and pruned against the whole new snapshot.
+    expect(second.events.find((x) => x.event === 'hello')).toMatchObject({ lossy: true });
     expect(second.events.find((x) => x.event === 'welcome')).toMatchObject({ fresh: true });
     expect(second.events.find((x) => x.event === 'pruned')).toMatchObject({ kept: hubSet.length });
     expect((await record()).sessionId).not.toBe(atKill.sessionId);

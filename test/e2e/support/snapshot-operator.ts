@@ -4,7 +4,7 @@
  * file per deployment (standing in for the cluster's CRDs: it outlives the process). It reports
  * on stdout, one JSON object per line, so the test can kill it at a chosen moment:
  * `{"event":"applied","count":N}` every 25 applied frames, `{"event":"welcome",...}`,
- * `{"event":"pruned","kept":N,"removed":[...]}`.
+ * `{"event":"pruned","kept":N,"removed":[...]}`, `{"event":"hello","lossy":…}` for each hello sent.
  *
  *   node --import tsx test/e2e/support/snapshot-operator.ts '<json options>'
  */
@@ -39,7 +39,15 @@ const client = new OperatorClient({
   clusterId: opts.cluster,
   operatorVersion: 'dev',
   ...stores,
-  logger: jsonLogger({ level: 'warn' }),
+  // Warnings to stderr as usual; each hello the SDK sends is reported as an event (what it asked).
+  logger: jsonLogger({
+    level: 'info',
+    write: (line) => {
+      const o = JSON.parse(line) as { level: string; msg: string; session?: unknown; lossy?: unknown; resume_from?: unknown };
+      if (o.msg === 'connected; hello') say({ event: 'hello', session: o.session ?? null, lossy: o.lossy, resume_from: o.resume_from ?? null });
+      else if (o.level === 'warn' || o.level === 'error') process.stderr.write(line + '\n');
+    },
+  }),
   backoff: { baseMs: 100, capMs: 800 },
   ackDelayMs: 20,
   snapshot: () => ({ nodes: [], devices: [], deployments: [] }),
