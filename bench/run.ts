@@ -23,6 +23,7 @@ import { machineInfo } from './lib/machine';
 import { ForeignLoad } from './lib/proc';
 import type { BeforeFile } from './lib/compare';
 import type { ProfileRun } from './lib/analysis';
+import { ratioBars, ratioChartSvg } from './lib/chart';
 import { renderReport, type ReportInput } from './lib/report';
 import type { Scenario, ScenarioResult } from './lib/types';
 import { handshake } from './scenarios/handshake';
@@ -105,13 +106,23 @@ function loadProfiles(): ProfileRun | undefined {
   return existsSync(PROFILES) ? (JSON.parse(readFileSync(PROFILES, 'utf8')) as ProfileRun) : undefined;
 }
 
+/** The ratio chart beside the report (RESULTS.md → RESULTS.svg); its file name, for the report's link. */
+function writeChart(reportPath: string, results: ScenarioResult[]): string | undefined {
+  const bars = ratioBars(results);
+  if (bars.length === 0) return undefined;
+  const file = `${reportPath.replace(/\.md$/, '')}.svg`;
+  writeFileSync(file, ratioChartSvg(bars, 'Wingsmith Hub against its baselines (medians of this run)'));
+  return path.basename(file);
+}
+
 async function main(): Promise<void> {
   const args = parseArgs(process.argv.slice(2));
   if (args.render) {
     const input = JSON.parse(readFileSync(args.render, 'utf8')) as ReportInput & { started: string };
     const profiles = loadProfiles();
-    const report = renderReport({ ...input, before: BEFORE, ...(profiles ? { profiles } : {}), started: new Date(input.started) });
     const out = args.out ?? path.join(HERE, 'RESULTS.md');
+    const chart = writeChart(out, input.results);
+    const report = renderReport({ ...input, before: BEFORE, ...(profiles ? { profiles } : {}), started: new Date(input.started), chart });
     writeFileSync(out, report);
     log(`re-rendered ${args.render} → ${out}`);
     return;
@@ -200,9 +211,12 @@ async function main(): Promise<void> {
   const profiles = args.profile ? undefined : loadProfiles();
   if (profiles) input.profiles = profiles;
   writeFileSync(RAW, JSON.stringify(input));
-  const report = renderReport(input);
   const full = !args.quick && !args.only && !args.pooler && !args.profile && Object.keys(args.vars).length === 0;
   const out = args.out ?? (full ? path.join(HERE, 'RESULTS.md') : path.join(tmpdir(), 'wingsmith-bench-RESULTS.md'));
+  // The raw figures beside the report too, so its text can be redone after a later run replaced RAW.
+  writeFileSync(`${out.replace(/\.md$/, '')}.raw.json`, JSON.stringify(input));
+  input.chart = writeChart(out, results);
+  const report = renderReport(input);
   writeFileSync(out, report);
   if (args.profile) {
     // Merged by scenario into what is there: a later `--only` run replaces just its scenarios.

@@ -29,6 +29,8 @@ export interface ReportInput {
   machineNote?: string;
   /** The CPU profiles the analysis quotes (bench/PROFILE.json, from a `--profile` run). */
   profiles?: ProfileRun;
+  /** File name of the ratio chart written beside the report (bench/lib/chart.ts), if any. */
+  chart?: string;
 }
 
 /** Scenarios whose targets the issue tables carry; the others' targets are listed as before. */
@@ -136,6 +138,10 @@ export function renderReport(r: ReportInput): string {
   lines.push('');
   lines.push('Run it: `npm run bench` (full, rewrites this file, about 12 minutes: the idle fleet alone watches one 5-minute sweep period); `npm run bench -- --quick` (smoke, small sizes, report to a temp file); `--only handshake,ingest,desired,resume,resync,fleet`; `--reps N` (default 3); `--out FILE`. Experiments (never written here): `--pooler` (PgBouncer in transaction mode in front of Postgres), `--profile` (CPU profile of the hub isolate per scenario), `--var KEY=VALUE` (override a hub var). A `--profile` run with `--out bench/PROFILE.md` also leaves bench/PROFILE.json, whose profiles the analysis below quotes.');
   lines.push('');
+  if (r.chart) {
+    lines.push(`![Every figure with a same-run baseline, as the hub's cost over the baseline's, with the targets](${r.chart})`);
+    lines.push('');
+  }
   lines.push(...renderComparison(r));
   lines.push(r.before ? '## Other targets' : '## Summary of targets');
   lines.push('');
