@@ -73,6 +73,9 @@ export default defineConfig({
         test: {
           name: 'hub',
           environment: 'node',
+          // A real runtime, a real database and real timers on two shared cores: a test that fails
+          // is run once more, and the retry shows in the output ("retry x1"). A bug fails both.
+          retry: 1,
           include: ['test/hub/**/*.test.ts'],
           testTimeout: 30_000,
           hookTimeout: 60_000,
@@ -82,6 +85,9 @@ export default defineConfig({
         test: {
           name: 'e2e',
           environment: 'node',
+          // A real runtime, a real database and real timers on two shared cores: a test that fails
+          // is run once more, and the retry shows in the output ("retry x1"). A bug fails both.
+          retry: 1,
           include: ['test/e2e/**/*.test.ts'],
           testTimeout: 60_000,
           hookTimeout: 60_000,
@@ -93,6 +99,9 @@ export default defineConfig({
         test: {
           name: 'browser',
           environment: 'node',
+          // A real runtime, a real database and real timers on two shared cores: a test that fails
+          // is run once more, and the retry shows in the output ("retry x1"). A bug fails both.
+          retry: 1,
           include: ['test/browser/**/*.test.ts'],
           testTimeout: 60_000,
           hookTimeout: 120_000,
