@@ -52,9 +52,11 @@ describe(`connection cut at random points (seed ${SEED})`, () => {
     expect(opRow[0]?.state).toBe('succeeded');
 
     // The faults happened, and every reconnect resumed the one session the operator has.
-    expect(linksCut).toBeGreaterThan(3);
+    // (Under load the operator is often in its backoff when a cut comes, so count every cut the
+    // proxy made, the armed cut-after-n-frames ones included, not only the immediate ones.)
     expect(proxy.stats.cuts).toBeGreaterThanOrEqual(linksCut);
-    expect(sim.tap.links.length).toBeGreaterThan(linksCut);
+    expect(proxy.stats.cuts).toBeGreaterThan(3);
+    expect(sim.tap.links.length).toBeGreaterThan(proxy.stats.cuts);
     expect(sim.client.stats.freshSessions).toBe(1);
     const welcomes = sim.tap.welcomes;
     expect(welcomes.filter((w) => w.full_resync === true)).toHaveLength(1);
