@@ -4,8 +4,7 @@
  * shares it.
  */
 import { describe, expect, inject, it } from 'vitest';
-import { pgClient } from '../../scripts/lib/pg-node';
-import { FAST_TIMERS, useHub } from './support/hub';
+import { FAST_TIMERS, useHub, holdLock } from './support/hub';
 
 const h = useHub({ ...FAST_TIMERS, DB_GATEWAY_SHARDS: '1', PG_QUERY_TIMEOUT_MS: '5000' });
 const EMBEDDED = inject('embeddedPostgres');
@@ -15,11 +14,8 @@ describe('database gateway', () => {
   it.skipIf(EMBEDDED)('a claim waiting on a locked row does not hold up other statements on its shard', async () => {
     const c = await h.newCluster();
     const { peer, sessionId } = await h.openFresh(c);
-    const lock = pgClient(inject('databaseUrl'), inject('pgWsProxy'));
-    await lock.connect();
+    const release = await holdLock('select 1 from cluster_owners where cluster_uid = $1 for update', [c.uid]);
     try {
-      await lock.query('begin');
-      await lock.query('select 1 from cluster_owners where cluster_uid = $1 for update', [c.uid]);
       const again = await h.connect(c.token, sessionId);
       again.send('hello', { cluster_id: c.name, operator_version: '0.1.0', session_id: sessionId, resume_from: peer.hubCursor, lossy: false });
       await new Promise((r) => setTimeout(r, 300));
@@ -32,8 +28,7 @@ describe('database gateway', () => {
       expect(Date.now() - t0).toBeLessThan(2_000);
       again.close();
     } finally {
-      await lock.query('rollback');
-      await lock.end();
+      await release();
     }
     peer.close();
   });

@@ -1,7 +1,6 @@
 import { describe, expect, inject, it } from 'vitest';
-import { pgClient } from '../../scripts/lib/pg-node';
 import { CloseCode } from '../../src/protocol';
-import { desired, node, useHub } from './support/hub';
+import { desired, node, useHub, holdLock } from './support/hub';
 
 const h = useHub();
 const EMBEDDED = inject('embeddedPostgres');
@@ -179,19 +178,15 @@ describe('resume (spec: Sequence numbers and resume)', () => {
     const before = await generation();
     // Hold the claim row so the resume's claim waits; the operator's link is cut meanwhile, so the
     // claim (which bumps the generation) completes for a connection that is already gone.
-    const lock = pgClient(inject('databaseUrl'), inject('pgWsProxy'));
-    await lock.connect();
+    const release = await holdLock('select 1 from cluster_owners where cluster_uid = $1 for update', [c.uid]);
     try {
-      await lock.query('begin');
-      await lock.query('select 1 from cluster_owners where cluster_uid = $1 for update', [c.uid]);
       const cut = await h.connect(c.token, sessionId);
       cut.send('hello', { cluster_id: c.name, operator_version: '0.1.0', session_id: sessionId, resume_from: cursor, lossy: false });
       await new Promise((r) => setTimeout(r, 200));
       cut.close();
       await cut.closed;
     } finally {
-      await lock.query('rollback');
-      await lock.end();
+      await release();
     }
     for (let i = 0; i < 50 && (await generation()) === before; i++) await new Promise((r) => setTimeout(r, 50));
     expect(await generation()).toBe(before + 1);
@@ -210,12 +205,9 @@ describe('resume (spec: Sequence numbers and resume)', () => {
     // Hold the claim row so the resume's claim statement waits; meanwhile the old connection is
     // still the session's, and a desired change is numbered and sent on it. (The waiting claim
     // holds one of its gateway shard's connections; the PUT and the poke go through others.)
-    const lock = pgClient(inject('databaseUrl'), inject('pgWsProxy'));
-    await lock.connect();
     let again;
+    const release = await holdLock('select 1 from cluster_owners where cluster_uid = $1 for update', [c.uid]);
     try {
-      await lock.query('begin');
-      await lock.query('select 1 from cluster_owners where cluster_uid = $1 for update', [c.uid]);
       again = await h.connect(c.token, sessionId);
       again.send('hello', { cluster_id: c.name, operator_version: '0.1.0', session_id: sessionId, resume_from: cursor, lossy: false });
       await new Promise((r) => setTimeout(r, 200));
@@ -223,8 +215,7 @@ describe('resume (spec: Sequence numbers and resume)', () => {
       const onOld = await peer.next((f) => f.type === 'deployment.desired');
       expect(onOld.seq).toBe(cursor + 1);
     } finally {
-      await lock.query('rollback');
-      await lock.end();
+      await release();
     }
     const welcome = await again.next((f) => f.type === 'welcome');
     expect(welcome.payload).toMatchObject({ full_resync: false, session_id: sessionId });

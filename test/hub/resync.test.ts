@@ -1,6 +1,5 @@
 import { describe, expect, inject, it } from 'vitest';
-import { pgClient } from '../../scripts/lib/pg-node';
-import { desired, node, sleep, useHub, type Peer } from './support/hub';
+import { desired, node, sleep, useHub, type Peer, holdLock } from './support/hub';
 
 const h = useHub();
 const EMBEDDED = inject('embeddedPostgres');
@@ -188,11 +187,8 @@ describe('hub full resync (spec: Full resync; DESIGN decision 6)', () => {
     peer.send('node.observed', node('blocker'));
     await peer.ackedThrough(1);
     // Stall the next statement on a row lock so the frames behind it gather into one batch.
-    const lock = pgClient(inject('databaseUrl'), inject('pgWsProxy'));
-    await lock.connect();
+    const release = await holdLock("select 1 from nodes where cluster_uid = $1 and node_id = 'blocker' for update", [c.uid]);
     try {
-      await lock.query('begin');
-      await lock.query("select 1 from nodes where cluster_uid = $1 and node_id = 'blocker' for update", [c.uid]);
       peer.send('node.observed', node('blocker'));
       await sleep(300);
       peer.send('node.observed', node('stale'));
@@ -201,8 +197,7 @@ describe('hub full resync (spec: Full resync; DESIGN decision 6)', () => {
       peer.send('stream.end', { complete: true, count: 1 }, { reply_to: begin });
       await sleep(300);
     } finally {
-      await lock.query('rollback');
-      await lock.end();
+      await release();
     }
     await peer.ackedThrough(peer.nextSeq - 1, 10_000);
     expect(await nodesOf(c.uid)).toEqual(['n1']);

@@ -1,8 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { inject } from 'vitest';
 import { CloseCode } from '../../src/protocol';
-import { pgClient } from '../../scripts/lib/pg-node';
-import { eventually, FAST_TIMERS, node, useHub } from './support/hub';
+import { eventually, FAST_TIMERS, node, useHub, holdLock } from './support/hub';
 
 const device = (id: string, driver: string) => ({
   device_id: id,
@@ -18,16 +17,7 @@ const h = useHub();
 const EMBEDDED = inject('embeddedPostgres');
 
 /** Hold an exclusive lock on `nodes` (a lock held elsewhere: the spec's transient failure). */
-async function lockNodes(): Promise<() => Promise<void>> {
-  const client = pgClient(inject('databaseUrl'), inject('pgWsProxy'));
-  await client.connect();
-  await client.query('begin');
-  await client.query('lock table nodes in access exclusive mode');
-  return async () => {
-    await client.query('rollback');
-    await client.end();
-  };
-}
+const lockNodes = () => holdLock('lock table nodes in access exclusive mode');
 
 describe('transient failure (spec: Acknowledgement is continuous; Poison frames)', () => {
   // PGlite has one backend: a held lock or transaction blocks everything, so these need a real server.
@@ -90,11 +80,8 @@ describe('transient failure (spec: Acknowledgement is continuous; Poison frames)
     const { peer } = await h.openFresh(c);
     peer.send('device.observed', device('GPU-locked', 'before'));
     await peer.ackedThrough(1);
-    const lock = pgClient(inject('databaseUrl'), inject('pgWsProxy'));
-    await lock.connect();
+    const release = await holdLock("select 1 from devices where cluster_uid = $1 and device_id = 'GPU-locked' for update", [c.uid]);
     try {
-      await lock.query('begin');
-      await lock.query("select 1 from devices where cluster_uid = $1 and device_id = 'GPU-locked' for update", [c.uid]);
       peer.send('device.observed', device('GPU-locked', 'after')); // seq 2: waits on the lock
       for (let i = 1; i <= 4; i++) peer.send('device.observed', device(`GPU-${i}`, 'new')); // seq 3..6
       // The frames behind the hole are applied: visible through the admin API.
@@ -110,8 +97,7 @@ describe('transient failure (spec: Acknowledgement is continuous; Poison frames)
       expect(view.json.session.live).toMatchObject({ hub_cursor: 1, held_subjects: 1 });
       peer.send('ping', {});
     } finally {
-      await lock.query('rollback');
-      await lock.end();
+      await release();
     }
     await peer.ackedThrough(6, 10_000);
     const rows = await h.sql<{ device_id: string; driver_version: string }>(
