@@ -1,5 +1,6 @@
 import { cloudflareTest } from '@cloudflare/vitest-pool-workers';
 import { defineConfig, type TestProjectInlineConfiguration } from 'vitest/config';
+import { copyDatabase, pickDatabaseUrlForTests } from './scripts/lib/dev-stack';
 
 // One database stack per run, started by the root globalSetup and handed to every project with
 // provide/inject (see test/support/global-setup.ts for why it lives at the root and why the
@@ -35,7 +36,9 @@ function workersProject(
         wrangler: { configPath: './wrangler.toml', ...(environment ? { environment } : {}) },
         miniflare: {
           bindings: {
-            DATABASE_URL: inject('databaseUrl'),
+            // A database of the project's own, as each hub-running test file has
+            // (test/support/file-database.ts says why).
+            DATABASE_URL: await projectDatabaseUrl(inject('databaseUrl'), inject('pgWsProxy'), inject('databaseTemplate')),
             PG_WS_PROXY: inject('pgWsProxy'),
             ADMIN_TOKEN: 'test-admin-token',
             ...vars,
@@ -47,9 +50,23 @@ function workersProject(
   };
 }
 
+function projectDatabaseUrl(databaseUrl: string, proxy: string, template: string | null): Promise<string> {
+  return template === null ? Promise.resolve(databaseUrl) : copyDatabase(databaseUrl, proxy, template);
+}
+
+/**
+ * Whether the run falls back to embedded PGlite (test/support/global-setup.ts decides the same
+ * way): it has a single backend, which files running side by side would queue on.
+ */
+const embedded = process.env.WINGSMITH_TEST_EMBEDDED === '1' || (await pickDatabaseUrlForTests()) === undefined;
+
 export default defineConfig({
   test: {
     globalSetup: ['./test/support/global-setup.ts'],
+    // Two files at a time, although the machines have two cores: most of the suite waits (real
+    // timers, a runtime's and a database's round trips), and one at a time took 14 of CI's 15
+    // minutes. Each file that runs a hub has a database of its own (test/support/file-database.ts).
+    maxWorkers: embedded ? 1 : 2,
     projects: [
       {
         test: {

@@ -25,6 +25,12 @@ export interface DevStackOptions {
    * an advisory lock named after its database for as long as it runs, so only orphans go.
    */
   reapStaleDatabases?: string;
+  /**
+   * With `createDatabase`: also keep a migrated copy, `<name>_tpl`, for `copyDatabase` to clone
+   * (a template must have no connections, so the database in use cannot be one). Each copy is
+   * `<name>_f<random>`; all of them go with `dropDatabase`.
+   */
+  template?: boolean;
 }
 
 export interface DevStack {
@@ -34,7 +40,9 @@ export interface DevStack {
   pgWsProxy: string;
   embedded: boolean;
   migrations: MigrationResult;
-  /** Present when `createDatabase` created one: drops it, closing its open connections. */
+  /** The migrated template copies are cloned from (see `template`), or null. */
+  templateDatabase: string | null;
+  /** Present when `createDatabase` created one: drops it (and its copies), closing their open connections. */
   dropDatabase?(): Promise<void>;
   close(): Promise<void>;
 }
@@ -77,7 +85,13 @@ export async function startDevStack(options: DevStackOptions): Promise<DevStack>
       databaseUrl = withDatabase(serverUrl, name);
       dropDatabase = async () => {
         // FORCE: a hub still shutting down may hold connections; they must not keep it alive.
-        await withPg(serverUrl, proxyUrl, (c) => c.query(`drop database if exists "${name}" with (force)`));
+        await withPg(serverUrl, proxyUrl, async (c) => {
+          const { rows } = await c.query<{ datname: string }>('select datname from pg_database where starts_with(datname, $1)', [`${name}_`]);
+          for (const { datname } of rows) {
+            if (IDENTIFIER.test(datname) && leaseOwner(datname) === name) await c.query(`drop database if exists "${datname}" with (force)`);
+          }
+          await c.query(`drop database if exists "${name}" with (force)`);
+        });
       };
     }
 
@@ -89,6 +103,13 @@ export async function startDevStack(options: DevStackOptions): Promise<DevStack>
       throw err;
     }
 
+    let templateDatabase: string | null = null;
+    if (options.template && lease && name !== undefined) {
+      // Right after the migration nothing is connected to the database, as a template requires.
+      templateDatabase = `${name}_tpl`;
+      await lease.query(`create database "${templateDatabase}" template "${name}"`);
+    }
+
     const ownedEmbedded = embedded;
     const ownedProxy = proxy;
     const ownedLease = lease;
@@ -97,6 +118,7 @@ export async function startDevStack(options: DevStackOptions): Promise<DevStack>
       pgWsProxy: proxyUrl,
       embedded: ownedEmbedded !== undefined,
       migrations,
+      templateDatabase,
       close: async () => {
         await ownedLease?.end().catch(() => undefined);
         await ownedProxy.close();
@@ -114,7 +136,24 @@ export async function startDevStack(options: DevStackOptions): Promise<DevStack>
 }
 
 function leaseKey(database: string): string {
-  return `wingsmith:dev-stack:${database}`;
+  return `wingsmith:dev-stack:${leaseOwner(database)}`;
+}
+
+/** The stack database a name belongs to: its own, or the one it is the template or a copy of. */
+function leaseOwner(database: string): string {
+  return database.replace(/_(?:tpl|f[0-9a-f]+)$/, '');
+}
+
+/**
+ * A fresh copy of a stack's template (`template: true`), for one user that must not share rows
+ * with others (a test file's hub: hubs on one database poll, and act on, each other's sessions).
+ * Returns its URL; the stack's `dropDatabase` drops it.
+ */
+export async function copyDatabase(databaseUrl: string, proxyUrl: string, templateDatabase: string): Promise<string> {
+  const copy = `${leaseOwner(templateDatabase)}_f${randomBytes(4).toString('hex')}`;
+  if (!IDENTIFIER.test(copy) || !IDENTIFIER.test(templateDatabase)) throw new Error(`not a plain database name: ${copy}`);
+  await withPg(databaseUrl, proxyUrl, (c) => c.query(`create database "${copy}" template "${templateDatabase}"`));
+  return withDatabase(databaseUrl, copy);
 }
 
 async function reapStaleDatabases(lease: Client, prefix: string, keep: string): Promise<void> {
@@ -124,6 +163,7 @@ async function reapStaleDatabases(lease: Client, prefix: string, keep: string): 
   );
   for (const { datname } of rows) {
     if (!IDENTIFIER.test(datname)) continue;
+    // A template or copy belongs to its stack's database: it goes only when that stack is gone.
     const { rows: got } = await lease.query<{ ok: boolean }>('select pg_try_advisory_lock(hashtext($1)) as ok', [
       leaseKey(datname),
     ]);

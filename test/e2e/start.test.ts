@@ -17,7 +17,8 @@ import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { afterEach, describe, expect, inject, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
+import { fileDatabaseUrl } from '../support/file-database';
 import WebSocket from 'ws';
 import { generateEnrollmentToken } from '../../src/hub/tokens';
 import { buildFrame } from '../../src/protocol';
@@ -276,7 +277,7 @@ describe('npm start', () => {
     const port = await freePort();
     // The run's test database (reached through the proxy like any plain Postgres): no embedded
     // Postgres to initialize, so this stays a few seconds.
-    const run = start({ PORT: String(port), WINGSMITH_STATE_DIR: stateDir, HUB_REGION: 'eu', DATABASE_URL: inject('databaseUrl') });
+    const run = start({ PORT: String(port), WINGSMITH_STATE_DIR: stateDir, HUB_REGION: 'eu', DATABASE_URL: await fileDatabaseUrl() });
     const b = await banner(run, 90_000);
     expect(run.stdout()).toMatch(/Region:\s+eu \(wrangler.toml \[env.eu\]; Durable Objects in jurisdiction eu, emulated locally\)/);
 

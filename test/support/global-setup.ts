@@ -4,7 +4,8 @@
  *
  * Which Postgres (see pickDatabaseUrlForTests): DATABASE_URL when set, else 127.0.0.1:5432 when
  * it answers within ~500 ms, else embedded PGlite. On a real server the run creates its own
- * database `wingsmith_test_<random>` and force-drops it at the end (and drops those of earlier
+ * database `wingsmith_test_<random>` (and a migrated template from which each hub-running test file
+ * copies a database of its own, test/support/file-database.ts) and force-drops them at the end (and drops those of earlier
  * runs that were killed before their teardown); with PGlite it uses a fresh temporary data
  * directory.
  *
@@ -32,6 +33,8 @@ declare module 'vitest' {
     pgWsProxy: string;
     /** True when the run uses embedded PGlite (one backend: no overlapping transactions). */
     embeddedPostgres: boolean;
+    /** The migrated template a test file copies its own database from (test/support/file-database.ts); null on PGlite. */
+    databaseTemplate: string | null;
   }
 }
 
@@ -42,7 +45,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
   const started = Date.now();
   const stack = await startDevStack(
     serverUrl
-      ? { databaseUrl: serverUrl, dataDir, createDatabase: testDatabaseName(), reapStaleDatabases: TEST_DATABASE_PREFIX }
+      ? { databaseUrl: serverUrl, dataDir, createDatabase: testDatabaseName(), reapStaleDatabases: TEST_DATABASE_PREFIX, template: true }
       : { dataDir },
   );
   console.log(
@@ -53,6 +56,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
   project.provide('databaseUrl', stack.databaseUrl);
   project.provide('pgWsProxy', stack.pgWsProxy);
   project.provide('embeddedPostgres', stack.embedded);
+  project.provide('databaseTemplate', stack.templateDatabase);
 
   return async () => {
     try {

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import WebSocket from 'ws';
-import { startDevStack } from '../../scripts/lib/dev-stack';
+import { copyDatabase, startDevStack } from '../../scripts/lib/dev-stack';
 import { applyMigrations, migrate, readMigrations } from '../../scripts/lib/migrations';
 import { pgTarget, withDatabase, withPg } from '../../scripts/lib/pg-node';
 import { startPgWsProxy, type PgWsProxy } from '../../scripts/lib/pg-ws-proxy';
@@ -316,6 +316,39 @@ describe('dev stack on a real server', () => {
       const b = await startDevStack({ databaseUrl: serverUrl, dataDir, createDatabase: `${prefix}b`, reapStaleDatabases: prefix });
       try {
         expect(await databases(prefix)).toEqual([`${prefix}a`, `${prefix}b`]);
+      } finally {
+        await b.dropDatabase?.();
+        await b.close();
+      }
+    } finally {
+      await a.dropDatabase?.();
+      await a.close();
+      await rm(dataDir, { recursive: true, force: true });
+    }
+    expect(await databases(prefix)).toEqual([]);
+  });
+
+  it.skipIf(embedded)('copies of a stack\'s template are migrated databases of their own, kept while the stack lives and dropped with it', async () => {
+    const prefix = `wingsmith_copytest_${process.pid}_${Date.now().toString(36)}_`;
+    const dataDir = await mkdtemp(path.join(tmpdir(), 'wingsmith-copy-'));
+    const a = await startDevStack({ databaseUrl: serverUrl, dataDir, createDatabase: `${prefix}a`, template: true });
+    try {
+      expect(a.templateDatabase).toBe(`${prefix}a_tpl`);
+      const one = await copyDatabase(a.databaseUrl, a.pgWsProxy, a.templateDatabase as string);
+      const two = await copyDatabase(a.databaseUrl, a.pgWsProxy, a.templateDatabase as string);
+      expect(one).not.toBe(two);
+      // Each copy has the schema, and what is written in one is not in the other.
+      const has = async (url: string, table: string) =>
+        (await withPg(url, a.pgWsProxy, (c) => c.query<{ t: string | null }>('select to_regclass($1)::text as t', [table]))).rows[0]?.t === table;
+      expect(await has(one, 'clusters')).toBe(true);
+      expect(await has(two, 'clusters')).toBe(true);
+      await withPg(one, a.pgWsProxy, (c) => c.query('create table scratch (x int)'));
+      expect(await has(one, 'scratch')).toBe(true);
+      expect(await has(two, 'scratch')).toBe(false);
+      // Another stack's reaper leaves a live stack's copies alone.
+      const b = await startDevStack({ databaseUrl: serverUrl, dataDir, createDatabase: `${prefix}b`, reapStaleDatabases: prefix });
+      try {
+        expect((await databases(prefix)).filter((d) => d.startsWith(`${prefix}a`))).toHaveLength(4);
       } finally {
         await b.dropDatabase?.();
         await b.close();

@@ -11,6 +11,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, inject } from 'vitest';
+import { fileDatabaseUrl } from '../../support/file-database';
 import { jsonLogger, silentLogger, type Logger, type LogLevel } from '../../../src/operator/logger';
 import { uniqueName } from '../../support/peer-core';
 import type { Query } from './converge';
@@ -91,7 +92,7 @@ export function useE2E(vars: Record<string, string> = { ...E2E_VARS }, prepare?:
     persistDir = await newDir();
     hub = await startHub({ vars, persistDir });
     admin = new Admin(hub.url, hub.adminToken);
-    q = openQuery(inject('databaseUrl'), inject('pgWsProxy'));
+    q = openQuery(await fileDatabaseUrl(), inject('pgWsProxy'));
   }, 60_000);
 
   afterAll(async () => {

@@ -2,6 +2,7 @@
  * Runs the hub in real workerd (wrangler's in-process dev server) for end-to-end tests.
  */
 import { inject } from 'vitest';
+import { fileDatabaseUrl } from '../../support/file-database';
 import { launchHub } from './launch';
 
 export interface StartHubOptions {
@@ -32,7 +33,7 @@ export const TEST_ADMIN_TOKEN = 'test-admin-token';
 
 export async function startHub(options: StartHubOptions = {}): Promise<Hub> {
   const vars: Record<string, string> = {
-    DATABASE_URL: inject('databaseUrl'),
+    DATABASE_URL: await fileDatabaseUrl(),
     PG_WS_PROXY: inject('pgWsProxy'),
     ADMIN_TOKEN: TEST_ADMIN_TOKEN,
     ...options.vars,

@@ -4,6 +4,7 @@
  * needs (fast timers, tiny limits, the real defaults).
  */
 import { afterAll, afterEach, beforeAll, expect, inject } from 'vitest';
+import { fileDatabaseUrl } from '../../support/file-database';
 import WebSocket from 'ws';
 import { pgClient } from '../../../scripts/lib/pg-node';
 import { startHub, type Hub } from '../../e2e/support/worker';
@@ -118,7 +119,7 @@ export function useHub(vars: Record<string, string> = { ...FAST_TIMERS }, prepar
       return { peer, sessionId: welcome.payload.session_id as string };
     },
     async sql(text, params = []) {
-      const client = pgClient(inject('databaseUrl'), inject('pgWsProxy'));
+      const client = pgClient(await fileDatabaseUrl(), inject('pgWsProxy'));
       await client.connect();
       try {
         return (await client.query(text, params)).rows;
@@ -141,7 +142,7 @@ export function cfgNumber(h: HubHandle, key: keyof typeof FAST_TIMERS | string, 
  * server: the embedded one has a single backend, which the held transaction would block.
  */
 export async function holdLock(statement: string, params: unknown[] = []): Promise<() => Promise<void>> {
-  const client = pgClient(inject('databaseUrl'), inject('pgWsProxy'));
+  const client = pgClient(await fileDatabaseUrl(), inject('pgWsProxy'));
   await client.connect();
   await client.query('begin');
   await client.query(statement, params);

@@ -1,0 +1,20 @@
+/**
+ * The database a test file's hub runs on: a copy of the run's migrated template of its own, so
+ * that test files running side by side never share rows. Hubs on one database poll each other's
+ * sessions and act on them (an object that does not carry a polled session takes it out of the
+ * fleet poll), so two files' hubs on one database would break each other's liveness. With the
+ * embedded PGlite (one database) every file shares the run's database, as the run then uses one
+ * worker.
+ */
+import { inject } from 'vitest';
+import { copyDatabase } from '../../scripts/lib/dev-stack';
+
+let copy: Promise<string> | null = null;
+
+/** This file's database URL (created on first use; dropped with the run's database). */
+export function fileDatabaseUrl(): Promise<string> {
+  const template = inject('databaseTemplate');
+  if (template === null) return Promise.resolve(inject('databaseUrl'));
+  copy ??= copyDatabase(inject('databaseUrl'), inject('pgWsProxy'), template);
+  return copy;
+}
