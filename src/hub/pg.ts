@@ -15,7 +15,12 @@ export interface QueryResultRows<R> {
   rowCount: number | null;
 }
 
-/** Raised for a query that outlived its deadline; the connection it ran on is discarded. */
+/**
+ * Raised for a query that outlived its deadline, counted from when it was asked for (time queued
+ * behind other statements on the connection included). A query still queued is taken out of the
+ * queue and never runs; the connection is discarded only when it made no progress for a whole
+ * deadline (a stalled link or database), not when it is merely busy.
+ */
 export class QueryTimeoutError extends Error {
   override readonly name = 'QueryTimeoutError';
   constructor(ms: number) {
@@ -67,6 +72,8 @@ export class Pg {
   private idleTimer: ReturnType<typeof setTimeout> | null = null;
   private inFlight = 0;
   private connectionTag = '';
+  /** When the connection last answered anything (or opened). */
+  private progressAt = 0;
   private readonly idleCloseMs: number;
   private readonly queryTimeoutMs: number;
   private readonly connectTimeoutMs: number;
@@ -100,21 +107,23 @@ export class Pg {
     this.clearIdle();
     try {
       const client = await this.connect();
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      const deadline = new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new QueryTimeoutError(this.queryTimeoutMs)), this.queryTimeoutMs);
-      });
       try {
         // Unique per connection: an embedded Postgres (PGlite) runs every connection in one
         // backend, where a fixed name would collide with another connection's statement.
-        const run = name ? client.query({ name: `${name}_${this.connectionTag}`, text, values: params }) : client.query(text, params);
-        const result = await Promise.race([run, deadline]);
+        const result = await (name ? client.query({ name: `${name}_${this.connectionTag}`, text, values: params }) : client.query(text, params));
+        this.progressAt = Date.now();
         return { rows: result.rows as R[], rowCount: result.rowCount };
       } catch (err) {
-        if (err instanceof QueryTimeoutError) this.discard(client);
-        throw err;
-      } finally {
-        clearTimeout(timer);
+        if (!isReadTimeout(err)) {
+          // The server answered (an SQL error is progress too), or the connection is gone.
+          if (this.client === client) this.progressAt = Date.now();
+          throw err;
+        }
+        // Busy is not stalled: discarding a connection that is still answering would fail every
+        // statement queued on it and reconnect under the very load that made this one late
+        // (a connect storm's claims and token lookups collapsed that way).
+        if (Date.now() - this.progressAt >= this.queryTimeoutMs) this.discard(client);
+        throw new QueryTimeoutError(this.queryTimeoutMs);
       }
     } finally {
       this.inFlight--;
@@ -138,6 +147,9 @@ export class Pg {
     const client = new Client({
       connectionString: this.config.DATABASE_URL,
       connectionTimeoutMillis: this.connectTimeoutMs,
+      // The driver's own deadline, from the moment a statement is asked for: one still queued is
+      // dropped from the queue, so a statement nobody waits for never runs.
+      query_timeout: this.queryTimeoutMs,
       // The server gives up too: a statement we stopped waiting for must not commit much later.
       statement_timeout: this.queryTimeoutMs,
       ...(this.lockTimeoutMs !== undefined ? { lock_timeout: Math.max(1, Math.round(this.lockTimeoutMs)) } : {}),
@@ -151,6 +163,7 @@ export class Pg {
       .connect()
       .then(() => {
         this.client = client;
+        this.progressAt = Date.now();
         this.connectionTag = (++connections).toString(36) + Math.random().toString(36).slice(2, 8);
         return client;
       })
@@ -184,6 +197,11 @@ export class Pg {
       if (this.inFlight === 0) void this.close();
     }, this.idleCloseMs);
   }
+}
+
+/** The driver's `query_timeout` rejection (node-postgres words it so). */
+function isReadTimeout(err: unknown): boolean {
+  return err instanceof Error && err.message === 'Query read timeout';
 }
 
 /** One statement on a connection of its own, for stateless Worker requests. */

@@ -1,0 +1,58 @@
+/**
+ * A gateway connection that is busy is not a stalled one. Statements queue on each of a shard's
+ * connections; one that waited past PG_QUERY_TIMEOUT_MS (1.5 s here) fails alone, is taken out of
+ * the queue, and the connection keeps serving what was queued behind it. (Discarding the
+ * connection at the first late statement failed everything queued on it and reconnected under the
+ * load that made it late: a connect storm's token lookups and claims collapsed into 503s and
+ * 1013s that way.) A connection that answers nothing for a whole deadline is still discarded:
+ * test/hub/outage.test.ts.
+ */
+import { env } from 'cloudflare:workers';
+import { describe, expect, it } from 'vitest';
+import { gatewayStub } from '../../src/hub/address';
+import type { HubEnv } from '../../src/hub/env';
+
+const hubEnv = env as unknown as HubEnv;
+type Answer = { ok: true; value: { rows: Record<string, unknown>[] } } | { ok: false; name: string; message: string };
+
+describe('database gateway under congestion', () => {
+  it('statements late in a long queue time out alone: the connection is kept, and what was queued behind them runs', async () => {
+    const shard = gatewayStub(hubEnv, 0) as unknown as { query(text: string, params: unknown[]): Promise<Answer> };
+    const pids = async (): Promise<number[]> => {
+      const rs = await Promise.all([0, 1, 2].map(() => shard.query('select pg_backend_pid() as pid', [])));
+      return rs.map((r) => {
+        if (!r.ok) throw new Error(`${r.name}: ${r.message}`);
+        return Number(r.value.rows[0]?.pid);
+      });
+    };
+    // The shard's three connections open and answer (three at once: one on each).
+    const before = new Set(await pids());
+    expect(before.size).toBe(3);
+    const probe = `congestion_probe_${Date.now().toString(36)}`;
+    await shard.query(`create table ${probe} (k int)`, []);
+
+    // Eight 250 ms statements on each connection: the seventh and eighth of each are past 1.5 s.
+    const slow = Array.from({ length: 24 }, (_, k) => shard.query(`insert into ${probe} select $1::int from pg_sleep(0.25)`, [k]));
+    await new Promise((r) => setTimeout(r, 700));
+    // Queued behind them, with time to spare once the late ones are out of the way.
+    const behind = pids();
+
+    const answers = await Promise.all(slow);
+    const failed = answers.filter((a): a is Extract<Answer, { ok: false }> => !a.ok);
+    expect(failed.length).toBeGreaterThan(0);
+    expect(failed.length).toBeLessThan(24);
+    for (const f of failed) expect(f.name).toBe('QueryTimeoutError');
+    // The same three connections answered the statements queued behind: none was discarded.
+    for (const pid of await behind) expect(before.has(pid)).toBe(true);
+
+    // Every statement answered ok ran. Of the late ones, those still running at their deadline
+    // finish on the server (the deadlines are staggered by the calls' arrival, so more than one
+    // per connection can be); those still queued were dropped from the queue and never ran.
+    const counted = await shard.query(`select count(*)::int as n from ${probe}`, []);
+    if (!counted.ok) throw new Error(`${counted.name}: ${counted.message}`);
+    const applied = Number(counted.value.rows[0]?.n);
+    expect(applied).toBeGreaterThanOrEqual(24 - failed.length);
+    expect(applied).toBeLessThan(24);
+    await shard.query(`drop table ${probe}`, []);
+  });
+});
