@@ -34,13 +34,16 @@ export class WakeCounter {
     s.wakes++;
     s.byKind[kind] = (s.byKind[kind] ?? 0) + 1;
     s.recent.push(now);
-    if (s.recent.length > RECENT_KEEP) s.recent.splice(0, s.recent.length - RECENT_KEEP);
+    // Trimmed in bulk: a frame is a wake, and shifting the whole list on every frame showed in
+    // an ingest profile (3% of the isolate's time).
+    if (s.recent.length >= 2 * RECENT_KEEP) trimRecent(s);
     this.schedule();
   }
 
   snapshot(): WakeStats {
     this.flush();
     const s = this.load();
+    trimRecent(s);
     return { ...s, byKind: { ...s.byKind }, recent: [...s.recent] };
   }
 
@@ -68,6 +71,11 @@ export class WakeCounter {
       this.timer = null;
     }
     if (!this.stats) return;
+    trimRecent(this.stats);
     this.sql.exec('insert into wakes (k, doc) values (1, ?) on conflict (k) do update set doc = excluded.doc', JSON.stringify(this.stats));
   }
+}
+
+function trimRecent(s: WakeStats): void {
+  if (s.recent.length > RECENT_KEEP) s.recent.splice(0, s.recent.length - RECENT_KEEP);
 }
