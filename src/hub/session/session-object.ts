@@ -10,7 +10,7 @@ import type { Sql } from '../db/sql';
 import type { HubEnv } from '../env';
 import { createLogger, type Logger } from '../log';
 import { Pg } from '../pg';
-import { dueNow, nextDeadline, type ClockState } from './clock';
+import { dueNow, nextDeadline, phaseCheckOffset, type ClockState } from './clock';
 import { DesiredPump } from './desired-pump';
 import { FleetMember } from './fleet-member';
 import { admitConnect } from './handshake';
@@ -55,6 +55,8 @@ export class SessionObject extends DurableObject<HubEnv> {
   private readonly instance = `${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`;
   /** The alarm as last set (null: none; undefined: not read yet since construction). */
   private alarmAt: number | null | undefined = undefined;
+  /** The early look after the session opened (clock.ts `phaseCheckOffset`); only in memory: the alarm carries it. */
+  private phaseCheckAt: number | null = null;
 
   constructor(ctx: DurableObjectState, env: HubEnv) {
     super(ctx, env);
@@ -207,6 +209,7 @@ export class SessionObject extends DurableObject<HubEnv> {
     const now = Date.now();
     const { state, sockets } = this;
     const active = sockets.active();
+    if (this.phaseCheckAt !== null && now >= this.phaseCheckAt) this.phaseCheckAt = null;
     // A connection that ended without its close reaching the object (a restart): retention counts from now.
     if (!active && state.meta?.disconnectedAt === null) state.disconnected(now);
     for (const due of dueNow(this.clockState(), this.cfg, now)) {
@@ -293,6 +296,7 @@ export class SessionObject extends DurableObject<HubEnv> {
           resetOutgoing: () => this.resetOutgoing(),
           claimed: (clusterUid, routeKey, previous) => this.fleet.claimed(clusterUid, routeKey, previous),
           opened: async (desiredRevision) => {
+            this.phaseCheckAt = this.state.meta ? Date.now() + phaseCheckOffset(this.state.meta.sessionId, this.cfg.IDLE_TIMEOUT_MS) : null;
             this.pump.learn(desiredRevision);
             this.pump.reset(this.state.meta);
             this.syncAutoPong();
@@ -396,7 +400,7 @@ export class SessionObject extends DurableObject<HubEnv> {
         const att = this.sockets.attachment(ws);
         return att?.phase === 'handshake' ? [{ key: ws, acceptedAt: att.acceptedAt }] : [];
       }),
-      active: active ? { lastSeen: this.sockets.lastSeen(active, this.state.lastFrameAt) } : null,
+      active: active ? { lastSeen: this.sockets.lastSeen(active, this.state.lastFrameAt), phaseCheckAt: this.phaseCheckAt } : null,
       oldestUnapplied: this.ingest.oldestArrival(),
       windowFullSince: this.sendPath.windowFullSince,
       session: this.state.meta ? { disconnectedAt: this.state.meta.disconnectedAt } : null,
