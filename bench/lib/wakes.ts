@@ -7,6 +7,7 @@
 import type { BenchCluster, BenchEnv } from './env';
 import { mapLimit, RawOperator, sleep } from './operator';
 import { estimateEvictionDelay, type EvictionDelay, type EvictionProbe } from './residency';
+import { phaseCheckOffset } from '../../src/hub/session/clock';
 
 export interface WakeReading {
   wakes: number;
@@ -42,6 +43,8 @@ export interface EvictionMeasurement extends EvictionDelay {
 
 /** After the upgrade, the object's clock fires once at the handshake deadline (10 s) even after a welcome. */
 const HANDSHAKE_ALARM_MS = 10_000;
+/** The spec's silence limit, at which the fleet scenario runs the hub. */
+const IDLE_TIMEOUT_MS = 30_000;
 
 /**
  * How long after its last event this workerd evicts an idle session object: open sessions that
@@ -57,14 +60,18 @@ export async function measureEvictionDelay(env: BenchEnv, ladderMs: readonly num
   const ops = await mapLimit(clusters, 8, async (c) => {
     const op = await RawOperator.connect(env.wsUrl, c.token, { firstPingMs: Math.random() * pingMs });
     const end = op.next((f) => f.type === 'stream.end');
-    await op.hello({ cluster_id: c.name });
+    const welcome = await op.hello({ cluster_id: c.name });
     await end;
-    return op;
+    // The session's one early silence check (src/hub/session/clock.ts): the next deadline is at
+    // least 20 s after it, time enough for the longest probe.
+    const sessionId = String((welcome.payload as { session_id: string }).session_id);
+    return { op, quietFrom: Date.now() + phaseCheckOffset(sessionId, IDLE_TIMEOUT_MS) + 500 };
   });
   await sleep(Math.max(500, opened + HANDSHAKE_ALARM_MS + 1_000 - Date.now()));
   const results = await Promise.all(
     clusters.map(async (c, i) => {
       const idle = ladderMs[i % ladderMs.length] as number;
+      await sleep(Math.max(0, (ops[i] as { quietFrom: number }).quietFrom - Date.now()));
       const first = await readWakes(env, c.uid);
       await sleep(idle - (Date.now() - first.at));
       const second = await readWakes(env, c.uid);
@@ -72,7 +79,7 @@ export async function measureEvictionDelay(env: BenchEnv, ladderMs: readonly num
       return { idleMs: second.sentAt - first.at, evicted: second.constructions > first.constructions };
     }),
   );
-  for (const op of ops) op.close();
+  for (const { op } of ops) op.close();
   const probes = results.filter((p): p is EvictionProbe => p !== null);
   return { ...estimateEvictionDelay(probes), probes, disturbed: results.length - probes.length };
 }
