@@ -62,7 +62,7 @@ export async function measureEvictionDelay(env: BenchEnv, ladderMs: readonly num
     const end = op.next((f) => f.type === 'stream.end');
     const welcome = await op.hello({ cluster_id: c.name });
     await end;
-    // The session's one early silence check (src/hub/session/clock.ts): the next deadline is at
+    // The session's one extra silence check (src/hub/session/clock.ts): the next deadline is at
     // least 20 s after it, time enough for the longest probe.
     const sessionId = String((welcome.payload as { session_id: string }).session_id);
     return { op, quietFrom: Date.now() + phaseCheckOffset(sessionId, IDLE_TIMEOUT_MS) + 500 };

@@ -13,7 +13,7 @@ export interface ClockState<K> {
   handshakes: { key: K; acceptedAt: number }[];
   /**
    * The connection carrying the session, if any, and its last sign of life (frame or answered
-   * ping); `phaseCheckAt`: the one early look after it opened (see `phaseCheckOffset`), or null.
+   * ping); `phaseCheckAt`: the one extra look after it opened (see `phaseCheckOffset`), or null.
    */
   active: { lastSeen: number; phaseCheckAt?: number | null } | null;
   /** When the oldest frame still unapplied arrived (a hole), or null. */
@@ -66,24 +66,27 @@ export function dueNow<K>(s: ClockState<K>, cfg: ClockConfig, now: number): Due<
 }
 
 /**
- * How long after a session opens its one early silence check comes: between a third of the
- * silence limit and all of it (10–30 s at the spec's 30 s), fixed by the session id.
+ * When, after a session opens, its one extra silence check comes: between the silence limit and
+ * five thirds of it (30–50 s at the spec's 30 s), fixed by the session id.
  *
  * An idle session is woken only by its silence check, which re-arms for the limit after the last
- * ping the runtime answered, so it keeps the phase it had when it opened, give or take a ping
- * interval. A fleet that opened together (a hub restart, a reconnect storm) would then wake in
- * waves for as long as it lives, and at a wave's crest most of its objects are in memory at once
- * (a 1,000-session fleet opened within 16 s: never fewer than 36% out of memory, against a mean of
- * 67%). Looking once early, at a point spread over the limit, takes the next deadline from a
- * ping anywhere in that span, which spreads the wakes; it costs one wake per opened session.
+ * ping the runtime answered; the ping due at that very moment is already in (an alarm runs a few
+ * ms late), so the deadline moves a whole limit and the session keeps the phase it opened with. A
+ * fleet that opened together (a hub restart, a reconnect storm) would then wake in crests for as
+ * long as it lives, and at a crest most of its objects are in memory at once (a 1,000-session
+ * fleet opened within 16 s: never fewer than 36% out of memory, against a mean of 67%). The extra
+ * check falls between the first silence check and the second, and takes the next deadline from
+ * whichever ping came last by then, which spreads the phases over the whole limit; it costs one
+ * wake per opened session. It comes after the first silence check, not before, so that a storm
+ * of connections is not also a storm of these wakes.
  */
 export function phaseCheckOffset(sessionId: string, idleTimeoutMs: number): number {
-  // FNV-1a: the same session always gets the same offset (a restart of the object keeps it).
+  // FNV-1a: the same session always gets the same offset.
   let h = 0x811c9dc5;
   for (let i = 0; i < sessionId.length; i++) {
     h ^= sessionId.charCodeAt(i);
     h = Math.imul(h, 0x01000193) >>> 0;
   }
-  const third = Math.floor(idleTimeoutMs / 3);
-  return third + (h % Math.max(1, idleTimeoutMs - third));
+  const span = Math.max(1, idleTimeoutMs - Math.floor(idleTimeoutMs / 3));
+  return idleTimeoutMs + (h % span);
 }

@@ -55,7 +55,7 @@ export class SessionObject extends DurableObject<HubEnv> {
   private readonly instance = `${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`;
   /** The alarm as last set (null: none; undefined: not read yet since construction). */
   private alarmAt: number | null | undefined = undefined;
-  /** The early look after the session opened (clock.ts `phaseCheckOffset`); only in memory: the alarm carries it. */
+  /** The one extra look after the session opened (clock.ts `phaseCheckOffset`); only in memory: the alarm carries it. */
   private phaseCheckAt: number | null = null;
 
   constructor(ctx: DurableObjectState, env: HubEnv) {

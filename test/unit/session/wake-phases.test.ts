@@ -90,12 +90,13 @@ function idleFleet(opts: { sessions: number; openedWithinMs: number; phaseCheck:
 }
 
 describe('idle fleet wake phases', () => {
-  it('the early check gives every session its own offset within the silence limit, the same one each time', () => {
+  it('the extra check gives every session its own time between the first two silence checks, the same one each time', () => {
     const offsets = Array.from({ length: 2_000 }, (_, i) => phaseCheckOffset(`01J9X2E5G7QK8V3B0YHN4TZC6M.${i}`, 30_000));
-    expect(Math.min(...offsets)).toBeGreaterThanOrEqual(10_000);
-    expect(Math.max(...offsets)).toBeLessThan(30_000);
+    // Never before the first silence check (a connect storm is not a storm of these wakes too).
+    expect(Math.min(...offsets)).toBeGreaterThanOrEqual(30_000);
+    expect(Math.max(...offsets)).toBeLessThan(50_000);
     // Spread over the whole span: every 2 s slice of it gets some.
-    for (let s = 10_000; s < 30_000; s += 2_000) expect(offsets.filter((o) => o >= s && o < s + 2_000).length).toBeGreaterThan(100);
+    for (let s = 30_000; s < 50_000; s += 2_000) expect(offsets.filter((o) => o >= s && o < s + 2_000).length).toBeGreaterThan(100);
     expect(phaseCheckOffset('same', 30_000)).toBe(phaseCheckOffset('same', 30_000));
   });
 
@@ -104,7 +105,7 @@ describe('idle fleet wake phases', () => {
     expect(spread.lowestOut).toBeGreaterThanOrEqual(0.5);
     expect(spread.wakesPerSessionMinute).toBeLessThanOrEqual(3);
     expect(spread.wakesPerSessionMinute).toBeGreaterThanOrEqual(2);
-    // Without the early check the same fleet keeps the phase it opened with: crests of wakes.
+    // Without the extra check the same fleet keeps the phase it opened with: crests of wakes.
     const waves = idleFleet({ sessions: 400, openedWithinMs: 16_000, phaseCheck: false, seed: 7 });
     expect(waves.lowestOut).toBeLessThan(0.45);
     expect(waves.meanOut).toBeGreaterThan(0.6);
