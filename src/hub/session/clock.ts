@@ -14,6 +14,8 @@ export interface ClockState<K> {
   /**
    * The connection carrying the session, if any, and its last sign of life (frame or answered
    * ping); `phaseCheckAt`: the one extra look after it opened (see `phaseCheckOffset`), or null.
+   * Derived from what survives an eviction (the connection's acceptance time and the session id),
+   * and a deadline only while it is still ahead: once passed it is spent.
    */
   active: { lastSeen: number; phaseCheckAt?: number | null } | null;
   /** When the oldest frame still unapplied arrived (a hole), or null. */
@@ -39,7 +41,8 @@ export function nextDeadline<K>(s: ClockState<K>, cfg: ClockConfig, now: number)
   for (const h of s.handshakes) next = Math.min(next, h.acceptedAt + cfg.HANDSHAKE_TIMEOUT_MS);
   if (s.active) {
     next = Math.min(next, s.active.lastSeen + cfg.IDLE_TIMEOUT_MS);
-    if (s.active.phaseCheckAt != null) next = Math.min(next, s.active.phaseCheckAt);
+    const phase = s.active.phaseCheckAt;
+    if (phase != null && phase > now) next = Math.min(next, phase);
     if (s.oldestUnapplied !== null) next = Math.min(next, s.oldestUnapplied + cfg.HOLE_TIMEOUT_MS);
     if (s.windowFullSince !== null) next = Math.min(next, s.windowFullSince + cfg.IDLE_TIMEOUT_MS);
   } else if (s.session) {

@@ -55,8 +55,6 @@ export class SessionObject extends DurableObject<HubEnv> {
   private readonly instance = `${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`;
   /** The alarm as last set (null: none; undefined: not read yet since construction). */
   private alarmAt: number | null | undefined = undefined;
-  /** The one extra look after the session opened (clock.ts `phaseCheckOffset`); only in memory: the alarm carries it. */
-  private phaseCheckAt: number | null = null;
 
   constructor(ctx: DurableObjectState, env: HubEnv) {
     super(ctx, env);
@@ -209,7 +207,6 @@ export class SessionObject extends DurableObject<HubEnv> {
     const now = Date.now();
     const { state, sockets } = this;
     const active = sockets.active();
-    if (this.phaseCheckAt !== null && now >= this.phaseCheckAt) this.phaseCheckAt = null;
     // A connection that ended without its close reaching the object (a restart): retention counts from now.
     if (!active && state.meta?.disconnectedAt === null) state.disconnected(now);
     for (const due of dueNow(this.clockState(), this.cfg, now)) {
@@ -296,7 +293,6 @@ export class SessionObject extends DurableObject<HubEnv> {
           resetOutgoing: () => this.resetOutgoing(),
           claimed: (clusterUid, routeKey, previous) => this.fleet.claimed(clusterUid, routeKey, previous),
           opened: async (desiredRevision) => {
-            this.phaseCheckAt = this.state.meta ? Date.now() + phaseCheckOffset(this.state.meta.sessionId, this.cfg.IDLE_TIMEOUT_MS) : null;
             this.pump.learn(desiredRevision);
             this.pump.reset(this.state.meta);
             this.syncAutoPong();
@@ -391,6 +387,17 @@ export class SessionObject extends DurableObject<HubEnv> {
     this.sockets.autoAnswer(this.state.autoPair(this.sockets.active() !== null));
   }
 
+  /**
+   * The extra silence check that spreads an idle fleet's wake phases (clock.ts): from the
+   * connection's acceptance and the session id, both of which survive an eviction (a time kept
+   * only in memory was lost with the object before its check came, and the check with it).
+   */
+  private phaseCheckAt(ws: WebSocket): number | null {
+    const att = this.sockets.attachment(ws);
+    const meta = this.state.meta;
+    return att && meta ? att.acceptedAt + phaseCheckOffset(meta.sessionId, this.cfg.IDLE_TIMEOUT_MS) : null;
+  }
+
   private clockState(): ClockState<WebSocket> {
     const active = this.sockets.active();
     // A socket already closing needs no timer; counting it would re-fire a past deadline in a loop.
@@ -400,7 +407,7 @@ export class SessionObject extends DurableObject<HubEnv> {
         const att = this.sockets.attachment(ws);
         return att?.phase === 'handshake' ? [{ key: ws, acceptedAt: att.acceptedAt }] : [];
       }),
-      active: active ? { lastSeen: this.sockets.lastSeen(active, this.state.lastFrameAt), phaseCheckAt: this.phaseCheckAt } : null,
+      active: active ? { lastSeen: this.sockets.lastSeen(active, this.state.lastFrameAt), phaseCheckAt: this.phaseCheckAt(active) } : null,
       oldestUnapplied: this.ingest.oldestArrival(),
       windowFullSince: this.sendPath.windowFullSince,
       session: this.state.meta ? { disconnectedAt: this.state.meta.disconnectedAt } : null,

@@ -53,7 +53,9 @@ function idleFleet(opts: { sessions: number; openedWithinMs: number; phaseCheck:
       return last;
     };
     const sessionId = `01J9X2E5G7QK8V3B0YHN4TZC6M.${i.toString().padStart(26, '0')}`;
-    let phaseCheckAt: number | null = opts.phaseCheck ? openedAt + phaseCheckOffset(sessionId, cfg.IDLE_TIMEOUT_MS) : null;
+    // Fixed for the connection (the object derives it from what survives an eviction); the clock
+    // counts it only while it is ahead.
+    const phaseCheckAt: number | null = opts.phaseCheck ? openedAt + phaseCheckOffset(sessionId, cfg.IDLE_TIMEOUT_MS) : null;
     const state = (lastSeen: number): ClockState<string> => ({
       handshakes: [],
       active: { lastSeen, phaseCheckAt },
@@ -67,7 +69,6 @@ function idleFleet(opts: { sessions: number; openedWithinMs: number; phaseCheck:
     let alarm = (nextDeadline(state(openedAt), cfg, openedAt) as number) + ALARM_LATE_MS;
     while (alarm <= windowTo) {
       mine.push(alarm);
-      if (phaseCheckAt !== null && alarm >= phaseCheckAt) phaseCheckAt = null;
       const lastSeen = answered(alarm);
       // A pinging operator is never cut.
       expect(dueNow(state(lastSeen), cfg, alarm)).toEqual([]);
@@ -98,6 +99,21 @@ describe('idle fleet wake phases', () => {
     // Spread over the whole span: every 2 s slice of it gets some.
     for (let s = 30_000; s < 50_000; s += 2_000) expect(offsets.filter((o) => o >= s && o < s + 2_000).length).toBeGreaterThan(100);
     expect(phaseCheckOffset('same', 30_000)).toBe(phaseCheckOffset('same', 30_000));
+  });
+
+  it('the extra check is a deadline only while it is ahead: once passed, silence alone sets the next one', () => {
+    const s = (phaseCheckAt: number): ClockState<string> => ({
+      handshakes: [],
+      active: { lastSeen: 40_000, phaseCheckAt },
+      oldestUnapplied: null,
+      windowFullSince: null,
+      session: { disconnectedAt: null },
+      anyOpen: true,
+    });
+    expect(nextDeadline(s(45_000), cfg, 41_000)).toBe(45_000);
+    expect(nextDeadline(s(45_000), cfg, 45_000)).toBe(70_000);
+    expect(nextDeadline(s(80_000), cfg, 41_000)).toBe(70_000);
+    expect(dueNow(s(45_000), cfg, 45_000)).toEqual([]);
   });
 
   it('a fleet opened within 16 s does not wake in waves: at least half of it out of memory at every instant, at 2–3 wakes a minute', () => {
