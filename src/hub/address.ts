@@ -1,5 +1,6 @@
 import { ULID_RE } from '../protocol';
 import { hubConfig } from './config';
+import { fnv1a } from './fnv';
 import type { DbGateway } from './db/gateway';
 import type { HubEnv } from './env';
 import { regionalNamespace, type LocationHint } from './region';
@@ -69,12 +70,7 @@ export function gatewayStub(env: HubEnv, shard: number): DurableObjectStub<DbGat
  * sessions (the owner and any it displaced) are watched by one poller. FNV-1a over the uid.
  */
 export function pollShardOf(clusterUid: string, shards: number): number {
-  let h = 0x811c9dc5;
-  for (let i = 0; i < clusterUid.length; i++) {
-    h ^= clusterUid.charCodeAt(i);
-    h = Math.imul(h, 0x01000193) >>> 0;
-  }
-  return h % shards;
+  return fnv1a(clusterUid) % shards;
 }
 
 /** The gateway shard that polls this cluster's sessions. */

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import WebSocket from 'ws';
-import { copyDatabase, startDevStack } from '../../scripts/lib/dev-stack';
+import { copyDatabase, startDevStack, type DevStack, type DevStackOptions } from '../../scripts/lib/dev-stack';
 import { applyMigrations, migrate, readMigrations } from '../../scripts/lib/migrations';
 import { pgTarget, withDatabase, withPg } from '../../scripts/lib/pg-node';
 import { startPgWsProxy, type PgWsProxy } from '../../scripts/lib/pg-ws-proxy';
@@ -304,25 +304,31 @@ describe('dev stack on a real server', () => {
     return rows.map((r) => r.datname);
   }
 
+  /** A stack for the body's length; its database (and copies) dropped after, whatever happens. */
+  async function withStack<T>(options: DevStackOptions, body: (stack: DevStack) => Promise<T>): Promise<T> {
+    const stack = await startDevStack(options);
+    try {
+      return await body(stack);
+    } finally {
+      await stack.dropDatabase?.();
+      await stack.close();
+    }
+  }
+
   it.skipIf(embedded)('drops orphaned run databases but never one whose stack is alive', async () => {
     // A prefix of its own, so concurrent test runs on the same server are never touched.
     const prefix = `wingsmith_reaptest_${process.pid}_${Date.now().toString(36)}_`;
     const dataDir = await mkdtemp(path.join(tmpdir(), 'wingsmith-reap-'));
     await withPg(serverUrl, sharedProxy, (c) => c.query(`create database "${prefix}orphan"`));
-    const a = await startDevStack({ databaseUrl: serverUrl, dataDir, createDatabase: `${prefix}a`, reapStaleDatabases: prefix });
     try {
-      expect(await databases(prefix)).toEqual([`${prefix}a`]);
-      expect(a.migrations.applied.length).toBeGreaterThan(0);
-      const b = await startDevStack({ databaseUrl: serverUrl, dataDir, createDatabase: `${prefix}b`, reapStaleDatabases: prefix });
-      try {
-        expect(await databases(prefix)).toEqual([`${prefix}a`, `${prefix}b`]);
-      } finally {
-        await b.dropDatabase?.();
-        await b.close();
-      }
+      await withStack({ databaseUrl: serverUrl, dataDir, createDatabase: `${prefix}a`, reapStaleDatabases: prefix }, async (a) => {
+        expect(await databases(prefix)).toEqual([`${prefix}a`]);
+        expect(a.migrations.applied.length).toBeGreaterThan(0);
+        await withStack({ databaseUrl: serverUrl, dataDir, createDatabase: `${prefix}b`, reapStaleDatabases: prefix }, async () => {
+          expect(await databases(prefix)).toEqual([`${prefix}a`, `${prefix}b`]);
+        });
+      });
     } finally {
-      await a.dropDatabase?.();
-      await a.close();
       await rm(dataDir, { recursive: true, force: true });
     }
     expect(await databases(prefix)).toEqual([]);
@@ -331,31 +337,26 @@ describe('dev stack on a real server', () => {
   it.skipIf(embedded)('copies of a stack\'s template are migrated databases of their own, kept while the stack lives and dropped with it', async () => {
     const prefix = `wingsmith_copytest_${process.pid}_${Date.now().toString(36)}_`;
     const dataDir = await mkdtemp(path.join(tmpdir(), 'wingsmith-copy-'));
-    const a = await startDevStack({ databaseUrl: serverUrl, dataDir, createDatabase: `${prefix}a`, template: true });
     try {
-      expect(a.templateDatabase).toBe(`${prefix}a_tpl`);
-      const one = await copyDatabase(a.databaseUrl, a.pgWsProxy, a.templateDatabase as string);
-      const two = await copyDatabase(a.databaseUrl, a.pgWsProxy, a.templateDatabase as string);
-      expect(one).not.toBe(two);
-      // Each copy has the schema, and what is written in one is not in the other.
-      const has = async (url: string, table: string) =>
-        (await withPg(url, a.pgWsProxy, (c) => c.query<{ t: string | null }>('select to_regclass($1)::text as t', [table]))).rows[0]?.t === table;
-      expect(await has(one, 'clusters')).toBe(true);
-      expect(await has(two, 'clusters')).toBe(true);
-      await withPg(one, a.pgWsProxy, (c) => c.query('create table scratch (x int)'));
-      expect(await has(one, 'scratch')).toBe(true);
-      expect(await has(two, 'scratch')).toBe(false);
-      // Another stack's reaper leaves a live stack's copies alone.
-      const b = await startDevStack({ databaseUrl: serverUrl, dataDir, createDatabase: `${prefix}b`, reapStaleDatabases: prefix });
-      try {
-        expect((await databases(prefix)).filter((d) => d.startsWith(`${prefix}a`))).toHaveLength(4);
-      } finally {
-        await b.dropDatabase?.();
-        await b.close();
-      }
+      await withStack({ databaseUrl: serverUrl, dataDir, createDatabase: `${prefix}a`, template: true }, async (a) => {
+        expect(a.templateDatabase).toBe(`${prefix}a_tpl`);
+        const one = await copyDatabase(a.databaseUrl, a.pgWsProxy, a.templateDatabase as string);
+        const two = await copyDatabase(a.databaseUrl, a.pgWsProxy, a.templateDatabase as string);
+        expect(one).not.toBe(two);
+        // Each copy has the schema, and what is written in one is not in the other.
+        const has = async (url: string, table: string) =>
+          (await withPg(url, a.pgWsProxy, (c) => c.query<{ t: string | null }>('select to_regclass($1)::text as t', [table]))).rows[0]?.t === table;
+        expect(await has(one, 'clusters')).toBe(true);
+        expect(await has(two, 'clusters')).toBe(true);
+        await withPg(one, a.pgWsProxy, (c) => c.query('create table scratch (x int)'));
+        expect(await has(one, 'scratch')).toBe(true);
+        expect(await has(two, 'scratch')).toBe(false);
+        // Another stack's reaper leaves a live stack's copies alone.
+        await withStack({ databaseUrl: serverUrl, dataDir, createDatabase: `${prefix}b`, reapStaleDatabases: prefix }, async () => {
+          expect((await databases(prefix)).filter((d) => d.startsWith(`${prefix}a`))).toHaveLength(4);
+        });
+      });
     } finally {
-      await a.dropDatabase?.();
-      await a.close();
       await rm(dataDir, { recursive: true, force: true });
     }
     expect(await databases(prefix)).toEqual([]);

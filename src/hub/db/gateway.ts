@@ -7,6 +7,7 @@ import { putChanges, writeDeployments, writeDesired, type DesiredWriteRequest, t
 import { classifyDbError } from './errors';
 import { pollFleet } from './fleet-poll';
 import { hubConfig } from '../config';
+import { fnv1a } from '../fnv';
 import type { HubEnv } from '../env';
 import { createLogger } from '../log';
 import { Pg } from '../pg';
@@ -239,9 +240,7 @@ export function gatewayWriteDesired(env: HubEnv, req: DesiredWriteRequest): Prom
 
 /** A stable shard for a key (FNV-1a): the same cluster reference always reaches the same shard. */
 export function shardOf(key: string, shards: number): number {
-  let h = 0x811c9dc5;
-  for (let i = 0; i < key.length; i++) h = Math.imul(h ^ key.charCodeAt(i), 0x01000193);
-  return (h >>> 0) % shards;
+  return fnv1a(key) % shards;
 }
 
 interface DbGatewayStub {

@@ -5,6 +5,7 @@
  * periodic: an idle session sleeps until one comes due.
  */
 import type { HubConfig } from '../config';
+import { fnv1a } from '../fnv';
 
 export type ClockConfig = Pick<HubConfig, 'HANDSHAKE_TIMEOUT_MS' | 'IDLE_TIMEOUT_MS' | 'HOLE_TIMEOUT_MS' | 'RETENTION_MS'>;
 
@@ -84,12 +85,7 @@ export function dueNow<K>(s: ClockState<K>, cfg: ClockConfig, now: number): Due<
  * of connections is not also a storm of these wakes.
  */
 export function phaseCheckOffset(sessionId: string, idleTimeoutMs: number): number {
-  // FNV-1a: the same session always gets the same offset.
-  let h = 0x811c9dc5;
-  for (let i = 0; i < sessionId.length; i++) {
-    h ^= sessionId.charCodeAt(i);
-    h = Math.imul(h, 0x01000193) >>> 0;
-  }
   const span = Math.max(1, idleTimeoutMs - Math.floor(idleTimeoutMs / 3));
-  return idleTimeoutMs + (h % span);
+  // The same session always gets the same offset.
+  return idleTimeoutMs + (fnv1a(sessionId) % span);
 }

@@ -43,7 +43,6 @@ export class WakeCounter {
   snapshot(): WakeStats {
     this.flush();
     const s = this.load();
-    trimRecent(s);
     return { ...s, byKind: { ...s.byKind }, recent: [...s.recent] };
   }
 
