@@ -85,12 +85,12 @@ export function batchIsEmpty(b: IngestBatch): boolean {
  */
 class LastWins<T> {
   private readonly map = new Map<string, { op: 'upsert'; value: T } | { op: 'delete' }>();
+  // Overwritten in place: each subject is one row of a set-based statement, so where it sits
+  // among the others does not matter (moving it to the end cost a delete per frame).
   upsert(id: string, value: T): void {
-    this.map.delete(id);
     this.map.set(id, { op: 'upsert', value });
   }
   remove(id: string): void {
-    this.map.delete(id);
     this.map.set(id, { op: 'delete' });
   }
   split(): { upserts: T[]; deletes: string[] } {

@@ -94,6 +94,8 @@ export class IngestSchedule {
   /** The frames of the last plan, so a failure can be attributed. */
   private lastRun: InboundItem[] = [];
   private lastRunWasRetryOf: string | null = null;
+  /** The last plan was the first frames of `pending`, in order. */
+  private lastRunWasPrefix = false;
 
   constructor(private readonly limits: ScheduleLimits = DEFAULT_SCHEDULE_LIMITS) {
     this.chunkLimit = limits.maxBatch;
@@ -126,6 +128,7 @@ export class IngestSchedule {
     this.isolatedWithoutProgress = 0;
     this.lastRun = [];
     this.lastRunWasRetryOf = null;
+    this.lastRunWasPrefix = false;
   }
 
   /** Replace a frame the database refused with its rejection (same seq, same place). */
@@ -145,6 +148,9 @@ export class IngestSchedule {
       if (run.length > 0) return this.plan(run, key);
       this.held.delete(key);
     }
+    // Nothing held (the steady state): the run is simply the oldest frames, and working out
+    // each frame's subject would be a per-frame cost for nothing.
+    if (this.held.size === 0) return this.plan(this.pending.slice(0, this.chunkLimit), null, true);
     const run: InboundItem[] = [];
     let skipped = false;
     for (const item of this.pending) {
@@ -167,8 +173,15 @@ export class IngestSchedule {
 
   /** The last plan's statement committed: those frames are applied. */
   succeeded(): InboundItem[] {
-    const done = new Set(this.lastRun.map((x) => x.seq));
-    this.pending = this.pending.filter((x) => !done.has(x.seq));
+    const run = this.lastRun;
+    const n = run.length;
+    if (this.lastRunWasPrefix && n > 0 && this.pending[0] === run[0] && this.pending[n - 1] === run[n - 1]) {
+      // The run was the head of the queue, and only appends happened since.
+      this.pending.splice(0, n);
+    } else {
+      const done = new Set(run.map((x) => x.seq));
+      this.pending = this.pending.filter((x) => !done.has(x.seq));
+    }
     if (this.lastRunWasRetryOf !== null) this.held.delete(this.lastRunWasRetryOf);
     this.chunkLimit = Math.min(this.limits.maxBatch, this.chunkLimit * 2);
     this.backoffMs = 0;
@@ -185,6 +198,7 @@ export class IngestSchedule {
   failed(kind: FailureKind, now: number): InboundItem | null {
     const run = this.lastRun;
     this.lastRun = [];
+    this.lastRunWasPrefix = false;
     if (kind === 'permanent') {
       if (run.length > 1) {
         this.chunkLimit = Math.ceil(run.length / 2);
@@ -218,9 +232,10 @@ export class IngestSchedule {
     return null;
   }
 
-  private plan(run: InboundItem[], retryOf: string | null): Plan {
+  private plan(run: InboundItem[], retryOf: string | null, prefix = false): Plan {
     this.lastRun = run;
     this.lastRunWasRetryOf = retryOf;
+    this.lastRunWasPrefix = prefix;
     return { run };
   }
 
