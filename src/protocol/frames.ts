@@ -36,18 +36,6 @@ export function buildFrame<T extends MessageType>(f: FrameFields<T>): string {
   });
 }
 
-/**
- * The text `buildFrame` writes, around a payload already serialized with `JSON.stringify`. The
- * hub's send path measures a queued payload's size by serializing it; this spares it doing so a
- * second time when the frame is written.
- */
-export function buildFrameAround<T extends MessageType>(f: Omit<FrameFields<T>, 'payload'>, payloadJson: string): string {
-  const now = f.now ?? Date.now();
-  const id = f.id ?? newId(now);
-  // The key order and spelling of encodeEnvelope (a property test holds the two equal).
-  return `{"v":${ENVELOPE_VERSION},"type":${JSON.stringify(f.type)},"id":${JSON.stringify(id === '' ? null : id)},"seq":${JSON.stringify(f.seq ?? null)},"ack":${JSON.stringify(f.ack ?? null)},"reply_to":${JSON.stringify(f.reply_to ?? null)},"ts":${JSON.stringify(new Date(now).toISOString())},"payload":${payloadJson}}`;
-}
-
 function canonicalLiveness(type: 'ping' | 'pong', ack: number): string {
   if (!Number.isSafeInteger(ack) || ack < 0) throw new RangeError(`${type} ack must be a non-negative integer, got ${ack}`);
   // Spelled out rather than serialized: this exact text is what the hub's runtime matches.

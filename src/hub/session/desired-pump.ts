@@ -220,5 +220,5 @@ export class DesiredPump {
 }
 
 function frame<T extends MessageType>(type: T, payload: Payload<T>, replyTo: string | null, effect?: Effect, id?: string): Extract<Outgoing, { kind: 'frame' }> {
-  return { kind: 'frame', type, payload: () => payload, json: JSON.stringify(payload), replyTo, ...(effect ? { effect } : {}), ...(id ? { id } : {}) };
+  return { kind: 'frame', type, payload: () => payload, replyTo, ...(effect ? { effect } : {}), ...(id ? { id } : {}) };
 }

@@ -11,8 +11,6 @@ export type Outgoing =
       type: MessageType;
       /** Computed at write time for frames whose content depends on what was written before (stream.end's count). */
       payload: () => Payload<MessageType>;
-      /** The payload serialized, for a payload fixed when queued: measured once, written as is. */
-      json?: string;
       replyTo: string | null;
       id?: string;
       /** The desired revision this frame carries. */
@@ -33,5 +31,5 @@ export type Effect =
 /** A rough size for the queue's byte bound; the frame's exact size is known only when written. */
 export function estimateBytes(o: Outgoing): number {
   if (o.kind === 'marker') return 0;
-  return 256 + (o.json ?? JSON.stringify(o.payload())).length;
+  return 256 + JSON.stringify(o.payload()).length;
 }

@@ -1,4 +1,4 @@
-import { buildFrame, buildFrameAround, CloseCode, HubSendQueue, newId, type OutboundSequencer, type Payload } from '../../protocol';
+import { buildFrame, CloseCode, HubSendQueue, newId, type OutboundSequencer, type Payload } from '../../protocol';
 import type { HubConfig } from '../config';
 import { describeError } from '../db/errors';
 import type { Logger } from '../log';
@@ -94,12 +94,7 @@ export class SendPath {
       const payload = o.payload();
       const type = o.type;
       const replyTo = o.replyTo;
-      const json = o.json;
-      const { frame } = outbound.stamp((seq) =>
-        json === undefined
-          ? buildFrame({ type, payload, seq, ack: this.host.cursor(), reply_to: replyTo, id })
-          : buildFrameAround({ type, seq, ack: this.host.cursor(), reply_to: replyTo, id }, json),
-      );
+      const { frame } = outbound.stamp((seq) => buildFrame({ type, payload, seq, ack: this.host.cursor(), reply_to: replyTo, id }));
       frames.push(frame);
       if (type === 'deployment.desired') {
         const d = payload as Payload<'deployment.desired'>;
