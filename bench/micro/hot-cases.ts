@@ -1,0 +1,94 @@
+/**
+ * The hot-paths micro benchmark's cases (bench/micro/hot-paths.ts), runtime-agnostic: each takes
+ * the modules of two source trees, a baseline's and the working tree's, so Node and workerd run
+ * the same code on both.
+ *
+ * - the ingest schedule: 4,000 accepted device.observed frames, then two statements' worth of
+ *   `next()` → `succeeded()` (the steady state, nothing held);
+ * - building one 2,000-frame device.observed batch (`buildBatch`, its last-wins maps);
+ * - a Pg connection's idle timer around one statement: cancelled and re-armed (before) or left
+ *   armed with the statement's end stamped (after).
+ */
+import type * as ScheduleModule from '../../src/hub/session/ingest-schedule';
+import type * as BatchModule from '../../src/hub/session/ingest-batch';
+import type * as OutgoingModule from '../../src/hub/session/outgoing';
+import type * as ProtocolModule from '../../src/protocol';
+import { deviceItems, measure } from './cases';
+
+export interface Tree {
+  schedule: typeof ScheduleModule;
+  batch: typeof BatchModule;
+  outgoing: typeof OutgoingModule;
+  protocol: typeof ProtocolModule;
+}
+
+export interface HotRow {
+  path: string;
+  /** Median ns per unit. */
+  before: number;
+  after: number;
+}
+
+const FRAMES = 4_000;
+const BATCH = 2_000;
+
+function scheduleCycle(t: Tree, items: ReturnType<typeof deviceItems>): () => number {
+  return () => {
+    const s = new t.schedule.IngestSchedule({ ...t.schedule.DEFAULT_SCHEDULE_LIMITS, maxBatch: BATCH });
+    for (const item of items) s.push(item);
+    let applied = 0;
+    for (;;) {
+      const plan = s.next(0);
+      if (!('run' in plan)) break;
+      applied += s.succeeded().length;
+    }
+    if (applied !== items.length) throw new Error(`schedule applied ${applied} of ${items.length}`);
+    return applied;
+  };
+}
+
+/**
+ * The idle timer of a Pg connection around one statement, as src/hub/pg.ts did it (cancel at the
+ * start, cancel and re-arm at the end) and as it does now (one timer stays armed; the statement
+ * only stamps when it ended). The runtime's own timers, not a model of them.
+ */
+function idleTimer(rearm: boolean): { step: () => number; done: () => void } {
+  let timer: ReturnType<typeof setTimeout> | null = null;
+  let idleSince = 0;
+  const fire = () => {
+    timer = null;
+  };
+  const step = rearm
+    ? () => {
+        if (timer) clearTimeout(timer);
+        timer = null;
+        // (the statement)
+        if (timer) clearTimeout(timer);
+        timer = setTimeout(fire, 60_000);
+        return 1;
+      }
+    : () => {
+        // (the statement)
+        idleSince = Date.now();
+        if (!timer) timer = setTimeout(fire, 60_000);
+        return idleSince;
+      };
+  return { step, done: () => timer && clearTimeout(timer) };
+}
+
+export function hotSuite(before: Tree, after: Tree, runs: number, ms: number): HotRow[] {
+  const items = deviceItems(FRAMES, 'fast');
+  const batchItems = items.slice(0, BATCH);
+  const rows: HotRow[] = [];
+  const row = (path: string, b: () => unknown, a: () => unknown, units: number) => {
+    rows.push({ path, before: measure(b, units, runs, ms).ns, after: measure(a, units, runs, ms).ns });
+  };
+  row('ingest schedule: next → succeeded, per frame (4,000 frames, 2 statements)', scheduleCycle(before, items), scheduleCycle(after, items), FRAMES);
+  row('buildBatch, per frame (2,000 device.observed)', () => before.batch.buildBatch(batchItems, {}), () => after.batch.buildBatch(batchItems, {}), BATCH);
+  // Not code of either tree: the same runtime calls both ways (the timer's bookkeeping is all there is to it).
+  const [rearm, stamp] = [idleTimer(true), idleTimer(false)];
+  row('Pg idle timer, per statement: cancel + re-arm (before) / stamp (after)', rearm.step, stamp.step, 1);
+  rearm.done();
+  stamp.done();
+  return rows;
+}
