@@ -115,7 +115,7 @@ export function renderAnalysis(results: ScenarioResult[], facts: Record<string, 
 
   if (res) {
     p(
-      `**Resume** (${metText(res.totalMs! <= 200 && res.downOnlyMs! <= res.sioMs!)}: ${ms(res.totalMs)} for ${n(res.n, 0)} frames each way, target 200 ms; hub → operator alone ${ms(res.downOnlyMs)} against Socket.IO's recovery ${ms(res.sioMs)}). The welcome takes ${ms(res.welcomeMs)} (the Worker's token lookup and the claim, each an RPC to a gateway shard and a statement); the replay from the object's SQLite follows ${ms(res.downMs! - res.welcomeMs!)} later, and the operator's frames are applied and acked at ${ms(res.upMs)} — their first statement opens the session's own ingest connection.`,
+      `**Resume** (${metText(res.totalMs! <= 200 && res.downOnlyMs! <= res.sioMs!)}: ${ms(res.totalMs)} for ${n(res.n, 0)} frames each way, target 200 ms; hub → operator alone ${ms(res.downOnlyMs)} against Socket.IO's recovery ${ms(res.sioMs)}). The welcome takes ${ms(res.welcomeMs)}: ${res.upgradeMs !== undefined ? `the upgrade ${ms(res.upgradeMs)} (the Worker's token lookup, an RPC to a gateway shard and a statement, then the session's object, which already exists), then hello → welcome ${ms(res.welcomeMs! - res.upgradeMs)} (the claim, another RPC and statement, and the list of frames to re-send read from SQLite)` : "the Worker's token lookup and the claim, each an RPC to a gateway shard and a statement"}; the replay from the object's SQLite follows ${ms(res.downMs! - res.welcomeMs!)} later, and the operator's frames are applied and acked at ${ms(res.upMs)} — their first statement opens the session's own ingest connection.`,
     );
   }
   if (rsy) {
