@@ -94,8 +94,6 @@ export class IngestSchedule {
   /** The frames of the last plan, so a failure can be attributed. */
   private lastRun: InboundItem[] = [];
   private lastRunWasRetryOf: string | null = null;
-  /** The last plan was the first frames of `pending`, in order. */
-  private lastRunWasPrefix = false;
 
   constructor(private readonly limits: ScheduleLimits = DEFAULT_SCHEDULE_LIMITS) {
     this.chunkLimit = limits.maxBatch;
@@ -128,7 +126,6 @@ export class IngestSchedule {
     this.isolatedWithoutProgress = 0;
     this.lastRun = [];
     this.lastRunWasRetryOf = null;
-    this.lastRunWasPrefix = false;
   }
 
   /** Replace a frame the database refused with its rejection (same seq, same place). */
@@ -150,7 +147,7 @@ export class IngestSchedule {
     }
     // Nothing held (the steady state): the run is simply the oldest frames, and working out
     // each frame's subject would be a per-frame cost for nothing.
-    if (this.held.size === 0) return this.plan(this.pending.slice(0, this.chunkLimit), null, true);
+    if (this.held.size === 0) return this.plan(this.pending.slice(0, this.chunkLimit), null);
     const run: InboundItem[] = [];
     let skipped = false;
     for (const item of this.pending) {
@@ -175,8 +172,9 @@ export class IngestSchedule {
   succeeded(): InboundItem[] {
     const run = this.lastRun;
     const n = run.length;
-    if (this.lastRunWasPrefix && n > 0 && this.pending[0] === run[0] && this.pending[n - 1] === run[n - 1]) {
-      // The run was the head of the queue, and only appends happened since.
+    if (n > 0 && this.pending[0] === run[0] && this.pending[n - 1] === run[n - 1]) {
+      // A run is taken from the queue in order and only appends happen while it is in flight, so
+      // one that starts and ends where the queue's first n frames do is the queue's head.
       this.pending.splice(0, n);
     } else {
       const done = new Set(run.map((x) => x.seq));
@@ -198,7 +196,6 @@ export class IngestSchedule {
   failed(kind: FailureKind, now: number): InboundItem | null {
     const run = this.lastRun;
     this.lastRun = [];
-    this.lastRunWasPrefix = false;
     if (kind === 'permanent') {
       if (run.length > 1) {
         this.chunkLimit = Math.ceil(run.length / 2);
@@ -232,10 +229,9 @@ export class IngestSchedule {
     return null;
   }
 
-  private plan(run: InboundItem[], retryOf: string | null, prefix = false): Plan {
+  private plan(run: InboundItem[], retryOf: string | null): Plan {
     this.lastRun = run;
     this.lastRunWasRetryOf = retryOf;
-    this.lastRunWasPrefix = prefix;
     return { run };
   }
 
