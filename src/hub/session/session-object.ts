@@ -10,7 +10,7 @@ import type { Sql } from '../db/sql';
 import type { HubEnv } from '../env';
 import { createLogger, type Logger } from '../log';
 import { Pg } from '../pg';
-import { dueNow, nextDeadline, phaseCheckOffset, type ClockState } from './clock';
+import { dueNow, phaseCheckOffset, type ClockState } from './clock';
 import { DesiredPump } from './desired-pump';
 import { FleetMember } from './fleet-member';
 import { admitConnect } from './handshake';
@@ -20,6 +20,8 @@ import type { BuiltBatch, InboundItem } from './ingest-batch';
 import { IngestPipeline } from './ingest-pipeline';
 import { buildLiveView, type LiveView } from './live-view';
 import { ResidencyGate } from './residency-gate';
+import { SessionSql } from './schema';
+import { SessionClock } from './session-clock';
 import { SendPath } from './send-path';
 import { SessionState } from './session-state';
 import { Sockets, type Attachment } from './sockets';
@@ -53,21 +55,31 @@ export class SessionObject extends DurableObject<HubEnv> {
   private deferred: [WebSocket, string | ArrayBuffer][] = [];
   /** Changes whenever the object is constructed again (no ULID: construction is on the idle path). */
   private readonly instance = `${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`;
-  /** The alarm as last set (null: none; undefined: not read yet since construction). */
-  private alarmAt: number | null | undefined = undefined;
+  private readonly clock!: SessionClock;
 
   constructor(ctx: DurableObjectState, env: HubEnv) {
     super(ctx, env);
     const cfg = (this.cfg = hubConfig(env));
     this.baseLog = createLogger({ component: 'session' });
     if ((this.gate = new ResidencyGate(ctx.id, cfg, this.baseLog)).misplaced) return;
-    const state = (this.state = new SessionState(ctx.storage, cfg, this.baseLog));
-    this.wakes = new WakeCounter(ctx.storage.sql);
+    const sql = new SessionSql(ctx.storage.sql);
+    const state = (this.state = new SessionState(ctx.storage, sql, cfg, this.baseLog));
+    this.wakes = new WakeCounter(sql);
     const lockTimeoutMs = Math.min(cfg.PG_LOCK_TIMEOUT_MS, cfg.PG_QUERY_TIMEOUT_MS / 2);
     this.pg = new Pg(env, { idleCloseMs: cfg.PG_IDLE_CLOSE_MS, queryTimeoutMs: cfg.PG_QUERY_TIMEOUT_MS, lockTimeoutMs });
     this.shared = gatewaySql(env);
-    // A brand-new object has no alarm; an object with a session may (read it when first needed).
-    if (!state.meta) this.alarmAt = null;
+    this.clock = new SessionClock(
+      {
+        storage: ctx.storage,
+        cfg,
+        state: () => this.clockState(),
+        hasSession: () => state.meta !== null,
+        // Counted wakes ride on the alarm's commit instead of a commit of their own a second later.
+        writing: () => this.wakes.flushPending(),
+        due: () => void this.runDue('handshake clock'),
+      },
+      !state.meta,
+    );
     const log = () => state.log;
     const sockets = (this.sockets = new Sockets(ctx, {
       sessionId: () => state.meta?.sessionId,
@@ -149,7 +161,7 @@ export class SessionObject extends DurableObject<HubEnv> {
     }
     const [client, server] = Object.values(new WebSocketPair()) as [WebSocket, WebSocket];
     this.sockets.accept(server, att);
-    await this.scheduleAlarm();
+    await this.clock.schedule();
     return new Response(null, { status: 101, webSocket: client });
   }
 
@@ -190,15 +202,19 @@ export class SessionObject extends DurableObject<HubEnv> {
   override async alarm(): Promise<void> {
     if (this.gate.refuses('alarm')) return;
     this.wakes.note('alarm');
-    this.alarmAt = null;
+    this.clock.lapsed();
+    await this.runDue('alarm');
+  }
+
+  private async runDue(what: string): Promise<void> {
     let forgotten = false;
     try {
       forgotten = await this.onAlarm();
     } catch (err) {
-      this.state.log.error('alarm failed', { error: describeError(err) });
+      this.state.log.error(`${what} failed`, { error: describeError(err) });
     } finally {
       // The alarm is the session's clock: never let it lapse.
-      if (!forgotten) await this.scheduleAlarm();
+      if (!forgotten) await this.clock.schedule();
     }
   }
 
@@ -297,7 +313,7 @@ export class SessionObject extends DurableObject<HubEnv> {
             this.pump.reset(this.state.meta);
             this.syncAutoPong();
             void this.pump.run();
-            await this.scheduleAlarm();
+            await this.clock.schedule();
           },
         },
         ws,
@@ -374,7 +390,7 @@ export class SessionObject extends DurableObject<HubEnv> {
     this.state.disconnected(Date.now());
     this.state.log.info('session connection ended', { why, hub_cursor: this.state.inbound.cursor, unacked: this.state.outbound.unacked });
     void this.fleet.disconnected(meta);
-    void this.scheduleAlarm();
+    void this.clock.schedule();
   }
 
   /** Drop what was queued but not numbered; the fetch restarts from what was written. */
@@ -415,25 +431,11 @@ export class SessionObject extends DurableObject<HubEnv> {
     };
   }
 
-  private async scheduleAlarm(): Promise<void> {
-    const now = Date.now();
-    const next = nextDeadline(this.clockState(), this.cfg, now);
-    if (next === null) return;
-    // Known after the first read (only this object sets it). Moved later too: an alarm that finds
-    // nothing due wakes a sleeping object for nothing, which costs more than the write.
-    if (this.alarmAt === undefined) this.alarmAt = await this.ctx.storage.getAlarm();
-    const target = Math.max(next, now + 1);
-    if (this.alarmAt !== target) {
-      this.alarmAt = target;
-      await this.ctx.storage.setAlarm(target);
-    }
-  }
-
   private async forget(): Promise<void> {
     await this.ingest.quiesce();
     await this.pg.close();
     await this.state.forget();
-    this.alarmAt = null;
+    this.clock.lapsed();
     this.wakes.reinit();
     this.resetOutgoing();
     this.syncAutoPong();

@@ -3,6 +3,7 @@ import type { HubConfig } from '../config';
 import type { SessionFence } from '../db/ingest';
 import type { Logger } from '../log';
 import { addCounters, type Settled } from './inbound';
+import type { SessionSql } from './schema';
 import type { OpResync } from './store';
 import { SessionStore, type SessionMeta } from './store';
 
@@ -25,10 +26,11 @@ export class SessionState {
 
   constructor(
     storage: DurableObjectStorage,
+    sql: SessionSql,
     private readonly cfg: HubConfig,
     private readonly baseLog: Logger,
   ) {
-    this.store = new SessionStore(storage);
+    this.store = new SessionStore(storage, sql);
     this.meta = this.store.loadMeta();
     this.outbound = new OutboundSequencer(this.store.replay, this.limits(), this.meta?.out);
     this.inbound = new InboundSequencer(this.meta?.inCursor ?? 0);

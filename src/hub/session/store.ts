@@ -1,4 +1,5 @@
 import type { OutboundState, ReplayEntry, ReplayStore } from '../../protocol';
+import type { SessionSql } from './schema';
 
 /**
  * Everything a session needs after hibernation or eviction lives in its object's SQLite. Memory
@@ -77,37 +78,6 @@ export const ZERO_COUNTERS: SessionCounters = {
   answeredRejections: 0,
 };
 
-const SCHEMA = `
-create table if not exists meta (
-  k integer primary key check (k = 1),
-  doc text not null
-);
-create table if not exists replay (
-  seq integer primary key,
-  frame text not null,
-  bytes integer not null
-);
-create table if not exists wakes (k integer primary key check (k = 1), doc text not null);
-create table if not exists sent_desired (
-  frame_id text primary key,
-  deployment_id text not null,
-  revision integer not null
-) without rowid;
-`;
-
-const TABLES = ['meta', 'replay', 'wakes', 'sent_desired'] as const;
-
-/**
- * Run the schema only when a table is missing. An idle session is constructed again at nearly
- * every wake, and one catalogue read costs less than the DDL statements it skips.
- */
-function ensureSchema(sql: SqlStorage): void {
-  const have = sql
-    .exec<{ n: number }>(`select count(*) as n from sqlite_master where type = 'table' and name in (${TABLES.map(() => '?').join(', ')})`, ...TABLES)
-    .one().n;
-  if (have < TABLES.length) sql.exec(SCHEMA);
-}
-
 /** How many sent deployment.desired frames stay resolvable for an operator's error reply. */
 const SENT_DESIRED_KEEP = 20_000;
 
@@ -119,20 +89,23 @@ export class SessionStore {
   /** Rows in sent_desired, roughly (exact after a trim; counted up from 0 after construction). */
   private sentDesired = 0;
 
-  constructor(private readonly storage: DurableObjectStorage) {
-    ensureSchema(storage.sql);
-    this.replay = new SqliteReplayStore(storage.sql);
+  constructor(
+    private readonly storage: DurableObjectStorage,
+    private readonly sql: SessionSql,
+  ) {
+    this.replay = new SqliteReplayStore(sql);
   }
 
-  /** Recreate the tables after `destroy` (deleteAll drops them). */
+  /** After `destroy` (deleteAll drops the tables; the next write creates them). */
   reinit(): void {
-    this.storage.sql.exec(SCHEMA);
-    this.replay.clear();
+    this.sql.dropped();
+    this.replay.reset();
     this.sentDesired = 0;
   }
 
   loadMeta(): SessionMeta | null {
-    const row = this.storage.sql.exec<{ doc: string }>('select doc from meta where k = 1').toArray()[0];
+    if (this.sql.fresh) return null;
+    const row = this.sql.exec<{ doc: string }>('select doc from meta where k = 1').toArray()[0];
     if (!row) return null;
     const meta = JSON.parse(row.doc) as SessionMeta;
     meta.counters = { ...ZERO_COUNTERS, ...meta.counters };
@@ -140,7 +113,7 @@ export class SessionStore {
   }
 
   saveMeta(meta: SessionMeta): void {
-    this.storage.sql.exec(
+    this.sql.exec(
       'insert into meta (k, doc) values (1, ?) on conflict (k) do update set doc = excluded.doc',
       JSON.stringify(meta),
     );
@@ -153,7 +126,7 @@ export class SessionStore {
    */
   recordSentDesired(entries: readonly [frameId: string, deploymentId: string, revision: number][]): void {
     if (entries.length === 0) return;
-    this.storage.sql.exec(
+    this.sql.exec(
       `insert or replace into sent_desired (frame_id, deployment_id, revision)
        select json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]') from json_each(?)`,
       JSON.stringify(entries),
@@ -161,7 +134,7 @@ export class SessionStore {
     this.sentDesired += entries.length;
     if (this.sentDesired > SENT_DESIRED_KEEP * 1.5) {
       // ULIDs sort by time: keep the newest.
-      this.storage.sql.exec(
+      this.sql.exec(
         'delete from sent_desired where frame_id < (select frame_id from sent_desired order by frame_id desc limit 1 offset ?)',
         SENT_DESIRED_KEEP,
       );
@@ -170,7 +143,8 @@ export class SessionStore {
   }
 
   sentDesiredFrame(frameId: string): { deploymentId: string; revision: number } | null {
-    const r = this.storage.sql
+    if (this.sql.fresh) return null;
+    const r = this.sql
       .exec<{ deployment_id: string; revision: number }>('select deployment_id, revision from sent_desired where frame_id = ?', frameId)
       .toArray()[0];
     return r ? { deploymentId: r.deployment_id, revision: r.revision } : null;
@@ -189,10 +163,11 @@ export class SqliteReplayStore implements ReplayStore {
   /** Frames and bytes in the buffer; read from the table when first needed (null: not yet). */
   private sizes: { count: number; total: number } | null = null;
 
-  constructor(private readonly sql: SqlStorage) {}
+  constructor(private readonly sql: SessionSql) {}
 
   private get size(): { count: number; total: number } {
     if (this.sizes) return this.sizes;
+    if (this.sql.fresh) return (this.sizes = { count: 0, total: 0 });
     // Lazily: a wake that only answers the clock or a poke never needs the buffer's size.
     const r = this.sql
       .exec<{ n: number; b: number }>('select count(*) as n, coalesce(sum(bytes), 0) as b from replay')
@@ -270,7 +245,13 @@ export class SqliteReplayStore implements ReplayStore {
 
   clear(): void {
     this.pending = [];
-    this.sql.exec('delete from replay');
+    if (!this.sql.fresh) this.sql.exec('delete from replay');
+    this.sizes = { count: 0, total: 0 };
+  }
+
+  /** The table is gone with the rest of the storage. */
+  reset(): void {
+    this.pending = [];
     this.sizes = { count: 0, total: 0 };
   }
 

@@ -1,3 +1,5 @@
+import type { SessionSql } from './schema';
+
 /**
  * How often this object is woken, kept in its own SQLite so it survives the evictions it is
  * meant to show. A wake is any event the runtime delivers (a frame, a close, an alarm, an RPC);
@@ -7,7 +9,8 @@
  *
  * Written a second after the first uncounted wake, not at every wake: an object is evicted only
  * about ten seconds after its last event, so nothing is lost to an eviction, and a burst of
- * wakes (frames, desired pokes) costs one write.
+ * wakes (frames, desired pokes) costs one write. Sooner when the object writes its alarm anyway
+ * (`flushPending`): then the counts join that commit instead of making one of their own.
  */
 export interface WakeStats {
   wakes: number;
@@ -24,7 +27,7 @@ export class WakeCounter {
   private stats: WakeStats | null = null;
   private timer: ReturnType<typeof setTimeout> | null = null;
 
-  constructor(private readonly sql: SqlStorage) {
+  constructor(private readonly sql: SessionSql) {
     this.load().constructions++;
     this.schedule();
   }
@@ -46,6 +49,11 @@ export class WakeCounter {
     return { ...s, byKind: { ...s.byKind }, recent: [...s.recent] };
   }
 
+  /** Write now what is waiting for the timer: the caller is writing anyway, so it joins that commit. */
+  flushPending(): void {
+    if (this.timer) this.flush();
+  }
+
   /** After the object's storage is deleted. */
   reinit(): void {
     this.flush();
@@ -53,8 +61,7 @@ export class WakeCounter {
 
   private load(): WakeStats {
     if (this.stats) return this.stats;
-    // The table is created with the session's own (store.ts), in the same statement.
-    const row = this.sql.exec<{ doc: string }>('select doc from wakes where k = 1').toArray()[0];
+    const row = this.sql.fresh ? undefined : this.sql.exec<{ doc: string }>('select doc from wakes where k = 1').toArray()[0];
     this.stats = row ? (JSON.parse(row.doc) as WakeStats) : { wakes: 0, constructions: 0, byKind: {}, recent: [] };
     return this.stats;
   }

@@ -1,0 +1,69 @@
+import type { HubConfig } from '../config';
+import { nextDeadline, type ClockState } from './clock';
+
+export interface ClockHost {
+  storage: DurableObjectStorage;
+  cfg: HubConfig;
+  state(): ClockState<WebSocket>;
+  /** Whether the object holds a session (anything durable to keep a clock for). */
+  hasSession(): boolean;
+  /** Just before the alarm is written: whatever else is due a write joins its commit. */
+  writing(): void;
+  /** The in-memory clock came due: do what the alarm would. */
+  due(): void;
+}
+
+/**
+ * When the session object next needs to run: the alarm, read once and then known (only this
+ * object sets it). An object without a session keeps its handshake deadlines in memory instead
+ * and so writes nothing before the hello: a pending timer keeps it from hibernating, and an
+ * object that goes anyway takes its connections with it.
+ */
+export class SessionClock {
+  /** The alarm as last set (null: none; undefined: not read yet since construction). */
+  private alarmAt: number | null | undefined;
+  private timer: ReturnType<typeof setTimeout> | null = null;
+
+  constructor(
+    private readonly host: ClockHost,
+    fresh: boolean,
+  ) {
+    // A brand-new object has no alarm; an object with a session may (read it when first needed).
+    this.alarmAt = fresh ? null : undefined;
+  }
+
+  /** The alarm fired, or was deleted with the storage. */
+  lapsed(): void {
+    this.alarmAt = null;
+  }
+
+  async schedule(): Promise<void> {
+    const now = Date.now();
+    const next = nextDeadline(this.host.state(), this.host.cfg, now);
+    if (!this.host.hasSession()) return this.arm(next);
+    this.arm(null);
+    if (next === null) return;
+    if (this.alarmAt === undefined) this.alarmAt = await this.host.storage.getAlarm();
+    // Moved later too: an alarm that finds nothing due wakes a sleeping object for nothing,
+    // which costs more than the write.
+    const target = Math.max(next, now + 1);
+    if (this.alarmAt !== target) {
+      this.alarmAt = target;
+      this.host.writing();
+      await this.host.storage.setAlarm(target);
+    }
+  }
+
+  private arm(at: number | null): void {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+    if (at === null) return;
+    this.timer = setTimeout(
+      () => {
+        this.timer = null;
+        this.host.due();
+      },
+      Math.max(1, at - Date.now()),
+    );
+  }
+}

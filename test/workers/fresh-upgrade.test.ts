@@ -1,0 +1,75 @@
+/**
+ * The upgrade of a fresh connection writes nothing to its new session object: no tables, no
+ * alarm. Every write there is a commit the 101 waits for (a disk sync locally, a replicated write
+ * in a deployment); the hello's commit carries the tables and the alarm instead. The handshake
+ * deadline, now an in-memory timer until the hello, still holds (handshake.test.ts, and at the
+ * real 10 s in test/hub/handshake-quiet.test.ts).
+ */
+import { runInDurableObject } from 'cloudflare:test';
+import { describe, expect, it } from 'vitest';
+import { newId } from '../../src/protocol';
+import { sessionStub } from '../../src/hub/address';
+import { SessionSql } from '../../src/hub/session/schema';
+import { connect, hubEnv, newCluster } from './support/peer';
+
+const OURS = ['meta', 'replay', 'wakes', 'sent_desired'];
+
+/** A connection routed to a known new object: a resume hint names its route key (nothing to resume there). */
+async function connectToNew(token: string, clusterUid: string) {
+  const routeKey = newId();
+  const peer = await connect(token, `${routeKey}.${newId()}`);
+  return { peer, stub: sessionStub(hubEnv, { clusterUid, routeKey }) };
+}
+
+function tablesOf(state: DurableObjectState): string[] {
+  return state.storage.sql
+    .exec<{ name: string }>("select name from sqlite_master where type = 'table'")
+    .toArray()
+    .map((r) => r.name)
+    .filter((n) => OURS.includes(n))
+    .sort();
+}
+
+function inspect(stub: DurableObjectStub) {
+  return runInDurableObject(stub, async (_instance, state) => ({
+    tables: tablesOf(state),
+    alarm: await state.storage.getAlarm(),
+    wakes: tablesOf(state).includes('wakes')
+      ? (JSON.parse(state.storage.sql.exec<{ doc: string }>('select doc from wakes').toArray()[0]?.doc ?? 'null') as { byKind: Record<string, number> } | null)
+      : null,
+  }));
+}
+
+describe('a fresh connection (spec: Connection lifecycle)', () => {
+  it("is upgraded without writing its session object; the hello's commit writes the tables, the alarm and the wake counts", async () => {
+    const c = await newCluster();
+    const { peer, stub } = await connectToNew(c.token, c.uid);
+    expect(await inspect(stub)).toEqual({ tables: [], alarm: null, wakes: null });
+
+    const welcome = await peer.hello({ cluster_id: c.name });
+    expect(welcome.type).toBe('welcome');
+    const after = await inspect(stub);
+    expect(after.tables).toEqual([...OURS].sort());
+    expect(after.alarm).toEqual(expect.any(Number));
+    // The wake counts rode on the hello's commit, not on one of their own a second later.
+    expect(after.wakes?.byKind).toMatchObject({ fetch: 1, message: 1 });
+    peer.close();
+  });
+});
+
+describe('SessionSql', () => {
+  it('reads an object with an older schema as written (not fresh) and adds the missing tables at its next write', async () => {
+    const id = hubEnv.SESSIONS.newUniqueId();
+    const out = await runInDurableObject(hubEnv.SESSIONS.get(id), async (_instance, state) => {
+      const raw = state.storage.sql;
+      raw.exec('create table meta (k integer primary key check (k = 1), doc text not null)');
+      raw.exec("insert into meta (k, doc) values (1, '{}')");
+      const sql = new SessionSql(raw);
+      const fresh = sql.fresh;
+      sql.exec("insert into wakes (k, doc) values (1, '{}')");
+      const tables = raw.exec<{ name: string }>("select name from sqlite_master where type = 'table'").toArray().map((r) => r.name);
+      return { fresh, tables: tables.filter((n) => OURS.includes(n)).sort(), meta: raw.exec<{ doc: string }>('select doc from meta').one().doc };
+    });
+    expect(out).toEqual({ fresh: false, tables: [...OURS].sort(), meta: '{}' });
+  });
+});
