@@ -68,3 +68,72 @@ describe('ingest pipeline scheduling', () => {
     expect(h.pipeline.size).toBe(0);
   });
 });
+
+/** Statements that answer when the test says, in the order they were sent. */
+function scripted(maxBatch: number) {
+  const committed: number[][] = [];
+  const pending: { resolve: () => void; reject: (e: unknown) => void }[] = [];
+  const sql: Sql = {
+    query<R>() {
+      return new Promise<{ rows: R[]; rowCount: number }>((resolve, reject) => {
+        pending.push({ resolve: () => resolve({ rows: [{ fenced: true, pruned: 0 }] as R[], rowCount: 1 }), reject });
+      });
+    },
+  };
+  const host: IngestHost = {
+    sql,
+    fence: () => ({ clusterUid: 'c', sessionId: 's', generation: 1, tokenHash: '00' }),
+    resyncs: () => ({}),
+    sentDesired: () => null,
+    committed: (items) => committed.push(items.map((i) => i.seq)),
+    fenceLost: () => {
+      throw new Error('fence lost');
+    },
+    keepRetrying: () => true,
+    log: createLogger({}, 'error'),
+  };
+  return { pipeline: new IngestPipeline(host, maxBatch), committed, pending };
+}
+
+describe('ingest pipeline: a second statement in flight', () => {
+  it('is sent before the first is answered, and the two settle in the order they were sent', async () => {
+    const h = scripted(2);
+    for (let seq = 1; seq <= 5; seq++) h.pipeline.push(item(seq));
+    await settle();
+    // Both out at once: the database runs the second straight after the first.
+    expect(h.pending.length).toBe(2);
+    h.pending[1]?.resolve();
+    await settle();
+    expect(h.committed).toEqual([]);
+    h.pending[0]?.resolve();
+    await settle();
+    expect(h.committed).toEqual([
+      [1, 2],
+      [3, 4],
+    ]);
+    expect(h.pending.length).toBe(3);
+    h.pending[2]?.resolve();
+    await settle();
+    expect(h.committed.at(-1)).toEqual([5]);
+    expect(h.pipeline.size).toBe(0);
+  });
+
+  it('when the first fails and the one behind commits, that one stays applied and the first is retried after the backoff', async () => {
+    const h = scripted(2);
+    for (let seq = 1; seq <= 4; seq++) h.pipeline.push(item(seq));
+    await settle();
+    expect(h.pending.length).toBe(2);
+    h.pending[0]?.reject(new Error('database socket error'));
+    h.pending[1]?.resolve();
+    await settle();
+    expect(h.committed).toEqual([[3, 4]]);
+    expect(h.pipeline.size).toBe(2);
+    expect(h.pipeline.oldestArrival()).not.toBeNull();
+    await new Promise((r) => setTimeout(r, 120));
+    expect(h.pending.length).toBe(3);
+    h.pending[2]?.resolve();
+    await settle();
+    expect(h.committed).toEqual([[3, 4], [1, 2]]);
+    expect(h.pipeline.size).toBe(0);
+  });
+});

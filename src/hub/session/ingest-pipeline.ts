@@ -6,6 +6,8 @@ import { buildBatch, type BuiltBatch, type InboundItem, type SentDesiredLookup }
 import { DEFAULT_SCHEDULE_LIMITS, IngestSchedule, type FailureKind, type ScheduleLimits } from './ingest-schedule';
 import type { OpResync } from './store';
 
+type Outcome = { result: IngestResult } | { error: unknown };
+
 export interface IngestHost {
   sql: Sql;
   fence(): SessionFence | null;
@@ -25,7 +27,9 @@ export interface IngestHost {
  * Applies accepted frames in batches: whatever arrived while the previous batch was in flight
  * forms the next one, so one round trip carries many frames. Ack means applied: nothing is
  * settled until its batch commits. Which frames a statement carries is the schedule's decision
- * (ingest-schedule.ts); this class runs statements and sleeps.
+ * (ingest-schedule.ts); this class runs statements and sleeps. In the steady state a second
+ * statement goes out behind the first (on the same connection, so Postgres runs them one after
+ * the other, with no idle gap between), and the two are settled in the order they were sent.
  *
  * - A transient failure one frame can cause (lock, statement timeout, serialization): the batch
  *   is split until that frame is alone; its subject is held and retried with backoff while every
@@ -110,31 +114,23 @@ export class IngestPipeline {
         const fence = this.host.fence();
         if (!fence) return;
         const chunk = plan.run;
-        const built = buildBatch(chunk, this.host.resyncs(), this.host.sentDesired);
-        let result: IngestResult;
-        try {
-          result = await applyIngestBatch(this.host.sql, fence, built.batch);
-        } catch (err) {
-          if (this.stopping) return;
-          this.onFailure(chunk, err);
-          if (!this.host.keepRetrying()) {
-            this.host.log.warn('ingest failed with no connection left; dropping unapplied frames for replay', {
-              error: describeError(err),
-              frames: this.schedule.size,
-            });
-            this.schedule.clear();
-            return;
-          }
-          continue;
-        }
-        if (this.stopping && !result.fenced) return;
-        if (!result.fenced) {
-          this.host.fenceLost();
-          return;
-        }
-        this.schedule.succeeded();
-        this.transientFailures = 0;
-        this.host.committed(chunk, built, result);
+        const resyncs = this.host.resyncs();
+        const built = buildBatch(chunk, resyncs, this.host.sentDesired);
+        const ahead = this.apply(fence, built);
+        // The next statement goes out now, so the database runs it straight after this one
+        // instead of idling while this object settles the first and builds the second. Not while
+        // an operator resync stream is open: the second's counts would assume the first applied.
+        const behindChunk = Object.keys(resyncs).length === 0 ? this.schedule.behind(Date.now()) : null;
+        const behindBuilt = behindChunk ? buildBatch(behindChunk, built.resyncs, this.host.sentDesired) : null;
+        const behind = behindBuilt ? this.apply(fence, behindBuilt) : null;
+        const first = this.settle(chunk, built, await ahead, (kind, now) => this.schedule.failed(kind, now), true);
+        if (behind && behindChunk && behindBuilt) {
+          const outcome = await behind;
+          if (first === 'stop') return;
+          const committed = first === 'committed';
+          const second = this.settle(behindChunk, behindBuilt, outcome, (kind, now) => this.schedule.behindFailed(kind, now, committed), committed);
+          if (second === 'stop') return;
+        } else if (first === 'stop') return;
       }
     } finally {
       // Cleared in the same turn as the last look at the schedule: a `.finally()` on the promise
@@ -143,10 +139,55 @@ export class IngestPipeline {
     }
   }
 
-  private onFailure(chunk: InboundItem[], err: unknown): void {
+  private apply(fence: SessionFence, built: BuiltBatch): Promise<Outcome> {
+    return applyIngestBatch(this.host.sql, fence, built.batch).then(
+      (result) => ({ result }),
+      (error: unknown) => ({ error }),
+    );
+  }
+
+  /**
+   * One statement's outcome, in the order they were sent. `own`: a failure is this statement's
+   * to report and act on (not so behind one that failed: that failure decides).
+   */
+  private settle(
+    chunk: InboundItem[],
+    built: BuiltBatch,
+    outcome: Outcome,
+    failed: (kind: FailureKind, now: number) => InboundItem | null,
+    own: boolean,
+  ): 'committed' | 'failed' | 'stop' {
+    if ('error' in outcome) {
+      if (this.stopping) return 'stop';
+      this.onFailure(chunk, outcome.error, failed, own);
+      if (!this.host.keepRetrying()) {
+        this.host.log.warn('ingest failed with no connection left; dropping unapplied frames for replay', {
+          error: describeError(outcome.error),
+          frames: this.schedule.size,
+        });
+        this.schedule.clear();
+        return 'stop';
+      }
+      return 'failed';
+    }
+    const { result } = outcome;
+    if (this.stopping && !result.fenced) return 'stop';
+    if (!result.fenced) {
+      this.host.fenceLost();
+      return 'stop';
+    }
+    if (chunk === this.schedule.behindFrames) this.schedule.behindSucceeded();
+    else this.schedule.succeeded();
+    this.transientFailures = 0;
+    this.host.committed(chunk, built, result);
+    return 'committed';
+  }
+
+  private onFailure(chunk: InboundItem[], err: unknown, failed: (kind: FailureKind, now: number) => InboundItem | null, own: boolean): void {
     const kind: FailureKind = classifyDbError(err) === 'permanent' ? 'permanent' : isIsolatable(err) ? 'isolatable' : 'global';
     const fields = { error: describeError(err), frames: chunk.length, first_seq: chunk[0]?.seq };
-    const refused = this.schedule.failed(kind, Date.now());
+    const refused = failed(kind, Date.now());
+    if (!own) return;
     if (kind === 'permanent') {
       if (!refused) {
         this.host.log.warn('ingest batch refused by the database; splitting to find the frame', fields);

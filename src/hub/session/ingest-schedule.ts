@@ -13,7 +13,8 @@
  *   it, and nothing after it applies before it (a prune must see the whole stream, and the
  *   stream's count only the frames inside it).
  * The contiguous cursor stays behind the first unapplied frame (the sequencer's rule), so the ack
- * never passes a hole.
+ * never passes a hole. A second statement may be in flight behind the first (`behind`); the same
+ * rules hold whichever of the two fails.
  */
 import type { InboundItem } from './ingest-batch';
 
@@ -94,6 +95,8 @@ export class IngestSchedule {
   /** The frames of the last plan, so a failure can be attributed. */
   private lastRun: InboundItem[] = [];
   private lastRunWasRetryOf: string | null = null;
+  /** The frames of the statement sent behind the last plan's (see `behind`). */
+  private behindRun: InboundItem[] = [];
 
   constructor(private readonly limits: ScheduleLimits = DEFAULT_SCHEDULE_LIMITS) {
     this.chunkLimit = limits.maxBatch;
@@ -126,6 +129,7 @@ export class IngestSchedule {
     this.isolatedWithoutProgress = 0;
     this.lastRun = [];
     this.lastRunWasRetryOf = null;
+    this.behindRun = [];
   }
 
   /** Replace a frame the database refused with its rejection (same seq, same place). */
@@ -227,6 +231,65 @@ export class IngestSchedule {
     this.backoffMs = Math.min(this.limits.maxDelayMs, this.backoffMs ? this.backoffMs * 2 : this.limits.baseDelayMs);
     this.backoffUntil = now + this.backoffMs;
     return null;
+  }
+
+  /**
+   * A second statement to send while `ahead` (the last plan) is in flight, or null. Only in the
+   * steady state: nothing held, no backoff, full chunks, `ahead` the head of the queue and no
+   * resync boundary in either. It never carries a frame whose subject `ahead` carries: if `ahead`
+   * fails, nothing behind it may have overtaken one of its subjects.
+   */
+  behind(now: number): InboundItem[] | null {
+    const ahead = this.lastRun;
+    const n = ahead.length;
+    if (n === 0 || this.pending.length <= n || this.held.size > 0 || now < this.backoffUntil) return null;
+    if (this.chunkLimit < this.limits.maxBatch || this.lastRunWasRetryOf !== null) return null;
+    if (this.pending[0] !== ahead[0] || this.pending[n - 1] !== ahead[n - 1]) return null;
+    const taken = new Set<string>();
+    for (const item of ahead) {
+      if (isBarrier(item)) return null;
+      const key = subjectOf(item);
+      if (key !== null) taken.add(key);
+    }
+    const run: InboundItem[] = [];
+    for (let i = n; i < this.pending.length && run.length < this.chunkLimit; i++) {
+      const item = this.pending[i] as InboundItem;
+      if (isBarrier(item)) break;
+      const key = subjectOf(item);
+      if (key !== null && taken.has(key)) continue;
+      run.push(item);
+    }
+    if (run.length === 0) return null;
+    this.behindRun = run;
+    return run;
+  }
+
+  /** The frames of the statement behind, while it is in flight. */
+  get behindFrames(): readonly InboundItem[] {
+    return this.behindRun;
+  }
+
+  /** The statement behind committed: its frames are applied (whatever became of the one ahead). */
+  behindSucceeded(): InboundItem[] {
+    const run = this.behindRun;
+    this.behindRun = [];
+    const done = new Set(run.map((x) => x.seq));
+    this.pending = this.pending.filter((x) => !done.has(x.seq));
+    return run;
+  }
+
+  /**
+   * The statement behind failed. After the one ahead committed, its frames are the queue's head
+   * and the failure is read as any run's; after the one ahead failed too, that failure decides,
+   * and these frames simply stay queued.
+   */
+  behindFailed(kind: FailureKind, now: number, aheadCommitted: boolean): InboundItem | null {
+    const run = this.behindRun;
+    this.behindRun = [];
+    if (!aheadCommitted) return null;
+    this.lastRun = run;
+    this.lastRunWasRetryOf = null;
+    return this.failed(kind, now);
   }
 
   private plan(run: InboundItem[], retryOf: string | null): Plan {
