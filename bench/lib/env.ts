@@ -151,6 +151,10 @@ export class BenchEnv {
       devicesFillfactor: Number(ff?.ff ?? 100),
       /** The hot operator types are validated by hand-written code proven equal to their zod schemas. */
       fastValidators: (await read('src/protocol/fast-payloads.ts')) ? 1 : 0,
+      /** A second ingest statement goes out behind the first (the schedule's `behind`). */
+      pipelinedIngest: (await read('src/hub/session/ingest-schedule.ts')).includes('  behind(') ? 1 : 0,
+      /** A fresh connection's upgrade writes nothing to its session object (the handshake clock in memory). */
+      quietUpgrade: (await read('src/hub/session/session-clock.ts')) ? 1 : 0,
     };
   }
 
