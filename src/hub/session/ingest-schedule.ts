@@ -273,8 +273,13 @@ export class IngestSchedule {
   behindSucceeded(): InboundItem[] {
     const run = this.behindRun;
     this.behindRun = [];
-    const done = new Set(run.map((x) => x.seq));
-    this.pending = this.pending.filter((x) => !done.has(x.seq));
+    const n = run.length;
+    // The usual case: the one ahead committed and nothing was skipped, so these are the head now.
+    if (n > 0 && this.pending[0] === run[0] && this.pending[n - 1] === run[n - 1]) this.pending.splice(0, n);
+    else {
+      const done = new Set(run.map((x) => x.seq));
+      this.pending = this.pending.filter((x) => !done.has(x.seq));
+    }
     return run;
   }
 
