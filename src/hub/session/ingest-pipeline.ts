@@ -123,12 +123,19 @@ export class IngestPipeline {
         const behindChunk = Object.keys(resyncs).length === 0 ? this.schedule.behind(Date.now()) : null;
         const behindBuilt = behindChunk ? buildBatch(behindChunk, built.resyncs, this.host.sentDesired) : null;
         const behind = behindBuilt ? this.apply(fence, behindBuilt) : null;
-        const first = this.settle(chunk, built, await ahead, (kind, now) => this.schedule.failed(kind, now), true);
+        const first = this.settle(chunk, built, await ahead, () => this.schedule.succeeded(), (kind, now) => this.schedule.failed(kind, now), true);
         if (behind && behindChunk && behindBuilt) {
           const outcome = await behind;
           if (first === 'stop') return;
           const committed = first === 'committed';
-          const second = this.settle(behindChunk, behindBuilt, outcome, (kind, now) => this.schedule.behindFailed(kind, now, committed), committed);
+          const second = this.settle(
+            behindChunk,
+            behindBuilt,
+            outcome,
+            () => this.schedule.behindSucceeded(),
+            (kind, now) => this.schedule.behindFailed(kind, now, committed),
+            committed,
+          );
           if (second === 'stop') return;
         } else if (first === 'stop') return;
       }
@@ -154,6 +161,7 @@ export class IngestPipeline {
     chunk: InboundItem[],
     built: BuiltBatch,
     outcome: Outcome,
+    succeeded: () => void,
     failed: (kind: FailureKind, now: number) => InboundItem | null,
     own: boolean,
   ): 'committed' | 'failed' | 'stop' {
@@ -176,8 +184,7 @@ export class IngestPipeline {
       this.host.fenceLost();
       return 'stop';
     }
-    if (chunk === this.schedule.behindFrames) this.schedule.behindSucceeded();
-    else this.schedule.succeeded();
+    succeeded();
     this.transientFailures = 0;
     this.host.committed(chunk, built, result);
     return 'committed';

@@ -264,11 +264,6 @@ export class IngestSchedule {
     return run;
   }
 
-  /** The frames of the statement behind, while it is in flight. */
-  get behindFrames(): readonly InboundItem[] {
-    return this.behindRun;
-  }
-
   /** The statement behind committed: its frames are applied (whatever became of the one ahead). */
   behindSucceeded(): InboundItem[] {
     const run = this.behindRun;

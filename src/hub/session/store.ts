@@ -99,7 +99,7 @@ export class SessionStore {
   /** After `destroy` (deleteAll drops the tables; the next write creates them). */
   reinit(): void {
     this.sql.dropped();
-    this.replay.reset();
+    this.replay.clear();
     this.sentDesired = 0;
   }
 
@@ -246,12 +246,6 @@ export class SqliteReplayStore implements ReplayStore {
   clear(): void {
     this.pending = [];
     if (!this.sql.fresh) this.sql.exec('delete from replay');
-    this.sizes = { count: 0, total: 0 };
-  }
-
-  /** The table is gone with the rest of the storage. */
-  reset(): void {
-    this.pending = [];
     this.sizes = { count: 0, total: 0 };
   }
 
