@@ -46,10 +46,11 @@ interface Args {
   out: string | null;
   render: string | null;
   commit: string | null;
+  devPaths: boolean;
 }
 
 function parseArgs(argv: string[]): Args {
-  const a: Args = { quick: false, pooler: false, profile: false, vars: {}, only: null, reps: 3, out: null, render: null, commit: null };
+  const a: Args = { quick: false, pooler: false, profile: false, vars: {}, only: null, reps: 3, out: null, render: null, commit: null, devPaths: false };
   for (let i = 0; i < argv.length; i++) {
     const v = argv[i];
     const next = () => {
@@ -70,10 +71,12 @@ function parseArgs(argv: string[]): Args {
     else if (v === '--out') a.out = next();
     else if (v === '--render') a.render = next();
     else if (v === '--commit') a.commit = next();
+    else if (v === '--dev-paths') a.devPaths = true;
     else if (v === '--help' || v === '-h') {
       console.log('usage: npm run bench -- [--quick] [--only name,...] [--reps N] [--out FILE] [--pooler] [--profile] [--var KEY=VALUE]');
       console.log('  --commit REF  measure the committed hub of REF (git archive) instead of the working tree');
       console.log('  BENCH_MACHINE_NOTE=TEXT (environment)  added to the report\'s machine-sharing line, e.g. how long the run waited for a quiet machine');
+      console.log("  --dev-paths  measure through Miniflare's dev-only paths, as runs before 2026-12-02 did: its entry worker in front of the Worker, its local explorer's wrapper around every Durable Object (default: neither)");
       console.log('  --pooler   experiment: PgBouncer (transaction pooling) in front of Postgres');
       console.log('  --profile  also record a CPU profile of the hub isolate per scenario (slows the hub; figures are then not results)');
       console.log('  --var      override a hub configuration var (experiments, e.g. --var INGEST_BATCH_FRAMES=5000)');
@@ -136,7 +139,7 @@ async function main(): Promise<void> {
   installHubLogCapture();
   const pooler = args.pooler ? await startPooler() : null;
   if (pooler) log(`PgBouncer (transaction pooling) at ${pooler.url}`);
-  const env = await BenchEnv.start(args.vars, { inspector: args.profile, commit: args.commit, ...(pooler ? { databaseUrl: pooler.url } : {}) });
+  const env = await BenchEnv.start(args.vars, { inspector: args.profile, commit: args.commit, devPaths: args.devPaths, ...(pooler ? { databaseUrl: pooler.url } : {}) });
   log(`hub source: ${env.source.label}`);
   const facts = await env.facts();
 
@@ -202,6 +205,7 @@ async function main(): Promise<void> {
     reps: args.reps,
     results,
     foreign,
+    devPaths: args.devPaths,
     variant: [pooler ? 'PgBouncer (transaction pooling) between the proxy and Postgres' : '', args.profile ? 'CPU profiler attached to the hub (slower)' : '', Object.keys(args.vars).length ? `hub vars ${JSON.stringify(args.vars)}` : '']
       .filter(Boolean)
       .join('; '),

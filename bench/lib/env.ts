@@ -9,12 +9,17 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Client } from '@neondatabase/serverless';
 import { ulid } from 'ulid';
-import { unstable_DevEnv, type unstable_startWorker } from 'wrangler';
+import type { unstable_startWorker } from 'wrangler';
 import { pgClient } from '../../scripts/lib/pg-node';
 import { generateEnrollmentToken, hashToken, toHex } from '../../src/hub/tokens';
 import { RawOperator } from './operator';
 import { freePort } from './pooler';
 import { hasOpenFileUnder, workerdChildren } from './proc';
+import { directOrigin, installDirectSocket, wantDirectSocket } from './direct-socket';
+
+// Before wrangler loads (it is imported lazily below): its Miniflare must be able to add the
+// hub's direct socket.
+installDirectSocket();
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const ROOT = path.join(HERE, '../..');
@@ -155,12 +160,14 @@ export class BenchEnv {
       pipelinedIngest: (await read('src/hub/session/ingest-schedule.ts')).includes('  behind(') ? 1 : 0,
       /** A fresh connection's upgrade writes nothing to its session object (the handshake clock in memory). */
       quietUpgrade: (await read('src/hub/session/session-clock.ts')) ? 1 : 0,
+      /** Clients on the Worker's direct socket, Miniflare's local explorer off (not `--dev-paths`). */
+      directSocket: this.devPaths ? 0 : 1,
     };
   }
 
   static async start(
     extraVars: HubVars = {},
-    options: { inspector?: boolean; databaseUrl?: string; commit?: string | null } = {},
+    options: { inspector?: boolean; databaseUrl?: string; commit?: string | null; devPaths?: boolean } = {},
   ): Promise<BenchEnv> {
     process.env.WRANGLER_SEND_METRICS = 'false';
     const source = await snapshotSource(options.commit ?? null);
@@ -181,15 +188,21 @@ export class BenchEnv {
     const db = pgClient(stack.databaseUrl, stack.pgWsProxy);
     db.on('error', () => undefined);
     await db.connect();
-    const hub = await launchWorker(source.dir, vars, options.inspector === true);
+    const hub = await launchWorker(source.dir, vars, options.inspector === true, options.devPaths === true);
     const env = new BenchEnv(stack, child, hub.origin, hub.origin.replace(/^http/, 'ws'), hub.worker, hub.persistDir, vars, db);
     env.source = source;
     env.inspectorEnabled = options.inspector === true;
+    env.devPaths = options.devPaths === true;
     await env.adopt(hub);
     return env;
   }
 
   private inspectorEnabled = false;
+  /**
+   * Measure through Miniflare's dev-only paths, as runs before 2026-12-02 did: clients enter
+   * through its entry worker, and its local explorer wraps every Durable Object (launchWorker).
+   */
+  devPaths = false;
 
   private async adopt(hub: LaunchedWorker): Promise<void> {
     this.worker = hub.worker;
@@ -213,7 +226,7 @@ export class BenchEnv {
   async restartHub(): Promise<void> {
     await this.worker.dispose().catch(() => undefined);
     await rm(this.persistDir, { recursive: true, force: true }).catch(() => undefined);
-    await this.adopt(await launchWorker(this.source.dir, this.vars, this.inspectorEnabled));
+    await this.adopt(await launchWorker(this.source.dir, this.vars, this.inspectorEnabled, this.devPaths));
   }
 
   /**
@@ -347,17 +360,27 @@ interface LaunchedWorker {
   before: Set<number>;
 }
 
-async function launchWorker(sourceDir: string, vars: HubVars, inspector: boolean): Promise<LaunchedWorker> {
+async function launchWorker(sourceDir: string, vars: HubVars, inspector: boolean, devPaths: boolean): Promise<LaunchedWorker> {
   const persistDir = await mkdtemp(path.join(tmpdir(), 'wingsmith-bench-hub-'));
   const before = new Set(workerdChildren());
-  // Clients talk to the hub's own workerd socket. wrangler's dev ProxyWorker (another workerd
-  // process that relays every request and frame, there for live reload) is not part of a
-  // deployment, and it cost ~1.3 ms per HTTP round trip here.
+  const workerName = /^name\s*=\s*"([^"]+)"/m.exec(await readFile(path.join(sourceDir, 'wrangler.toml'), 'utf8'))?.[1];
+  if (!workerName) throw new Error('wrangler.toml has no name');
+  if (!devPaths) wantDirectSocket(workerName);
+  // Clients talk to the hub's own workerd, never through wrangler's dev ProxyWorker (another
+  // workerd process that relays every request and frame, there for live reload: ~1.3 ms per HTTP
+  // round trip here), and by default not through Miniflare's entry worker either (direct-socket.ts).
+  // Neither is part of a deployment.
+  // Miniflare's local explorer (a dev UI) wraps every SQLite-backed object so that each
+  // construction of a named one first writes its name into the object's storage (a table created
+  // and a row written, in blockConcurrencyWhile): a commit before the hub's code runs, at every
+  // fresh handshake and every wake. wrangler reads this switch when it builds Miniflare's options.
+  process.env.X_LOCAL_EXPLORER = devPaths ? 'true' : 'false';
+  const { unstable_DevEnv } = await import('wrangler');
   const devEnv = new unstable_DevEnv();
   type Direct = { protocol: string; hostname: string; port: string };
   const proxy = devEnv.proxy as unknown as { onReloadComplete(e: ReloadComplete): void };
   const onReloadComplete = proxy.onReloadComplete.bind(proxy);
-  const direct = new Promise<Direct>((resolve) => {
+  const runtime = new Promise<Direct>((resolve) => {
     proxy.onReloadComplete = (e) => {
       resolve(e.proxyData.userWorkerUrl);
       onReloadComplete(e);
@@ -377,10 +400,15 @@ async function launchWorker(sourceDir: string, vars: HubVars, inspector: boolean
     },
   });
   await worker.ready;
-  // The runtime reports its own socket once it has loaded the Worker (after the proxy is up).
-  const d = await Promise.race([direct, new Promise<null>((r) => setTimeout(() => r(null), 30_000).unref())]);
+  // The runtime reports its entry socket once it has loaded the Worker (after the proxy is up).
+  const d = await Promise.race([runtime, new Promise<null>((r) => setTimeout(() => r(null), 30_000).unref())]);
   if (!d) throw new Error("wrangler did not report the Worker's own socket");
-  const origin = `http://${d.hostname}:${d.port}`;
+  let origin = `http://${d.hostname}:${d.port}`;
+  if (!devPaths) {
+    const direct = await directOrigin(workerName);
+    if (!direct) throw new Error(`no direct socket for ${workerName}: wrangler's Miniflare did not take it`);
+    origin = direct;
+  }
   return { worker, origin, persistDir, before };
 }
 
