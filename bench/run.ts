@@ -205,7 +205,6 @@ async function main(): Promise<void> {
     reps: args.reps,
     results,
     foreign,
-    devPaths: args.devPaths,
     variant: [pooler ? 'PgBouncer (transaction pooling) between the proxy and Postgres' : '', args.profile ? 'CPU profiler attached to the hub (slower)' : '', Object.keys(args.vars).length ? `hub vars ${JSON.stringify(args.vars)}` : '']
       .filter(Boolean)
       .join('; '),

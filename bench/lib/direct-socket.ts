@@ -27,6 +27,8 @@ interface MiniflareModule {
 }
 
 const require = createRequire(import.meta.url);
+/** Workers that get a direct socket, and the Miniflare each was last started in. */
+const wanted = new Set<string>();
 const started = new Map<string, MiniflareLike>();
 let installed = false;
 
@@ -56,8 +58,6 @@ export function installDirectSocket(): void {
   });
   installed = true;
 }
-
-const wanted = new Set<string>();
 
 /** Ask for a direct socket on the Worker `workerName` in the next Miniflare that runs it. */
 export function wantDirectSocket(workerName: string): void {

@@ -202,7 +202,7 @@ export class BenchEnv {
    * Measure through Miniflare's dev-only paths, as runs before 2026-12-02 did: clients enter
    * through its entry worker, and its local explorer wraps every Durable Object (launchWorker).
    */
-  devPaths = false;
+  private devPaths = false;
 
   private async adopt(hub: LaunchedWorker): Promise<void> {
     this.worker = hub.worker;
@@ -363,9 +363,6 @@ interface LaunchedWorker {
 async function launchWorker(sourceDir: string, vars: HubVars, inspector: boolean, devPaths: boolean): Promise<LaunchedWorker> {
   const persistDir = await mkdtemp(path.join(tmpdir(), 'wingsmith-bench-hub-'));
   const before = new Set(workerdChildren());
-  const workerName = /^name\s*=\s*"([^"]+)"/m.exec(await readFile(path.join(sourceDir, 'wrangler.toml'), 'utf8'))?.[1];
-  if (!workerName) throw new Error('wrangler.toml has no name');
-  if (!devPaths) wantDirectSocket(workerName);
   // Clients talk to the hub's own workerd, never through wrangler's dev ProxyWorker (another
   // workerd process that relays every request and frame, there for live reload: ~1.3 ms per HTTP
   // round trip here), and by default not through Miniflare's entry worker either (direct-socket.ts).
@@ -375,7 +372,11 @@ async function launchWorker(sourceDir: string, vars: HubVars, inspector: boolean
   // and a row written, in blockConcurrencyWhile): a commit before the hub's code runs, at every
   // fresh handshake and every wake. wrangler reads this switch when it builds Miniflare's options.
   process.env.X_LOCAL_EXPLORER = devPaths ? 'true' : 'false';
-  const { unstable_DevEnv } = await import('wrangler');
+  const { unstable_DevEnv, experimental_readRawConfig } = await import('wrangler');
+  const config = path.join(sourceDir, 'wrangler.toml');
+  const workerName = experimental_readRawConfig({ config }).rawConfig.name;
+  if (!workerName) throw new Error('wrangler.toml has no name');
+  if (!devPaths) wantDirectSocket(workerName);
   const devEnv = new unstable_DevEnv();
   type Direct = { protocol: string; hostname: string; port: string };
   const proxy = devEnv.proxy as unknown as { onReloadComplete(e: ReloadComplete): void };
@@ -387,7 +388,7 @@ async function launchWorker(sourceDir: string, vars: HubVars, inspector: boolean
     };
   });
   const worker = await devEnv.startWorker({
-    config: path.join(sourceDir, 'wrangler.toml'),
+    config,
     sendMetrics: false,
     envFiles: [],
     bindings: Object.fromEntries(Object.entries(vars).map(([k, v]) => [k, { type: 'plain_text' as const, value: v }])),

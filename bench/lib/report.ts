@@ -29,11 +29,6 @@ export interface ReportInput {
   machineNote?: string;
   /** The CPU profiles the analysis quotes (bench/PROFILE.json, from a `--profile` run). */
   profiles?: ProfileRun;
-  /**
-   * Clients went through Miniflare's entry worker and its local explorer wrapped every object
-   * (`--dev-paths`; every run before 2026-12-02, whose raw results lack the field).
-   */
-  devPaths?: boolean;
   /** File name of the ratio chart written beside the report (bench/lib/chart.ts), if any. */
   chart?: string;
 }
@@ -126,7 +121,7 @@ export function renderReport(r: ReportInput): string {
   if (r.source) lines.push(`- Hub measured: ${r.source}; the source is copied at the start of the run, so edits during it do not reach the running hub.`);
   lines.push(`- Machine: ${m.nproc} cores (\`nproc\`), ${m.cpuModel}, ${m.memory} RAM, ${m.kernel}.`);
   lines.push(`- Node ${m.node}; workerd ${m.workerd}; wrangler ${m.wrangler} (its dev environment, local mode; clients connect to the Worker's own workerd socket, bypassing wrangler's dev ProxyWorker — a second workerd process that relays every request and frame for live reload and is not part of a deployment${
-      r.devPaths === false
+      r.facts?.directSocket === 1
         ? "; and they connect to the Worker's direct socket, bypassing Miniflare's entry worker, with Miniflare's local explorer off, whose wrapper writes every named object's name into its storage at each construction: both dev-only, absent from a deployment (bench/lib/direct-socket.ts; `--dev-paths` measures through them)"
         : "; through Miniflare's entry worker, with its local explorer wrapping every object"
     }); Socket.IO ${m.socketIo}.`);
