@@ -160,6 +160,8 @@ export class BenchEnv {
       pipelinedIngest: (await read('src/hub/session/ingest-schedule.ts')).includes('  behind(') ? 1 : 0,
       /** A fresh connection's upgrade writes nothing to its session object (the handshake clock in memory). */
       quietUpgrade: (await read('src/hub/session/session-clock.ts')) ? 1 : 0,
+      /** A fresh session's claim reads the first page of its resync (unless turned off with `--var CLAIM_SNAPSHOT_ROWS=0`). */
+      claimSnapshot: (await read('src/hub/db/claim-snapshot.ts')) && this.vars.CLAIM_SNAPSHOT_ROWS !== '0' ? 1 : 0,
       /** Clients on the Worker's direct socket, Miniflare's local explorer off (not `--dev-paths`). */
       directSocket: this.devPaths ? 0 : 1,
     };

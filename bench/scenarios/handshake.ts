@@ -23,7 +23,7 @@ const STORM_TARGET_S = 6;
 const STORM_DEADLINE_MS = 30_000;
 
 /** One fresh hub session: ms from starting the WebSocket to the welcome. Closes after the hub's initial resync stream. */
-async function hubConnectOnce(wsUrl: string, c: BenchCluster, split?: number[]): Promise<number> {
+async function hubConnectOnce(wsUrl: string, c: BenchCluster, split?: number[], resyncMs?: number[]): Promise<number> {
   const t0 = performance.now();
   const op = await RawOperator.connect(wsUrl, c.token);
   split?.push(performance.now() - t0);
@@ -31,7 +31,7 @@ async function hubConnectOnce(wsUrl: string, c: BenchCluster, split?: number[]):
   await op.hello({ cluster_id: c.name });
   const ms = performance.now() - t0;
   // Let the session finish its (empty) resync stream before the next connect, then close cleanly.
-  await end.catch(() => undefined);
+  if (await end.then(() => true, () => false)) resyncMs?.push(performance.now() - t0 - ms);
   op.close();
   return ms;
 }
@@ -157,12 +157,14 @@ export const handshake: Scenario = {
       const sioP99: number[] = [];
       const all: number[] = [];
       const upgradeMs: number[] = [];
+      /** Welcome → the end of the hub's (empty) resync stream. */
+      const resyncMs: number[] = [];
       const cpu = new ProcSampler(env.workerdPid, 250);
       let cpuPerConnectMs = 0;
       for (let r = 0; r < ctx.reps; r++) {
         const hub: number[] = [];
         cpu.start();
-        for (let i = 0; i < perRep; i++) hub.push(await hubConnectOnce(env.wsUrl, pool[r * perRep + i] as BenchCluster, upgradeMs));
+        for (let i = 0; i < perRep; i++) hub.push(await hubConnectOnce(env.wsUrl, pool[r * perRep + i] as BenchCluster, upgradeMs, resyncMs));
         cpuPerConnectMs += (cpu.stop().cpuSeconds * 1000) / perRep / ctx.reps;
         const echoT: number[] = [];
         for (let i = 0; i < perRep; i++) echoT.push(await echoConnectOnce(echoUrl));
@@ -204,6 +206,7 @@ export const handshake: Scenario = {
       evidence.push(
         `Where the hub's handshake time goes (medians): WebSocket upgrade ${fmtMs(upgrade.p50)} (the Worker hashes the token, looks it up through a gateway object's warm connection, routes to a new session object), then hello → welcome ${fmtMs(pooled.p50 - upgrade.p50)} (the object claims ownership in one statement, again through the gateway).`,
         `A new Postgres connection + first query through the Neon driver and proxy, from Node: median ${fmtMs(conn.p50)} (p90 ${fmtMs(conn.p90)}); the same query on the open connection ${fmtMs(median(queryMs))}. Postgres CPU per new connection ≈ ${fmtNum(pgCpuPerConnMs)} ms (all postgres processes, measured around ${connN} connects)${pgbench ? `; pgbench -C straight to Postgres (no proxy, no driver): average connection time ${fmtMs(pgbench.connectMs)}` : ''}.`,
+        `The hub's resync of a fresh session (resync.begin → stream.end, the clusters have no desired deployments) ends ${fmtMs(median(resyncMs))} after its welcome (median)${resyncMs.length < pooled.n ? `; ${pooled.n - resyncMs.length} streams never ended` : ''}.`,
         `Hub, all ${pooled.n} connects pooled: median ${fmtMs(pooled.p50)}, p90 ${fmtMs(pooled.p90)}, p99 ${fmtMs(pooled.p99)}, max ${fmtMs(pooled.max)}.`,
         `workerd CPU per handshake (Worker + session object, including the empty resync stream and the close): ${fmtNum(cpuPerConnectMs)} ms.`,
       );
@@ -319,6 +322,7 @@ export const handshake: Scenario = {
           sioMs: repeated(sioMed).median,
           upgradeMs: upgrade.p50,
           helloToWelcomeMs: pooled.p50 - upgrade.p50,
+          resyncAfterWelcomeMs: resyncMs.length ? median(resyncMs) : Number.NaN,
           pgConnectMs: conn.p50,
           pgQueryMs: median(queryMs),
           pgCpuPerConnMs,

@@ -1,11 +1,13 @@
 import { DurableObject } from 'cloudflare:workers';
 import { gatewayStub, routeKeyOf, sessionStub } from '../address';
 import { describeError } from './errors';
+import { claimWithSnapshot, type ClaimedSession } from './claim-snapshot';
 import type { DesiredItem } from './desired-admin';
 import { PutCoalescer } from './desired-coalesce';
 import { putChanges, writeDeployments, writeDesired, type DesiredWriteRequest, type DesiredWriteResult, type OwnerPoke } from './desired-relay';
 import { classifyDbError } from './errors';
 import { pollFleet } from './fleet-poll';
+import type { ClaimArgs } from './ownership';
 import { hubConfig } from '../config';
 import { fnv1a } from '../fnv';
 import type { HubEnv } from '../env';
@@ -144,6 +146,19 @@ export class DbGateway extends DurableObject<HubEnv> {
   }
 
   /**
+   * A session's claim at hello and, when it granted a fresh session, the first page of that
+   * session's resync read right behind it on the same connection (claim-snapshot.ts): one call
+   * from the session instead of three.
+   */
+  async claim(args: ClaimArgs, snapshotRows: number): Promise<Relayed<ClaimedSession>> {
+    return this.relay(() =>
+      claimWithSnapshot(this.leastBusy(), args, snapshotRows, (err) =>
+        log.warn("fresh session's first snapshot page could not be read; the session fetches it", { cluster: args.clusterUid, error: describeError(err) }),
+      ),
+    );
+  }
+
+  /**
    * An admin write of desired state: the statement, then, in the same turn as the commit, a poke
    * carrying the change(s) to the owning session, which sends them without reading them back.
    * The change leaves from here instead of from the Worker after the answer: one hop less
@@ -238,6 +253,11 @@ export function gatewayWriteDesired(env: HubEnv, req: DesiredWriteRequest): Prom
   return viaGateway(env, (stub) => stub.writeDesired(req), shardOf(req.cluster, hubConfig(env).DB_GATEWAY_SHARDS));
 }
 
+/** A session's claim through a gateway shard, with its first snapshot page when fresh (claim-snapshot.ts). */
+export function gatewayClaim(env: HubEnv, args: ClaimArgs, snapshotRows: number): Promise<ClaimedSession> {
+  return viaGateway(env, (stub) => stub.claim(args, snapshotRows));
+}
+
 /** A stable shard for a key (FNV-1a): the same cluster reference always reaches the same shard. */
 export function shardOf(key: string, shards: number): number {
   return fnv1a(key) % shards;
@@ -245,5 +265,6 @@ export function shardOf(key: string, shards: number): number {
 
 interface DbGatewayStub {
   query(text: string, params: unknown[]): Promise<GatewayResult>;
+  claim(args: ClaimArgs, snapshotRows: number): Promise<Relayed<ClaimedSession>>;
   writeDesired(req: DesiredWriteRequest): Promise<Relayed<DesiredWriteResult | null>>;
 }

@@ -1,5 +1,6 @@
 import { newId, type MessageType, type Payload } from '../../protocol';
 import type { HubConfig } from '../config';
+import type { ClaimSnapshot } from '../db/claim-snapshot';
 import {
   fetchDesiredChanges,
   fetchDesiredSnapshotPage,
@@ -12,7 +13,7 @@ import type { SessionFence } from '../db/ingest';
 import type { Sql } from '../db/sql';
 import type { Logger } from '../log';
 import type { Effect, Outgoing } from './outgoing';
-import type { SessionMeta } from './store';
+import type { HubResync, SessionMeta } from './store';
 
 export interface PumpHost {
   cfg: HubConfig;
@@ -145,23 +146,7 @@ export class DesiredPump {
       if (f.stage === 'pages') {
         const rows = await fetchDesiredSnapshotPage(sql, meta.clusterUid, f.snapshotAfter, page);
         if (this.progress !== f) return false;
-        for (const r of rows) {
-          if (!this.host.enqueue(frame('deployment.desired', r.payload, resync.beginId, { t: 'resync_item', deploymentId: r.payload.deployment_id }))) {
-            return false;
-          }
-          f.snapshotAfter = r.payload.deployment_id;
-        }
-        if (rows.length < page) {
-          f.stage = 'ops';
-          return this.host.enqueue({
-            kind: 'frame',
-            type: 'stream.end',
-            payload: () => ({ complete: true, count: this.host.meta()?.hubResync?.count ?? 0 }),
-            replyTo: resync.beginId,
-            effect: { t: 'resync_end' },
-          });
-        }
-        return true;
+        return this.queueSnapshotPage(f, resync, rows.map((r) => r.payload), page);
       }
       if (f.stage === 'ops') {
         const ops = await fetchOpenOperations(sql, meta.clusterUid, f.opsAfter, resync.revision, page);
@@ -175,9 +160,7 @@ export class DesiredPump {
           f.opsAfter = o.revision;
         }
         if (ops.length === page) return true;
-        f.stage = 'done';
-        f.changesAfter = Math.max(f.changesAfter, resync.revision);
-        return this.host.enqueue({ kind: 'marker', effect: { t: 'resync_done' } });
+        return this.finishResync(f, resync);
       }
     }
     if (f.changesAfter >= this.knownRevision) return false;
@@ -200,6 +183,62 @@ export class DesiredPump {
       return this.host.enqueue({ kind: 'marker', effect: { t: 'watermark', revision: target } });
     }
     return true;
+  }
+
+  /**
+   * Queue one page of the resync snapshot; a short page ends the stream (stream.end) and moves on
+   * to the open operations. False when the queue refused a frame (the connection is closing).
+   */
+  private queueSnapshotPage(f: FetchState, resync: HubResync, rows: readonly Payload<'deployment.desired'>[], page: number): boolean {
+    for (const p of rows) {
+      if (!this.host.enqueue(frame('deployment.desired', p, resync.beginId, { t: 'resync_item', deploymentId: p.deployment_id }))) return false;
+      f.snapshotAfter = p.deployment_id;
+    }
+    if (rows.length >= page) return true;
+    f.stage = 'ops';
+    return this.host.enqueue({
+      kind: 'frame',
+      type: 'stream.end',
+      payload: () => ({ complete: true, count: this.host.meta()?.hubResync?.count ?? 0 }),
+      replyTo: resync.beginId,
+      effect: { t: 'resync_end' },
+    });
+  }
+
+  /** Every open operation is queued: the resync is over once what is queued is written. */
+  private finishResync(f: FetchState, resync: HubResync): boolean {
+    f.stage = 'done';
+    f.changesAfter = Math.max(f.changesAfter, resync.revision);
+    return this.host.enqueue({ kind: 'marker', effect: { t: 'resync_done' } });
+  }
+
+  /**
+   * A fresh session's resync from the page its claim read (claim-snapshot.ts), queued in the
+   * same turn as the welcome, so a resync that fits the page is numbered and stored in the
+   * welcome's commit with no fetch at all: begin, the deployments, stream.end, and (with no open
+   * operation to deliver) the end of the resync. Whatever the page did not cover (more
+   * deployments, open operations, later changes) the fetch goes on to, as it does without a
+   * seed. `limit` is the most rows the claim was asked for.
+   */
+  seed(snapshot: ClaimSnapshot, limit: number): void {
+    const meta = this.host.meta();
+    const resync = meta?.hubResync;
+    const f = this.progress;
+    if (resync && f.stage === 'begin' && !this.pumping && this.host.connected()) {
+      // Queuing writes at once, and a write asks the pump to run: it must not fetch the page
+      // this seed is still queuing.
+      this.pumping = true;
+      try {
+        f.stage = 'pages';
+        const queued =
+          this.host.enqueue(frame('resync.begin', { scope: ['deployment'] }, null, { t: 'resync_begin' }, resync.beginId)) &&
+          this.queueSnapshotPage(f, resync, snapshot.deployments, limit);
+        if (queued && this.progress.stage === 'ops' && !snapshot.openOperations) this.finishResync(f, resync);
+      } finally {
+        this.pumping = false;
+      }
+    }
+    void this.run();
   }
 
   /**

@@ -2,8 +2,8 @@ import { buildFrame, CloseCode, newId } from '../../protocol';
 import { pollShardOf } from '../address';
 import type { HubConfig } from '../config';
 import { describeError } from '../db/errors';
-import { claimCluster, type ClaimResult } from '../db/ownership';
-import type { Sql } from '../db/sql';
+import type { ClaimedSession, ClaimSnapshot } from '../db/claim-snapshot';
+import type { ClaimArgs } from '../db/ownership';
 import type { Logger } from '../log';
 import { checkHello, displacementLog, freshSessionMeta, localFreshReason, REFUSAL_ERRORS, resumeAfterClaim, welcomePayload } from './handshake';
 import type { SessionState } from './session-state';
@@ -11,8 +11,11 @@ import type { Attachment, Sockets } from './sockets';
 
 export interface HelloHost {
   cfg: HubConfig;
-  /** The shared gateway (the claim is one short statement). */
-  sql: Sql;
+  /**
+   * The claim (one short statement on the shared gateway), with the first page of the resync
+   * when it grants a fresh session.
+   */
+  claim(args: ClaimArgs): Promise<ClaimedSession>;
   baseLog: Logger;
   state: SessionState;
   sockets: Sockets;
@@ -22,8 +25,11 @@ export interface HelloHost {
   resetOutgoing(): void;
   /** The claim is this session's: join the fleet poll, poke the session it displaced. */
   claimed(clusterUid: string, routeKey: string, previous: string | null): void;
-  /** The session is open on this connection and the welcome is out; the cluster's desired revision now. */
-  opened(desiredRevision: number): Promise<void>;
+  /**
+   * The session is open on this connection and the welcome is out; the cluster's desired revision
+   * now, and for a fresh session the first page of its resync, read by the claim.
+   */
+  opened(desiredRevision: number, snapshot: ClaimSnapshot | null): Promise<void>;
 }
 
 /**
@@ -43,9 +49,9 @@ export async function answerHello(host: HelloHost, ws: WebSocket, att: Attachmen
   const meta = state.meta;
   const local = localFreshReason(meta, hello, att.tokenHash, state.outbound);
   const freshSessionId = `${att.routeKey}.${newId()}`;
-  let claim: ClaimResult;
+  let claim: ClaimedSession;
   try {
-    claim = await claimCluster(host.sql, {
+    claim = await host.claim({
       clusterUid: att.clusterUid,
       tokenHashHex: att.tokenHash,
       resume: local === null && meta ? { sessionId: meta.sessionId, generation: meta.generation } : null,
@@ -127,5 +133,13 @@ export async function answerHello(host: HelloHost, ws: WebSocket, att: Attachmen
     generation: m.generation,
     operator_version: hello.operator_version,
   });
-  await host.opened(claim.desiredRevision);
+  await host.opened(claim.desiredRevision, fresh ? claim.snapshot : null);
+}
+
+/**
+ * How many deployments a fresh session's claim reads: no more than a page, and few enough that
+ * the resync's begin, the page, its stream.end and a marker fit the empty send queue.
+ */
+export function claimSnapshotRows(cfg: HubConfig): number {
+  return Math.max(0, Math.min(cfg.CLAIM_SNAPSHOT_ROWS, cfg.DESIRED_PAGE_ROWS, cfg.SEND_QUEUE_FRAMES - 3));
 }

@@ -4,7 +4,7 @@ import { hubConfig, type HubConfig } from '../config';
 import type { DesiredChange } from '../db/desired';
 import { describeError } from '../db/errors';
 import type { PokeReason } from '../db/fleet-poll';
-import { gatewaySql } from '../db/gateway';
+import { gatewayClaim, gatewaySql } from '../db/gateway';
 import type { IngestResult } from '../db/ingest';
 import type { Sql } from '../db/sql';
 import type { HubEnv } from '../env';
@@ -14,7 +14,7 @@ import { dueNow, phaseCheckOffset, type ClockState } from './clock';
 import { DesiredPump } from './desired-pump';
 import { FleetMember } from './fleet-member';
 import { admitConnect } from './handshake';
-import { answerHello } from './hello';
+import { answerHello, claimSnapshotRows } from './hello';
 import { logAccepted, logCommitted, settleCommitted, triageFrame } from './inbound';
 import type { BuiltBatch, InboundItem } from './ingest-batch';
 import { IngestPipeline } from './ingest-pipeline';
@@ -301,18 +301,21 @@ export class SessionObject extends DurableObject<HubEnv> {
       await answerHello(
         {
           cfg: this.cfg,
-          sql: this.shared,
+          claim: (args) => gatewayClaim(this.env, args, claimSnapshotRows(this.cfg)),
           baseLog: this.baseLog,
           state: this.state,
           sockets: this.sockets,
           quiesceIngest: () => this.ingest.quiesce(),
           resetOutgoing: () => this.resetOutgoing(),
           claimed: (clusterUid, routeKey, previous) => this.fleet.claimed(clusterUid, routeKey, previous),
-          opened: async (desiredRevision) => {
+          opened: async (desiredRevision, snapshot) => {
             this.pump.learn(desiredRevision);
             this.pump.reset(this.state.meta);
             this.syncAutoPong();
-            void this.pump.run();
+            // A fresh session's resync starts from the page its claim brought: queued now, it is
+            // written in the welcome's commit.
+            if (snapshot) this.pump.seed(snapshot, claimSnapshotRows(this.cfg));
+            else void this.pump.run();
             await this.clock.schedule();
           },
         },

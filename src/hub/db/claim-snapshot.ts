@@ -1,0 +1,73 @@
+import type { Payload } from '../../protocol';
+import { claimCluster, type ClaimArgs, type ClaimResult } from './ownership';
+import type { Sql } from './sql';
+
+/**
+ * The first page of a fresh session's desired-state snapshot, read by the gateway right behind
+ * the claim that granted the session, on its warm connection, and returned with the claim in the
+ * same call. A fresh session owes its operator the hub's resync at once: with the page in hand it
+ * numbers and stores a resync that fits the page in the same commit as its welcome, and the
+ * session-to-gateway round trips of a separate page read and operations check (edge to database
+ * region in a deployment) are gone. A separate statement, not part of the claim's: a desired-state
+ * table that cannot be read (a migration holding it, say) must not stop sessions from opening; the
+ * session then fetches the snapshot itself, with retries, as it does past this page.
+ */
+export interface ClaimSnapshot {
+  /** Live deployments in deployment_id order, at most the limit asked for. */
+  deployments: Payload<'deployment.desired'>[];
+  /** Unconcluded operations up to the claim's desired revision exist: the session must fetch them. */
+  openOperations: boolean;
+}
+
+export type ClaimedSession = ClaimResult & { snapshot: ClaimSnapshot | null };
+
+type Row = [string, string, number | string, number, number, Payload<'deployment.desired'>['serving']];
+
+/** One statement: the page (as one JSON array of arrays) and whether operations are owed. */
+export async function readClaimSnapshot(sql: Sql, clusterUid: string, upToRevision: number, limit: number): Promise<ClaimSnapshot> {
+  const { rows } = await sql.query<{ page: Row[]; open_operations: boolean }>(
+    `select coalesce((
+         select jsonb_agg(jsonb_build_array(deployment_id, workload_id, revision, min_replicas, max_replicas, serving) order by deployment_id)
+         from (select deployment_id, workload_id, revision, min_replicas, max_replicas, serving from desired_deployments
+               where cluster_uid = $1 and not deleted order by deployment_id limit $2) d
+       ), '[]'::jsonb) as page,
+       exists (select 1 from operations
+               where cluster_uid = $1 and revision <= $3 and concluded_at is null and deadline > now()) as open_operations`,
+    [clusterUid, limit, upToRevision],
+  );
+  const r = rows[0];
+  if (!r) throw new Error('snapshot page returned no row');
+  return {
+    deployments: r.page.map(([deployment_id, workload_id, revision, min_replicas, max_replicas, serving]) => ({
+      deployment_id,
+      workload_id,
+      revision: Number(revision),
+      min_replicas,
+      max_replicas,
+      serving,
+      deleted: false,
+    })),
+    openOperations: r.open_operations === true,
+  };
+}
+
+/**
+ * The claim, and when it granted the fresh session id (and `snapshotRows` > 0) the first page of
+ * that session's resync. A page that fails to load is left to the session (`snapshot` null);
+ * only the claim's own failure fails the call.
+ */
+export async function claimWithSnapshot(
+  sql: Sql,
+  args: ClaimArgs,
+  snapshotRows: number,
+  pageFailed: (err: unknown) => void,
+): Promise<ClaimedSession> {
+  const claim = await claimCluster(sql, args);
+  if (snapshotRows < 1 || claim.refusal !== null || claim.sessionId !== args.freshSessionId) return { ...claim, snapshot: null };
+  try {
+    return { ...claim, snapshot: await readClaimSnapshot(sql, args.clusterUid, claim.desiredRevision, snapshotRows) };
+  } catch (err) {
+    pageFailed(err);
+    return { ...claim, snapshot: null };
+  }
+}
