@@ -50,7 +50,7 @@ const ConfigSchema = z.object({
    * with it, up to this many deployments (also bounded by DESIRED_PAGE_ROWS and the send queue);
    * 0: none, and the session fetches its resync after the welcome, page by page.
    */
-  CLAIM_SNAPSHOT_ROWS: z.coerce.number().int().nonnegative().default(1_000),
+  CLAIM_SNAPSHOT_ROWS: z.coerce.number().int().nonnegative().default(100),
   PG_QUERY_TIMEOUT_MS: ms(10_000),
   /** A session's ingest statement waits this long for a row lock (at most half PG_QUERY_TIMEOUT_MS). */
   PG_LOCK_TIMEOUT_MS: ms(2_000),
