@@ -12,7 +12,9 @@ import type { ClaimArgs } from '../../src/hub/db/ownership';
 import type { Sql } from '../../src/hub/db/sql';
 import { newId } from '../../src/protocol';
 import { fileDatabaseUrl } from '../support/file-database';
-import { desired, FAST_TIMERS, useHub, type Frame, type Peer, type TestCluster } from './support/hub';
+import { desired, FAST_TIMERS, holdLock, useHub, type Frame, type Peer, type TestCluster } from './support/hub';
+
+const EMBEDDED = inject('embeddedPostgres');
 
 const h = useHub({ ...FAST_TIMERS, CLAIM_SNAPSHOT_ROWS: '2' });
 
@@ -78,6 +80,8 @@ const claimArgs = (uid: string, tokenHash: string, over: Partial<ClaimArgs> = {}
   ...over,
 });
 
+const PAGE = { rows: 2, deadlineMs: 1_000 };
+
 const noFailure = (err: unknown) => {
   throw new Error(`unexpected page failure: ${String(err)}`);
 };
@@ -86,7 +90,7 @@ describe("the gateway's claim reads a fresh session its first snapshot page", ()
   it('live deployments in deployment_id order, at most the rows asked for; none for a resumed, refused or page-less claim', async () => {
     await withSql(async (sql) => {
       const { uid, tokenHash } = await registered(sql, ['d3', 'gone-1', 'd1', 'd2']);
-      const fresh = await claimWithSnapshot(sql, claimArgs(uid, tokenHash), 2, noFailure);
+      const fresh = await claimWithSnapshot(sql, claimArgs(uid, tokenHash), PAGE, noFailure);
       expect(fresh.refusal).toBeNull();
       expect(fresh.desiredRevision).toBe(4);
       expect(fresh.snapshot?.openOperations).toBe(false);
@@ -96,14 +100,14 @@ describe("the gateway's claim reads a fresh session its first snapshot page", ()
       ]);
 
       // The same session claiming again with its generation resumes: no snapshot is owed.
-      const resumed = await claimWithSnapshot(sql, claimArgs(uid, tokenHash, { resume: { sessionId: fresh.sessionId as string, generation: fresh.generation as number } }), 2, noFailure);
+      const resumed = await claimWithSnapshot(sql, claimArgs(uid, tokenHash, { resume: { sessionId: fresh.sessionId as string, generation: fresh.generation as number } }), PAGE, noFailure);
       expect(resumed.sessionId).toBe(fresh.sessionId);
       expect(resumed.snapshot).toBeNull();
 
       // Asked for none: none read.
-      expect((await claimWithSnapshot(sql, claimArgs(uid, tokenHash), 0, noFailure)).snapshot).toBeNull();
+      expect((await claimWithSnapshot(sql, claimArgs(uid, tokenHash), { rows: 0, deadlineMs: 1_000 }, noFailure)).snapshot).toBeNull();
       // A refused claim reads nothing either.
-      const refused = await claimWithSnapshot(sql, claimArgs(uid, '00'.repeat(32)), 2, noFailure);
+      const refused = await claimWithSnapshot(sql, claimArgs(uid, '00'.repeat(32)), PAGE, noFailure);
       expect(refused.refusal).toBe('token_rotated');
       expect(refused.snapshot).toBeNull();
     });
@@ -116,7 +120,7 @@ describe("the gateway's claim reads a fresh session its first snapshot page", ()
       await sql.query('alter table desired_deployments rename to desired_deployments_away');
       let claim;
       try {
-        claim = await claimWithSnapshot(sql, claimArgs(uid, tokenHash), 2, (err) => failures.push(err));
+        claim = await claimWithSnapshot(sql, claimArgs(uid, tokenHash), PAGE, (err) => failures.push(err));
       } finally {
         await sql.query('alter table desired_deployments_away rename to desired_deployments');
       }
@@ -127,12 +131,31 @@ describe("the gateway's claim reads a fresh session its first snapshot page", ()
     });
   });
 
+  // PGlite has one backend: a held lock blocks every statement, the claim's too.
+  it.skipIf(EMBEDDED)('a page held up by a lock on its table is given up at its deadline; the claim is answered granted', async () => {
+    await withSql(async (sql) => {
+      const { uid, tokenHash } = await registered(sql, ['d1']);
+      const failures: unknown[] = [];
+      const release = await holdLock('lock table desired_deployments in access exclusive mode');
+      let claim;
+      // Without the deadline this call would wait for the lock, which is only released after it.
+      try {
+        claim = await claimWithSnapshot(sql, claimArgs(uid, tokenHash), { rows: 2, deadlineMs: 300 }, (err) => failures.push(err));
+      } finally {
+        await release();
+      }
+      expect(claim.refusal).toBeNull();
+      expect(claim.snapshot).toBeNull();
+      expect(failures.map((e) => (e as Error).name)).toEqual(['PageDeadlineError']);
+    });
+  });
+
   it('says whether unconcluded operations up to the claimed revision are owed', async () => {
     const c = await h.newCluster('snapops');
     await startOperation(c);
     const [row] = await h.sql<{ token_hash: string }>(`select encode(token_hash, 'hex') as token_hash from clusters where uid = $1`, [c.uid]);
     await withSql(async (sql) => {
-      const claim = await claimWithSnapshot(sql, claimArgs(c.uid, row?.token_hash as string), 2, noFailure);
+      const claim = await claimWithSnapshot(sql, claimArgs(c.uid, row?.token_hash as string), PAGE, noFailure);
       expect(claim.snapshot).toEqual({ deployments: [], openOperations: true });
       // Up to a revision below the operation's: none owed.
       expect((await readClaimSnapshot(sql, c.uid, 0, 2)).openOperations).toBe(false);

@@ -51,23 +51,39 @@ export async function readClaimSnapshot(sql: Sql, clusterUid: string, upToRevisi
   };
 }
 
+/** Raised when the page took longer than the claim may wait for it. */
+export class PageDeadlineError extends Error {
+  override readonly name = 'PageDeadlineError';
+}
+
 /**
  * The claim, and when it granted the fresh session id (and `snapshotRows` > 0) the first page of
- * that session's resync. A page that fails to load is left to the session (`snapshot` null);
- * only the claim's own failure fails the call.
+ * that session's resync. A page that fails to load, or takes longer than `pageDeadlineMs` (a
+ * table held by a migration, say), is left to the session (`snapshot` null): the claim is
+ * committed, and its answer must reach the session within the call's own deadline. Only the
+ * claim's own failure fails the call.
  */
 export async function claimWithSnapshot(
   sql: Sql,
   args: ClaimArgs,
-  snapshotRows: number,
+  snapshot: { rows: number; deadlineMs: number },
   pageFailed: (err: unknown) => void,
 ): Promise<ClaimedSession> {
   const claim = await claimCluster(sql, args);
-  if (snapshotRows < 1 || claim.refusal !== null || claim.sessionId !== args.freshSessionId) return { ...claim, snapshot: null };
+  if (snapshot.rows < 1 || claim.refusal !== null || claim.sessionId !== args.freshSessionId) return { ...claim, snapshot: null };
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const page = readClaimSnapshot(sql, args.clusterUid, claim.desiredRevision, snapshot.rows);
+  // A page abandoned at the deadline still settles later, on the connection; nobody waits for it.
+  page.catch(() => undefined);
   try {
-    return { ...claim, snapshot: await readClaimSnapshot(sql, args.clusterUid, claim.desiredRevision, snapshotRows) };
+    const late = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new PageDeadlineError(`first snapshot page not read within ${snapshot.deadlineMs} ms`)), snapshot.deadlineMs);
+    });
+    return { ...claim, snapshot: await Promise.race([page, late]) };
   } catch (err) {
     pageFailed(err);
     return { ...claim, snapshot: null };
+  } finally {
+    clearTimeout(timer);
   }
 }

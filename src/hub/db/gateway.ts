@@ -151,8 +151,10 @@ export class DbGateway extends DurableObject<HubEnv> {
    * from the session instead of three.
    */
   async claim(args: ClaimArgs, snapshotRows: number): Promise<Relayed<ClaimedSession>> {
+    // The page is a nicety: it may hold up the claim's answer for a fraction of the call's deadline.
+    const deadlineMs = Math.min(1_000, hubConfig(this.env).PG_QUERY_TIMEOUT_MS / 4);
     return this.relay(() =>
-      claimWithSnapshot(this.leastBusy(), args, snapshotRows, (err) =>
+      claimWithSnapshot(this.leastBusy(), args, { rows: snapshotRows, deadlineMs }, (err) =>
         log.warn("fresh session's first snapshot page could not be read; the session fetches it", { cluster: args.clusterUid, error: describeError(err) }),
       ),
     );
