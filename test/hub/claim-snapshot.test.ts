@@ -7,7 +7,8 @@
 import { randomBytes } from 'node:crypto';
 import { describe, expect, inject, it } from 'vitest';
 import { pgClient } from '../../scripts/lib/pg-node';
-import { claimWithSnapshot, readClaimSnapshot } from '../../src/hub/db/claim-snapshot';
+import { claimWithSnapshot } from '../../src/hub/db/claim-snapshot';
+import { fetchFirstSnapshotPage } from '../../src/hub/db/desired';
 import type { ClaimArgs } from '../../src/hub/db/ownership';
 import type { Sql } from '../../src/hub/db/sql';
 import { newId } from '../../src/protocol';
@@ -158,7 +159,7 @@ describe("the gateway's claim reads a fresh session its first snapshot page", ()
       const claim = await claimWithSnapshot(sql, claimArgs(c.uid, row?.token_hash as string), PAGE, noFailure);
       expect(claim.snapshot).toEqual({ deployments: [], openOperations: true });
       // Up to a revision below the operation's: none owed.
-      expect((await readClaimSnapshot(sql, c.uid, 0, 2)).openOperations).toBe(false);
+      expect((await fetchFirstSnapshotPage(sql, c.uid, 0, 2)).openOperations).toBe(false);
     });
   });
 });

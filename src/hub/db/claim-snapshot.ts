@@ -1,4 +1,5 @@
 import type { Payload } from '../../protocol';
+import { fetchFirstSnapshotPage } from './desired';
 import { claimCluster, type ClaimArgs, type ClaimResult } from './ownership';
 import type { Sql } from './sql';
 
@@ -21,44 +22,14 @@ export interface ClaimSnapshot {
 
 export type ClaimedSession = ClaimResult & { snapshot: ClaimSnapshot | null };
 
-type Row = [string, string, number | string, number, number, Payload<'deployment.desired'>['serving']];
-
-/** One statement: the page (as one JSON array of arrays) and whether operations are owed. */
-export async function readClaimSnapshot(sql: Sql, clusterUid: string, upToRevision: number, limit: number): Promise<ClaimSnapshot> {
-  const { rows } = await sql.query<{ page: Row[]; open_operations: boolean }>(
-    `select coalesce((
-         select jsonb_agg(jsonb_build_array(deployment_id, workload_id, revision, min_replicas, max_replicas, serving) order by deployment_id)
-         from (select deployment_id, workload_id, revision, min_replicas, max_replicas, serving from desired_deployments
-               where cluster_uid = $1 and not deleted order by deployment_id limit $2) d
-       ), '[]'::jsonb) as page,
-       exists (select 1 from operations
-               where cluster_uid = $1 and revision <= $3 and concluded_at is null and deadline > now()) as open_operations`,
-    [clusterUid, limit, upToRevision],
-  );
-  const r = rows[0];
-  if (!r) throw new Error('snapshot page returned no row');
-  return {
-    deployments: r.page.map(([deployment_id, workload_id, revision, min_replicas, max_replicas, serving]) => ({
-      deployment_id,
-      workload_id,
-      revision: Number(revision),
-      min_replicas,
-      max_replicas,
-      serving,
-      deleted: false,
-    })),
-    openOperations: r.open_operations === true,
-  };
-}
-
 /** Raised when the page took longer than the claim may wait for it. */
 export class PageDeadlineError extends Error {
   override readonly name = 'PageDeadlineError';
 }
 
 /**
- * The claim, and when it granted the fresh session id (and `snapshotRows` > 0) the first page of
- * that session's resync. A page that fails to load, or takes longer than `pageDeadlineMs` (a
+ * The claim, and when it granted the fresh session id (and `rows` > 0) the first page of
+ * that session's resync. A page that fails to load, or takes longer than `deadlineMs` (a
  * table held by a migration, say), is left to the session (`snapshot` null): the claim is
  * committed, and its answer must reach the session within the call's own deadline. Only the
  * claim's own failure fails the call.
@@ -72,7 +43,7 @@ export async function claimWithSnapshot(
   const claim = await claimCluster(sql, args);
   if (snapshot.rows < 1 || claim.refusal !== null || claim.sessionId !== args.freshSessionId) return { ...claim, snapshot: null };
   let timer: ReturnType<typeof setTimeout> | undefined;
-  const page = readClaimSnapshot(sql, args.clusterUid, claim.desiredRevision, snapshot.rows);
+  const page = fetchFirstSnapshotPage(sql, args.clusterUid, claim.desiredRevision, snapshot.rows);
   // A page abandoned at the deadline still settles later, on the connection; nobody waits for it.
   page.catch(() => undefined);
   try {

@@ -94,6 +94,34 @@ export async function fetchDesiredSnapshotPage(
 }
 
 /**
+ * A fresh session's first snapshot page, and whether unconcluded operations up to its claimed
+ * revision are owed, in one statement (claim-snapshot.ts). The flag's row carries the page
+ * through a lateral join, so an empty snapshot still answers it.
+ */
+export async function fetchFirstSnapshotPage(
+  sql: Sql,
+  clusterUid: string,
+  upToRevision: number,
+  limit: number,
+): Promise<{ deployments: Payload<'deployment.desired'>[]; openOperations: boolean }> {
+  const { rows } = await sql.query<ChangeRow & { open_operations: boolean }>(
+    `select d.*, o.open_operations
+     from (select exists (select 1 from operations
+                          where cluster_uid = $1 and revision <= $3 and concluded_at is null and deadline > now()) as open_operations) o
+     left join lateral (
+       select ${DEPLOYMENT_COLS} from desired_deployments
+       where cluster_uid = $1 and not deleted order by deployment_id limit $2
+     ) d on true
+     order by d.deployment_id`,
+    [clusterUid, limit, upToRevision],
+  );
+  return {
+    deployments: rows.filter((r) => r.deployment_id !== null).map((r) => toChange(r).payload as Payload<'deployment.desired'>),
+    openOperations: rows[0]?.open_operations === true,
+  };
+}
+
+/**
  * Operations a fresh session must deliver again: outside the resync contract, an unconcluded
  * operation is never superseded by a snapshot. Redelivery is harmless (the operator dedupes).
  */
