@@ -1,3 +1,6 @@
+import { readdir, readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { desired, eventually, node, useHub, type Peer } from './support/hub';
 
@@ -7,6 +10,7 @@ import { desired, eventually, node, useHub, type Peer } from './support/hub';
  * workerd and Postgres; the history comes from the cluster_owners trigger of migration 0010.
  */
 
+const STATIC_DIR = fileURLToPath(new URL('../../src/hub/dashboard/static/', import.meta.url));
 const h = useHub();
 
 const gpu = (id: string, nodeId: string, model: string, health: 'healthy' | 'unhealthy' = 'healthy') => ({
@@ -204,24 +208,49 @@ describe('admin reads for pollers', () => {
 });
 
 describe('GET / and /dashboard/*', () => {
-  it('serves the page and its files with the security headers, and nothing else from the assets directory', async () => {
+  it('serves the page and every file of the dashboard directory, as they are, with the security headers', async () => {
     const page = await fetch(`${h.hub.url}/`);
     expect(page.status).toBe(200);
     expect(page.headers.get('content-type')).toMatch(/^text\/html/);
     expect(page.headers.get('content-security-policy')).toContain("frame-ancestors 'none'");
-    expect(await page.text()).toContain('<script type="module" src="/dashboard/app.js">');
-    for (const file of ['app.js', 'app.css', 'fleet.js', 'cluster.js']) {
+    expect(page.headers.get('cache-control')).toBe('no-cache');
+    expect(await page.text()).toBe(await readFile(join(STATIC_DIR, 'index.html'), 'utf8'));
+    // Every file in the directory, so a file added there but not bundled (files.ts) fails here.
+    const names = (await readdir(STATIC_DIR)).filter((n) => n !== 'index.html');
+    expect(names.length).toBeGreaterThan(5);
+    for (const file of names) {
       const res = await fetch(`${h.hub.url}/dashboard/${file}`);
       expect(res.status, file).toBe(200);
+      expect(res.headers.get('content-type'), file).toMatch(file.endsWith('.css') ? /^text\/css/ : /^text\/javascript/);
       expect(res.headers.get('x-content-type-options')).toBe('nosniff');
-      await res.arrayBuffer();
+      expect(res.headers.get('content-encoding'), file).toBe('gzip');
+      expect(await res.text(), file).toBe(await readFile(join(STATIC_DIR, file), 'utf8'));
     }
-    // An unchanged file revalidates to 304.
+    // A client that takes no gzip gets the file as it is.
+    const plain = await fetch(`${h.hub.url}/dashboard/app.js`, { headers: { 'accept-encoding': 'identity' } });
+    expect(plain.headers.get('content-encoding')).toBeNull();
+    expect(await plain.text()).toBe(await readFile(join(STATIC_DIR, 'app.js'), 'utf8'));
+  });
+
+  it('answers an unchanged file 304 and a changed tag 200', async () => {
     const js = await fetch(`${h.hub.url}/dashboard/app.js`);
     await js.arrayBuffer();
-    const again = await fetch(`${h.hub.url}/dashboard/app.js`, { headers: { 'if-none-match': js.headers.get('etag') ?? '' } });
+    const tag = js.headers.get('etag');
+    // Weak: one tag for the file, gzipped or not.
+    expect(tag).toMatch(/^W\/"[0-9a-f]+"$/);
+    const again = await fetch(`${h.hub.url}/dashboard/app.js`, { headers: { 'if-none-match': tag ?? '' } });
     expect(again.status).toBe(304);
-    for (const path of ['/dashboard/nope.js', '/dashboard/index.html', '/dashboard/%2e%2e%2fwrangler.toml', '/index.html', '/app.js']) {
+    expect(again.headers.get('etag')).toBe(tag);
+    const other = await fetch(`${h.hub.url}/dashboard/app.js`, { headers: { 'if-none-match': '"0000"' } });
+    expect(other.status).toBe(200);
+    await other.arrayBuffer();
+    const page = await fetch(`${h.hub.url}/dashboard/app.css`);
+    await page.arrayBuffer();
+    expect(page.headers.get('etag')).not.toBe(tag);
+  });
+
+  it('serves nothing else', async () => {
+    for (const path of ['/dashboard/nope.js', '/dashboard/index.html', '/dashboard/%2e%2e%2fwrangler.toml', '/dashboard/..%2Ffiles.ts', '/dashboard/constructor', '/index.html', '/app.js']) {
       const res = await fetch(`${h.hub.url}${path}`, { redirect: 'manual' });
       expect(res.status, path).toBe(404);
       expect(((await res.json()) as { error: { code: string } }).error.code).toBe('not_found');

@@ -1,20 +1,18 @@
-import { Hono, type MiddlewareHandler } from 'hono';
+import { Hono, type Context, type MiddlewareHandler } from 'hono';
+import { etag } from 'hono/etag';
 import { secureHeaders } from 'hono/secure-headers';
 import type { HubEnv } from '../env';
 import { jsonError } from '../http-errors';
+import { FILES, PAGE, type DashboardFile } from './files';
 
 /**
  * The fleet dashboard, served by the Worker itself: `GET /` is the page and `/dashboard/*` its
- * script and style, all plain files in ./static shipped as Workers static assets (wrangler.toml
- * `[assets]`, with `run_worker_first` so every asset answer passes through here and carries the
- * headers below). The page talks only to the public admin API, with the bearer the user signs
- * in with.
+ * script and style, plain files in ./static bundled into the Worker as text (./files.ts). Not
+ * Workers static assets: every answer carries the headers below, so the Worker had to run first
+ * for every request anyway, and the assets router that `[assets]` puts in front of the Worker was
+ * then paid by every request (the admin API's and the operators' connects included) for ten small
+ * files. The page talks only to the public admin API, with the bearer the user signs in with.
  */
-
-export interface DashboardEnv extends HubEnv {
-  /** Workers static assets (wrangler.toml [assets]); absent in a configuration without them. */
-  ASSETS?: Fetcher;
-}
 
 /**
  * No script, style, font or connection from anywhere but this origin, no inline script or style
@@ -43,28 +41,32 @@ const pageHeaders: MiddlewareHandler = secureHeaders({
   permissionsPolicy: { camera: [], microphone: [], geolocation: [] },
 });
 
-/** Only these names are served under /dashboard/: nothing else in the assets directory leaks. */
-const FILE_RE = /^[a-z][a-z0-9-]*\.(?:js|css)$/;
+const GZIP_RE = /\bgzip\b/i;
 
-async function fromAssets(env: DashboardEnv, req: Request, path: string): Promise<Response | null> {
-  if (!env.ASSETS) return null;
-  // Forward the conditional headers so an unchanged file answers 304.
-  const res = await env.ASSETS.fetch(new Request(new URL(path, req.url), { headers: req.headers }));
-  if (res.status !== 200 && res.status !== 304) return null;
-  const out = new Response(res.body, res);
-  // Small files, changed by a deploy: always revalidate (a 304 costs a round trip, not a download).
-  out.headers.set('cache-control', 'no-cache');
-  return out;
+function serve(c: Context, file: DashboardFile): Response {
+  const headers: Record<string, string> = {
+    'content-type': file.type,
+    // Small files, changed by a deploy: always revalidate (a 304 costs a round trip, not a download).
+    'cache-control': 'no-cache',
+    vary: 'accept-encoding',
+  };
+  // The runtime compresses a body whose response says gzip (so no compression here: it would be
+  // done twice).
+  if (GZIP_RE.test(c.req.header('accept-encoding') ?? '')) headers['content-encoding'] = 'gzip';
+  return c.body(file.body, 200, headers);
 }
 
-export function dashboardApp(): Hono<{ Bindings: DashboardEnv }> {
-  const app = new Hono<{ Bindings: DashboardEnv }>();
+export function dashboardApp(): Hono<{ Bindings: HubEnv }> {
+  const app = new Hono<{ Bindings: HubEnv }>();
   // Per route, not app.use('*'): mounted at '/', a wildcard would also dress every other route.
-  app.get('/', pageHeaders, async (c) => (await fromAssets(c.env, c.req.raw, '/')) ?? jsonError(c, 503, 'unavailable', 'the dashboard assets are not configured on this hub'));
-  app.get('/dashboard/:file', pageHeaders, async (c) => {
-    const file = c.req.param('file');
-    if (!FILE_RE.test(file)) return jsonError(c, 404, 'not_found', `no dashboard file ${file}`);
-    return (await fromAssets(c.env, c.req.raw, `/${file}`)) ?? jsonError(c, 404, 'not_found', `no dashboard file ${file}`);
+  // Weak tags: one tag for the file, gzipped or not.
+  const dressed = [pageHeaders, etag({ weak: true })] as const;
+  app.get('/', ...dressed, (c) => serve(c, PAGE));
+  app.get('/dashboard/:file', ...dressed, (c) => {
+    const name = c.req.param('file');
+    // Only the listed files: a map lookup, so no path ever reaches anything else.
+    const found = FILES.get(name);
+    return found ? serve(c, found) : jsonError(c, 404, 'not_found', `no dashboard file ${name}`);
   });
   return app;
 }
