@@ -164,6 +164,8 @@ export class BenchEnv {
       claimSnapshot: (await read('src/hub/db/claim-snapshot.ts')) && this.vars.CLAIM_SNAPSHOT_ROWS !== '0' ? 1 : 0,
       /** Clients on the Worker's direct socket, Miniflare's local explorer off (not `--dev-paths`). */
       directSocket: this.devPaths ? 0 : 1,
+      /** wrangler.toml has an `[assets]` block: the assets router sits in front of every request. */
+      assetsRouter: /^\[assets\]/m.test(await read('wrangler.toml')) ? 1 : 0,
     };
   }
 
