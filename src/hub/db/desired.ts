@@ -114,6 +114,7 @@ export async function fetchFirstSnapshotPage(
      ) d on true
      order by d.deployment_id`,
     [clusterUid, limit, upToRevision],
+    'wingsmith_first_page_v1',
   );
   return {
     deployments: rows.filter((r) => r.deployment_id !== null).map((r) => toChange(r).payload as Payload<'deployment.desired'>),

@@ -43,6 +43,7 @@ export async function pollFleet(sql: Sql, shard: number, sweepMs: number, limit:
      select d.session_id, d.cluster_uid, d.why, exists (select 1 from live_sessions where poll_shard = $1) as any_live
      from (select 1) one left join due d on true`,
     [shard, sweepMs, limit, alive],
+    'wingsmith_fleet_poll_v1',
   );
   return {
     poke: rows.flatMap((r) => (r.session_id && r.cluster_uid && r.why ? [{ sessionId: r.session_id, clusterUid: r.cluster_uid, why: r.why }] : [])),

@@ -138,9 +138,9 @@ export class DbGateway extends DurableObject<HubEnv> {
   }
 
   /** Errors come back as values: RPC would drop the SQLSTATE that tells transient from permanent. */
-  async query(text: string, params: unknown[]): Promise<GatewayResult> {
+  async query(text: string, params: unknown[], name?: string): Promise<GatewayResult> {
     return this.relay(async () => {
-      const r = await this.leastBusy().query(text, params);
+      const r = await this.leastBusy().query(text, params, name);
       return { rows: r.rows, rowCount: r.rowCount };
     });
   }
@@ -240,8 +240,8 @@ async function viaGateway<T>(env: HubEnv, call: (stub: DbGatewayStub) => Promise
 /** An `Sql` that runs each statement on one of the gateway's shards. */
 export function gatewaySql(env: HubEnv): Sql {
   return {
-    async query<R = Record<string, unknown>>(text: string, params: unknown[] = []) {
-      const r = await viaGateway(env, (stub) => stub.query(text, params));
+    async query<R = Record<string, unknown>>(text: string, params: unknown[] = [], name?: string) {
+      const r = await viaGateway(env, (stub) => stub.query(text, params, name));
       return { rows: r.rows as R[], rowCount: r.rowCount };
     },
   };
@@ -266,7 +266,7 @@ export function shardOf(key: string, shards: number): number {
 }
 
 interface DbGatewayStub {
-  query(text: string, params: unknown[]): Promise<GatewayResult>;
+  query(text: string, params: unknown[], name?: string): Promise<GatewayResult>;
   claim(args: ClaimArgs, snapshotRows: number): Promise<Relayed<ClaimedSession>>;
   writeDesired(req: DesiredWriteRequest): Promise<Relayed<DesiredWriteResult | null>>;
 }

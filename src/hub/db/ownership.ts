@@ -89,7 +89,7 @@ export async function claimCluster(sql: Sql, args: ClaimArgs): Promise<ClaimResu
     args.contention.quietMs,
     args.pollShard,
     args.watermark,
-  ]);
+  ], 'wingsmith_claim_v1');
   const r = rows[0];
   if (!r) throw new Error('claim returned no row');
   const previous = r.prev_session_id !== null && r.prev_session_id !== r.session_id ? r.prev_session_id : null;
@@ -241,6 +241,7 @@ export async function checkSession(
             exists (select 1 from upd) as owner,
             (select desired_revision from c) as desired_revision`,
     [args.clusterUid, args.tokenHashHex, args.sessionId, args.generation, JSON.stringify(args.live), args.connected, args.watermark],
+    'wingsmith_session_check_v1',
   );
   const r = rows[0];
   if (!r) throw new Error('session check returned no row');

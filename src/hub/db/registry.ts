@@ -101,6 +101,7 @@ export async function lookupToken(sql: Sql, tokenHashHex: string): Promise<Token
     `select uid, name, disabled_at is not null as disabled, location_hint, placement_changed_at
      from clusters where token_hash = decode($1, 'hex')`,
     [tokenHashHex],
+    'wingsmith_token_lookup_v1',
   );
   const r = rows[0];
   return r ? { ...r, location_hint: knownHint(r.location_hint) } : null;
