@@ -60,8 +60,10 @@ async function bulk(cluster: string, items: (DesiredBody & { deployment_id: stri
   revision += items.length;
   if (withDb) {
     const c = await dbClient();
-    const { rows } = await c.query<{ first_revision: string }>(
-      `with input as (
+    // Prepared, as the hub prepares its own: the same write, sent the same way.
+    const { rows } = await c.query<{ first_revision: string }>({
+      name: 'put_desired_many',
+      text: `with input as (
          select * from jsonb_to_recordset($2::jsonb)
            as x(deployment_id text, workload_id text, min_replicas int, max_replicas int, serving jsonb, ord int)
        ),
@@ -79,8 +81,8 @@ async function bulk(cluster: string, items: (DesiredBody & { deployment_id: stri
          returning 1
        )
        select rev.before + 1 as first_revision, (select count(*) from up) as written from rev`,
-      [cluster, JSON.stringify(items.map((d, i) => ({ ...d, ord: i + 1 }))), items.length],
-    );
+      values: [cluster, JSON.stringify(items.map((d, i) => ({ ...d, ord: i + 1 }))), items.length],
+    });
     first = Number(rows[0]?.first_revision ?? first);
   }
   items.forEach((d, i) => io.to(cluster).emit('deployment.desired', { ...d, revision: first + i, deleted: false }));
@@ -115,16 +117,18 @@ async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> 
     let rev = ++revision;
     if (url.searchParams.get('db') === '1') {
       const c = await dbClient();
-      // The same write the hub's admin PUT makes: bump the revision, upsert the row.
-      const { rows } = await c.query<{ revision: string }>(
-        `with rev as (update clusters set desired_revision = desired_revision + 1 where uid = $1 returning uid, desired_revision)
+      // The same write the hub's admin PUT makes: bump the revision, upsert the row; prepared,
+      // as the hub's is.
+      const { rows } = await c.query<{ revision: string }>({
+        name: 'put_desired',
+        text: `with rev as (update clusters set desired_revision = desired_revision + 1 where uid = $1 returning uid, desired_revision)
          insert into desired_deployments (cluster_uid, deployment_id, workload_id, revision, min_replicas, max_replicas, serving, deleted, updated_at)
          select uid, $2, $3, desired_revision, $4, $5, $6::jsonb, false, now() from rev
          on conflict (cluster_uid, deployment_id) do update set workload_id = excluded.workload_id, revision = excluded.revision,
            min_replicas = excluded.min_replicas, max_replicas = excluded.max_replicas, serving = excluded.serving, deleted = false, updated_at = now()
          returning revision`,
-        [cluster, deploymentId, d.workload_id, d.min_replicas, d.max_replicas, JSON.stringify(d.serving)],
-      );
+        values: [cluster, deploymentId, d.workload_id, d.min_replicas, d.max_replicas, JSON.stringify(d.serving)],
+      });
       rev = Number(rows[0]?.revision ?? rev);
     }
     io.to(cluster).emit('deployment.desired', { deployment_id: deploymentId, revision: rev, ...d, deleted: false });
