@@ -59,18 +59,6 @@ interface Target {
 
 const bulkBody = (ids: string[]) => ({ deployments: ids.map((deployment_id) => ({ deployment_id, ...BODY })) });
 
-/** Median of n sequential GETs of a path the server answers 404 without work: the HTTP floor. */
-async function emptyRoundTrip(url: string, n: number): Promise<number> {
-  const xs: number[] = [];
-  for (let i = 0; i < n + 10; i++) {
-    const t0 = performance.now();
-    const res = await fetch(url);
-    await res.text();
-    if (i >= 10) xs.push(performance.now() - t0);
-  }
-  return median(xs);
-}
-
 /** Sequential single changes: PUT start → frame at the operator. */
 async function singles(t: Target, n: number, tag: string): Promise<{ delivery: number[]; putMs: number[] }> {
   const delivery: number[] = [];
@@ -84,6 +72,37 @@ async function singles(t: Target, n: number, tag: string): Promise<{ delivery: n
     delivery.push((await arrived) - t0);
   }
   return { delivery, putMs };
+}
+
+/**
+ * Sequential single changes to several targets taken in turns (one change each, then the next
+ * round), so a machine that speeds up or slows down during the measurement moves every target
+ * alike instead of whichever ran in that stretch.
+ */
+async function singlesInTurn(targets: Target[], n: number, tag: string): Promise<{ delivery: number[]; putMs: number[] }[]> {
+  const out = targets.map(() => ({ delivery: [] as number[], putMs: [] as number[] }));
+  for (let i = 0; i < n; i++) {
+    for (let k = 0; k < targets.length; k++) {
+      const one = await singles(targets[k] as Target, 1, `${tag}-${k}-${i}`);
+      out[k]?.delivery.push(...one.delivery);
+      out[k]?.putMs.push(...one.putMs);
+    }
+  }
+  return out;
+}
+
+/** The HTTP floor of several servers, taken in turns as the singles are. */
+async function floorsInTurn(urls: string[], n: number): Promise<number[]> {
+  const xs = urls.map(() => [] as number[]);
+  for (let i = 0; i < n + 10; i++) {
+    for (let k = 0; k < urls.length; k++) {
+      const t0 = performance.now();
+      const res = await fetch(urls[k] as string);
+      await res.text();
+      if (i >= 10) xs[k]?.push(performance.now() - t0);
+    }
+  }
+  return xs.map(median);
 }
 
 /** n changes with `concurrency` PUTs in flight: ms until the operator has all, and each one's latency. */
@@ -229,12 +248,13 @@ export const desired: Scenario = {
         bulkT.sioDb.push(bd1.totalMs);
         bulkResponse.push(bh1.responseMs);
         bulkFirst.push(bh1.firstMs);
-        const [h, singleCpu] = await withCpu(env.workerdPid, () => singles(hub, singlesN, `s${r}-h`));
+        // workerd's CPU over the turns is the hub's: it does nothing while the others are served.
+        const [[h, s, d], singleCpu] = await withCpu(env.workerdPid, () => singlesInTurn([hub, sioPlain, sioDb], singlesN, `s${r}`));
+        if (!h || !s || !d) throw new Error('singlesInTurn: a target without results');
         cpu.single.push((singleCpu * 1000) / singlesN);
-        const s = await singles(sioPlain, singlesN, `s${r}-s`);
-        const d = await singles(sioDb, singlesN, `s${r}-d`);
-        floor.hub.push(await emptyRoundTrip(`${env.hubUrl}/no-such-route`, singlesN));
-        floor.sio.push(await emptyRoundTrip(`${sioUrl}/no-such-route`, singlesN));
+        const [hubFloor, sioFloor] = await floorsInTurn([`${env.hubUrl}/no-such-route`, `${sioUrl}/no-such-route`], singlesN);
+        floor.hub.push(hubFloor as number);
+        floor.sio.push(sioFloor as number);
         putMs.push(median(h.putMs));
         med.hub.push(median(h.delivery));
         med.sio.push(median(s.delivery));
@@ -277,7 +297,7 @@ export const desired: Scenario = {
         name: 'desired',
         title: this.title,
         method: [
-          `Single changes: ${singlesN} sequential PUTs per repetition, each a new deployment id; latency = PUT request started → its deployment.desired frame received by the operator (a raw ws client that acks every 100 frames). ${ctx.reps} repetitions.`,
+          `Single changes: ${singlesN} sequential PUTs per repetition to each server, in turns (one to the hub, one to Socket.IO, one to Socket.IO + Postgres, and again), so the machine's drift during a repetition moves all three alike; each a new deployment id; latency = PUT request started → its deployment.desired frame received by the operator (a raw ws client that acks every 100 frames). ${ctx.reps} repetitions.`,
           `Burst: ${fmtNum(burstN)} PUTs with ${concurrency} in flight; time = first PUT started → last frame received; ${burstReps} repetition(s).`,
           `Bulk: ${fmtNum(burstN)} new deployments in one \`PUT /admin/clusters/{id}/deployments\`; time = request started → the last of their frames received; once per repetition, before the singles.`,
           'The hub\'s operator is a raw ws client that acks as the SDK does (50 ms after its cursor moves, unless a frame carried it) and sends the canonical ping every 10 s.',
