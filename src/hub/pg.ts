@@ -74,6 +74,8 @@ export class Pg {
   private idleSince = 0;
   private inFlight = 0;
   private connectionTag = '';
+  /** The prepared statements' names on the current connection, as sent (with the tag). */
+  private prepared = new Set<string>();
   /** When the connection last answered anything (or opened). */
   private progressAt = 0;
   private readonly idleCloseMs: number;
@@ -102,7 +104,8 @@ export class Pg {
 
   /**
    * `name` makes it a prepared statement on this connection: parsed and planned once per
-   * connection instead of on every call (worth it for the large, frequent ingest statement).
+   * connection instead of on every call (every statement on a hot path has one). Dropped again
+   * when the connection closes (`deallocate`).
    */
   async query<R = Record<string, unknown>>(text: string, params: unknown[] = [], name?: string): Promise<QueryResultRows<R>> {
     // The idle timer is left running: it finds the statement in flight and does nothing.
@@ -112,7 +115,12 @@ export class Pg {
       try {
         // Unique per connection: an embedded Postgres (PGlite) runs every connection in one
         // backend, where a fixed name would collide with another connection's statement.
-        const result = await (name ? client.query({ name: `${name}_${this.connectionTag}`, text, values: params }) : client.query(text, params));
+        const tagged = name ? `${name}_${this.connectionTag}` : null;
+        const result = await (tagged ? client.query({ name: tagged, text, values: params }) : client.query(text, params));
+        // Recorded once it ran, and only for the connection still held: a name whose parse
+        // failed, or another connection's, does not exist here, and one missing name would fail
+        // the whole list at close.
+        if (tagged && this.client === client) this.prepared.add(tagged);
         this.progressAt = Date.now();
         return { rows: result.rows as R[], rowCount: result.rowCount };
       } catch (err) {
@@ -137,9 +145,13 @@ export class Pg {
   async close(): Promise<void> {
     this.clearIdle();
     const client = this.client;
+    const prepared = [...this.prepared];
     this.client = null;
     this.connecting = null;
-    if (client) await client.end().catch(() => undefined);
+    this.prepared.clear();
+    if (!client) return;
+    if (prepared.length > 0) await deallocate(client, prepared);
+    await client.end().catch(() => undefined);
   }
 
   private connect(): Promise<Client> {
@@ -167,6 +179,7 @@ export class Pg {
         this.client = client;
         this.progressAt = Date.now();
         this.connectionTag = (++connections).toString(36) + Math.random().toString(36).slice(2, 8);
+        this.prepared.clear();
         return client;
       })
       .catch((err: unknown) => {
@@ -211,6 +224,29 @@ export class Pg {
     if (left > 0) this.idleTimer = setTimeout(() => this.idleTimerFired(), left);
     else void this.close();
   }
+}
+
+/** How long a closing connection waits for its statements to be dropped before it just closes. */
+const DEALLOCATE_WAIT_MS = 1_000;
+
+/**
+ * Drop the named statements before closing. Postgres drops them with the connection anyway; an
+ * embedded Postgres (PGlite, `npm start` without a server) runs every connection in one backend,
+ * where they would otherwise outlive it and pile up for as long as the hub runs. By name, never
+ * `DEALLOCATE ALL`: there that would drop the other connections' statements too. Best effort: a
+ * pooler that renamed them answers an error, and a stalled server is not waited on.
+ */
+async function deallocate(client: Client, names: string[]): Promise<void> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const waited = new Promise<void>((resolve) => {
+    timer = setTimeout(resolve, DEALLOCATE_WAIT_MS);
+  });
+  const dropped = client.query(names.map((n) => `deallocate "${n}"`).join('; ')).then(
+    () => undefined,
+    () => undefined,
+  );
+  await Promise.race([dropped, waited]);
+  clearTimeout(timer);
 }
 
 /** The driver's `query_timeout` rejection (node-postgres words it so). */
