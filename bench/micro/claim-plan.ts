@@ -13,6 +13,8 @@ import { LOCAL_TEST_DATABASE_URL, startDevStack } from '../../scripts/lib/dev-st
 import { claimCluster, type ClaimArgs } from '../../src/hub/db/ownership';
 import type { Sql } from '../../src/hub/db/sql';
 import { pgClient } from '../../scripts/lib/pg-node';
+import { sqlOf } from '../baselines/postgres';
+import { median } from '../lib/stats';
 
 const N = Number(process.env.N ?? 400);
 
@@ -33,14 +35,15 @@ async function main(): Promise<void> {
     await client.query(`insert into clusters (uid, name, token_hash, token_issued_at) values ($1, $1, decode($2, 'hex'), now())`, [uid, hash]);
     clusters.push({ uid, hash });
   }
-  const sqlFor = (named: boolean): Sql => ({
-    query: async (text, params, name) =>
-      (await (named && name ? client.query({ name, text, values: params ?? [] }) : client.query(text, params ?? []))) as never,
-  });
+  // Unnamed: the baselines' adapter, which drops the name. Named: the same, keeping it.
+  const unnamed = sqlOf(client);
+  const named: Sql = {
+    query: async (text, params, name) => (await (name ? client.query({ name, text, values: params ?? [] }) : client.query(text, params ?? []))) as never,
+  };
   const times: Record<string, number[]> = { 'named fresh': [], 'named resume': [], 'unnamed fresh': [], 'unnamed resume': [] };
   const held = new Map<string, { sessionId: string; generation: number }>();
   for (let i = 0; i < N; i++) {
-    for (const named of [true, false]) {
+    for (const prepared of [true, false]) {
       const c = clusters[i % clusters.length] as { uid: string; hash: string };
       const prev = i % 2 === 0 ? (held.get(c.uid) ?? null) : null;
       const args: ClaimArgs = {
@@ -56,15 +59,14 @@ async function main(): Promise<void> {
         watermark: 0,
       };
       const t0 = performance.now();
-      const r = await claimCluster(sqlFor(named), args);
+      const r = await claimCluster(prepared ? named : unnamed, args);
       const ms = performance.now() - t0;
       if (r.generation === null || r.sessionId === null) throw new Error(`refused: ${r.refusal}`);
       held.set(c.uid, { sessionId: r.sessionId, generation: r.generation });
-      if (i >= 20) times[`${named ? 'named' : 'unnamed'} ${prev ? 'resume' : 'fresh'}`]?.push(ms);
+      if (i >= 20) times[`${prepared ? 'named' : 'unnamed'} ${prev ? 'resume' : 'fresh'}`]?.push(ms);
     }
   }
-  const med = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? NaN;
-  for (const [k, xs] of Object.entries(times)) console.log(`${k}: n=${xs.length} median ${med(xs).toFixed(3)} ms`);
+  for (const [k, xs] of Object.entries(times)) console.log(`${k}: n=${xs.length} median ${median(xs).toFixed(3)} ms`);
   await client.end();
   await stack.close();
 }
