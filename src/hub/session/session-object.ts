@@ -140,7 +140,11 @@ export class SessionObject extends DurableObject<HubEnv> {
           void this.fleet.check();
         },
         keepRetrying: () => sockets.active() !== null,
-        log: this.baseLog,
+        // Read at each line: the session's logger names its cluster and session, and is replaced
+        // when a hello opens a session (the base logger names neither).
+        get log() {
+          return state.log;
+        },
       },
       cfg.INGEST_BATCH_FRAMES,
     );
