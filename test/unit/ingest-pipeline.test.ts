@@ -102,9 +102,11 @@ describe('ingest pipeline: a second statement in flight', () => {
     await settle();
     // Both out at once: the database runs the second straight after the first.
     expect(h.pending.length).toBe(2);
+    expect(h.pipeline.statementsInFlight).toBe(2);
     h.pending[1]?.resolve();
     await settle();
     expect(h.committed).toEqual([]);
+    expect(h.pipeline.statementsInFlight).toBe(1);
     h.pending[0]?.resolve();
     await settle();
     expect(h.committed).toEqual([
@@ -116,6 +118,7 @@ describe('ingest pipeline: a second statement in flight', () => {
     await settle();
     expect(h.committed.at(-1)).toEqual([5]);
     expect(h.pipeline.size).toBe(0);
+    expect(h.pipeline.statementsInFlight).toBe(0);
   });
 
   it('when the first fails and the one behind commits, that one stays applied and the first is retried after the backoff', async () => {
@@ -127,6 +130,8 @@ describe('ingest pipeline: a second statement in flight', () => {
     h.pending[1]?.resolve();
     await settle();
     expect(h.committed).toEqual([[3, 4]]);
+    // A failed statement is answered too: nothing is left counted in flight during the backoff.
+    expect(h.pipeline.statementsInFlight).toBe(0);
     expect(h.pipeline.size).toBe(2);
     expect(h.pipeline.oldestArrival()).not.toBeNull();
     await new Promise((r) => setTimeout(r, 120));

@@ -46,6 +46,8 @@ export class IngestPipeline {
   private wake: (() => void) | null = null;
   /** Consecutive failed statements, for the live view. */
   transientFailures = 0;
+  /** Batch statements sent and not yet answered (two in the steady state: see `run`). */
+  private inFlight = 0;
 
   constructor(
     private readonly host: IngestHost,
@@ -62,6 +64,11 @@ export class IngestPipeline {
   /** Subjects whose frames are set aside after a transient failure. */
   get heldSubjects(): number {
     return this.schedule.heldSubjects;
+  }
+
+  /** Batch statements sent to the database and not yet answered, for the live view. */
+  get statementsInFlight(): number {
+    return this.inFlight;
   }
 
   /** When the oldest unapplied frame arrived, or null when everything is applied. */
@@ -147,9 +154,16 @@ export class IngestPipeline {
   }
 
   private apply(fence: SessionFence, built: BuiltBatch): Promise<Outcome> {
+    this.inFlight++;
     return applyIngestBatch(this.host.sql, fence, built.batch).then(
-      (result) => ({ result }),
-      (error: unknown) => ({ error }),
+      (result) => {
+        this.inFlight--;
+        return { result };
+      },
+      (error: unknown) => {
+        this.inFlight--;
+        return { error };
+      },
     );
   }
 

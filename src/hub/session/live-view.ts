@@ -16,6 +16,8 @@ export interface LiveView {
   pending_apply: number;
   /** Subjects (a node, a GPU, …) whose frames are set aside after a transient failure; later frames still apply. */
   held_subjects: number;
+  /** Batch statements sent to Postgres and not yet answered: up to two (the second queued behind the first). */
+  apply_statements_in_flight: number;
   /** The hub's last sent seq and the operator's cursor of it. */
   last_sent_seq: number;
   operator_cursor: number;
@@ -39,6 +41,7 @@ export interface LiveViewInput {
   outbound: { lastSent: number; peerAck: number; unacked: number; bytes: number };
   pendingApply: number;
   heldSubjects: number;
+  applyInFlight: number;
   sendQueue: number;
   lastSeen: number;
   wakes: WakeStats;
@@ -56,6 +59,7 @@ export function buildLiveView(i: LiveViewInput): LiveView {
     hub_expected: i.inbound.expected,
     pending_apply: i.pendingApply,
     held_subjects: i.heldSubjects,
+    apply_statements_in_flight: i.applyInFlight,
     last_sent_seq: i.outbound.lastSent,
     operator_cursor: i.outbound.peerAck,
     replay_buffer_frames: i.outbound.unacked,

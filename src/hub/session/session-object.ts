@@ -459,6 +459,7 @@ export class SessionObject extends DurableObject<HubEnv> {
       outbound: { lastSent: state.outbound.lastSent, peerAck: state.outbound.peerAck, unacked: state.outbound.unacked, bytes: state.outbound.store.bytes },
       pendingApply: this.ingest.size,
       heldSubjects: this.ingest.heldSubjects,
+      applyInFlight: this.ingest.statementsInFlight,
       sendQueue: this.sendPath.queue.length,
       lastSeen: active ? this.sockets.lastSeen(active, state.lastFrameAt) : state.lastFrameAt,
       wakes: this.wakes.snapshot(),

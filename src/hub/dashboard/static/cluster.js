@@ -122,6 +122,8 @@ export function clusterView(name) {
         ['Replay buffer', l.replay_buffer_frames === undefined ? '—' : `${l.replay_buffer_frames} frames, ${bytes(l.replay_buffer_bytes ?? 0)}`],
         ['Send queue', l.send_queue_frames],
         ['Pending apply', l.pending_apply],
+        ['Held subjects (retrying)', l.held_subjects],
+        ['Apply statements in flight', l.apply_statements_in_flight],
         ['Read', s.source === 'object' ? 'from the session now' : 'from its last poll'],
       ]),
       h('h4', {}, 'Counters'),
