@@ -43,7 +43,7 @@ export async function connect(c: Context<{ Bindings: HubEnv }>): Promise<Respons
   // Each region has its own registry: a token from another region's is unknown here, and the
   // message says where the operator dialled.
   if (!cluster) return refuseSocket('not_found', `enrollment token is not valid${inRegion(hubConfig(c.env))} (unknown or rotated)`);
-  if (cluster.disabled) return refuseSocket('conflict', 'cluster is disabled');
+  if (cluster.disabled) return refuseSocket('conflict', 'cluster is disabled', cluster.uid);
 
   const routeKey = routeKeyFor(cluster, c.req.header(SESSION_HINT_HEADER)) ?? newId();
   const remoteAddr = c.req.header('cf-connecting-ip')?.slice(0, 64) ?? null;
@@ -82,13 +82,13 @@ function routeKeyFor(cluster: TokenLookup, hint: string | undefined): string | n
 }
 
 /** A typed refusal over the socket (error frame, then 4403); no session object is involved. */
-function refuseSocket(code: ErrorCode, message: string): Response {
+function refuseSocket(code: ErrorCode, message: string, cluster?: string): Response {
   const pair = new WebSocketPair();
   const client = pair[0];
   const server = pair[1];
   server.accept();
   server.send(buildFrame({ type: 'error', payload: { code, message, retryable: false } }));
   server.close(CloseCode.REFUSED, message);
-  log.warn('connect refused', { reason: message });
+  log.warn('connect refused', { ...(cluster ? { cluster } : {}), reason: message });
   return new Response(null, { status: 101, webSocket: client });
 }

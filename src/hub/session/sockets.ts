@@ -113,15 +113,24 @@ export class Sockets {
 
   /** A typed error, then the close. */
   refuse(ws: WebSocket, close: number, replyTo: string | null, code: ErrorCode, message: string, retryable = false): void {
-    this.hooks.log().warn('connection refused', { close, reason: message });
+    this.hooks.log().warn('connection refused', { ...this.whose(ws), close, reason: message });
     this.sendError(ws, replyTo, code, message, retryable);
     this.close(ws, close, message);
   }
 
   protocolError(ws: WebSocket, replyTo: string | null, message: string): void {
-    this.hooks.log().warn('protocol error; closing 4400', { reason: message });
+    this.hooks.log().warn('protocol error; closing 4400', { ...this.whose(ws), reason: message });
     this.sendError(ws, replyTo, 'invalid', message, false);
     this.close(ws, CloseCode.PROTOCOL_ERROR, message);
+  }
+
+  /**
+   * Which cluster and connection a line is about. Before a hello opens the session the object's
+   * logger names no cluster, and a refusal at the handshake is exactly the line someone looks for.
+   */
+  private whose(ws: WebSocket): { cluster?: string; connection?: string } {
+    const att = this.attachment(ws);
+    return att ? { cluster: att.clusterUid, connection: att.cid } : {};
   }
 
   close(ws: WebSocket, code: number, reason: string): void {

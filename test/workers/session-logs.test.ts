@@ -1,12 +1,14 @@
 /**
- * What the ingest pipeline logs about a session's frames names the session: cluster, session and
- * seq, as every session log line does. A poison frame the database refuses is logged loudly, and
- * a line that does not say which cluster sent it cannot be acted on.
+ * A session object's log lines name what they are about: cluster, session and seq once a session
+ * is open, and the cluster and connection before (a refusal at the handshake). A poison frame the
+ * database refuses is logged loudly, and a line that does not say which cluster sent it cannot be
+ * acted on.
  */
 import { describe, expect, it, vi } from 'vitest';
+import { CloseCode } from '../../src/protocol';
 import { connect, eventually, newCluster, node } from './support/peer';
 
-type Line = { level: string; msg: string; cluster?: string; session?: string; seq?: number };
+type Line = { level: string; msg: string; cluster?: string; session?: string; seq?: number; connection?: string; reason?: string };
 
 const lines = (calls: unknown[][]): Line[] =>
   calls
@@ -14,7 +16,7 @@ const lines = (calls: unknown[][]): Line[] =>
     .filter((s) => s.startsWith('{'))
     .map((s) => JSON.parse(s) as Line);
 
-describe('ingest log lines', () => {
+describe('session log lines', () => {
   it('a frame the database refuses is logged with its cluster, session and seq', async () => {
     const errors = vi.spyOn(console, 'error');
     const warnings = vi.spyOn(console, 'warn');
@@ -36,6 +38,23 @@ describe('ingest log lines', () => {
       peer.close();
     } finally {
       errors.mockRestore();
+      warnings.mockRestore();
+    }
+  });
+
+  it('a hello refused before any session opened is logged with the cluster and connection', async () => {
+    const warnings = vi.spyOn(console, 'warn');
+    try {
+      const c = await newCluster('logs');
+      const other = await newCluster('logs-other');
+      const peer = await connect(c.token);
+      // The token decides the cluster: a hello naming another one is refused (4400).
+      peer.send('hello', { cluster_id: other.name, operator_version: '0.1.0', session_id: null, resume_from: null, lossy: false });
+      expect((await peer.closedWith()).code).toBe(CloseCode.PROTOCOL_ERROR);
+      const refused = await eventually(async () => lines(warnings.mock.calls).find((l) => l.msg === 'connection refused' && l.cluster === c.uid), 5_000);
+      expect(refused.connection).toMatch(/^[0-9A-HJKMNP-TV-Z]{26}$/);
+      expect(refused.reason).toMatch(/^hello.cluster_id does not name/);
+    } finally {
       warnings.mockRestore();
     }
   });
