@@ -199,8 +199,9 @@ export async function planningMs(databaseUrl: string, text: string, params: unkn
 
 /**
  * HOT experiment: the minimal device upsert of the same rows, repeated (steady-state
- * re-reports), against two fresh copies of the devices table: fillfactor 100 (as migrated) and
- * fillfactor 70 (room on each page for heap-only-tuple updates). ms per execution after warm-up.
+ * re-reports), against two fresh copies of the devices table: fillfactor 100 (Postgres's
+ * default) and fillfactor 70 (as migrated since 0007: room on each page for heap-only-tuple
+ * updates). ms per execution after warm-up.
  */
 export async function fillfactorExperiment(
   databaseUrl: string,

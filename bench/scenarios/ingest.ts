@@ -220,7 +220,7 @@ export const ingest: Scenario = {
         `Planning, paid on every batch (the driver sends unnamed statements, so Postgres plans each one with its parameters): hub statement ${pgFigures.hubPlan ? fmtMs(median(pgFigures.hubPlan)) : 'n/a'}, minimal upsert ${pgFigures.minimalPlan ? fmtMs(median(pgFigures.minimalPlan)) : 'n/a'} (EXPLAIN SUMMARY, custom plans; part of the statement times above).`,
         ...(pgFigures.ff
           ? [
-              `HOT experiment (same ${pgFigures.batch} rows re-reported, fresh copies of the devices table, psql): fillfactor 100 (as migrated) ${fmtMs(median(pgFigures.ff.ff100))} per upsert, fillfactor 70 ${fmtMs(median(pgFigures.ff.ff70))}.`,
+              `HOT experiment (same ${pgFigures.batch} rows re-reported, fresh copies of the devices table, psql): fillfactor 100 (Postgres's default) ${fmtMs(median(pgFigures.ff.ff100))} per upsert, fillfactor 70 (as migrated, 0007) ${fmtMs(median(pgFigures.ff.ff70))}.`,
             ]
           : []),
         `Share of hub ingest wall time spent waiting on the batch statement: ≈ ${pct(dbShare)} (batches/s × statement time); the rest is the session object's per-frame work and the hop to it.`,
