@@ -7,17 +7,7 @@
  * once they can, newest value last.
  */
 import { describe, expect, inject, it } from 'vitest';
-import { eventually, FAST_TIMERS, holdLock, useHub } from './support/hub';
-
-const device = (id: string, driver: string) => ({
-  device_id: id,
-  node_id: 'n1',
-  vendor: 'nvidia',
-  model: 'H100',
-  memory_total_mb: 81920,
-  health: 'healthy' as const,
-  driver_version: driver,
-});
+import { device, eventually, FAST_TIMERS, holdLock, useHub } from './support/hub';
 
 // Batches of two frames, so five waiting frames make a statement and one behind it. A row lock
 // fails a statement after 2 s (the lock timeout is the lower of this and half the query
@@ -46,8 +36,8 @@ describe('ingest: the first of two statements in flight fails in Postgres', () =
     const c = await h.newCluster();
     const { peer } = await h.openFresh(c);
     const live = async () => (await h.admin('GET', `/clusters/${c.name}`)).json.session.live as Record<string, number>;
-    peer.send('device.observed', device('GPU-slow', 'v1')); // seq 1
-    peer.send('device.observed', device('GPU-locked', 'v1')); // seq 2
+    peer.send('device.observed', device('GPU-slow', { driver_version: 'v1' })); // seq 1
+    peer.send('device.observed', device('GPU-locked', { driver_version: 'v1' })); // seq 2
     await peer.ackedThrough(2);
 
     const releaseSlow = await holdLock("select 1 from devices where cluster_uid = $1 and device_id = 'GPU-slow' for update", [c.uid]);
@@ -55,10 +45,10 @@ describe('ingest: the first of two statements in flight fails in Postgres', () =
     let slowHeld = true;
     try {
       // seq 3: a statement of its own, waiting on GPU-slow's lock, while the rest arrive behind it.
-      peer.send('device.observed', device('GPU-slow', 'v2'));
+      peer.send('device.observed', device('GPU-slow', { driver_version: 'v2' }));
       await eventually(async () => ((await waitingOnLock()) === 1 ? true : undefined), 5_000);
-      peer.send('device.observed', device('GPU-locked', 'v2')); // seq 4
-      for (let i = 1; i <= 4; i++) peer.send('device.observed', device(`GPU-${i}`, 'v1')); // seq 5..8
+      peer.send('device.observed', device('GPU-locked', { driver_version: 'v2' })); // seq 4
+      for (let i = 1; i <= 4; i++) peer.send('device.observed', device(`GPU-${i}`, { driver_version: 'v1' })); // seq 5..8
       await eventually(async () => ((await live()).hub_expected === 9 ? true : undefined), 5_000);
       expect(await live()).toMatchObject({ hub_cursor: 2, apply_statements_in_flight: 1 });
 

@@ -1,17 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { inject } from 'vitest';
 import { CloseCode } from '../../src/protocol';
-import { eventually, FAST_TIMERS, node, useHub, holdLock } from './support/hub';
-
-const device = (id: string, driver: string) => ({
-  device_id: id,
-  node_id: 'n1',
-  vendor: 'nvidia',
-  model: 'H100',
-  memory_total_mb: 81920,
-  health: 'healthy' as const,
-  driver_version: driver,
-});
+import { device, eventually, FAST_TIMERS, node, useHub, holdLock } from './support/hub';
 
 const h = useHub();
 const EMBEDDED = inject('embeddedPostgres');
@@ -78,12 +68,12 @@ describe('transient failure (spec: Acknowledgement is continuous; Poison frames)
   it.skipIf(EMBEDDED)('reading does not stop at a hole: frames after a locked row apply while the ack stays behind it, and catches up when the lock goes', async () => {
     const c = await h.newCluster();
     const { peer } = await h.openFresh(c);
-    peer.send('device.observed', device('GPU-locked', 'before'));
+    peer.send('device.observed', device('GPU-locked', { driver_version: 'before' }));
     await peer.ackedThrough(1);
     const release = await holdLock("select 1 from devices where cluster_uid = $1 and device_id = 'GPU-locked' for update", [c.uid]);
     try {
-      peer.send('device.observed', device('GPU-locked', 'after')); // seq 2: waits on the lock
-      for (let i = 1; i <= 4; i++) peer.send('device.observed', device(`GPU-${i}`, 'new')); // seq 3..6
+      peer.send('device.observed', device('GPU-locked', { driver_version: 'after' })); // seq 2: waits on the lock
+      for (let i = 1; i <= 4; i++) peer.send('device.observed', device(`GPU-${i}`, { driver_version: 'new' })); // seq 3..6
       // The frames behind the hole are applied: visible through the admin API.
       const seen = await eventually(async () => {
         const r = await h.admin('GET', `/clusters/${c.name}/devices`);

@@ -179,6 +179,18 @@ export const node = (id: string, ready = true) => ({
   allocatable: { gpus: 8, cpu_millis: 64000, memory_mb: 512000 },
 });
 
+/** A device.observed payload: an H100 on node n1, with `over` on top. */
+export const device = (id: string, over: Partial<Payload<'device.observed'>> = {}): Payload<'device.observed'> => ({
+  device_id: id,
+  node_id: 'n1',
+  vendor: 'nvidia',
+  model: 'H100',
+  memory_total_mb: 81920,
+  health: 'healthy',
+  driver_version: '550',
+  ...over,
+});
+
 export function desired(over: Record<string, unknown> = {}) {
   return {
     workload_id: 'w1',

@@ -6,24 +6,34 @@
  */
 import { describe, expect, it, vi } from 'vitest';
 import { CloseCode } from '../../src/protocol';
-import { admin, connect, eventually, newCluster, node } from './support/peer';
+import { admin, connect, newCluster, node } from './support/peer';
 
 type Line = { level: string; msg: string; cluster?: string; session?: string; seq?: number; connection?: string; reason?: string };
 
-const lines = (calls: unknown[][]): Line[] =>
-  calls
-    .map((args) => String(args[0]))
-    .filter((s) => s.startsWith('{'))
-    .map((s) => JSON.parse(s) as Line);
+/**
+ * The JSON lines written to `console[level]` while `run` ran. Each line below is written before
+ * the frame or close that `run` waits for, so nothing is left to wait for afterwards.
+ */
+async function logged(level: 'warn' | 'error', run: () => Promise<void>): Promise<Line[]> {
+  const spy = vi.spyOn(console, level);
+  try {
+    await run();
+    return spy.mock.calls
+      .map((args) => String(args[0]))
+      .filter((s) => s.startsWith('{'))
+      .map((s) => JSON.parse(s) as Line);
+  } finally {
+    spy.mockRestore();
+  }
+}
 
 describe('session log lines', () => {
   it('a frame the database refuses is logged with its cluster, session and seq', async () => {
-    const errors = vi.spyOn(console, 'error');
-    try {
-      const c = await newCluster('logs');
-      const peer = await connect(c.token);
-      const welcome = await peer.hello({ cluster_id: c.name });
-      const session = welcome.payload.session_id as string;
+    const c = await newCluster('logs');
+    const peer = await connect(c.token);
+    const welcome = await peer.hello({ cluster_id: c.name });
+    const session = welcome.payload.session_id as string;
+    const errors = await logged('error', async () => {
       peer.send('node.observed', node('n1'));
       // One at a time: this pool can reorder a burst of messages to an object (support/peer.ts).
       await peer.ackedThrough(1);
@@ -31,43 +41,32 @@ describe('session log lines', () => {
       const refusedId = peer.send('node.observed', { ...node('n-nul'), name: 'bad\u0000name' });
       const answer = await peer.next((f) => f.type === 'error' && f.reply_to === refusedId, 10_000);
       expect(answer.payload).toMatchObject({ code: 'invalid', message: expect.stringMatching(/database refused/) });
-
-      const poison = await eventually(async () => lines(errors.mock.calls).find((l) => l.msg.startsWith('poison frame: database refused')), 5_000);
-      expect(poison).toMatchObject({ level: 'error', cluster: c.uid, session, seq: 2 });
-      peer.close();
-    } finally {
-      errors.mockRestore();
-    }
+    });
+    const poison = errors.find((l) => l.msg.startsWith('poison frame: database refused'));
+    expect(poison).toMatchObject({ level: 'error', cluster: c.uid, session, seq: 2 });
+    peer.close();
   });
 
   it('a hello refused before any session opened is logged with the cluster and connection', async () => {
-    const warnings = vi.spyOn(console, 'warn');
-    try {
-      const c = await newCluster('logs');
-      const other = await newCluster('logs-other');
-      const peer = await connect(c.token);
+    const c = await newCluster('logs');
+    const other = await newCluster('logs-other');
+    const peer = await connect(c.token);
+    const warnings = await logged('warn', async () => {
       // The token decides the cluster: a hello naming another one is refused (4400).
       peer.send('hello', { cluster_id: other.name, operator_version: '0.1.0', session_id: null, resume_from: null, lossy: false });
       expect((await peer.closedWith()).code).toBe(CloseCode.PROTOCOL_ERROR);
-      const refused = await eventually(async () => lines(warnings.mock.calls).find((l) => l.msg === 'connection refused' && l.cluster === c.uid), 5_000);
-      expect(refused.connection).toMatch(/^[0-9A-HJKMNP-TV-Z]{26}$/);
-      expect(refused.reason).toMatch(/^hello.cluster_id does not name/);
-    } finally {
-      warnings.mockRestore();
-    }
+    });
+    const refused = warnings.find((l) => l.msg === 'connection refused' && l.reason?.startsWith('hello.cluster_id does not name'));
+    expect(refused).toMatchObject({ cluster: c.uid, connection: expect.stringMatching(/^[0-9A-HJKMNP-TV-Z]{26}$/) });
   });
 
   it("the Worker's refusal of a disabled cluster names the cluster", async () => {
-    const warnings = vi.spyOn(console, 'warn');
-    try {
-      const c = await newCluster('logs');
-      expect((await admin('POST', `/clusters/${c.name}/disable`)).status).toBe(200);
+    const c = await newCluster('logs');
+    expect((await admin('POST', `/clusters/${c.name}/disable`)).status).toBe(200);
+    const warnings = await logged('warn', async () => {
       const peer = await connect(c.token);
       expect((await peer.closedWith()).code).toBe(CloseCode.REFUSED);
-      const refused = await eventually(async () => lines(warnings.mock.calls).find((l) => l.msg === 'connect refused' && l.reason === 'cluster is disabled'), 5_000);
-      expect(refused.cluster).toBe(c.uid);
-    } finally {
-      warnings.mockRestore();
-    }
+    });
+    expect(warnings.find((l) => l.msg === 'connect refused' && l.reason === 'cluster is disabled')).toMatchObject({ cluster: c.uid });
   });
 });

@@ -10,7 +10,7 @@ import { pgClient } from '../../../scripts/lib/pg-node';
 import { startHub, type Hub } from '../../e2e/support/worker';
 import { Peer, uniqueName } from '../../support/peer-core';
 
-export { desired, eventually, node, Peer, sleep, type Closed, type Frame } from '../../support/peer-core';
+export { desired, device, eventually, node, Peer, sleep, type Closed, type Frame } from '../../support/peer-core';
 
 /** Timers fast enough to exercise every timeout in seconds; the real values have their own file. */
 export const FAST_TIMERS = {
