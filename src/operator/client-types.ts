@@ -41,6 +41,14 @@ export interface OperatorClientOptions {
   idleTimeoutMs?: number;
   /** No `welcome` this long after `hello`: close (4408) and back off. Default 10 s (the spec). */
   handshakeTimeoutMs?: number;
+  /**
+   * Sequenced frames sent and not acknowledged, with the hub's ack not moving for this long
+   * while the link stays up: close (4408) and resume, so the replay re-sends them (a frame lost
+   * on a link that stayed up reaches the hub no other way). Default twice the idle limit (60 s at
+   * the spec's 30 s), well past the hub's own limit for a frame it holds and cannot apply (it
+   * closes 1013 then).
+   */
+  ackTimeoutMs?: number;
   backoff?: Partial<BackoffPolicy>;
   /** A session up this long resets the backoff. Default 10 s. */
   stableAfterMs?: number;

@@ -21,7 +21,7 @@ const NOOP = () => {};
 export interface ConnectionHost {
   readonly opts: Pick<
     OperatorClientOptions,
-    'token' | 'clusterId' | 'operatorVersion' | 'idleTimeoutMs' | 'handshakeTimeoutMs' | 'stableAfterMs'
+    'token' | 'clusterId' | 'operatorVersion' | 'idleTimeoutMs' | 'handshakeTimeoutMs' | 'ackTimeoutMs' | 'stableAfterMs'
   >;
   readonly url: string;
   readonly timers: Timers;
@@ -103,11 +103,20 @@ export class Connection {
     if (h.stopping()) return;
     const link = (this.link = new Link(h.timers));
     h.counters.connects++;
-    link.watchSilence(
-      () => h.opts.idleTimeoutMs ?? h.session.limits.idle_timeout_s * 1000,
-      (silentMs) => {
-        h.log.warn('no frame from the hub within the idle limit: closing the link', { silent_ms: silentMs });
-        this.close(link, CloseCode.TIMEOUT, `no frame for ${Math.round(silentMs / 1000)} s`);
+    const idleMs = () => h.opts.idleTimeoutMs ?? h.session.limits.idle_timeout_s * 1000;
+    link.watchSilence(idleMs, (silentMs) => {
+      h.log.warn('no frame from the hub within the idle limit: closing the link', { silent_ms: silentMs });
+      this.close(link, CloseCode.TIMEOUT, `no frame for ${Math.round(silentMs / 1000)} s`);
+    });
+    link.watchAckWait(
+      () => h.opts.ackTimeoutMs ?? 2 * idleMs(),
+      (waitedMs) => {
+        h.log.warn('the hub has not acknowledged sent frames within the ack limit: closing the link to resume and replay them', {
+          waited_ms: waitedMs,
+          session: h.session.id,
+          unacked: h.session.outbound.unacked,
+        });
+        this.close(link, CloseCode.TIMEOUT, `no ack for ${Math.round(waitedMs / 1000)} s`);
       },
     );
     try {

@@ -18,6 +18,18 @@ export function silence(now: number, lastFrameAt: number, idleMs: number): Silen
   return silentMs >= idleMs ? { expired: true, silentMs } : { expired: false, checkInMs: idleMs - silentMs };
 }
 
+export type AckWait = { stalled: true; waitedMs: number } | { stalled: false; checkInMs: number };
+
+/**
+ * The ack rule, pure: have frames waited `limitMs` since `since` (the later of their write and the
+ * last ack that moved) with the hub's ack not moving; `since` null: nothing is waiting.
+ */
+export function ackWait(now: number, since: number | null, limitMs: number): AckWait {
+  if (since === null) return { stalled: false, checkInMs: limitMs };
+  const waitedMs = now - since;
+  return waitedMs >= limitMs ? { stalled: true, waitedMs } : { stalled: false, checkInMs: limitMs - waitedMs };
+}
+
 export class Link {
   transport: Transport | null = null;
   welcomed = false;
@@ -31,8 +43,15 @@ export class Link {
   replay: ReplayEntry[] | null = null;
   /** The connection-level error (`seq: null`) the hub sent on this link: why it is closing it. */
   connectionError: RefusalError | null = null;
+  /**
+   * Since when sequenced frames written on this link have waited for the hub's ack to move (the
+   * later of the first write nothing acked yet covers and the last ack that moved), or null.
+   */
+  private ackWaitSince: number | null = null;
+  private ackLimit: { limitMs: () => number; onStalled: (waitedMs: number) => void } | null = null;
   private cancelPing = NOOP;
   private cancelIdle = NOOP;
+  private cancelAckWait = NOOP;
   private cancelHandshake = NOOP;
 
   constructor(private readonly timers: Timers) {
@@ -68,6 +87,50 @@ export class Link {
     this.cancelIdle = this.timers.schedule(look, idleMs());
   }
 
+  /** Sequenced frames went out on this link. */
+  wroteSequenced(): void {
+    if (this.ackWaitSince !== null) return;
+    this.ackWaitSince = this.timers.now();
+    this.lookAtAckWait();
+  }
+
+  /** The hub's ack moved; `allAcked`: nothing sent is waiting for it any more. */
+  ackAdvanced(allAcked: boolean): void {
+    if (allAcked) {
+      this.ackWaitSince = null;
+      this.cancelAckWait();
+      return;
+    }
+    // Progress: the wait starts again from now (frames written on an earlier link included).
+    this.ackWaitSince = this.timers.now();
+    this.lookAtAckWait();
+  }
+
+  /**
+   * Call `onStalled` once sequenced frames have waited `limitMs()` with the hub's ack not moving.
+   * A frame lost on a link that stayed up (a proxy that dropped it) would otherwise never be
+   * acked: the hub never saw it, so it has no hole to close the link over, and while nothing
+   * sequenced follows it no gap shows either. Closing makes the resume replay it. No timer runs
+   * while nothing waits; the limit is read at every look (frames go out only after the welcome,
+   * which may change it).
+   */
+  watchAckWait(limitMs: () => number, onStalled: (waitedMs: number) => void): void {
+    this.ackLimit = { limitMs, onStalled };
+  }
+
+  private lookAtAckWait(): void {
+    this.cancelAckWait();
+    const watch = this.ackLimit;
+    if (!watch || this.ended) return;
+    const look = () => {
+      if (this.ended) return;
+      const w = ackWait(this.timers.now(), this.ackWaitSince, watch.limitMs());
+      if (w.stalled) return watch.onStalled(w.waitedMs);
+      if (this.ackWaitSince !== null) this.cancelAckWait = this.timers.schedule(look, w.checkInMs);
+    };
+    this.cancelAckWait = this.timers.schedule(look, watch.limitMs());
+  }
+
   /** `ping()` every `intervalMs` while the link lives. */
   startPinging(intervalMs: number, ping: () => void): void {
     this.cancelPing = this.timers.schedule(() => {
@@ -96,6 +159,7 @@ export class Link {
     this.ended = true;
     this.cancelPing();
     this.cancelIdle();
+    this.cancelAckWait();
     this.cancelHandshake();
     return true;
   }

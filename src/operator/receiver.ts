@@ -72,7 +72,10 @@ export class Receiver {
       const outbound = h.outbound();
       const outcome = outbound.acknowledge(env.ack);
       if (outcome === 'invalid') return h.protocolError(link, `ack ${env.ack} is beyond the last frame sent (${outbound.lastSent})`);
-      if (outcome === 'advanced') h.acknowledged(env.ack);
+      if (outcome === 'advanced') {
+        link.ackAdvanced(outbound.unacked === 0);
+        h.acknowledged(env.ack);
+      }
     }
 
     const t = triage(frame, link.welcomed);

@@ -191,6 +191,7 @@ export class Writer {
     if (h.link() !== link || !link.open) return; // Numbered frames wait in the buffer for the resume.
 
     for (const t of texts) this.write(link, t);
+    if (texts.length > 0) link.wroteSequenced();
     h.wrote(written);
     if (written.length > 0) link.lastAckSent = Math.max(link.lastAckSent, ack);
     if (this.ackDue) {

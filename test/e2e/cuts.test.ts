@@ -95,3 +95,35 @@ describe('a blackholed link (socket open, no traffic)', () => {
     expect(sim.client.stats.freshSessions).toBe(1);
   });
 });
+
+describe('frames lost on a link that stays up (a proxy drops them, the connection survives)', () => {
+  it('the operator closes the link once the ack has not moved for its limit (4408), resumes, and replays them: the plane converges with nothing lost', async () => {
+    const rng = new SeededRandom(SEED + 2);
+    const reg = await e.register('lost');
+    const proxy = await e.proxy();
+    const sim = e.cluster(reg.name);
+    await sim.startOperator({ hubUrl: proxy.url, token: reg.token, storage: { kind: 'none' }, tuning: { ...E2E_CLIENT, random: rng.fn() } });
+    const target = { uid: reg.uid, cluster: sim, exactEvents: true, operationsRunOnce: true, expectFullPlacement: false };
+    await converge(e.query, target);
+
+    // Observed changes stream up into a proxy that drops them, for less than the silence limit
+    // (3 s here); then the changes stop before the link heals, so nothing sequenced follows the
+    // lost frames and the hub never sees a gap. The hub holds no hole either: it never got them.
+    const churn = new Churn(rng, sim, e.admin, { observedEveryMs: 50, desiredEveryMs: 0, deployments: [] });
+    churn.start();
+    await sleep(200);
+    proxy.blackhole(true, 'up');
+    await sleep(800);
+    await churn.stop();
+    await sleep(100);
+    proxy.blackhole(false, 'up');
+
+    // The SDK's ack limit is twice the silence limit it was welcomed with (6 s here).
+    await converge(e.query, target, { timeoutMs: 20_000 });
+    expect(proxy.stats.droppedUp).toBeGreaterThan(0);
+    const closed = sim.tap.links.map((l) => l.close).find((c) => c?.code === 4408);
+    expect(closed?.reason).toMatch(/^no ack for \d+ s$/);
+    // A lost frame is a replay within the session, not a resync.
+    expect(sim.client.stats.freshSessions).toBe(1);
+  });
+});

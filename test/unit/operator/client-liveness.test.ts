@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { buildFrame, canonicalPing, canonicalPong } from '../../../src/protocol';
-import { cursorReaches, desiredPayload, makeClient, readResync, type TestClient } from './support/harness';
+import { ackAll, cursorReaches, desiredPayload, makeClient, readResync, type TestClient } from './support/harness';
 import { eventually, ScriptedHub, type HubConnection } from './support/scripted-hub';
 
 let hub: ScriptedHub;
@@ -58,6 +58,8 @@ describe('liveness', () => {
 
   it('closes a link that has been silent for 30 s (4408), then reconnects', async () => {
     const { t, conn } = await open();
+    // Nothing waits for an ack: the silence, not the ack limit, is what closes this link.
+    ackAll(conn);
     t.timers.advance(20_000);
     conn.send('pong', {});
     await sync(conn); // A frame of any kind resets the silence.
@@ -94,6 +96,74 @@ describe('liveness', () => {
     await conn.nextOf('hello');
     t.timers.advance(2_500);
     expect((await conn.waitClosed()).code).toBe(4408);
+  });
+});
+
+describe('the ack limit: frames the hub never acknowledges', () => {
+  /** Keep the link alive as the hub's runtime would (a pong now and then), acking nothing. */
+  async function alive(t: TestClient, conn: HubConnection, ms: number, stepMs = 10_000): Promise<void> {
+    for (let left = ms; left > 0; left -= stepMs) {
+      t.timers.advance(Math.min(stepMs, left));
+      if (conn.closed) return;
+      await sync(conn);
+    }
+  }
+
+  it('with the ack not moving for twice the idle limit, the link is closed (4408) and the resume replays them', async () => {
+    // The resync stream went out and nothing acknowledges it: as if a proxy had dropped it.
+    const { t, conn } = await open();
+    const sent = conn.frames.filter((f) => f.seq !== null).map((f) => f.raw);
+    expect(sent.length).toBeGreaterThan(0);
+    await alive(t, conn, 59_000);
+    expect(conn.closed).toBeNull();
+    t.timers.advance(1_000);
+    expect(await conn.waitClosed()).toMatchObject({ code: 4408, reason: 'no ack for 60 s' });
+    expect(t.logger.records.some((r) => r.msg.startsWith('the hub has not acknowledged sent frames'))).toBe(true);
+
+    await eventually(() => t.client.state === 'waiting', 'backoff');
+    t.timers.advance(t.client.session.nextReconnectInMs ?? 0);
+    const conn2 = await hub.nextConnection();
+    expect((await conn2.nextOf('hello')).payload).toMatchObject({ session_id: 'S1', resume_from: 0 });
+    conn2.welcome({ session_id: 'S1', full_resync: false, ack_seq: 0 });
+    // The same frames again, verbatim, on the new link.
+    await eventually(() => conn2.frames.filter((f) => f.seq !== null).length >= sent.length, 'replay');
+    expect(conn2.frames.filter((f) => f.seq !== null).map((f) => f.raw).slice(0, sent.length)).toEqual(sent);
+  });
+
+  it('follows the advertised idle limit, or ackTimeoutMs when configured', async () => {
+    const advertised = await open({}, { idle_timeout_s: 5 });
+    await alive(advertised.t, advertised.conn, 9_000, 1_000);
+    expect(advertised.conn.closed).toBeNull();
+    advertised.t.timers.advance(1_000);
+    expect((await advertised.conn.waitClosed()).code).toBe(4408);
+
+    const configured = await open({ ackTimeoutMs: 15_000 });
+    await alive(configured.t, configured.conn, 14_000);
+    expect(configured.conn.closed).toBeNull();
+    configured.t.timers.advance(1_000);
+    expect(await configured.conn.waitClosed()).toMatchObject({ code: 4408, reason: 'no ack for 15 s' });
+  });
+
+  it('an ack that moves restarts the wait, though frames stay unacknowledged throughout', async () => {
+    const { t, conn } = await open();
+    const seqs = conn.frames.filter((f) => f.seq !== null).map((f) => f.seq as number);
+    expect(seqs.length).toBeGreaterThan(1);
+    await alive(t, conn, 50_000);
+    // Acknowledge all but the last: the ack moved, something still waits.
+    conn.send('ack', {}, { ack: Math.max(...seqs) - 1 });
+    await sync(conn);
+    await alive(t, conn, 59_000);
+    expect(conn.closed).toBeNull();
+    t.timers.advance(1_000);
+    expect((await conn.waitClosed()).code).toBe(4408);
+  });
+
+  it('with everything acknowledged nothing waits, however long the link stays up', async () => {
+    const { t, conn } = await open();
+    ackAll(conn);
+    await sync(conn);
+    await alive(t, conn, 300_000);
+    expect(conn.closed).toBeNull();
   });
 });
 
