@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { CloseCode } from '../../src/protocol';
-import { FAST_TIMERS, node, useHub } from './support/hub';
+import { desired, FAST_TIMERS, node, sleep, useHub } from './support/hub';
 
 const h = useHub();
 const cfg = {
@@ -52,6 +52,36 @@ describe('liveness (spec: Liveness)', () => {
       await new Promise((r) => setTimeout(r, cfg.IDLE_TIMEOUT_MS / 4));
     }
     expect(peer.isClosed).toBe(false);
+    peer.close();
+  });
+
+  it('frames the operator leaves unacknowledged while its ack stands still are sent again after twice the idle limit, on the same connection', async () => {
+    // As if a proxy had dropped the frame on a connection that stayed up: the operator keeps
+    // pinging with the cursor from before it, and the hub has nothing after it to show a gap.
+    const c = await h.newCluster();
+    const { peer } = await h.openFresh(c);
+    const before = peer.hubCursor;
+    peer.send('ping', {}, { ack: before });
+    await h.admin('PUT', `/clusters/${c.name}/deployments/d1`, desired());
+    const first = await peer.next((f) => f.type === 'deployment.desired');
+    const copies = () => peer.frames.filter((f) => f.seq === first.seq);
+    const sentAt = Date.now();
+    while (copies().length < 2 && Date.now() - sentAt < 3 * cfg.IDLE_TIMEOUT_MS) {
+      peer.send('ping', {}, { ack: before });
+      await sleep(500);
+    }
+    expect(copies()).toHaveLength(2);
+    expect(copies()[1]).toEqual(first);
+    expect(Date.now() - sentAt).toBeGreaterThanOrEqual(2 * cfg.IDLE_TIMEOUT_MS - 500);
+    expect(peer.isClosed).toBe(false);
+
+    // Acknowledged: nothing waits, nothing is sent again.
+    peer.send('ping', {}, { ack: first.seq });
+    for (let i = 0; i < (2 * cfg.IDLE_TIMEOUT_MS + 1_000) / 500; i++) {
+      await sleep(500);
+      peer.send('ping', {}, { ack: first.seq });
+    }
+    expect(copies()).toHaveLength(2);
     peer.close();
   });
 

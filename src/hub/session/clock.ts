@@ -1,8 +1,8 @@
 /**
  * The session's clock, pure: from its state, its configuration and `now`, the next deadline (the
  * one alarm the object sets) and what is due when the alarm fires. Only real deadlines: a
- * handshake, silence, a hole, a replay window the operator does not release, retention. Nothing
- * periodic: an idle session sleeps until one comes due.
+ * handshake, silence, a hole, a replay window the operator does not release, frames whose ack
+ * stands still, retention. Nothing periodic: an idle session sleeps until one comes due.
  */
 import type { HubConfig } from '../config';
 import { fnv1a } from '../fnv';
@@ -23,6 +23,8 @@ export interface ClockState<K> {
   oldestUnapplied: number | null;
   /** Since when frames have waited for the operator to release its replay window, or null. */
   windowFullSince: number | null;
+  /** Since when frames sent have waited for the operator's ack to move, or null. */
+  ackWaitSince: number | null;
   /** The session this object holds, if any (its last connection's end, null while connected). */
   session: { disconnectedAt: number | null } | null;
   /** Any connection still open (a handshake in progress keeps a disconnected session). */
@@ -34,7 +36,18 @@ export type Due<K> =
   | { t: 'silence' }
   | { t: 'window' }
   | { t: 'hole' }
+  /** Re-send what the operator has not acknowledged (it drops what it already has). */
+  | { t: 'resend' }
   | { t: 'retention' };
+
+/**
+ * How long frames may wait with the operator's ack standing still before they are sent again:
+ * twice the silence limit. A frame lost on a connection that stayed up (an intermediary dropped
+ * it) is never acknowledged, and the operator sees no gap until another frame follows; a resend
+ * on the same connection costs an operator that has them nothing (a duplicate is dropped) and
+ * interrupts no handler that is slow to ack, as a close would.
+ */
+export const resendAfterMs = (cfg: Pick<ClockConfig, 'IDLE_TIMEOUT_MS'>): number => 2 * cfg.IDLE_TIMEOUT_MS;
 
 /** When the alarm must next fire, or null when nothing is pending. */
 export function nextDeadline<K>(s: ClockState<K>, cfg: ClockConfig, now: number): number | null {
@@ -46,6 +59,7 @@ export function nextDeadline<K>(s: ClockState<K>, cfg: ClockConfig, now: number)
     if (phase != null && phase > now) next = Math.min(next, phase);
     if (s.oldestUnapplied !== null) next = Math.min(next, s.oldestUnapplied + cfg.HOLE_TIMEOUT_MS);
     if (s.windowFullSince !== null) next = Math.min(next, s.windowFullSince + cfg.IDLE_TIMEOUT_MS);
+    if (s.ackWaitSince !== null) next = Math.min(next, s.ackWaitSince + resendAfterMs(cfg));
   } else if (s.session) {
     next = Math.min(next, (s.session.disconnectedAt ?? now) + cfg.RETENTION_MS);
   }
@@ -54,7 +68,8 @@ export function nextDeadline<K>(s: ClockState<K>, cfg: ClockConfig, now: number)
 
 /**
  * What is due at `now`, in the order to act on it. On the active connection at most one close:
- * silence first (a dead peer), then a window it never releases (4429), then a hole too old (1013).
+ * silence first (a dead peer), then a window it never releases (4429), then a hole too old (1013);
+ * with none of them, frames whose ack stood still too long are sent again.
  */
 export function dueNow<K>(s: ClockState<K>, cfg: ClockConfig, now: number): Due<K>[] {
   const due: Due<K>[] = [];
@@ -63,6 +78,7 @@ export function dueNow<K>(s: ClockState<K>, cfg: ClockConfig, now: number): Due<
     if (now - s.active.lastSeen >= cfg.IDLE_TIMEOUT_MS) due.push({ t: 'silence' });
     else if (s.windowFullSince !== null && now - s.windowFullSince >= cfg.IDLE_TIMEOUT_MS) due.push({ t: 'window' });
     else if (s.oldestUnapplied !== null && now - s.oldestUnapplied >= cfg.HOLE_TIMEOUT_MS) due.push({ t: 'hole' });
+    else if (s.ackWaitSince !== null && now - s.ackWaitSince >= resendAfterMs(cfg)) due.push({ t: 'resend' });
   } else if (s.session && !s.anyOpen && now - (s.session.disconnectedAt ?? now) >= cfg.RETENTION_MS) {
     due.push({ t: 'retention' });
   }

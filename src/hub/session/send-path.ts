@@ -112,6 +112,7 @@ export class SendPath {
     store.recordSentDesired(desiredSent);
     meta.out = outbound.snapshot();
     meta.counters.framesOut += frames.length;
+    meta.ackWaitSince ??= Date.now();
     store.saveMeta(meta);
     if (this.host.socket() !== ws) return;
     this.host.written(this.queue.length);

@@ -238,6 +238,8 @@ export class SessionObject extends DurableObject<HubEnv> {
         sockets.closeActive(CloseCode.SEND_QUEUE_FULL, 'replay window not released');
       } else if (due.t === 'hole' && active) {
         sockets.refuse(active, CloseCode.TRY_AGAIN_LATER, null, 'unavailable', 'frames could not be applied in time; reconnect and replay', true);
+      } else if (due.t === 'resend' && active) {
+        this.resendUnacked(active, now);
       } else if (due.t === 'retention') {
         state.log.info('session retention expired; deleting its storage');
         await this.forget();
@@ -245,6 +247,20 @@ export class SessionObject extends DurableObject<HubEnv> {
       }
     }
     return false;
+  }
+
+  /** Send again, in order, every frame the operator has not acknowledged (clock.ts, `resend`). */
+  private resendUnacked(ws: WebSocket, now: number): void {
+    const { state } = this;
+    const frames = state.outbound.store.entriesAfter(state.outbound.peerAck);
+    state.log.warn('operator has not acknowledged frames while its ack stood still; sending them again', {
+      unacked: frames.length,
+      first_seq: frames[0]?.seq,
+      waited_ms: now - (state.meta?.ackWaitSince ?? now),
+      operator_cursor: state.outbound.peerAck,
+    });
+    state.resent(now);
+    for (const f of frames) this.sockets.send(ws, f.frame);
   }
 
   // --- RPC -------------------------------------------------------------------------------------
@@ -433,6 +449,7 @@ export class SessionObject extends DurableObject<HubEnv> {
       active: active ? { lastSeen: this.sockets.lastSeen(active, this.state.lastFrameAt), phaseCheckAt: this.phaseCheckAt(active) } : null,
       oldestUnapplied: this.ingest.oldestArrival(),
       windowFullSince: this.sendPath.windowFullSince,
+      ackWaitSince: this.state.meta?.ackWaitSince ?? null,
       session: this.state.meta ? { disconnectedAt: this.state.meta.disconnectedAt } : null,
       anyOpen: open.length > 0,
     };

@@ -48,7 +48,9 @@ export class SessionState {
   /** A resumed session: the arrival expectation rewinds to cursor + 1, for the peer's replay. */
   resume(meta: SessionMeta, generation: number, now: number): SessionMeta {
     this.inbound.rewind();
-    Object.assign(meta, { generation, out: this.outbound.snapshot(), disconnectedAt: null, lastFrameAt: now });
+    // What is still unacknowledged is re-sent right after the welcome: its wait starts now.
+    const ackWaitSince = this.outbound.unacked > 0 ? now : null;
+    Object.assign(meta, { generation, out: this.outbound.snapshot(), disconnectedAt: null, lastFrameAt: now, ackWaitSince });
     return this.install(meta);
   }
 
@@ -78,6 +80,7 @@ export class SessionState {
     const verdict = this.outbound.acknowledge(ack);
     if (verdict === 'advanced' && this.meta) {
       this.meta.out = this.outbound.snapshot();
+      this.meta.ackWaitSince = this.outbound.unacked > 0 ? Date.now() : null;
       this.store.saveMeta(this.meta);
     }
     return verdict;
@@ -105,6 +108,13 @@ export class SessionState {
   fence(): SessionFence | null {
     const m = this.meta;
     return m ? { clusterUid: m.clusterUid, sessionId: m.sessionId, generation: m.generation, tokenHash: m.tokenHash } : null;
+  }
+
+  /** The unacknowledged frames went out again on the connection: their wait starts again. */
+  resent(now: number): void {
+    if (!this.meta) return;
+    this.meta.ackWaitSince = now;
+    this.store.saveMeta(this.meta);
   }
 
   /** Retention expired: delete everything. */

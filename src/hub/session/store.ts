@@ -26,6 +26,12 @@ export interface SessionMeta {
   lastFrameAt: number;
   /** When the last connection closed; null while connected. */
   disconnectedAt: number | null;
+  /**
+   * Since when frames sent on the connection have waited for the operator's ack to move (the
+   * later of the first write nothing acked covers and the last ack that moved); null or absent
+   * when nothing waits. Stored, because an object waiting on an ack may be evicted between pings.
+   */
+  ackWaitSince?: number | null;
   counters: SessionCounters;
 }
 

@@ -93,7 +93,7 @@ describe('handshake', () => {
 });
 
 describe('clock', () => {
-  const base: ClockState<string> = { handshakes: [], active: null, oldestUnapplied: null, windowFullSince: null, session: null, anyOpen: false };
+  const base: ClockState<string> = { handshakes: [], active: null, oldestUnapplied: null, windowFullSince: null, ackWaitSince: null, session: null, anyOpen: false };
 
   it('an idle connected session has one deadline: silence, counted from its last sign of life', () => {
     const s = { ...base, active: { lastSeen: 1_000 }, session: { disconnectedAt: null }, anyOpen: true };
@@ -108,6 +108,19 @@ describe('clock', () => {
     expect(dueNow(s, cfg, 10_000)).toEqual([{ t: 'handshake', key: 'a' }]);
     expect(dueNow(s, cfg, 32_000)).toEqual([{ t: 'handshake', key: 'a' }, { t: 'handshake', key: 'b' }, { t: 'window' }]);
     expect(dueNow({ ...s, windowFullSince: null }, cfg, 31_000)).toContainEqual({ t: 'hole' });
+  });
+
+  it('frames whose ack stood still for twice the silence limit are sent again, after any close that is due, and only on an active connection', () => {
+    const s = { ...base, active: { lastSeen: 50_000 }, ackWaitSince: 1_000, session: { disconnectedAt: null }, anyOpen: true };
+    expect(nextDeadline(s, cfg, 50_000)).toBe(61_000);
+    expect(dueNow(s, cfg, 60_999)).toEqual([]);
+    expect(dueNow(s, cfg, 61_000)).toEqual([{ t: 'resend' }]);
+    // Silence, a window not released and a hole close the connection instead: the resume replays.
+    expect(dueNow({ ...s, active: { lastSeen: 30_000 } }, cfg, 61_000)).toEqual([{ t: 'silence' }]);
+    expect(dueNow({ ...s, windowFullSince: 20_000 }, cfg, 61_000)).toEqual([{ t: 'window' }]);
+    expect(dueNow({ ...s, oldestUnapplied: 20_000 }, cfg, 61_000)).toEqual([{ t: 'hole' }]);
+    // Disconnected: nothing to send on.
+    expect(nextDeadline({ ...s, active: null, session: { disconnectedAt: 50_000 } }, cfg, 50_000)).toBe(50_000 + cfg.RETENTION_MS);
   });
 
   it('a disconnected session is forgotten after retention, not while a connection is open, and nothing is pending without one', () => {

@@ -61,6 +61,7 @@ function idleFleet(opts: { sessions: number; openedWithinMs: number; phaseCheck:
       active: { lastSeen, phaseCheckAt },
       oldestUnapplied: null,
       windowFullSince: null,
+      ackWaitSince: null,
       session: { disconnectedAt: null },
       anyOpen: true,
     });
@@ -107,6 +108,7 @@ describe('idle fleet wake phases', () => {
       active: { lastSeen: 40_000, phaseCheckAt },
       oldestUnapplied: null,
       windowFullSince: null,
+      ackWaitSince: null,
       session: { disconnectedAt: null },
       anyOpen: true,
     });
