@@ -1,4 +1,5 @@
 import { Client, neonConfig } from '@neondatabase/serverless';
+import { withDeadline } from './deadline';
 
 /** What the hub needs to reach Postgres. */
 export interface PgConfig {
@@ -237,16 +238,11 @@ const DEALLOCATE_WAIT_MS = 1_000;
  * pooler that renamed them answers an error, and a stalled server is not waited on.
  */
 async function deallocate(client: Client, names: string[]): Promise<void> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const waited = new Promise<void>((resolve) => {
-    timer = setTimeout(resolve, DEALLOCATE_WAIT_MS);
-  });
   const dropped = client.query(names.map((n) => `deallocate "${n}"`).join('; ')).then(
     () => undefined,
     () => undefined,
   );
-  await Promise.race([dropped, waited]);
-  clearTimeout(timer);
+  await withDeadline(dropped, DEALLOCATE_WAIT_MS, () => undefined);
 }
 
 /** The driver's `query_timeout` rejection (node-postgres words it so). */

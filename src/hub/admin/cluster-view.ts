@@ -1,6 +1,7 @@
 import { z } from '@hono/zod-openapi';
 import { routeKeyOf, sessionStub } from '../address';
 import { connectedStaleAfterMs, hubConfig } from '../config';
+import { withDeadline } from '../deadline';
 import type { Sql } from '../db/sql';
 import type { HubEnv } from '../env';
 import { hintsWithin, LOCATION_HINTS, LocationHintSchema } from '../region';
@@ -219,9 +220,8 @@ export async function askSession(env: HubEnv, clusterUid: string, sessionId: str
   const key = routeKeyOf(sessionId);
   if (!key) return null;
   const stub = sessionStub(env, { clusterUid, routeKey: key });
-  const timeout = new Promise<null>((resolve) => setTimeout(() => resolve(null), 2_000));
   try {
-    const view = await Promise.race([stub.status(), timeout]);
+    const view = await withDeadline(stub.status(), 2_000, () => null);
     return view && view.session_id === sessionId ? (view as LiveView) : null;
   } catch {
     return null;

@@ -1,4 +1,5 @@
 import type { Payload } from '../../protocol';
+import { withDeadline } from '../deadline';
 import { fetchFirstSnapshotPage } from './desired';
 import { claimCluster, type ClaimArgs, type ClaimResult } from './ownership';
 import type { Sql } from './sql';
@@ -42,19 +43,15 @@ export async function claimWithSnapshot(
 ): Promise<ClaimedSession> {
   const claim = await claimCluster(sql, args);
   if (snapshot.rows < 1 || claim.refusal !== null || claim.sessionId !== args.freshSessionId) return { ...claim, snapshot: null };
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const page = fetchFirstSnapshotPage(sql, args.clusterUid, claim.desiredRevision, snapshot.rows);
   // A page abandoned at the deadline still settles later, on the connection; nobody waits for it.
-  page.catch(() => undefined);
+  const page = fetchFirstSnapshotPage(sql, args.clusterUid, claim.desiredRevision, snapshot.rows);
   try {
-    const late = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new PageDeadlineError(`first snapshot page not read within ${snapshot.deadlineMs} ms`)), snapshot.deadlineMs);
+    const read = await withDeadline(page, snapshot.deadlineMs, () => {
+      throw new PageDeadlineError(`first snapshot page not read within ${snapshot.deadlineMs} ms`);
     });
-    return { ...claim, snapshot: await Promise.race([page, late]) };
+    return { ...claim, snapshot: read };
   } catch (err) {
     pageFailed(err);
     return { ...claim, snapshot: null };
-  } finally {
-    clearTimeout(timer);
   }
 }

@@ -9,6 +9,7 @@ import { classifyDbError } from './errors';
 import { pollFleet } from './fleet-poll';
 import type { ClaimArgs } from './ownership';
 import { hubConfig } from '../config';
+import { withDeadline } from '../deadline';
 import { fnv1a } from '../fnv';
 import type { HubEnv } from '../env';
 import { createLogger } from '../log';
@@ -224,17 +225,11 @@ async function viaGateway<T>(env: HubEnv, call: (stub: DbGatewayStub) => Promise
   const cfg = hubConfig(env);
   const timeoutMs = cfg.PG_QUERY_TIMEOUT_MS + 2_000;
   const stub = gatewayStub(env, shard ?? Math.floor(Math.random() * cfg.DB_GATEWAY_SHARDS)) as unknown as DbGatewayStub;
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new GatewayQueryError(`database gateway did not answer in ${timeoutMs} ms`, null, 'QueryTimeoutError')), timeoutMs);
+  const r = await withDeadline(call(stub), timeoutMs, () => {
+    throw new GatewayQueryError(`database gateway did not answer in ${timeoutMs} ms`, null, 'QueryTimeoutError');
   });
-  try {
-    const r = await Promise.race([call(stub), timeout]);
-    if (!r.ok) throw new GatewayQueryError(r.message, r.code, r.name);
-    return r.value;
-  } finally {
-    clearTimeout(timer);
-  }
+  if (!r.ok) throw new GatewayQueryError(r.message, r.code, r.name);
+  return r.value;
 }
 
 /** An `Sql` that runs each statement on one of the gateway's shards. */
