@@ -26,6 +26,7 @@ import { MemoryCursorStore } from '../src/operator/cursor-store';
 import { jsonLogger, silentLogger } from '../src/operator/logger';
 import { Churn } from '../test/e2e/support/churn';
 import { checkInvariants, waitConverged, type ConvergeTarget, type Query } from '../test/e2e/support/converge';
+import { snapshotSource, type SourceSnapshot } from '../bench/lib/env';
 import { launchHub, type LaunchedHub } from '../test/e2e/support/launch';
 import { LinkProxy } from '../test/e2e/support/link-proxy';
 import { Admin, desiredBody, openQuery, type Registered } from '../test/e2e/support/plane';
@@ -156,6 +157,7 @@ async function main(): Promise<number> {
   let stack: DevStack | null = null;
   let pgProxy: PgWsProxy | null = null;
   let hub: LaunchedHub | null = null;
+  let source: SourceSnapshot | null = null;
   const persistDirs: string[] = [];
   const stateDirs: string[] = [];
   const members: Member[] = [];
@@ -186,8 +188,11 @@ async function main(): Promise<number> {
       persistDirs.push(d);
       return d;
     };
+    // Every restart starts the hub from this copy: edits to src/ during the run reach no restart.
+    source = await snapshotSource(null);
+    const configPath = path.join(source.dir, 'wrangler.toml');
     let persistDir = await newPersistDir();
-    hub = await launchHub({ vars, persistDir });
+    hub = await launchHub({ vars, persistDir, configPath });
     const admin = new Admin(hub.url, vars.ADMIN_TOKEN);
     q = openQuery(stack.databaseUrl, stack.pgWsProxy);
     const query: Query = q.query;
@@ -258,7 +263,7 @@ async function main(): Promise<number> {
       await hub?.stop();
       hub = null;
       if (!keepState) persistDir = await newPersistDir();
-      hub = await launchHub({ vars, persistDir });
+      hub = await launchHub({ vars, persistDir, configPath });
       admin.baseUrl = hub.url;
       for (const m of members) m.proxy.setUpstream(hub.wsUrl);
     };
@@ -490,6 +495,7 @@ async function main(): Promise<number> {
       'is shared and the point is that they are bounded.',
       '',
       `- command: \`${command}\``,
+      `- hub source: ${source?.label ?? 'unknown'} (copied at the start; every restart runs it)`,
       `- date: ${new Date(started).toISOString()}`,
       `- machine: ${machine}`,
       `- database: ${databaseKind} (${pgVersion?.version.split(',')[0] ?? 'unknown'})`,
@@ -527,7 +533,7 @@ async function main(): Promise<number> {
     await (pgProxy as PgWsProxy | null)?.close().catch(() => undefined);
     await stack?.dropDatabase?.().catch(() => undefined);
     await stack?.close().catch(() => undefined);
-    for (const d of [dataDir, ...persistDirs, ...stateDirs]) await rm(d, { recursive: true, force: true });
+    for (const d of [dataDir, ...persistDirs, ...stateDirs, ...(source ? [source.dir] : [])]) await rm(d, { recursive: true, force: true });
   }
 }
 

@@ -24,6 +24,12 @@ export interface LaunchOptions {
   port?: number;
   /** A region's environment of wrangler.toml (e.g. 'eu'); omitted: the default deployment. */
   env?: string;
+  /**
+   * The wrangler.toml to start (its `main` beside it): a copy of the source taken once, so that a
+   * long run that starts the hub again and again (the soak's restarts) runs one source throughout.
+   * Omitted: the working tree's.
+   */
+  configPath?: string;
 }
 
 export interface LaunchedHub {
@@ -47,7 +53,7 @@ export async function launchHub(options: LaunchOptions): Promise<LaunchedHub> {
   // Durable Object storage of one hub must not leak into the next one unless asked to.
   const persistDir = options.persistDir ?? (await mkdtemp(path.join(tmpdir(), 'wingsmith-hub-')));
   const worker = await unstable_startWorker({
-    config: CONFIG_PATH,
+    config: options.configPath ?? CONFIG_PATH,
     ...(options.env ? { env: options.env } : {}),
     sendMetrics: false,
     // No .env/.dev.vars from the developer's tree: the caller decides every binding.
