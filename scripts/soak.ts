@@ -26,7 +26,7 @@ import { MemoryCursorStore } from '../src/operator/cursor-store';
 import { jsonLogger, silentLogger } from '../src/operator/logger';
 import { Churn } from '../test/e2e/support/churn';
 import { checkInvariants, waitConverged, type ConvergeTarget, type Query } from '../test/e2e/support/converge';
-import { snapshotSource, type SourceSnapshot } from '../bench/lib/env';
+import { snapshotSource, type SourceSnapshot } from './lib/source-snapshot';
 import { launchHub, type LaunchedHub } from '../test/e2e/support/launch';
 import { LinkProxy } from '../test/e2e/support/link-proxy';
 import { Admin, desiredBody, openQuery, type Registered } from '../test/e2e/support/plane';

@@ -2,8 +2,8 @@
  * The system under test, started once per benchmark run: Postgres + proxy (in a child process,
  * see stack-child.ts) and the hub in real workerd through wrangler's `unstable_startWorker`.
  */
-import { execFileSync, fork, type ChildProcess } from 'node:child_process';
-import { cp, mkdtemp, readFile, rm, symlink } from 'node:fs/promises';
+import { fork, type ChildProcess } from 'node:child_process';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -11,59 +11,21 @@ import type { Client } from '@neondatabase/serverless';
 import { ulid } from 'ulid';
 import type { unstable_startWorker } from 'wrangler';
 import { pgClient } from '../../scripts/lib/pg-node';
+import { snapshotSource, type SourceSnapshot } from '../../scripts/lib/source-snapshot';
 import { generateEnrollmentToken, hashToken, toHex } from '../../src/hub/tokens';
 import { RawOperator } from './operator';
 import { freePort } from './pooler';
 import { hasOpenFileUnder, workerdChildren } from './proc';
 import { directOrigin, installDirectSocket, wantDirectSocket } from './direct-socket';
 
+export { snapshotSource, type SourceSnapshot };
+
 // Before wrangler loads (it is imported lazily below): its Miniflare must be able to add the
 // hub's direct socket.
 installDirectSocket();
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
-const ROOT = path.join(HERE, '../..');
 
-export interface SourceSnapshot {
-  /** Directory holding wrangler.toml and src/ as measured. */
-  dir: string;
-  /** What was measured, for the report: a commit, or the working tree at a time. */
-  label: string;
-}
-
-/**
- * The hub's source as it is measured: copied once at the start of a run, so that edits to src/
- * during the run (wrangler rebuilds and restarts workerd on every change it sees) cannot change
- * or interrupt what is being measured. With `ref`, the committed tree of that ref (`git archive`,
- * read-only) instead of the working tree.
- */
-export async function snapshotSource(ref: string | null): Promise<SourceSnapshot> {
-  const dir = await mkdtemp(path.join(tmpdir(), 'wingsmith-bench-src-'));
-  const git = (args: string[]) => {
-    try {
-      return execFileSync('git', ['-C', ROOT, ...args], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
-    } catch {
-      return '';
-    }
-  };
-  let label: string;
-  if (ref) {
-    const sha = git(['rev-parse', '--verify', `${ref}^{commit}`]);
-    if (!sha) throw new Error(`not a commit: ${ref}`);
-    execFileSync('sh', ['-c', 'git -C "$1" archive "$2" src wrangler.toml tsconfig.json | tar -x -C "$3"', 'sh', ROOT, sha, dir]);
-    const subject = git(['log', '-1', '--format=%s', sha]);
-    label = `commit ${sha.slice(0, 12)} “${subject.length > 90 ? `${subject.slice(0, 90)}…` : subject}”`;
-  } else {
-    await cp(path.join(ROOT, 'src'), path.join(dir, 'src'), { recursive: true });
-    await cp(path.join(ROOT, 'wrangler.toml'), path.join(dir, 'wrangler.toml'));
-    await cp(path.join(ROOT, 'tsconfig.json'), path.join(dir, 'tsconfig.json')).catch(() => undefined);
-    const head = git(['rev-parse', '--short=12', 'HEAD']);
-    const dirty = git(['status', '--porcelain', '--', 'src', 'wrangler.toml']).split('\n').filter(Boolean).length;
-    label = `working tree at ${new Date().toISOString()} (HEAD ${head || 'unknown'}${dirty ? `, ${dirty} file(s) under src/ changed or new` : ', clean'})`;
-  }
-  await symlink(path.join(ROOT, 'node_modules'), path.join(dir, 'node_modules'), 'dir');
-  return { dir, label };
-}
 export const BENCH_ADMIN_TOKEN = 'bench-admin-token';
 
 export interface StackInfo {
