@@ -253,6 +253,7 @@ export class SessionObject extends DurableObject<HubEnv> {
   private resendUnacked(ws: WebSocket, now: number): void {
     const { state } = this;
     const frames = state.outbound.store.entriesAfter(state.outbound.peerAck);
+    if (frames.length === 0) return state.resent(null);
     state.log.warn('operator has not acknowledged frames while its ack stood still; sending them again', {
       unacked: frames.length,
       first_seq: frames[0]?.seq,
