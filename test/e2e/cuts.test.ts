@@ -67,15 +67,21 @@ describe(`connection cut at random points (seed ${SEED})`, () => {
   });
 });
 
+/** A registered cluster whose operator (no storage) reaches the hub through a fault proxy, converged. */
+async function convergedBehindProxy(name: string, rng: SeededRandom) {
+  const reg = await e.register(name);
+  const proxy = await e.proxy();
+  const sim = e.cluster(reg.name);
+  await sim.startOperator({ hubUrl: proxy.url, token: reg.token, storage: { kind: 'none' }, tuning: { ...E2E_CLIENT, random: rng.fn() } });
+  const target = { uid: reg.uid, cluster: sim, exactEvents: true, operationsRunOnce: true, expectFullPlacement: false };
+  await converge(e.query, target);
+  return { proxy, sim, target };
+}
+
 describe('a blackholed link (socket open, no traffic)', () => {
   it('is declared dead by the silence rule at both ends (4408); the operator reconnects, resumes, and the plane converges with nothing lost', async () => {
     const rng = new SeededRandom(SEED + 1);
-    const reg = await e.register('blackhole');
-    const proxy = await e.proxy();
-    const sim = e.cluster(reg.name);
-    await sim.startOperator({ hubUrl: proxy.url, token: reg.token, storage: { kind: 'none' }, tuning: { ...E2E_CLIENT, random: rng.fn() } });
-    const target = { uid: reg.uid, cluster: sim, exactEvents: true, operationsRunOnce: true, expectFullPlacement: false };
-    await converge(e.query, target);
+    const { proxy, sim, target } = await convergedBehindProxy('blackhole', rng);
 
     const churn = new Churn(rng, sim, e.admin, { observedEveryMs: 50, desiredEveryMs: 400, deployments: ['d1', 'd2'] });
     churn.start();
@@ -99,12 +105,7 @@ describe('a blackholed link (socket open, no traffic)', () => {
 describe('frames lost on a link that stays up (a proxy drops them, the connection survives)', () => {
   it('the operator closes the link once the ack has not moved for its limit (4408), resumes, and replays them: the plane converges with nothing lost', async () => {
     const rng = new SeededRandom(SEED + 2);
-    const reg = await e.register('lost');
-    const proxy = await e.proxy();
-    const sim = e.cluster(reg.name);
-    await sim.startOperator({ hubUrl: proxy.url, token: reg.token, storage: { kind: 'none' }, tuning: { ...E2E_CLIENT, random: rng.fn() } });
-    const target = { uid: reg.uid, cluster: sim, exactEvents: true, operationsRunOnce: true, expectFullPlacement: false };
-    await converge(e.query, target);
+    const { proxy, sim, target } = await convergedBehindProxy('lost', rng);
 
     // Observed changes stream up into a proxy that drops them, for less than the silence limit
     // (3 s here); then the changes stop before the link heals, so nothing sequenced follows the
