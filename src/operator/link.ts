@@ -18,18 +18,6 @@ export function silence(now: number, lastFrameAt: number, idleMs: number): Silen
   return silentMs >= idleMs ? { expired: true, silentMs } : { expired: false, checkInMs: idleMs - silentMs };
 }
 
-export type AckWait = { stalled: true; waitedMs: number } | { stalled: false; checkInMs: number };
-
-/**
- * The ack rule, pure: have frames waited `limitMs` since `since` (the later of their write and the
- * last ack that moved) with the hub's ack not moving; `since` null: nothing is waiting.
- */
-export function ackWait(now: number, since: number | null, limitMs: number): AckWait {
-  if (since === null) return { stalled: false, checkInMs: limitMs };
-  const waitedMs = now - since;
-  return waitedMs >= limitMs ? { stalled: true, waitedMs } : { stalled: false, checkInMs: limitMs - waitedMs };
-}
-
 export class Link {
   transport: Transport | null = null;
   welcomed = false;
@@ -52,6 +40,7 @@ export class Link {
   private cancelPing = NOOP;
   private cancelIdle = NOOP;
   private cancelAckWait = NOOP;
+  private ackLookPending = false;
   private cancelHandshake = NOOP;
 
   constructor(private readonly timers: Timers) {
@@ -94,16 +83,14 @@ export class Link {
     this.lookAtAckWait();
   }
 
-  /** The hub's ack moved; `allAcked`: nothing sent is waiting for it any more. */
+  /**
+   * The hub's ack moved; `allAcked`: nothing sent is waiting for it any more. Called per ack, so
+   * it only moves the start: a look already scheduled finds it and looks again when it is due.
+   */
   ackAdvanced(allAcked: boolean): void {
-    if (allAcked) {
-      this.ackWaitSince = null;
-      this.cancelAckWait();
-      return;
-    }
     // Progress: the wait starts again from now (frames written on an earlier link included).
-    this.ackWaitSince = this.timers.now();
-    this.lookAtAckWait();
+    this.ackWaitSince = allAcked ? null : this.timers.now();
+    if (!allAcked) this.lookAtAckWait();
   }
 
   /**
@@ -111,23 +98,27 @@ export class Link {
    * A frame lost on a link that stayed up (a proxy that dropped it) would otherwise never be
    * acked: the hub never saw it, so it has no hole to close the link over, and while nothing
    * sequenced follows it no gap shows either. Closing makes the resume replay it. No timer runs
-   * while nothing waits; the limit is read at every look (frames go out only after the welcome,
+   * once nothing waits; the limit is read at every look (frames go out only after the welcome,
    * which may change it).
    */
   watchAckWait(limitMs: () => number, onStalled: (waitedMs: number) => void): void {
     this.ackLimit = { limitMs, onStalled };
   }
 
+  /** Schedule a look unless one is pending; each look re-arms from the current start. */
   private lookAtAckWait(): void {
-    this.cancelAckWait();
     const watch = this.ackLimit;
-    if (!watch || this.ended) return;
+    if (!watch || this.ended || this.ackLookPending) return;
     const look = () => {
-      if (this.ended) return;
-      const w = ackWait(this.timers.now(), this.ackWaitSince, watch.limitMs());
-      if (w.stalled) return watch.onStalled(w.waitedMs);
-      if (this.ackWaitSince !== null) this.cancelAckWait = this.timers.schedule(look, w.checkInMs);
+      this.ackLookPending = false;
+      if (this.ended || this.ackWaitSince === null) return;
+      // The silence rule's arithmetic: has the limit passed since the wait started.
+      const w = silence(this.timers.now(), this.ackWaitSince, watch.limitMs());
+      if (w.expired) return watch.onStalled(w.silentMs);
+      this.ackLookPending = true;
+      this.cancelAckWait = this.timers.schedule(look, w.checkInMs);
     };
+    this.ackLookPending = true;
     this.cancelAckWait = this.timers.schedule(look, watch.limitMs());
   }
 

@@ -68,6 +68,29 @@ export class SendPath {
     this.windowFullSince = null;
   }
 
+  /**
+   * Send again, in order, every frame the operator has not acknowledged (clock.ts, `resend`), and
+   * start the wait again; with nothing left unacknowledged, just end the wait.
+   */
+  resendUnacked(now: number): void {
+    const meta = this.host.meta();
+    const ws = this.host.socket();
+    if (!meta || !ws) return;
+    const outbound = this.host.outbound();
+    const frames = outbound.store.entriesAfter(outbound.peerAck);
+    if (frames.length > 0) {
+      this.host.log().warn('operator has not acknowledged frames while its ack stood still; sending them again', {
+        unacked: frames.length,
+        first_seq: frames[0]?.seq,
+        waited_ms: now - (meta.ackWaitSince ?? now),
+        operator_cursor: outbound.peerAck,
+      });
+    }
+    meta.ackWaitSince = frames.length > 0 ? now : null;
+    this.host.store.saveMeta(meta);
+    for (const f of frames) this.host.send(ws, f.frame);
+  }
+
   private async drainOnce(): Promise<void> {
     const { cfg, store } = this.host;
     const meta = this.host.meta();

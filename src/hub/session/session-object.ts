@@ -239,7 +239,7 @@ export class SessionObject extends DurableObject<HubEnv> {
       } else if (due.t === 'hole' && active) {
         sockets.refuse(active, CloseCode.TRY_AGAIN_LATER, null, 'unavailable', 'frames could not be applied in time; reconnect and replay', true);
       } else if (due.t === 'resend' && active) {
-        this.resendUnacked(active, now);
+        this.sendPath.resendUnacked(now);
       } else if (due.t === 'retention') {
         state.log.info('session retention expired; deleting its storage');
         await this.forget();
@@ -247,21 +247,6 @@ export class SessionObject extends DurableObject<HubEnv> {
       }
     }
     return false;
-  }
-
-  /** Send again, in order, every frame the operator has not acknowledged (clock.ts, `resend`). */
-  private resendUnacked(ws: WebSocket, now: number): void {
-    const { state } = this;
-    const frames = state.outbound.store.entriesAfter(state.outbound.peerAck);
-    if (frames.length === 0) return state.resent(null);
-    state.log.warn('operator has not acknowledged frames while its ack stood still; sending them again', {
-      unacked: frames.length,
-      first_seq: frames[0]?.seq,
-      waited_ms: now - (state.meta?.ackWaitSince ?? now),
-      operator_cursor: state.outbound.peerAck,
-    });
-    state.resent(now);
-    for (const f of frames) this.sockets.send(ws, f.frame);
   }
 
   // --- RPC -------------------------------------------------------------------------------------

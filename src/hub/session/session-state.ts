@@ -110,13 +110,6 @@ export class SessionState {
     return m ? { clusterUid: m.clusterUid, sessionId: m.sessionId, generation: m.generation, tokenHash: m.tokenHash } : null;
   }
 
-  /** The unacknowledged frames went out again on the connection: their wait starts again (null: none were left). */
-  resent(now: number | null): void {
-    if (!this.meta) return;
-    this.meta.ackWaitSince = now;
-    this.store.saveMeta(this.meta);
-  }
-
   /** Retention expired: delete everything. */
   async forget(): Promise<void> {
     await this.store.destroy();
