@@ -57,6 +57,28 @@ describe('a fresh connection (spec: Connection lifecycle)', () => {
   });
 });
 
+describe("a fresh session's resync", () => {
+  it("is numbered and written with the welcome in one pass (one replay write, so one commit), not a frame ahead of the rest", async () => {
+    const c = await newCluster();
+    const { peer, stub } = await connectToNew(c.token, c.uid);
+    // Count the replay buffer's writes from inside the object, before the hello reaches it.
+    await runInDurableObject(stub, (instance) => {
+      const replay = (instance as unknown as { state: { store: { replay: { flush(): void } } } }).state.store.replay;
+      const flush = replay.flush.bind(replay);
+      const counts = ((globalThis as { replayWrites?: number[] }).replayWrites = [] as number[]);
+      replay.flush = function (this: { pending: unknown[] }) {
+        if (this.pending.length > 0) counts.push(this.pending.length);
+        flush();
+      };
+    });
+    await peer.hello({ cluster_id: c.name });
+    expect((await peer.next((f) => f.type === 'stream.end')).payload).toEqual({ complete: true, count: 0 });
+    // resync.begin and stream.end (the cluster has no deployments) in one statement.
+    expect((globalThis as { replayWrites?: number[] }).replayWrites).toEqual([2]);
+    peer.close();
+  });
+});
+
 describe('SessionSql', () => {
   it('reads an object with an older schema as written (not fresh) and adds the missing tables at its next write', async () => {
     const id = hubEnv.SESSIONS.newUniqueId();

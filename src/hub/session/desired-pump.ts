@@ -25,6 +25,8 @@ export interface PumpHost {
   queued(): number;
   /** Queue a frame; false when it could not be (the connection is closing). */
   enqueue(o: Outgoing): boolean;
+  /** Queue several frames as one (written in one commit). */
+  batch<T>(queue: () => T): T;
   fence(): SessionFence | null;
   log(): Logger;
 }
@@ -96,9 +98,7 @@ export class DesiredPump {
       // fetch these again. (If the queue refuses one, the connection closes and the fetch state
       // is rebuilt from what was written.)
       f.changesAfter = revision;
-      for (const c of changes) {
-        if (c.kind !== 'deployment' || !this.host.enqueue({ ...frame('deployment.desired', c.payload, null), revision: c.revision })) return;
-      }
+      this.host.batch(() => changes.every((c) => c.kind === 'deployment' && this.host.enqueue({ ...frame('deployment.desired', c.payload, null), revision: c.revision })));
       return;
     }
     void this.run();
@@ -146,21 +146,23 @@ export class DesiredPump {
       if (f.stage === 'pages') {
         const rows = await fetchDesiredSnapshotPage(sql, meta.clusterUid, f.snapshotAfter, page);
         if (this.progress !== f) return false;
-        return this.queueSnapshotPage(f, resync, rows.map((r) => r.payload), page);
+        return this.host.batch(() => this.queueSnapshotPage(f, resync, rows.map((r) => r.payload), page));
       }
       if (f.stage === 'ops') {
         const ops = await fetchOpenOperations(sql, meta.clusterUid, f.opsAfter, resync.revision, page);
         if (this.progress !== f) return false;
         const ids = await this.recordOperationStarts(ops.map((o) => o.payload));
         if (!ids || this.progress !== f) return false;
-        for (const o of ops) {
-          if (!this.host.enqueue(frame('operation.start', o.payload, null, { t: 'resync_op', revision: o.revision }, ids.get(o.payload.operation_id)))) {
-            return false;
+        return this.host.batch(() => {
+          for (const o of ops) {
+            if (!this.host.enqueue(frame('operation.start', o.payload, null, { t: 'resync_op', revision: o.revision }, ids.get(o.payload.operation_id)))) {
+              return false;
+            }
+            f.opsAfter = o.revision;
           }
-          f.opsAfter = o.revision;
-        }
-        if (ops.length === page) return true;
-        return this.finishResync(f, resync);
+          if (ops.length === page) return true;
+          return this.finishResync(f, resync);
+        });
       }
     }
     if (f.changesAfter >= this.knownRevision) return false;
@@ -169,20 +171,22 @@ export class DesiredPump {
     if (this.progress !== f) return false;
     const ids = await this.recordOperationStarts(changes.flatMap((c) => (c.kind === 'operation' ? [c.payload] : [])));
     if (!ids || this.progress !== f) return false;
-    for (const c of changes) {
-      const o =
-        c.kind === 'deployment'
-          ? { ...frame('deployment.desired', c.payload, null), revision: c.revision }
-          : { ...frame('operation.start', c.payload, null, { t: 'watermark', revision: c.revision }, ids.get(c.payload.operation_id)), revision: c.revision };
-      if (!this.host.enqueue(o)) return false;
-      f.changesAfter = c.revision;
-    }
-    if (changes.length < page) {
-      // Everything up to the revision known before the fetch is now queued (skipped rows included).
-      f.changesAfter = Math.max(f.changesAfter, target);
-      return this.host.enqueue({ kind: 'marker', effect: { t: 'watermark', revision: target } });
-    }
-    return true;
+    return this.host.batch(() => {
+      for (const c of changes) {
+        const o =
+          c.kind === 'deployment'
+            ? { ...frame('deployment.desired', c.payload, null), revision: c.revision }
+            : { ...frame('operation.start', c.payload, null, { t: 'watermark', revision: c.revision }, ids.get(c.payload.operation_id)), revision: c.revision };
+        if (!this.host.enqueue(o)) return false;
+        f.changesAfter = c.revision;
+      }
+      if (changes.length < page) {
+        // Everything up to the revision known before the fetch is now queued (skipped rows included).
+        f.changesAfter = Math.max(f.changesAfter, target);
+        return this.host.enqueue({ kind: 'marker', effect: { t: 'watermark', revision: target } });
+      }
+      return true;
+    });
   }
 
   /**
@@ -229,11 +233,13 @@ export class DesiredPump {
       // this seed is still queuing.
       this.pumping = true;
       try {
-        f.stage = 'pages';
-        const queued =
-          this.host.enqueue(frame('resync.begin', { scope: ['deployment'] }, null, { t: 'resync_begin' }, resync.beginId)) &&
-          this.queueSnapshotPage(f, resync, snapshot.deployments, limit);
-        if (queued && this.progress.stage === 'ops' && !snapshot.openOperations) this.finishResync(f, resync);
+        this.host.batch(() => {
+          f.stage = 'pages';
+          const queued =
+            this.host.enqueue(frame('resync.begin', { scope: ['deployment'] }, null, { t: 'resync_begin' }, resync.beginId)) &&
+            this.queueSnapshotPage(f, resync, snapshot.deployments, limit);
+          if (queued && this.progress.stage === 'ops' && !snapshot.openOperations) this.finishResync(f, resync);
+        });
       } finally {
         this.pumping = false;
       }

@@ -110,6 +110,7 @@ export class SessionObject extends DurableObject<HubEnv> {
         connected: () => sockets.active() !== null,
         queued: () => this.sendPath.queue.length,
         enqueue: (o) => this.sendPath.enqueue(o),
+        batch: (queue) => this.sendPath.batch(queue),
         fence: () => state.fence(),
         log,
       },

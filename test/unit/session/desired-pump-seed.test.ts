@@ -42,6 +42,15 @@ function harness(revision: number, answers: Record<string, unknown>[][] = []) {
   /** Each frame's payload as the send path reads it: when it is written, in queue order. */
   const sent: unknown[] = [];
   const queries: { text: string; params: unknown[] }[] = [];
+  let holding = 0;
+  let written = 0;
+  const write = () => {
+    for (const o of queued.slice(written)) {
+      sent.push(o.kind === 'frame' ? o.payload() : null);
+      if (o.effect) applyEffect(meta, o.effect);
+    }
+    written = queued.length;
+  };
   const sql: Sql = {
     async query<R>(text: string, params: unknown[] = []) {
       queries.push({ text, params });
@@ -59,10 +68,18 @@ function harness(revision: number, answers: Record<string, unknown>[][] = []) {
       queued: () => 0,
       enqueue: (o) => {
         queued.push(o);
-        // Written at once, as the send path does when the operator's window is open.
-        sent.push(o.kind === 'frame' ? o.payload() : null);
-        if (o.effect) applyEffect(meta, o.effect);
+        // Written at once, as the send path does when the operator's window is open; inside a
+        // batch, at its end.
+        if (holding === 0) write();
         return true;
+      },
+      batch: (queue) => {
+        holding++;
+        try {
+          return queue();
+        } finally {
+          if (--holding === 0) write();
+        }
       },
       fence: () => ({ clusterUid: 'c1', sessionId: meta.sessionId, generation: 1, tokenHash: '00' }),
       log: () => createLogger({ component: 'test' }),
