@@ -35,14 +35,19 @@ export function resetPeak(pid: number): boolean {
 
 /** CPU seconds (user + system) the process has used so far. */
 export function readCpuSeconds(pid: number, withReapedChildren = false): number {
+  const t = readCpuTimes(pid, withReapedChildren);
+  return t.user + t.system;
+}
+
+/** CPU seconds the process has used so far, in its own code (user) and in the kernel for it (system). */
+export function readCpuTimes(pid: number, withReapedChildren = false): { user: number; system: number } {
   const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
   // The command name may contain spaces; fields after it are space-separated.
   const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   // rest[0] is field 3 (state); utime is field 14, stime 15, cutime 16, cstime 17.
-  const utime = Number(rest[11]);
-  const stime = Number(rest[12]);
-  const children = withReapedChildren ? Number(rest[13]) + Number(rest[14]) : 0;
-  return (utime + stime + children) / TICKS_PER_SECOND;
+  const utime = Number(rest[11]) + (withReapedChildren ? Number(rest[13]) : 0);
+  const stime = Number(rest[12]) + (withReapedChildren ? Number(rest[14]) : 0);
+  return { user: utime / TICKS_PER_SECOND, system: stime / TICKS_PER_SECOND };
 }
 
 export function parentOf(pid: number): number | null {
@@ -99,6 +104,7 @@ export function hasOpenFileUnder(pid: number, dir: string): boolean {
 export class ProcSampler {
   private timer: ReturnType<typeof setInterval> | null = null;
   private cpu0 = 0;
+  private system0 = 0;
   private t0 = 0;
   peakRssKiB = 0;
   samples: { t: number; rssKiB: number }[] = [];
@@ -109,7 +115,9 @@ export class ProcSampler {
   ) {}
 
   start(): void {
-    this.cpu0 = readCpuSeconds(this.pid);
+    const t = readCpuTimes(this.pid);
+    this.cpu0 = t.user + t.system;
+    this.system0 = t.system;
     this.t0 = performance.now();
     this.peakRssKiB = 0;
     this.samples = [];
@@ -127,15 +135,17 @@ export class ProcSampler {
     }
   }
 
-  /** CPU seconds used and wall seconds elapsed since start. */
-  stop(): { cpuSeconds: number; wallSeconds: number; peakRssKiB: number; endRssKiB: number } {
+  /** CPU seconds used (and of them, in the kernel) and wall seconds elapsed since start. */
+  stop(): { cpuSeconds: number; systemSeconds: number; wallSeconds: number; peakRssKiB: number; endRssKiB: number } {
     if (this.timer) clearInterval(this.timer);
     this.timer = null;
     this.sample();
-    const cpuSeconds = readCpuSeconds(this.pid) - this.cpu0;
+    const t = readCpuTimes(this.pid);
+    const cpuSeconds = t.user + t.system - this.cpu0;
+    const systemSeconds = t.system - this.system0;
     const wallSeconds = (performance.now() - this.t0) / 1000;
     const last = this.samples[this.samples.length - 1];
-    return { cpuSeconds, wallSeconds, peakRssKiB: this.peakRssKiB, endRssKiB: last?.rssKiB ?? Number.NaN };
+    return { cpuSeconds, systemSeconds, wallSeconds, peakRssKiB: this.peakRssKiB, endRssKiB: last?.rssKiB ?? Number.NaN };
   }
 }
 

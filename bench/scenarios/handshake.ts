@@ -161,11 +161,14 @@ export const handshake: Scenario = {
       const resyncMs: number[] = [];
       const cpu = new ProcSampler(env.workerdPid, 250);
       let cpuPerConnectMs = 0;
+      let kernelPerConnectMs = 0;
       for (let r = 0; r < ctx.reps; r++) {
         const hub: number[] = [];
         cpu.start();
         for (let i = 0; i < perRep; i++) hub.push(await hubConnectOnce(env.wsUrl, pool[r * perRep + i] as BenchCluster, upgradeMs, resyncMs));
-        cpuPerConnectMs += (cpu.stop().cpuSeconds * 1000) / perRep / ctx.reps;
+        const seqUsed = cpu.stop();
+        cpuPerConnectMs += (seqUsed.cpuSeconds * 1000) / perRep / ctx.reps;
+        kernelPerConnectMs += (seqUsed.systemSeconds * 1000) / perRep / ctx.reps;
         const echoT: number[] = [];
         for (let i = 0; i < perRep; i++) echoT.push(await echoConnectOnce(echoUrl));
         const sioT: number[] = [];
@@ -208,7 +211,7 @@ export const handshake: Scenario = {
         `A new Postgres connection + first query through the Neon driver and proxy, from Node: median ${fmtMs(conn.p50)} (p90 ${fmtMs(conn.p90)}); the same query on the open connection ${fmtMs(median(queryMs))}. Postgres CPU per new connection ≈ ${fmtNum(pgCpuPerConnMs)} ms (all postgres processes, measured around ${connN} connects)${pgbench ? `; pgbench -C straight to Postgres (no proxy, no driver): average connection time ${fmtMs(pgbench.connectMs)}` : ''}.`,
         `The hub's resync of a fresh session (resync.begin → stream.end, the clusters have no desired deployments) ends ${fmtMs(median(resyncMs))} after its welcome (median)${resyncMs.length < pooled.n ? `; ${pooled.n - resyncMs.length} streams never ended` : ''}.`,
         `Hub, all ${pooled.n} connects pooled: median ${fmtMs(pooled.p50)}, p90 ${fmtMs(pooled.p90)}, p99 ${fmtMs(pooled.p99)}, max ${fmtMs(pooled.max)}.`,
-        `workerd CPU per handshake (Worker + session object, including the empty resync stream and the close): ${fmtNum(cpuPerConnectMs)} ms.`,
+        `workerd CPU per handshake (Worker + session object, including the empty resync stream and the close): ${fmtNum(cpuPerConnectMs)} ms, of it ${fmtNum(kernelPerConnectMs)} ms in the kernel (system time: the object's files created and synced, sockets).`,
       );
 
       // Storm.
@@ -219,6 +222,7 @@ export const handshake: Scenario = {
       let stormAttempts = 0;
       const stormKinds: Record<string, number> = {};
       let stormCpu = 0;
+      let stormKernel = 0;
       let stormWall = 0;
       const stormEcho: number[] = [];
       for (let r = 0; r < stormReps; r++) {
@@ -230,6 +234,7 @@ export const handshake: Scenario = {
         const out = await storm(stormSize, (i) => hubAttempt(env.wsUrl, clusters[i] as BenchCluster), STORM_DEADLINE_MS);
         const used = cpu.stop();
         stormCpu += used.cpuSeconds / stormReps;
+        stormKernel += used.systemSeconds / stormReps;
         stormWall += used.wallSeconds / stormReps;
         const pgPeak = await pgs.stop();
         stormHub.push(out.seconds);
@@ -244,7 +249,7 @@ export const handshake: Scenario = {
         const failures = Object.entries(out.failures)
           .map(([k, v]) => `${k} ×${v}`)
           .join(', ');
-        const line = `storm rep ${r + 1}: ${out.welcomed}/${stormSize} welcomed in ${fmtNum(out.seconds)} s; ${out.attempts} attempts; failures: ${failures || 'none'}; workerd CPU ${fmtNum(used.cpuSeconds)} s over ${fmtNum(used.wallSeconds)} s; Postgres connections to the bench database peaked at ${pgPeak.peak} (server-wide ${pgPeak.peakServer}, max_connections ${env.stack.maxConnections})`;
+        const line = `storm rep ${r + 1}: ${out.welcomed}/${stormSize} welcomed in ${fmtNum(out.seconds)} s; ${out.attempts} attempts; failures: ${failures || 'none'}; workerd CPU ${fmtNum(used.cpuSeconds)} s (${fmtNum(used.systemSeconds)} s of it in the kernel) over ${fmtNum(used.wallSeconds)} s; Postgres connections to the bench database peaked at ${pgPeak.peak} (server-wide ${pgPeak.peakServer}, max_connections ${env.stack.maxConnections})`;
         evidence.push(`Hub ${line}.`);
         ctx.log(line);
         for (const op of out.ops) op.close();
@@ -337,6 +342,8 @@ export const handshake: Scenario = {
           ...stormKinds,
           stormSize,
           cpuPerConnectMs,
+          kernelPerConnectMs,
+          stormKernelS: stormKernel,
           maxConnections: env.stack.maxConnections,
           stormPgPeak: stormPgPeak,
           stormFailures,
