@@ -3,7 +3,7 @@ import { decodeTime } from 'ulid';
 import { buildFrame, CloseCode, newId, type ErrorCode } from '../protocol';
 import { INTERNAL_HEADERS, routeKeyOf, sessionStub } from './address';
 import { hubConfig } from './config';
-import { describeError } from './db/errors';
+import { failureLine } from './db/errors';
 import { gatewaySql } from './db/gateway';
 import { lookupToken, type TokenLookup } from './db/registry';
 import type { HubEnv } from './env';
@@ -36,7 +36,10 @@ export async function connect(c: Context<{ Bindings: HubEnv }>): Promise<Respons
     // On a shared, already open connection: a handshake opens none.
     cluster = await lookupToken(gatewaySql(c.env), tokenHash);
   } catch (err) {
-    log.warn('token lookup failed: database unavailable', { error: describeError(err) });
+    // The operator is told to retry either way (a fix or a migration will come); the log tells
+    // an outage from a fault someone must look at.
+    const line = failureLine('token lookup', err);
+    log[line.level](line.message, line.fields);
     c.header('Retry-After', '5');
     return jsonError(c, 503, 'unavailable', 'the cluster registry is unavailable; retry with backoff');
   }

@@ -1,8 +1,13 @@
 import { describe, expect, it } from 'vitest';
-import { classifyDbError, describeError } from '../../src/hub/db/errors';
+import { classifyDbError, describeError, failureKind, failureLine } from '../../src/hub/db/errors';
 
 function pgError(code: string, message: string): Error {
   return Object.assign(new Error(message), { code });
+}
+
+/** As `GatewayQueryError` rethrows what a gateway shard relayed (its module needs workerd): message, SQLSTATE, name. */
+function relayed(message: string, code: string | null, name: string): Error {
+  return Object.assign(new Error(message), { code, name });
 }
 
 describe('database error classification (DESIGN decision 5: unsure means transient)', () => {
@@ -40,5 +45,42 @@ describe('describeError (what the logs say)', () => {
     expect(describeError({ error: new Error('socket hang up') })).toBe('socket hang up');
     expect(describeError({ type: 'close' })).toBe('close event');
     expect(describeError(42)).toBe('42');
+  });
+});
+
+describe('failureKind (an outage or a fault, for the log of a failed lookup)', () => {
+  it("the database's condition and the way to it are an outage", () => {
+    for (const code of ['08006', '57P01', '53300', '40001', '55P03', '57014']) expect(failureKind(pgError(code, 'x'))).toBe('outage');
+    expect(failureKind(new Error('[object ErrorEvent]'))).toBe('outage');
+    expect(failureKind(new Error('Network connection lost.'))).toBe('outage');
+    expect(failureKind(relayed('database gateway did not answer in 7000 ms', null, 'QueryTimeoutError'))).toBe('outage');
+    expect(failureKind({ type: 'error' })).toBe('outage');
+  });
+
+  it('a statement the database refused for what it says is a fault: a missing table or column, syntax, permission', () => {
+    for (const code of ['42P01', '42703', '42601', '42501', '0A000', '28P01']) expect(failureKind(pgError(code, 'x'))).toBe('fault');
+    // Relayed by a gateway shard with its SQLSTATE.
+    expect(failureKind(relayed('relation "clusters" does not exist', '42P01', 'error'))).toBe('fault');
+  });
+
+  it('a programming error is a fault, thrown here or relayed by name from a gateway shard', () => {
+    expect(failureKind(new TypeError("Cannot read properties of undefined (reading 'uid')"))).toBe('fault');
+    expect(failureKind(relayed('x is not a function', null, 'TypeError'))).toBe('fault');
+    expect(failureKind(relayed("residency check failed: shard outside 'eu'", null, 'ResidencyError'))).toBe('fault');
+  });
+});
+
+describe('failureLine (what the Worker and the claim log)', () => {
+  it('an outage is a warning that says so; a fault is an error that says it is not one', () => {
+    expect(failureLine('token lookup', new Error('[object ErrorEvent]'))).toEqual({
+      level: 'warn',
+      message: 'token lookup failed: database unavailable',
+      fields: { error: 'database socket error (connection refused or lost)' },
+    });
+    expect(failureLine('claim', pgError('42P01', 'relation "clusters" does not exist'))).toEqual({
+      level: 'error',
+      message: 'claim failed: not an outage (a code or schema fault)',
+      fields: { error: '42P01: relation "clusters" does not exist' },
+    });
   });
 });

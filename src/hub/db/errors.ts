@@ -33,6 +33,33 @@ export function isIsolatable(err: unknown): boolean {
   return state !== null && ISOLATABLE_STATES.has(state);
 }
 
+// A statement the database refused for what it says (a missing table or column, a syntax or
+// permission error), not for its condition: retrying waits on a deploy or a migration, not on
+// the database coming back.
+const STATEMENT_CLASSES = new Set(['42', '0A', '3F', '28']);
+// What JavaScript throws for a programming error, locally or relayed by name from a gateway shard.
+const CODE_ERRORS = new Set(['TypeError', 'ReferenceError', 'SyntaxError', 'RangeError', 'EvalError', 'URIError', 'ResidencyError']);
+
+/**
+ * Why a database call failed, for the log: the database or the way to it is unavailable (an
+ * outage, retry), or the call itself is wrong (a bug, a schema behind the code, a misplaced
+ * deployment), which no retry mends and someone must look at.
+ */
+export function failureKind(err: unknown): 'outage' | 'fault' {
+  const state = sqlState(err);
+  if (state) return STATEMENT_CLASSES.has(state.slice(0, 2)) ? 'fault' : 'outage';
+  const name = err && typeof err === 'object' && 'name' in err ? (err as { name: unknown }).name : null;
+  return typeof name === 'string' && CODE_ERRORS.has(name) ? 'fault' : 'outage';
+}
+
+/** The log line for a failed database call: a fault loudly, an outage as a warning. */
+export function failureLine(what: string, err: unknown): { level: 'error' | 'warn'; message: string; fields: { error: string } } {
+  const fields = { error: describeError(err) };
+  return failureKind(err) === 'fault'
+    ? { level: 'error', message: `${what} failed: not an outage (a code or schema fault)`, fields }
+    : { level: 'warn', message: `${what} failed: database unavailable`, fields };
+}
+
 export function describeError(err: unknown): string {
   const state = sqlState(err);
   return state ? `${state}: ${messageOf(err)}` : messageOf(err);

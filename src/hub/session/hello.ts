@@ -1,7 +1,7 @@
 import { buildFrame, CloseCode, newId } from '../../protocol';
 import { pollShardOf } from '../address';
 import type { HubConfig } from '../config';
-import { describeError } from '../db/errors';
+import { failureLine } from '../db/errors';
 import type { ClaimedSession, ClaimSnapshot } from '../db/claim-snapshot';
 import type { ClaimArgs } from '../db/ownership';
 import type { Logger } from '../log';
@@ -64,7 +64,8 @@ export async function answerHello(host: HelloHost, ws: WebSocket, att: Attachmen
       watermark: local === null && meta ? meta.desiredWatermark : 0,
     });
   } catch (err) {
-    log.warn('claim failed: database unavailable', { error: describeError(err) });
+    const line = failureLine('claim', err);
+    log[line.level](line.message, line.fields);
     return sockets.refuse(ws, CloseCode.TRY_AGAIN_LATER, replyTo, 'unavailable', 'registry unavailable; retry', true);
   }
   if (claim.refusal) {
