@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import type { Sql } from '../../src/hub/db/sql';
-import { createLogger } from '../../src/hub/log';
+import { createLogger, type Logger } from '../../src/hub/log';
 import type { InboundItem } from '../../src/hub/session/ingest-batch';
 import { IngestPipeline, type IngestHost } from '../../src/hub/session/ingest-pipeline';
 
@@ -70,7 +70,7 @@ describe('ingest pipeline scheduling', () => {
 });
 
 /** Statements that answer when the test says, in the order they were sent. */
-function scripted(maxBatch: number) {
+function scripted(maxBatch: number, log: Logger = createLogger({}, 'error')) {
   const committed: number[][] = [];
   const pending: { resolve: () => void; reject: (e: unknown) => void }[] = [];
   const sql: Sql = {
@@ -90,7 +90,7 @@ function scripted(maxBatch: number) {
       throw new Error('fence lost');
     },
     keepRetrying: () => true,
-    log: createLogger({}, 'error'),
+    log,
   };
   return { pipeline: new IngestPipeline(host, maxBatch), committed, pending };
 }
@@ -140,5 +140,35 @@ describe('ingest pipeline: a second statement in flight', () => {
     await settle();
     expect(h.committed).toEqual([[3, 4], [1, 2]]);
     expect(h.pipeline.size).toBe(0);
+  });
+});
+
+/** A logger that keeps its lines (level and message) instead of printing them. */
+function keptLog(lines: { level: string; msg: string }[]): Logger {
+  const keep = (level: string) => (msg: string) => void lines.push({ level, msg });
+  const log: Logger = { debug: keep('debug'), info: keep('info'), warn: keep('warn'), error: keep('error'), child: () => log };
+  return log;
+}
+
+describe('ingest pipeline: what a failed statement logs', () => {
+  it('an outage is a warning; a schema fault (a missing table) is an error that says it is not an outage; both withhold the ack and retry', async () => {
+    const lines: { level: string; msg: string }[] = [];
+    const h = scripted(10, keptLog(lines));
+    h.pipeline.push(item(1));
+    await settle();
+    h.pending[0]?.reject(new Error('[object ErrorEvent]'));
+    await settle();
+    expect(lines.at(-1)).toEqual({ level: 'warn', msg: 'ingest batch failed; ack withheld, will retry' });
+    await new Promise((r) => setTimeout(r, 120));
+    h.pending[1]?.reject(Object.assign(new Error('relation "nodes" does not exist'), { code: '42P01' }));
+    await settle();
+    expect(lines.at(-1)).toEqual({ level: 'error', msg: 'ingest batch failed: not an outage (a code or schema fault); ack withheld, retried until it is mended' });
+    expect(h.committed).toEqual([]);
+    expect(h.pipeline.size).toBe(1);
+    // Mended (the migration ran): the same frame is applied.
+    await new Promise((r) => setTimeout(r, 250));
+    h.pending[2]?.resolve();
+    await settle();
+    expect(h.committed).toEqual([[1]]);
   });
 });

@@ -1,5 +1,5 @@
 import { applyIngestBatch, type IngestResult, type SessionFence } from '../db/ingest';
-import { classifyDbError, describeError, isIsolatable } from '../db/errors';
+import { classifyDbError, describeError, failureKind, isIsolatable } from '../db/errors';
 import type { Sql } from '../db/sql';
 import type { Logger } from '../log';
 import { buildBatch, type BuiltBatch, type InboundItem, type SentDesiredLookup } from './ingest-batch';
@@ -233,6 +233,15 @@ export class IngestPipeline {
       return;
     }
     this.transientFailures++;
+    if (kind === 'global' && failureKind(err) === 'fault') {
+      // Nothing is dropped for it (a replay succeeds once the schema or the code is mended), but
+      // no retry mends it alone: said loudly.
+      this.host.log.error('ingest batch failed: not an outage (a code or schema fault); ack withheld, retried until it is mended', {
+        ...fields,
+        held_subjects: this.schedule.heldSubjects,
+      });
+      return;
+    }
     this.host.log.warn(
       kind === 'isolatable'
         ? 'ingest batch failed transiently; isolating the frame, ack withheld behind it, later frames still applied'
