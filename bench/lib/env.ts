@@ -12,11 +12,15 @@ import { ulid } from 'ulid';
 import type { unstable_startWorker } from 'wrangler';
 import { pgClient } from '../../scripts/lib/pg-node';
 import { snapshotSource, type SourceSnapshot } from '../../scripts/lib/source-snapshot';
+import { withDeadline } from '../../src/hub/deadline';
 import { generateEnrollmentToken, hashToken, toHex } from '../../src/hub/tokens';
 import { RawOperator } from './operator';
 import { freePort } from './pooler';
 import { hasOpenFileUnder, workerdChildren } from './proc';
 import { directOrigin, installDirectSocket, wantDirectSocket } from './direct-socket';
+
+/** How long stopping the old hub, or starting the new one, may take at a restart. */
+const RESTART_DEADLINE_MS = 120_000;
 
 export { snapshotSource, type SourceSnapshot };
 
@@ -190,9 +194,15 @@ export class BenchEnv {
    * scenarios left in it.
    */
   async restartHub(): Promise<void> {
-    await this.worker.dispose().catch(() => undefined);
+    // Bounded: a restart that never comes back (once, a --profile run waited on one for 12
+    // minutes with no workerd left) fails the run loudly instead of wedging it.
+    const late = (what: string) => () => {
+      throw new Error(`bench: the hub's restart did not ${what} within ${RESTART_DEADLINE_MS / 1000} s`);
+    };
+    await withDeadline(this.worker.dispose().catch(() => undefined), RESTART_DEADLINE_MS, late('stop the old workerd'));
     await rm(this.persistDir, { recursive: true, force: true }).catch(() => undefined);
-    await this.adopt(await launchWorker(this.source.dir, this.vars, this.inspectorEnabled, this.devPaths));
+    const worker = await withDeadline(launchWorker(this.source.dir, this.vars, this.inspectorEnabled, this.devPaths), RESTART_DEADLINE_MS, late('start a new workerd'));
+    await this.adopt(worker);
   }
 
   /**
