@@ -52,11 +52,14 @@ export function failureKind(err: unknown): 'outage' | 'fault' {
   return typeof name === 'string' && CODE_ERRORS.has(name) ? 'fault' : 'outage';
 }
 
+/** What a log line says of a fault, wherever one is logged. */
+export const NOT_AN_OUTAGE = 'not an outage (a code or schema fault)';
+
 /** The log line for a failed database call: a fault loudly, an outage as a warning. */
 export function failureLine(what: string, err: unknown): { level: 'error' | 'warn'; message: string; fields: { error: string } } {
   const fields = { error: describeError(err) };
   return failureKind(err) === 'fault'
-    ? { level: 'error', message: `${what} failed: not an outage (a code or schema fault)`, fields }
+    ? { level: 'error', message: `${what} failed: ${NOT_AN_OUTAGE}`, fields }
     : { level: 'warn', message: `${what} failed: database unavailable`, fields };
 }
 

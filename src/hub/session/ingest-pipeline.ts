@@ -1,5 +1,5 @@
 import { applyIngestBatch, type IngestResult, type SessionFence } from '../db/ingest';
-import { classifyDbError, describeError, failureKind, isIsolatable } from '../db/errors';
+import { classifyDbError, describeError, failureKind, isIsolatable, NOT_AN_OUTAGE } from '../db/errors';
 import type { Sql } from '../db/sql';
 import type { Logger } from '../log';
 import { buildBatch, type BuiltBatch, type InboundItem, type SentDesiredLookup } from './ingest-batch';
@@ -236,7 +236,7 @@ export class IngestPipeline {
     if (kind === 'global' && failureKind(err) === 'fault') {
       // Nothing is dropped for it (a replay succeeds once the schema or the code is mended), but
       // no retry mends it alone: said loudly.
-      this.host.log.error('ingest batch failed: not an outage (a code or schema fault); ack withheld, retried until it is mended', {
+      this.host.log.error(`ingest batch failed: ${NOT_AN_OUTAGE}; ack withheld, retried until it is mended`, {
         ...fields,
         held_subjects: this.schedule.heldSubjects,
       });
