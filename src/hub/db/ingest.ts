@@ -90,30 +90,32 @@ function json<T, R>(rows: Rows<T>, row?: (x: T) => R): string {
  * prunes, all fenced by the session's claim. Data-modifying CTEs all see the same snapshot, so
  * a prune explicitly spares the subjects this very batch writes.
  */
-export const INGEST_SQL = `
-with ${fenceCte({ cluster: '$1', session: '$2', generation: '$3', tokenHash: '$4' })},
+/** The claim's fence and the fleet view's "last frame" write: every ingest statement opens with them. */
+const HEAD = `with ${fenceCte({ cluster: '$1', session: '$2', generation: '$3', tokenHash: '$4' })},
 live as (select exists (select 1 from fence) as ok),
 -- The fleet view's "last frame": at most one write a second per cluster (the row is the claim's).
 seen as (
   update cluster_owners o set last_frame_at = now() from live
   where live.ok and o.cluster_uid = $1 and (o.last_frame_at is null or o.last_frame_at < now() - interval '1 second')
   returning 1
-),
+)`;
 
-cl_in as (
-  select * from jsonb_to_recordset($5::jsonb)
-    as x(kubernetes_version text, provider text, region text, labels jsonb, seq bigint)
-),
-cl_up as (
-  insert into observed_clusters (cluster_uid, kubernetes_version, provider, region, labels, obs_session, obs_seq, updated_at)
-  select $1, kubernetes_version, provider, region, labels, $2, seq, now() from cl_in, live where live.ok
-  on conflict (cluster_uid) do update set kubernetes_version = excluded.kubernetes_version,
-    provider = excluded.provider, region = excluded.region, labels = excluded.labels,
-    obs_session = excluded.obs_session, obs_seq = excluded.obs_seq, updated_at = now()
-  returning 1
-),
-
-n_in as (${positional('$6', NODE_COLUMNS)}),
+/**
+ * The four row tables' writes, each reading one parameter (its number in the full statement):
+ * self-contained, so a statement can carry only the ones a batch has rows for (`leanIngestSql`).
+ */
+interface RowSection {
+  key: 'nodes' | 'devices' | 'deployments' | 'events';
+  /** Its letter in a lean statement's prepared name (Postgres keeps 63 bytes of a name). */
+  letter: 'n' | 'd' | 'p' | 'e';
+  param: number;
+  sql: string;
+}
+const NODE_ROWS: RowSection = {
+  key: 'nodes',
+  letter: 'n',
+  param: 6,
+  sql: `n_in as (${positional('$6', NODE_COLUMNS)}),
 n_up as (
   insert into nodes (cluster_uid, node_id, name, ready, schedulable, labels, taints, gpus, cpu_millis, memory_mb, obs_session, obs_seq, updated_at)
   select $1, node_id, name, ready, schedulable, labels, taints, gpus, cpu_millis, memory_mb, $2, seq, now()
@@ -123,14 +125,13 @@ n_up as (
     cpu_millis = excluded.cpu_millis, memory_mb = excluded.memory_mb, obs_session = excluded.obs_session,
     obs_seq = excluded.obs_seq, updated_at = now()
   returning 1
-),
-n_gone as (select jsonb_array_elements_text($7::jsonb) as node_id),
-n_del as (
-  delete from nodes t using live where live.ok and t.cluster_uid = $1 and t.node_id in (select node_id from n_gone)
-  returning 1
-),
-
-dv_in as (${positional('$8', DEVICE_COLUMNS)}),
+)`,
+};
+const DEVICE_ROWS: RowSection = {
+  key: 'devices',
+  letter: 'd',
+  param: 8,
+  sql: `dv_in as (${positional('$8', DEVICE_COLUMNS)}),
 dv_up as (
   insert into devices (cluster_uid, device_id, node_id, vendor, model, memory_total_mb, health, driver_version, obs_session, obs_seq, updated_at)
   select $1, device_id, node_id, vendor, model, memory_total_mb, health, driver_version, $2, seq, now()
@@ -140,14 +141,14 @@ dv_up as (
     driver_version = excluded.driver_version, obs_session = excluded.obs_session, obs_seq = excluded.obs_seq,
     updated_at = now()
   returning 1
-),
-dv_gone as (select jsonb_array_elements_text($9::jsonb) as device_id),
-dv_del as (
-  delete from devices t using live where live.ok and t.cluster_uid = $1 and t.device_id in (select device_id from dv_gone)
-  returning 1
-),
-
-dp_in as (${positional('$10', DEPLOYMENT_COLUMNS)}),
+)`,
+};
+const DEPLOYMENT_ROWS: RowSection = {
+  key: 'deployments',
+  letter: 'p',
+  param: 10,
+  // The replica set is replaced with each deployment.observed: its rows come with the deployment's.
+  sql: `dp_in as (${positional('$10', DEPLOYMENT_COLUMNS)}),
 dp_up as (
   insert into observed_deployments (cluster_uid, deployment_id, observed_revision, phase, ready_replicas, message, obs_session, obs_seq, updated_at)
   select $1, deployment_id, observed_revision, phase, ready_replicas, message, $2, seq, now()
@@ -171,7 +172,55 @@ rp_drop as (
   where live.ok and t.cluster_uid = $1 and t.deployment_id = d.deployment_id
     and not exists (select 1 from rp_in r where r.deployment_id = t.deployment_id and r.replica_id = t.replica_id)
   returning 1
+)`,
+};
+const EVENT_ROWS: RowSection = {
+  key: 'events',
+  letter: 'e',
+  param: 12,
+  sql: `ev_in as (${positional('$12', EVENT_COLUMNS)}),
+ev_add as (
+  insert into events (cluster_uid, frame_id, kind, subject, reason, message, severity, occurred_at, session_id, seq)
+  select $1, frame_id, kind, subject, reason, message, severity, occurred_at, $2, seq
+  from ev_in, live
+  where live.ok
+  on conflict (cluster_uid, frame_id) do nothing
+  returning 1
+)`,
+};
+const ROW_SECTIONS: readonly RowSection[] = [NODE_ROWS, DEVICE_ROWS, DEPLOYMENT_ROWS, EVENT_ROWS];
+
+export const INGEST_SQL = `
+${HEAD},
+
+cl_in as (
+  select * from jsonb_to_recordset($5::jsonb)
+    as x(kubernetes_version text, provider text, region text, labels jsonb, seq bigint)
 ),
+cl_up as (
+  insert into observed_clusters (cluster_uid, kubernetes_version, provider, region, labels, obs_session, obs_seq, updated_at)
+  select $1, kubernetes_version, provider, region, labels, $2, seq, now() from cl_in, live where live.ok
+  on conflict (cluster_uid) do update set kubernetes_version = excluded.kubernetes_version,
+    provider = excluded.provider, region = excluded.region, labels = excluded.labels,
+    obs_session = excluded.obs_session, obs_seq = excluded.obs_seq, updated_at = now()
+  returning 1
+),
+
+${NODE_ROWS.sql},
+n_gone as (select jsonb_array_elements_text($7::jsonb) as node_id),
+n_del as (
+  delete from nodes t using live where live.ok and t.cluster_uid = $1 and t.node_id in (select node_id from n_gone)
+  returning 1
+),
+
+${DEVICE_ROWS.sql},
+dv_gone as (select jsonb_array_elements_text($9::jsonb) as device_id),
+dv_del as (
+  delete from devices t using live where live.ok and t.cluster_uid = $1 and t.device_id in (select device_id from dv_gone)
+  returning 1
+),
+
+${DEPLOYMENT_ROWS.sql},
 dp_gone as (select jsonb_array_elements_text($11::jsonb) as deployment_id),
 dp_del as (
   delete from observed_deployments t using live
@@ -184,15 +233,7 @@ rp_del as (
   returning 1
 ),
 
-ev_in as (${positional('$12', EVENT_COLUMNS)}),
-ev_add as (
-  insert into events (cluster_uid, frame_id, kind, subject, reason, message, severity, occurred_at, session_id, seq)
-  select $1, frame_id, kind, subject, reason, message, severity, occurred_at, $2, seq
-  from ev_in, live
-  where live.ok
-  on conflict (cluster_uid, frame_id) do nothing
-  returning 1
-),
+${EVENT_ROWS.sql},
 
 ls_up as (
   insert into link_stats (cluster_uid, epoch, dropped_events, evicted_frames, replaced_frames, handler_failures, updated_at)
@@ -330,7 +371,7 @@ select (select ok from live) as fenced,
 /** Prepared once per connection (bump the suffix when the text changes). */
 const INGEST_STATEMENT = 'wingsmith_ingest_v5';
 
-/** The statement's parameters for one batch, in order ($1…$18). */
+/** The full statement's parameters for one batch, in order ($1…$18). */
 export function ingestParams(fence: SessionFence, b: IngestBatch): unknown[] {
   return [
     fence.clusterUid,
@@ -354,11 +395,58 @@ export function ingestParams(fence: SessionFence, b: IngestBatch): unknown[] {
   ];
 }
 
+/**
+ * The row tables a batch can be written with alone, or null when it needs the full statement:
+ * anything beside rows (a cluster report, a delete, link counters, operations, rejections,
+ * refusals, a prune, which must also see the rows it spares) takes the full one.
+ *
+ * Every ingest statement is planned and started whole, so the full one pays for its seventeen
+ * other writes even when they read `[]`: about a fifth of Postgres's CPU for a statement of
+ * 100–400 rows (bench/MICRO.md). A steady stream of observed rows needs none of them. The lean
+ * statements are at most fifteen (one per non-empty subset of the four tables), so a connection
+ * prepares a bounded number of them whatever an operator sends.
+ */
+export function leanSections(b: IngestBatch): readonly RowSection[] | null {
+  if (b.cluster !== null || b.linkStats !== null) return null;
+  if (b.nodeDeletes.length + b.deviceDeletes.length + b.deploymentDeletes.length > 0) return null;
+  if (b.operationUpdates.length + b.operationEvents.length + b.rejections.length + b.prunes.length + b.desiredRefusals.length > 0) return null;
+  const present = ROW_SECTIONS.filter((s) => b[s.key].length > 0);
+  return present.length > 0 ? present : null;
+}
+
+/** The lean statement for these row sections: the full one's writes, renumbered, nothing else. */
+export function leanIngestSql(sections: readonly RowSection[]): string {
+  const parts = sections.map((s, i) => s.sql.replace(new RegExp(`\\$${s.param}(?!\\d)`, 'g'), `$${5 + i}`));
+  return `\n${HEAD},\n\n${parts.join(',\n\n')}\nselect (select ok from live) as fenced, 0 as pruned, '[]'::jsonb as unknown_ops\n`;
+}
+
+const LEAN_STATEMENT = 'wingsmith_ingest_rows_v1';
+const leanCache = new Map<string, string>();
+
+/** The statement for a batch: its text, its parameters and its prepared name. */
+export function ingestStatement(fence: SessionFence, b: IngestBatch): { text: string; params: unknown[]; name: string } {
+  const sections = leanSections(b);
+  if (sections === null) return { text: INGEST_SQL, params: ingestParams(fence, b), name: INGEST_STATEMENT };
+  const key = sections.map((s) => s.letter).join('');
+  let text = leanCache.get(key);
+  if (text === undefined) {
+    text = leanIngestSql(sections);
+    leanCache.set(key, text);
+  }
+  const rows = { nodes: () => json(b.nodes, nodeRow), devices: () => json(b.devices, deviceRow), deployments: () => json(b.deployments, deploymentRow), events: () => json(b.events, eventRow) };
+  return {
+    text,
+    params: [fence.clusterUid, fence.sessionId, fence.generation, fence.tokenHash, ...sections.map((s) => rows[s.key]())],
+    name: `${LEAN_STATEMENT}_${key}`,
+  };
+}
+
 export async function applyIngestBatch(sql: Sql, fence: SessionFence, b: IngestBatch): Promise<IngestResult> {
+  const statement = ingestStatement(fence, b);
   const { rows } = await sql.query<{ fenced: boolean; pruned: string | number; unknown_ops: IngestResult['unknownOperations'] | null }>(
-    INGEST_SQL,
-    ingestParams(fence, b),
-    INGEST_STATEMENT,
+    statement.text,
+    statement.params,
+    statement.name,
   );
   const r = rows[0];
   const fenced = r?.fenced === true;
