@@ -15,15 +15,12 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { ulid } from 'ulid';
 import { LOCAL_TEST_DATABASE_URL, startDevStack } from '../../scripts/lib/dev-stack';
 import { pgClient } from '../../scripts/lib/pg-node';
-import { INGEST_SQL, ingestParams, ingestStatement, type SessionFence } from '../../src/hub/db/ingest';
-import { claimCluster } from '../../src/hub/db/ownership';
+import { INGEST_SQL, ingestParams, ingestStatement } from '../../src/hub/db/ingest';
 import { buildBatch, type IngestBatch } from '../../src/hub/session/ingest-batch';
-import { newId } from '../../src/protocol';
-import { sqlOf } from '../baselines/postgres';
 import { deviceItems } from './cases';
+import { microCluster } from './statement';
 
 const { values: args } = parseArgs({ options: { reps: { type: 'string', default: '200' } } });
 const reps = Number(args.reps);
@@ -35,24 +32,8 @@ async function main(): Promise<void> {
   const client = pgClient(stack.databaseUrl, stack.pgWsProxy);
   await client.connect();
   try {
-    const uid = ulid();
-    const tokenHash = randomBytes(32).toString('hex');
-    await client.query(`insert into clusters (uid, name, token_hash, token_issued_at) values ($1, $2, decode($3, 'hex'), now())`, [uid, `micro-${uid}`, tokenHash]);
-    const sessionId = `${newId()}.${newId()}`;
-    const claim = await claimCluster(sqlOf(client), {
-      clusterUid: uid,
-      tokenHashHex: tokenHash,
-      resume: null,
-      freshSessionId: sessionId,
-      live: {},
-      remoteAddr: null,
-      operatorVersion: 'micro',
-      contention: { windowMs: 600_000, threshold: 3, quietMs: 600_000 },
-      pollShard: 0,
-      watermark: 0,
-    });
-    if (claim.generation === null) throw new Error(`claim refused: ${claim.refusal}`);
-    const fence: SessionFence = { clusterUid: uid, sessionId, generation: claim.generation, tokenHash };
+    const fence = await microCluster(client);
+    const uid = fence.clusterUid;
     const pid = (await client.query<{ p: number }>('select pg_backend_pid() as p')).rows[0]!.p;
     const cpuSeconds = () => Number(readFileSync(`/proc/${pid}/schedstat`, 'utf8').split(' ')[0]) / 1e9;
     const items = deviceItems(10_000, 'fast');

@@ -12,6 +12,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import type { Client } from '@neondatabase/serverless';
 import { ulid } from 'ulid';
 import { LOCAL_TEST_DATABASE_URL, startDevStack } from '../../scripts/lib/dev-stack';
 import { pgClient } from '../../scripts/lib/pg-node';
@@ -61,6 +62,28 @@ function oneDocumentParams(fence: SessionFence, b: IngestBatch): unknown[] {
   return [...p.slice(0, 4), `{${TABLES.map((t, i) => `"${t}":${p[i + 4] as string}`).join(',')}}`];
 }
 
+/** A cluster of its own on the micro database, claimed by a made-up session: the fence its statements carry. */
+export async function microCluster(client: Client): Promise<SessionFence> {
+  const uid = ulid();
+  const tokenHash = randomBytes(32).toString('hex');
+  await client.query(`insert into clusters (uid, name, token_hash, token_issued_at) values ($1, $2, decode($3, 'hex'), now())`, [uid, `micro-${uid}`, tokenHash]);
+  const sessionId = `${newId()}.${newId()}`;
+  const claim = await claimCluster(sqlOf(client), {
+    clusterUid: uid,
+    tokenHashHex: tokenHash,
+    resume: null,
+    freshSessionId: sessionId,
+    live: {},
+    remoteAddr: null,
+    operatorVersion: 'micro',
+    contention: { windowMs: 600_000, threshold: 3, quietMs: 600_000 },
+    pollShard: 0,
+    watermark: 0,
+  });
+  if (claim.generation === null) throw new Error(`claim refused: ${claim.refusal}`);
+  return { clusterUid: uid, sessionId, generation: claim.generation, tokenHash };
+}
+
 export interface StatementResult {
   variant: string;
   ms: number[];
@@ -76,24 +99,8 @@ export async function statementSuite(reps: number, databaseUrl = process.env.DAT
   await client.connect();
   try {
     const server = ((await client.query<{ v: string }>('select version() as v')).rows[0]?.v ?? '').split(' on ')[0] ?? '';
-    const uid = ulid();
-    const tokenHash = randomBytes(32).toString('hex');
-    await client.query(`insert into clusters (uid, name, token_hash, token_issued_at) values ($1, $2, decode($3, 'hex'), now())`, [uid, `micro-${uid}`, tokenHash]);
-    const sessionId = `${newId()}.${newId()}`;
-    const claim = await claimCluster(sqlOf(client), {
-      clusterUid: uid,
-      tokenHashHex: tokenHash,
-      resume: null,
-      freshSessionId: sessionId,
-      live: {},
-      remoteAddr: null,
-      operatorVersion: 'micro',
-      contention: { windowMs: 600_000, threshold: 3, quietMs: 600_000 },
-      pollShard: 0,
-      watermark: 0,
-    });
-    if (claim.generation === null) throw new Error(`claim refused: ${claim.refusal}`);
-    const fence: SessionFence = { clusterUid: uid, sessionId, generation: claim.generation, tokenHash };
+    const fence = await microCluster(client);
+    const uid = fence.clusterUid;
     // 10,000 GPUs in batches of 2,000, rows already there: steady-state re-reports, as the ingest benchmark sends.
     const items = deviceItems(10_000, 'fast');
     const batches = Array.from({ length: 5 }, (_, k) => buildBatch(items.slice(k * 2_000, (k + 1) * 2_000), {}).batch);
