@@ -4,7 +4,7 @@
  * wrong column (two text columns would even swap without an error).
  */
 import { describe, expect, it } from 'vitest';
-import { DEPLOYMENT_COLUMNS, DEVICE_COLUMNS, EVENT_COLUMNS, NODE_COLUMNS, deploymentRow, deviceRow, eventRow, nodeRow } from '../../src/hub/db/ingest';
+import { DEPLOYMENT_COLUMNS, DEVICE_COLUMNS, EVENT_COLUMNS, NODE_COLUMNS, deploymentRow, deviceRow, eventRow, nodeRow } from '../../src/hub/db/ingest-rows';
 import type { IngestBatch } from '../../src/hub/session/ingest-batch';
 
 type Row = Record<string, unknown>;

@@ -1,95 +1,11 @@
 import type { IngestBatch, IngestResult, SessionFence } from './ingest-types';
+import { DEPLOYMENT_COLUMNS, DEVICE_COLUMNS, EVENT_COLUMNS, NODE_COLUMNS, deploymentRow, deviceRow, eventRow, json, nodeRow, positional } from './ingest-rows';
 import { fenceCte } from './ownership';
 import type { Sql } from './sql';
 
 export type * from './ingest-types';
 
-/**
- * The row tables (one row per frame) travel as positional rows, `[["GPU-1","n1",…,4412],…]`,
- * read back with `r->>i`: against `jsonb_to_recordset` over objects that is ~40% fewer bytes to
- * serialize, send and parse, and no key lookups per column (bench/MICRO.md). The column list
- * is the one place the order is written: it makes both the SQL and the encoder's contract
- * (test/unit/ingest-rows.test.ts checks each encoder against it).
- */
-type Column = readonly [name: string, type: 'text' | 'jsonb' | 'boolean' | 'int' | 'bigint' | 'timestamptz'];
 
-export const NODE_COLUMNS = [
-  ['node_id', 'text'],
-  ['name', 'text'],
-  ['ready', 'boolean'],
-  ['schedulable', 'boolean'],
-  ['labels', 'jsonb'],
-  ['taints', 'jsonb'],
-  ['gpus', 'int'],
-  ['cpu_millis', 'bigint'],
-  ['memory_mb', 'bigint'],
-  ['seq', 'bigint'],
-] as const satisfies readonly Column[];
-
-export const DEVICE_COLUMNS = [
-  ['device_id', 'text'],
-  ['node_id', 'text'],
-  ['vendor', 'text'],
-  ['model', 'text'],
-  ['memory_total_mb', 'bigint'],
-  ['health', 'text'],
-  ['driver_version', 'text'],
-  ['seq', 'bigint'],
-] as const satisfies readonly Column[];
-
-export const DEPLOYMENT_COLUMNS = [
-  ['deployment_id', 'text'],
-  ['observed_revision', 'bigint'],
-  ['phase', 'text'],
-  ['ready_replicas', 'int'],
-  ['replica_ids', 'jsonb'],
-  ['message', 'text'],
-  ['seq', 'bigint'],
-] as const satisfies readonly Column[];
-
-export const EVENT_COLUMNS = [
-  ['frame_id', 'text'],
-  ['kind', 'text'],
-  ['subject', 'text'],
-  ['reason', 'text'],
-  ['message', 'text'],
-  ['severity', 'text'],
-  ['occurred_at', 'timestamptz'],
-  ['seq', 'bigint'],
-] as const satisfies readonly Column[];
-
-/** `select <columns> from` the positional rows in `param` (a JSON array of arrays). */
-function positional(param: string, columns: readonly Column[]): string {
-  const cols = columns.map(([name, type], i) =>
-    type === 'jsonb' ? `r->${i} as ${name}` : type === 'text' ? `r->>${i} as ${name}` : `(r->>${i})::${type} as ${name}`,
-  );
-  return `select ${cols.join(', ')} from jsonb_array_elements(${param}::jsonb) r`;
-}
-
-type Rows<T> = readonly T[];
-export const nodeRow = (n: IngestBatch['nodes'][number]) =>
-  [n.node_id, n.name, n.ready, n.schedulable, n.labels, n.taints, n.allocatable.gpus, n.allocatable.cpu_millis, n.allocatable.memory_mb, n.seq] as const;
-export const deviceRow = (d: IngestBatch['devices'][number]) =>
-  [d.device_id, d.node_id, d.vendor, d.model, d.memory_total_mb, d.health, d.driver_version, d.seq] as const;
-export const deploymentRow = (d: IngestBatch['deployments'][number]) =>
-  [d.deployment_id, d.observed_revision, d.phase, d.ready_replicas, d.replica_ids, d.message, d.seq] as const;
-export const eventRow = (e: IngestBatch['events'][number]) =>
-  [e.frame_id, e.kind, e.subject, e.reason, e.message, e.severity, e.occurred_at, e.seq] as const;
-
-/** One parameter's JSON text; most tables are empty in most batches. */
-function json<T>(rows: Rows<T>): string;
-function json<T, R>(rows: Rows<T>, row: (x: T) => R): string;
-function json<T, R>(rows: Rows<T>, row?: (x: T) => R): string {
-  if (rows.length === 0) return '[]';
-  return JSON.stringify(row ? rows.map(row) : rows);
-}
-
-/**
- * Apply one batch of observed state in one statement: every table the batch touches, the
- * replica-set replacement, events, link counters, operation progress, rejections and resync
- * prunes, all fenced by the session's claim. Data-modifying CTEs all see the same snapshot, so
- * a prune explicitly spares the subjects this very batch writes.
- */
 /** The claim's fence and the fleet view's "last frame" write: every ingest statement opens with them. */
 const HEAD = `with ${fenceCte({ cluster: '$1', session: '$2', generation: '$3', tokenHash: '$4' })},
 live as (select exists (select 1 from fence) as ok),
@@ -190,6 +106,12 @@ ev_add as (
 };
 const ROW_SECTIONS: readonly RowSection[] = [NODE_ROWS, DEVICE_ROWS, DEPLOYMENT_ROWS, EVENT_ROWS];
 
+/**
+ * Apply one batch of observed state in one statement: every table the batch touches, the
+ * replica-set replacement, events, link counters, operation progress, rejections and resync
+ * prunes, all fenced by the session's claim. Data-modifying CTEs all see the same snapshot, so
+ * a prune explicitly spares the subjects this very batch writes.
+ */
 export const INGEST_SQL = `
 ${HEAD},
 
