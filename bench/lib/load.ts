@@ -52,8 +52,9 @@ export function ringSize(window: number): number {
 export function runLoad(op: RawOperator, o: LoadOptions): Promise<LoadResult> {
   // A ring of send times, indexed by seq: at most `window` frames are outstanding, so a ring of
   // twice that (a power of two) never overwrites one still waiting for its ack. Sized to the
-  // window, not fixed: 50 sessions each holding a 32 MiB array (as this once did) kept the
-  // sender's garbage collector busy on both cores and starved the hub it was measuring.
+  // window, not fixed: at 32 MiB a run, 50 sessions held 1.6 GiB and the sender's garbage
+  // collector ran on both cores. (Its pauses made the sender bursty, and in same-hour pairs both
+  // the hub's and the echo's 50-connection figures came out higher that way: bench/before.json.)
   const sentAt = new Float64Array(ringSize(o.window));
   const mask = sentAt.length - 1;
   let acked = op.nextSeq - 1;
