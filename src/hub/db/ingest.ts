@@ -26,9 +26,12 @@ interface RowSection {
   letter: 'n' | 'd' | 'p' | 'e';
   param: number;
   sql: string;
+  /** The batch's rows of this table as that parameter's text. */
+  encode(b: IngestBatch): string;
 }
 const NODE_ROWS: RowSection = {
   key: 'nodes',
+  encode: (b) => json(b.nodes, nodeRow),
   letter: 'n',
   param: 6,
   sql: `n_in as (${positional('$6', NODE_COLUMNS)}),
@@ -45,6 +48,7 @@ n_up as (
 };
 const DEVICE_ROWS: RowSection = {
   key: 'devices',
+  encode: (b) => json(b.devices, deviceRow),
   letter: 'd',
   param: 8,
   sql: `dv_in as (${positional('$8', DEVICE_COLUMNS)}),
@@ -61,6 +65,7 @@ dv_up as (
 };
 const DEPLOYMENT_ROWS: RowSection = {
   key: 'deployments',
+  encode: (b) => json(b.deployments, deploymentRow),
   letter: 'p',
   param: 10,
   // The replica set is replaced with each deployment.observed: its rows come with the deployment's.
@@ -92,6 +97,7 @@ rp_drop as (
 };
 const EVENT_ROWS: RowSection = {
   key: 'events',
+  encode: (b) => json(b.events, eventRow),
   letter: 'e',
   param: 12,
   sql: `ev_in as (${positional('$12', EVENT_COLUMNS)}),
@@ -301,13 +307,13 @@ export function ingestParams(fence: SessionFence, b: IngestBatch): unknown[] {
     fence.generation,
     fence.tokenHash,
     json(b.cluster ? [b.cluster] : []),
-    json(b.nodes, nodeRow),
+    NODE_ROWS.encode(b),
     json(b.nodeDeletes),
-    json(b.devices, deviceRow),
+    DEVICE_ROWS.encode(b),
     json(b.deviceDeletes),
-    json(b.deployments, deploymentRow),
+    DEPLOYMENT_ROWS.encode(b),
     json(b.deploymentDeletes),
-    json(b.events, eventRow),
+    EVENT_ROWS.encode(b),
     json(b.linkStats ? [b.linkStats] : []),
     json(b.operationUpdates),
     json(b.operationEvents),
@@ -323,8 +329,8 @@ export function ingestParams(fence: SessionFence, b: IngestBatch): unknown[] {
  * refusals, a prune, which must also see the rows it spares) takes the full one.
  *
  * Every ingest statement is planned and started whole, so the full one pays for its seventeen
- * other writes even when they read `[]`: about a fifth of Postgres's CPU for a statement of
- * 100–400 rows (bench/MICRO.md). A steady stream of observed rows needs none of them. The lean
+ * other writes even when they read `[]`: a fifth to a third of Postgres's CPU for a statement
+ * of 100–400 rows (bench/MICRO.md). A steady stream of observed rows needs none of them. The lean
  * statements are at most fifteen (one per non-empty subset of the four tables), so a connection
  * prepares a bounded number of them whatever an operator sends.
  */
@@ -355,10 +361,9 @@ export function ingestStatement(fence: SessionFence, b: IngestBatch): { text: st
     text = leanIngestSql(sections);
     leanCache.set(key, text);
   }
-  const rows = { nodes: () => json(b.nodes, nodeRow), devices: () => json(b.devices, deviceRow), deployments: () => json(b.deployments, deploymentRow), events: () => json(b.events, eventRow) };
   return {
     text,
-    params: [fence.clusterUid, fence.sessionId, fence.generation, fence.tokenHash, ...sections.map((s) => rows[s.key]())],
+    params: [fence.clusterUid, fence.sessionId, fence.generation, fence.tokenHash, ...sections.map((s) => s.encode(b))],
     name: `${LEAN_STATEMENT}_${key}`,
   };
 }
