@@ -51,6 +51,18 @@ function profileOf(profiles: ProfileRun | undefined, name: string, k = 6): strin
   return `CPU profile of the hub isolate over ${p.scope} (bench/PROFILE.md, hub ${commit}; shares of the time on the isolate's thread): ${topFunctions(p, k)}`;
 }
 
+/** The ingest paragraph's account of the runtime's floor (a figure of runs since 2026-12-03). */
+function floorText(ing: Record<string, number | undefined>): string {
+  const hubUs = ing.workerdUsPerFrame ?? Number.NaN;
+  const floorUs = ing.floorUsPerFrame ?? Number.NaN;
+  return (
+    `*What limits it:* most of workerd's CPU per frame is the runtime's. A Durable Object that takes its socket as the session object does (\`ctx.acceptWebSocket\`, so every message is an event of its own), parses each frame and acks every 500th (the runtime floor, measured beside the hub in this run) costs workerd ${n(floorUs)} µs per frame and takes ${n(ing.floorFps, 0)} frames/s; ` +
+    `the hub's own work per frame (validation, ordering, the batch and its parameters, the statement's answer, the ack and the cursor's commit) is the rest of its ${n(hubUs)} µs, ≈ ${n(Math.max(0, hubUs - floorUs))} µs, and Postgres adds ${n(ing.postgresUsPerFrame)} µs, on the same two cores as the load generator. ` +
+    `Locally, a message to a hibernatable object costs more than one to a socket taken with \`accept()\` or to Node's ws (\`npx tsx bench/micro/ws-delivery.ts\`, bench/MICRO.md: about 5.5–5.7 µs against 3.5–3.8 µs of CPU per message, before any parse), and a send from an object more again, so the hub acks once per committed batch; issue 12's idle fleet needs the hibernatable socket. ` +
+    `The Node echo that sets the target parses and acks every frame, storing nothing, for ${n(ing.echoUsPerFrame)} µs of its process's CPU.`
+  );
+}
+
 export function renderAnalysis(results: ScenarioResult[], facts: Record<string, number>, source: string, profiles?: ProfileRun): string[] {
   const out: string[] = [];
   const p = (s: string) => out.push(s, '');
@@ -96,7 +108,8 @@ export function renderAnalysis(results: ScenarioResult[], facts: Record<string, 
         `workerd spends ${n(ing.workerdUsPerFrame)} µs of CPU per frame (${n(ing.workerdCores)} cores at this rate; alone it would top out near ${n(1e6 / Math.max(1, ing.workerdUsPerFrame!), 0)} frames/s) and Postgres ${n(ing.postgresUsPerFrame)} µs; with the load generator and the proxy they share two cores. ` +
         `${facts.fastValidators ? 'The hot operator types are checked by hand-written validators proven equal to their zod schemas (src/protocol/fast-payloads.ts), and the batch travels as positional rows. ' : 'Frames are still validated by zod 4 on its interpreted path (Workers allow no `eval`), and each batch table is built with a `JSON.stringify`. '}` +
         `${facts.leanIngest ? "A batch of observed rows only is written by a lean statement that carries just those tables' writes (`ingestStatement`): the full statement's seventeen other writes, each reading `[]`, cost Postgres 0.55–1.1 ms of CPU per statement, planned and started with the rest (bench/MICRO.md: 0.91× the full statement's backend CPU at 2,000 rows, 0.65× at 100). " : ''}` +
-        `${prof('ingest') ? `${prof('ingest', 8)}.` : ''}`,
+        `${prof('ingest') ? `${prof('ingest', 8)}. ` : ''}` +
+        `${ing.floorUsPerFrame !== undefined && Number.isFinite(ing.floorUsPerFrame) ? floorText(ing) : ''}`,
     );
     const share = ing.multiFps! / ing.multiEchoFps!;
     p(

@@ -39,3 +39,5 @@ export async function startChildServer(file: string, env: NodeJS.ProcessEnv = {}
 export const startEchoServer = () => startChildServer('echo-server.ts');
 export const startSocketIoServer = (databaseUrl: string, pgWsProxy: string) =>
   startChildServer('socketio-server.ts', { BENCH_DATABASE_URL: databaseUrl, BENCH_PG_WS_PROXY: pgWsProxy });
+/** The runtime floor under ingest: a hibernatable Durable Object in local workerd (its `pid` is workerd's). */
+export const startWorkerdFloor = () => startChildServer('workerd-floor.ts');

@@ -16,7 +16,7 @@ import {
   timeViaDriver,
   timeViaPsql,
 } from '../baselines/postgres';
-import { startEchoServer } from '../lib/children';
+import { startEchoServer, startWorkerdFloor } from '../lib/children';
 import type { BenchCluster } from '../lib/env';
 import { fmtMs, fmtNum, pct } from '../lib/format';
 import { describeHubLog, takeHubLogCounts } from '../lib/hublog';
@@ -85,7 +85,7 @@ async function multiLoad(ops: RawOperator[], o: LoadOptions): Promise<{ perSecon
 
 export const ingest: Scenario = {
   name: 'ingest',
-  budgetS: 85,
+  budgetS: 105,
   title: 'Ingest: observed frames through a session, acked after commit',
   async run(ctx: ScenarioContext): Promise<ScenarioResult> {
     const { env } = ctx;
@@ -96,10 +96,13 @@ export const ingest: Scenario = {
     const evidence: string[] = [];
     const echo = await startEchoServer();
     const echoUrl = `ws://127.0.0.1:${echo.port}`;
+    // The runtime's floor: what workerd charges per frame before the hub's own work.
+    const floor = await startWorkerdFloor();
     try {
       const [cluster] = await env.createClusters(1, 'ingest');
       const hubOp = await openHubSession(env.wsUrl, cluster as BenchCluster);
       const echoOp = await openEcho(echoUrl);
+      const floorOp = await openEcho(`ws://127.0.0.1:${floor.port}`);
       // Insert the GPUs once, unmeasured: the measured runs re-report existing GPUs (steady state).
       // Each once, acked, then 1.5 s more of the same unmeasured.
       await runLoad(hubOp, { window, warmupMs: 0, measureMs: 0, subjects: SUBJECTS, total: SUBJECTS });
@@ -110,18 +113,23 @@ export const ingest: Scenario = {
       const echoRuns: LoadResult[] = [];
       const hubCosts: Costs[] = [];
       const echoCosts: Costs[] = [];
+      const floorRuns: LoadResult[] = [];
+      const floorCosts: Costs[] = [];
       const loadOpts: LoadOptions = { window, warmupMs, measureMs, subjects: SUBJECTS };
       for (let r = 0; r < ctx.reps; r++) {
         if (r > 0 && ctx.overBudget()) break;
         const [h, hc] = await withCosts(env.workerdPid, env.stack.pid, () => runLoad(hubOp, loadOpts), env.proxyWorkerdPid);
         const [e, ec] = await withCosts(echo.pid, env.stack.pid, () => runLoad(echoOp, loadOpts));
+        const [w, wc] = await withCosts(floor.pid, env.stack.pid, () => runLoad(floorOp, loadOpts));
+        floorRuns.push(w);
+        floorCosts.push(wc);
         hubRuns.push(h);
         echoRuns.push(e);
         hubCosts.push(hc);
         echoCosts.push(ec);
         const hs = summarize(h.latencies);
         ctx.log(
-          `ingest rep ${r + 1}: hub ${fmtNum(h.perSecond)} frames/s (ack p50 ${fmtMs(hs.p50)}, p99 ${fmtMs(hs.p99)}, median batch ${fmtNum(median(h.ackSteps))}); echo ${fmtNum(e.perSecond)} frames/s`,
+          `ingest rep ${r + 1}: hub ${fmtNum(h.perSecond)} frames/s (ack p50 ${fmtMs(hs.p50)}, p99 ${fmtMs(hs.p99)}, median batch ${fmtNum(median(h.ackSteps))}); echo ${fmtNum(e.perSecond)} frames/s; runtime floor ${fmtNum(w.perSecond)} frames/s`,
         );
       }
       const hubLog = describeHubLog(takeHubLogCounts());
@@ -132,6 +140,7 @@ export const ingest: Scenario = {
       const pacedEcho = await runLoad(echoOp, { window, warmupMs: 1_000, measureMs: ctx.quick ? 1_500 : 3_000, subjects: SUBJECTS, rate: paceRate });
       hubOp.close();
       echoOp.close();
+      floorOp.close();
 
       // 50 sessions at once.
       const clusters = await env.createClusters(sessions, 'ingest-multi');
@@ -198,6 +207,7 @@ export const ingest: Scenario = {
 
       const hubFps = repeated(hubRuns.map((h) => h.perSecond));
       const echoFps = repeated(echoRuns.map((e) => e.perSecond));
+      const floorFps = repeated(floorRuns.map((e) => e.perSecond));
       const fraction = hubFps.median / echoFps.median;
       const hubP50 = repeated(hubRuns.map((h) => summarize(h.latencies).p50));
       const hubP99 = repeated(hubRuns.map((h) => summarize(h.latencies).p99));
@@ -213,12 +223,14 @@ export const ingest: Scenario = {
         median(c.map((x, i) => (pick(x) * 1e6) / Math.max(1, (frames[i] as number) * (x.wall))));
       const hubFrames = hubRuns.map((h) => h.perSecond);
       const echoFrames = echoRuns.map((e) => e.perSecond);
+      const floorFrames = floorRuns.map((e) => e.perSecond);
+      const floorUs = cost(floorCosts, (c) => c.workerdCpu, floorFrames);
       const pacedS = summarize(paced.latencies);
       const pacedE = summarize(pacedEcho.latencies);
 
       evidence.push(
         `Hub batches (frames per ack advance, all repetitions): median ${fmtNum(stepS.p50)}, mean ${fmtNum(stepS.mean)}, p90 ${fmtNum(stepS.p90)}, max ${fmtNum(stepS.max)}; ≈ ${fmtNum(batchesPerS)} batches/s, one Postgres statement each.`,
-        `CPU per frame (µs, median of repetitions): workerd running the hub ${fmtNum(cost(hubCosts, (c) => c.workerdCpu, hubFrames))}, wrangler's dev proxy worker (local only) ${fmtNum(cost(hubCosts, (c) => c.devProxyCpu, hubFrames))}, Postgres (all backends) ${fmtNum(cost(hubCosts, (c) => c.postgresCpu, hubFrames))}, pg proxy ${fmtNum(cost(hubCosts, (c) => c.proxyCpu, hubFrames))}, load generator ${fmtNum(median(hubRuns.map((h) => (h.clientCpuSeconds * 1e6) / Math.max(1, h.frames))))}; echo server ${fmtNum(cost(echoCosts, (c) => c.workerdCpu, echoFrames))} (load generator ${fmtNum(median(echoRuns.map((h) => (h.clientCpuSeconds * 1e6) / Math.max(1, h.frames))))}).`,
+        `CPU per frame (µs, median of repetitions): workerd running the hub ${fmtNum(cost(hubCosts, (c) => c.workerdCpu, hubFrames))}, wrangler's dev proxy worker (local only) ${fmtNum(cost(hubCosts, (c) => c.devProxyCpu, hubFrames))}, Postgres (all backends) ${fmtNum(cost(hubCosts, (c) => c.postgresCpu, hubFrames))}, pg proxy ${fmtNum(cost(hubCosts, (c) => c.proxyCpu, hubFrames))}, load generator ${fmtNum(median(hubRuns.map((h) => (h.clientCpuSeconds * 1e6) / Math.max(1, h.frames))))}; echo server ${fmtNum(cost(echoCosts, (c) => c.workerdCpu, echoFrames))} (load generator ${fmtNum(median(echoRuns.map((h) => (h.clientCpuSeconds * 1e6) / Math.max(1, h.frames))))}); workerd running the runtime floor ${fmtNum(floorUs)} (load generator ${fmtNum(median(floorRuns.map((h) => (h.clientCpuSeconds * 1e6) / Math.max(1, h.frames))))}).`,
         `Utilisation during hub runs (cores): workerd ${fmtNum(median(hubCosts.map((c) => c.workerdCpu / c.wall)))}, dev proxy worker ${fmtNum(median(hubCosts.map((c) => c.devProxyCpu / c.wall)))}, Postgres ${fmtNum(median(hubCosts.map((c) => c.postgresCpu / c.wall)))}, proxy ${fmtNum(median(hubCosts.map((c) => c.proxyCpu / c.wall)))} — of ${2} cores.`,
         `Postgres baseline, batch of ${pgFigures.batch} device rows (the hub's median batch): hub's fenced statement ${fmtMs(stmtMed)} via Neon driver + proxy${pgFigures.hubPsql ? `, ${fmtMs(median(pgFigures.hubPsql))} straight (psql, TCP)` : ''}; minimal set-based upsert ${fmtMs(minMed)} via driver + proxy${pgFigures.minimalPsql ? `, ${fmtMs(median(pgFigures.minimalPsql))} straight` : ''}. Database-only ceiling at that batch size: ${fmtNum((pgFigures.batch / stmtMed) * 1000)} frames/s (hub statement), ${fmtNum((pgFigures.batch / minMed) * 1000)} frames/s (minimal).`,
         `Planning, paid on every batch (the driver sends unnamed statements, so Postgres plans each one with its parameters): hub statement ${pgFigures.hubPlan ? fmtMs(median(pgFigures.hubPlan)) : 'n/a'}, minimal upsert ${pgFigures.minimalPlan ? fmtMs(median(pgFigures.minimalPlan)) : 'n/a'} (EXPLAIN SUMMARY, custom plans; part of the statement times above).`,
@@ -239,8 +251,8 @@ export const ingest: Scenario = {
         name: 'ingest',
         title: this.title,
         method: [
-          `One session, one raw ws client (no compression), device.observed frames cycling over ${fmtNum(SUBJECTS)} distinct GPUs (rows exist: an unmeasured pass reports each GPU once and waits for its ack, then 1.5 s more unmeasured). The client keeps at most ${fmtNum(window)} frames unacknowledged; throughput = frames whose ack arrived inside a ${measureMs / 1000} s window after ${warmupMs / 1000} s of warm-up. Ack latency = frame sent → the first ack covering it. ${ctx.reps} repetitions, hub and echo alternating.`,
-          `Hub acks mean committed in Postgres (one fenced set-based statement per batch); the echo server acks every frame after JSON.parse, stores nothing.`,
+          `One session, one raw ws client (no compression), device.observed frames cycling over ${fmtNum(SUBJECTS)} distinct GPUs (rows exist: an unmeasured pass reports each GPU once and waits for its ack, then 1.5 s more unmeasured). The client keeps at most ${fmtNum(window)} frames unacknowledged; throughput = frames whose ack arrived inside a ${measureMs / 1000} s window after ${warmupMs / 1000} s of warm-up. Ack latency = frame sent → the first ack covering it. ${ctx.reps} repetitions, hub, echo and runtime floor in turn.`,
+          `Hub acks mean committed in Postgres (one fenced set-based statement per batch); the echo server acks every frame after JSON.parse, stores nothing. The runtime's floor: a Durable Object of local workerd that takes its socket as the hub's session object does (\`ctx.acceptWebSocket\`, so each message is an event of its own), parses every frame and acks every 500th (bench/baselines/workerd-floor.ts): what the hub's runtime charges per frame before any of the hub's own work.`,
           `Then ${sessions} sessions (distinct clusters) at once, each with a window of ${perSession.window}, ${fmtNum(perSession.subjects)} GPUs each (rows exist: each session reports each of its GPUs once and waits for the acks, then 1 s more unmeasured); the echo server gets ${sessions} connections under the same sender.`,
         ],
         figures: [
@@ -248,7 +260,10 @@ export const ingest: Scenario = {
             metric: 'one session, sustained frames/s (acked after commit)',
             unit: 'frames/s',
             hub: hubFps,
-            baselines: [{ label: 'ws echo ceiling', value: echoFps }],
+            baselines: [
+              { label: 'ws echo ceiling', value: echoFps },
+              { label: 'runtime floor: a hibernatable Durable Object that parses each frame, acks every 500th', value: floorFps },
+            ],
             compare: `hub = ${pct(fraction)} of ceiling`,
             target: `≥ ${fmtNum(TARGET_FPS)} frames/s and ≥ ${pct(TARGET_FRACTION)} of ceiling`,
             met: hubFps.median >= TARGET_FPS && fraction >= TARGET_FRACTION,
@@ -282,6 +297,9 @@ export const ingest: Scenario = {
           hubFps: hubFps.median,
           echoFps: echoFps.median,
           fraction,
+          floorFps: floorFps.median,
+          floorUsPerFrame: floorUs,
+          echoUsPerFrame: cost(echoCosts, (c) => c.workerdCpu, echoFrames),
           batchMedian: stepS.p50,
           batchesPerS,
           stmtMs: stmtMed,
@@ -312,6 +330,7 @@ export const ingest: Scenario = {
       };
     } finally {
       await echo.stop();
+      await floor.stop();
     }
   },
 };
