@@ -31,18 +31,15 @@ export type ResyncKind = (typeof RESYNC_KINDS)[number];
 // Payloads.
 // ---------------------------------------------------------------------------------------------
 
-export const HelloPayload = z
-  .object({
-    cluster_id: z.string().min(1).max(253),
-    operator_version: z.string().min(1).max(128),
-    session_id: z.string().min(1).max(128).nullable(),
-    resume_from: Seq.nullable(),
-    lossy: z.boolean(),
-  })
-  .refine((h) => h.resume_from === null || h.session_id !== null, {
-    message: 'resume_from needs the session_id it counts within',
-    path: ['resume_from'],
-  });
+// A resume_from without a session_id is not refused: there is no session to resume, so (as for
+// a session the hub has no record of) a fresh one is granted and resume_from is not consulted.
+export const HelloPayload = z.object({
+  cluster_id: z.string().min(1).max(253),
+  operator_version: z.string().min(1).max(128),
+  session_id: z.string().min(1).max(128).nullable(),
+  resume_from: Seq.nullable(),
+  lossy: z.boolean(),
+});
 
 export const WelcomePayload = z.object({
   session_id: z.string().min(1).max(128),

@@ -44,7 +44,9 @@ export const EnvelopeSchema = z.object({
   ack: z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER).nullish(),
   reply_to: z.string().max(64).nullish(),
   ts: z.string().max(64).nullish(),
-  payload: z.unknown(),
+  // Absent is not fatal: a frame without a payload is one whose payload is unusable (poison,
+  // frameProblem), counted and acknowledged; only the envelope is fatal.
+  payload: z.unknown().optional(),
 });
 
 /** A decoded envelope. `payload` is still undecoded: only the envelope can be fatal. */
@@ -102,9 +104,16 @@ export function envelopeProblem(raw: Record<string, unknown>): string | null {
   if (ack !== null && ack !== undefined && !(Number.isSafeInteger(ack) && (ack as number) >= 0)) return 'ack: expected a non-negative integer, or null';
   if (!optionalText(raw.reply_to, 64)) return 'reply_to: expected a string of at most 64 characters, or null';
   if (!optionalText(raw.ts, 64)) return 'ts: expected a string of at most 64 characters, or null';
-  // z.unknown() takes any value, undefined included, but the key itself is required.
-  if (!('payload' in raw)) return 'payload: required';
   return null;
+}
+
+/**
+ * The id an answer may name in its reply_to: the frame's id when it is a ULID, else null. An
+ * answer to a malformed frame (the error before a 4400, say) must not copy the operator's text
+ * into a field the operator checks as an id.
+ */
+export function answerableId(id: string | null | undefined): string | null {
+  return typeof id === 'string' && ULID_RE.test(id) ? id : null;
 }
 
 /** Decode one text frame's envelope. Never throws. */

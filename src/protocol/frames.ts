@@ -66,11 +66,21 @@ export type Incoming =
   | { kind: 'poison'; envelope: Envelope; reason: string }
   | { kind: 'message'; envelope: Envelope; message: TypedMessage };
 
-/** Decode a frame in two layers: only the envelope can be fatal, never the payload. */
+/** Decode a frame in two layers: only the envelope can be fatal, never the payload. Never throws. */
 export function readFrame(text: string): Incoming {
   const env = decodeEnvelope(text);
   if (!env.ok) return { kind: 'fatal', reason: env.reason, id: env.id };
   const envelope = env.envelope;
+  try {
+    return readPayload(text, envelope);
+  } catch (err) {
+    // A payload no check foresaw must not escape as an exception: the frame's seq would go
+    // uncounted and the next frame would read as a gap. It is a poison frame like any other.
+    return { kind: 'poison', envelope, reason: `payload could not be read: ${err instanceof Error ? err.message : String(err)}`.slice(0, 512) };
+  }
+}
+
+function readPayload(text: string, envelope: Envelope): Incoming {
   const problem = frameProblem(envelope);
   const payload = decodePayload(envelope.type, envelope.payload);
   if (!payload.ok && payload.unknownType) return { kind: 'unknown', envelope };
@@ -78,26 +88,32 @@ export function readFrame(text: string): Incoming {
   if (!payload.ok) return { kind: 'poison', envelope, reason: payload.reason };
   // A `__proto__` key parses as an own property but vanishes from any object built from it (the
   // schemas drop it in silence): refuse it instead. Cheap unless the text could hold one.
-  if ((text.includes('__proto__') || text.includes('\\u')) && protoKeyPath(envelope.payload) !== null) {
-    return { kind: 'poison', envelope, reason: `payload key ${protoKeyPath(envelope.payload)} is not allowed` };
+  if (text.includes('__proto__') || text.includes('\\u')) {
+    const at = protoKeyPath(envelope.payload);
+    if (at !== null) return { kind: 'poison', envelope, reason: `payload key ${at} is not allowed` };
   }
   return { kind: 'message', envelope, message: payload.message };
 }
 
-/** The dotted path of the first own `__proto__` key in a parsed JSON value, or null. */
-function protoKeyPath(v: unknown, path = 'payload'): string | null {
-  if (v === null || typeof v !== 'object') return null;
-  if (Array.isArray(v)) {
-    for (let i = 0; i < v.length; i++) {
-      const p = protoKeyPath(v[i], `${path}.${i}`);
-      if (p) return p;
+/**
+ * The dotted path of the first own `__proto__` key in a parsed JSON value (depth first, keys in
+ * order), or null. Iterative: an unknown field may nest as deep as the frame's size allows.
+ */
+function protoKeyPath(root: unknown): string | null {
+  const stack: { v: unknown; path: string; proto: boolean }[] = [{ v: root, path: 'payload', proto: false }];
+  for (let e = stack.pop(); e !== undefined; e = stack.pop()) {
+    if (e.proto) return e.path;
+    const v = e.v;
+    if (v === null || typeof v !== 'object') continue;
+    if (Array.isArray(v)) {
+      for (let i = v.length - 1; i >= 0; i--) stack.push({ v: v[i], path: `${e.path}.${i}`, proto: false });
+      continue;
     }
-    return null;
-  }
-  for (const key of Object.keys(v)) {
-    if (key === '__proto__') return `${path}.__proto__`;
-    const p = protoKeyPath((v as Record<string, unknown>)[key], `${path}.${key}`);
-    if (p) return p;
+    const keys = Object.keys(v);
+    for (let i = keys.length - 1; i >= 0; i--) {
+      const key = keys[i] as string;
+      stack.push({ v: (v as Record<string, unknown>)[key], path: `${e.path}.${key}`, proto: key === '__proto__' });
+    }
   }
   return null;
 }

@@ -1,3 +1,4 @@
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { buildFrame, newId, readFrame, type MessageType, type Payload } from '../../src/protocol';
 import { buildBatch, type InboundItem } from '../../src/hub/session/ingest-batch';
@@ -66,5 +67,72 @@ describe('ingest batch: a complete snapshot in the same batch', () => {
     );
     expect(b.batch.cluster).toBeNull();
     expect(b.batch.prunes).toEqual([{ kind: 'cluster', begin_seq: 2 }]);
+  });
+});
+
+describe('ingest batch: a reply_to is looked up as an open stream of its own', () => {
+  it.each(['__proto__', 'constructor', 'toString', 'hasOwnProperty'])('reply_to %s finds no stream and writes nothing onto Object.prototype', (name) => {
+    const before = Object.getOwnPropertyNames(Object.prototype).sort();
+    const poison: InboundItem = { seq: 1, id: newId(), replyTo: name, type: 'node.observed', arrivedAt: 0, kind: 'poison', reason: 'envelope reply_to is not a ULID' };
+    const end = { ...item(2, 'stream.end', { complete: true, count: 0 }), replyTo: name };
+    const b = buildBatch([poison, end], {});
+    expect(Object.getOwnPropertyNames(Object.prototype).sort()).toEqual(before);
+    expect(({} as Record<string, unknown>).count).toBeUndefined();
+    expect(({} as Record<string, unknown>).tainted).toBeUndefined();
+    expect(b.batch.rejections.map((r) => r.reason)).toEqual(['envelope reply_to is not a ULID', 'stream.end for a stream that is not open']);
+    expect(b.resyncs).toEqual({});
+  });
+});
+
+describe('ingest batch: a stream member is counted once', () => {
+  it('a member applied past a hole and delivered again after a resume counts once, and the snapshot still prunes', () => {
+    const begin = newId();
+    const m4 = item(4, 'node.observed', node('n1'), begin);
+    const m5 = item(5, 'node.observed', node('n2'), begin);
+    const end = item(6, 'stream.end', { complete: true, count: 2 }, begin);
+    // seq 3 begins the stream; 4 waits on a lock (a hole) while 5 applies past it.
+    const first = buildBatch([item(3, 'resync.begin', { scope: ['node'] }, null, begin)], {});
+    const past = buildBatch([m5], first.resyncs);
+    expect(past.resyncs[begin]?.count).toBe(1);
+    // The session closes 1013; the operator resumes from the cursor (3) and replays 4, 5, 6.
+    const replayed = buildBatch([m4, m5, end], past.resyncs);
+    expect(replayed.streams).toEqual([{ beginId: begin, seq: 6, complete: true, reason: null }]);
+    expect(replayed.batch.prunes).toEqual([{ kind: 'node', begin_seq: 3 }]);
+  });
+
+  it('counted seqs at or below the cursor are forgotten, the count kept', async () => {
+    const { forgetCountedThrough } = await import('../../src/hub/session/ingest-batch');
+    const begin = newId();
+    const b = buildBatch(
+      [item(3, 'resync.begin', { scope: ['node'] }, null, begin), item(4, 'node.observed', node('a'), begin), item(5, 'node.observed', node('b')), item(6, 'node.observed', node('c'), begin), item(8, 'node.observed', node('d'), begin)],
+      {},
+    );
+    expect(b.resyncs[begin]?.counted).toEqual([[4, 4], [6, 6], [8, 8]]);
+    forgetCountedThrough(b.resyncs, 6);
+    expect(b.resyncs[begin]).toMatchObject({ count: 3, counted: [[8, 8]] });
+  });
+});
+
+describe('ingest batch: countOnce keeps the counted seqs as disjoint ranges', () => {
+  it('counts each seq once in any arrival order, and the ranges are exactly the seqs counted', async () => {
+    const { countOnce } = await import('../../src/hub/session/ingest-batch');
+    fc.assert(
+      fc.property(fc.array(fc.integer({ min: 1, max: 80 }), { maxLength: 300 }), (seqs) => {
+        const s = { beginSeq: 0, scope: ['node'], count: 0, tainted: false, counted: [] as [number, number][] };
+        const seen = new Set<number>();
+        for (const seq of seqs) {
+          expect(countOnce(s, seq)).toBe(!seen.has(seq));
+          seen.add(seq);
+        }
+        // Sorted, disjoint, never adjacent, and covering exactly what was seen.
+        const covered: number[] = [];
+        s.counted.forEach(([a, b], i) => {
+          expect(a).toBeLessThanOrEqual(b);
+          if (i > 0) expect(a).toBeGreaterThan((s.counted[i - 1] as [number, number])[1] + 1);
+          for (let x = a; x <= b; x++) covered.push(x);
+        });
+        expect(covered).toEqual([...seen].sort((x, y) => x - y));
+      }),
+    );
   });
 });

@@ -206,3 +206,16 @@ describe('ingest schedule (spec: reading does not stop at a hole)', () => {
     expect(schedule.oldestArrival()).toBe(1);
   });
 });
+
+describe('ingest schedule: operation frames and answered errors keep their order', () => {
+  it('an error answering a frame and any operation frame share one ordering subject', () => {
+    const base = { seq: 1, id: '01J9X2E5G7QK8V3B0YHN4TZC00', arrivedAt: 0, kind: 'message' as const };
+    const error = { ...base, type: 'error', replyTo: '01J9X2E5G7QK8V3B0YHN4TZC01', message: { type: 'error', payload: { code: 'deadline', message: 'm', retryable: false } } } as InboundItem;
+    const result = { ...base, seq: 2, type: 'operation.result', replyTo: null, message: { type: 'operation.result', payload: { operation_id: 'op-1', outcome: 'succeeded', message: '' } } } as InboundItem;
+    const other = { ...result, seq: 3, message: { type: 'operation.accepted', payload: { operation_id: 'op-2' } } } as InboundItem;
+    expect(subjectOf(error)).not.toBeNull();
+    expect(subjectOf(error)).toBe(subjectOf(result));
+    expect(subjectOf(other)).toBe(subjectOf(result));
+    expect(subjectOf({ ...error, replyTo: null } as InboundItem)).toBeNull();
+  });
+});

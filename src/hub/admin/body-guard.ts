@@ -10,7 +10,8 @@ import type { AdminEnv } from './app';
  *   sent would never be stored, with no error);
  * - no string may hold what Postgres text cannot (NUL) or a lone UTF-16 surrogate (invalid in
  *   jsonb): refused here with the field named, instead of a database error that could never
- *   succeed on retry.
+ *   succeed on retry;
+ * - no value may nest more than `MAX_BODY_DEPTH` levels (400, not a stack overflow's 5xx).
  * Routes without a body (POST …/disable) pass untouched.
  */
 export const jsonBodyGuard: MiddlewareHandler<AdminEnv> = async (c, next) => {
@@ -47,8 +48,17 @@ function stringProblem(s: string): string | null {
   return null;
 }
 
+/**
+ * Deeper than any admin body's shape (a deployment's serving env is three levels down): a
+ * body nested past it is refused, before a walk of it could exhaust the stack.
+ */
+export const MAX_BODY_DEPTH = 32;
+
 /** The first unsafe key or string in a parsed JSON value, depth first, with its dotted path. */
 export function unsafeValue(v: unknown, path: string[]): Problem | null {
+  if (path.length > MAX_BODY_DEPTH && v !== null && typeof v === 'object') {
+    return { path: path.join('.'), message: `nested more than ${MAX_BODY_DEPTH} levels deep` };
+  }
   if (typeof v === 'string') {
     const m = stringProblem(v);
     return m ? { path: path.join('.'), message: m } : null;

@@ -11,6 +11,8 @@ export interface OperationUpdate {
   progressed: boolean;
   outcome: string | null;
   message: string | null;
+  /** The seq of the result that set `outcome`: the first concluding frame wins, an error's included. */
+  outcome_seq: number | null;
 }
 
 export interface OperationEvent {

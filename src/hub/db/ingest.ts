@@ -190,17 +190,18 @@ oe_add as (
   returning 1
 ),
 op_raw as (
-  select operation_id, accepted, progressed, outcome, message, 0 as pri
-  from jsonb_to_recordset($14::jsonb) as x(operation_id text, accepted boolean, progressed boolean, outcome text, message text)
+  select operation_id, accepted, progressed, outcome, message, outcome_seq as ord
+  from jsonb_to_recordset($14::jsonb) as x(operation_id text, accepted boolean, progressed boolean, outcome text, message text, outcome_seq bigint)
   union all
   -- An error answering an operation.start concludes it as failed (e.g. a deadline it cannot meet).
-  select operation_id, false, false, 'failed', 'operator error ' || coalesce(phase, '') || ': ' || message, 1
+  select operation_id, false, false, 'failed', 'operator error ' || coalesce(phase, '') || ': ' || message, seq
   from oe_in where kind = 'error' and operation_id is not null
 ),
+-- Within a batch as across batches, the first concluding frame (by seq) concludes.
 op_agg as (
   select operation_id, bool_or(accepted) as accepted, bool_or(progressed) as progressed,
-    (array_agg(outcome order by pri) filter (where outcome is not null))[1] as outcome,
-    (array_agg(message order by pri) filter (where outcome is not null))[1] as message
+    (array_agg(outcome order by ord) filter (where outcome is not null))[1] as outcome,
+    (array_agg(message order by ord) filter (where outcome is not null))[1] as message
   from op_raw group by operation_id
 ),
 op_up as (
@@ -297,7 +298,7 @@ select (select ok from live) as fenced,
 `;
 
 /** Prepared once per connection (bump the suffix when the text changes). */
-const INGEST_STATEMENT = 'wingsmith_ingest_v5';
+const INGEST_STATEMENT = 'wingsmith_ingest_v6';
 
 /** The full statement's parameters for one batch, in order ($1…$18). */
 export function ingestParams(fence: SessionFence, b: IngestBatch): unknown[] {

@@ -3,7 +3,7 @@
  * does a fresh session start from, what does the welcome say. The session object performs the
  * effects (the claim, the sockets, storage) around them.
  */
-import { checkOperatorVersion, CloseCode, newId, readFrame, type ErrorCode, type Payload } from '../../protocol';
+import { answerableId, checkOperatorVersion, CloseCode, newId, readFrame, type ErrorCode, type Payload } from '../../protocol';
 import { INTERNAL_HEADERS } from '../address';
 import type { HubConfig } from '../config';
 import type { Displacement, Refusal } from '../db/ownership';
@@ -54,7 +54,7 @@ export function checkHello(text: string, cluster: { uid: string; name: string },
   });
   const f = readFrame(text);
   if (f.kind === 'fatal') return refuse(f.id, f.reason);
-  const replyTo = f.envelope.id || null;
+  const replyTo = answerableId(f.envelope.id);
   if (f.envelope.type !== 'hello') return refuse(replyTo, `the first frame must be hello, got ${f.envelope.type.slice(0, 64)}`);
   if (f.kind !== 'message' || f.message.type !== 'hello') return refuse(replyTo, f.kind === 'poison' ? f.reason : 'malformed hello');
   const hello = f.message.payload;

@@ -4,7 +4,7 @@
  * an answer); the sequencer's arrival expectation is passed in as a function, the one piece of
  * state a frame moves.
  */
-import { ULID_RE, type Arrival, type Incoming, type Payload, type Settlement } from '../../protocol';
+import { answerableId, ULID_RE, type Arrival, type Incoming, type Payload, type Settlement } from '../../protocol';
 import type { IngestResult } from '../db/ingest';
 import type { Logger } from '../log';
 import type { BuiltBatch, InboundItem } from './ingest-batch';
@@ -25,7 +25,7 @@ export type FrameAction =
 /** After the envelope's ack was taken: what to do with this frame. */
 export function triageFrame(f: Exclude<Incoming, { kind: 'fatal' }>, arrive: (seq: number) => Arrival, expected: () => number, now: number): FrameAction {
   const env = f.envelope;
-  const replyTo = env.id || null;
+  const replyTo = answerableId(env.id);
   if (env.seq === null) {
     switch (env.type) {
       case 'ping':
@@ -43,7 +43,8 @@ export function triageFrame(f: Exclude<Incoming, { kind: 'fatal' }>, arrive: (se
   const arrival = arrive(seq);
   if (arrival === 'duplicate') return { do: 'duplicate' };
   if (arrival === 'gap') return { do: 'protocol-error', replyTo, reason: `gap: expected seq ${expected()}, got ${seq}` };
-  const base = { seq, id: env.id, replyTo: env.reply_to, type: env.type, arrivedAt: now };
+  // A reply_to that is not an id (a poison frame's) names nothing: no stream, no operation.
+  const base = { seq, id: env.id, replyTo: env.reply_to !== null && ULID_RE.test(env.reply_to) ? env.reply_to : null, type: env.type, arrivedAt: now };
   if (f.kind === 'unknown') {
     // Never fatal, never silent: dropped, acknowledged, and answered with the type named.
     const answer: Outgoing = {
@@ -55,7 +56,7 @@ export function triageFrame(f: Exclude<Incoming, { kind: 'fatal' }>, arrive: (se
         retryable: false,
         unknown_type: env.type.slice(0, 256),
       }),
-      replyTo: ULID_RE.test(env.id) ? env.id : null,
+      replyTo: answerableId(env.id),
     };
     return { do: 'apply', item: { ...base, kind: 'unknown' }, answer, note: 'unknown' };
   }

@@ -104,13 +104,56 @@ class LastWins<T> {
   }
 }
 
+/**
+ * The open stream a frame's reply_to names. An own key only: reply_to is the operator's text
+ * (a poison frame's may be anything), and `__proto__` or `constructor` must not find the
+ * prototype's members and write a count onto them, isolate-wide.
+ */
+function openStream(resyncs: Record<string, OpResync>, replyTo: string | null): OpResync | undefined {
+  return replyTo !== null && Object.hasOwn(resyncs, replyTo) ? resyncs[replyTo] : undefined;
+}
+
+/** Note `seq` as counted in the stream; false when it already was (a replayed member). */
+export function countOnce(stream: OpResync, seq: number): boolean {
+  const r = stream.counted;
+  if (!r) return true;
+  // The ranges stay few: members arrive in runs, interleaved only with frames outside the stream.
+  let i = r.length;
+  while (i > 0 && (r[i - 1] as [number, number])[0] > seq) i--;
+  const prev = r[i - 1];
+  if (prev && seq <= prev[1]) return false;
+  const next = r[i];
+  const joinsPrev = prev !== undefined && prev[1] === seq - 1;
+  const joinsNext = next !== undefined && next[0] === seq + 1;
+  if (joinsPrev && joinsNext) {
+    prev[1] = next[1];
+    r.splice(i, 1);
+  } else if (joinsPrev) prev[1] = seq;
+  else if (joinsNext) next[0] = seq;
+  else r.splice(i, 0, [seq, seq]);
+  return true;
+}
+
+/**
+ * Forget counted seqs at or below the contiguous cursor: the operator never sends them again
+ * (a resume replays from the cursor, and the sequencer drops anything below it), so only the
+ * members applied past a hole need remembering.
+ */
+export function forgetCountedThrough(resyncs: Record<string, OpResync>, cursor: number): void {
+  for (const stream of Object.values(resyncs)) {
+    if (stream.counted && stream.counted.length > 0) stream.counted = stream.counted.filter(([, last]) => last > cursor);
+  }
+}
+
 export function buildBatch(
   items: readonly InboundItem[],
   resyncsIn: Record<string, OpResync>,
   sentDesired: SentDesiredLookup = () => null,
 ): BuiltBatch {
   const resyncs: Record<string, OpResync> = {};
-  for (const [k, v] of Object.entries(resyncsIn)) resyncs[k] = { ...v, scope: [...v.scope] };
+  for (const [k, v] of Object.entries(resyncsIn)) {
+    resyncs[k] = { ...v, scope: [...v.scope], ...(v.counted ? { counted: v.counted.map(([a, b]) => [a, b] as [number, number]) } : {}) };
+  }
   const batch = emptyBatch();
   const streams: StreamNote[] = [];
   const peerErrors: BuiltBatch['peerErrors'] = [];
@@ -121,7 +164,7 @@ export function buildBatch(
   const op = (id: string): OperationUpdate => {
     let u = ops.get(id);
     if (!u) {
-      u = { operation_id: id, accepted: false, progressed: false, outcome: null, message: null };
+      u = { operation_id: id, accepted: false, progressed: false, outcome: null, message: null, outcome_seq: null };
       ops.set(id, u);
     }
     return u;
@@ -138,8 +181,8 @@ export function buildBatch(
 
   for (const item of items) {
     // Count stream membership first: count is frames carried between begin and end.
-    const stream = item.replyTo !== null && item.type !== 'stream.end' ? resyncs[item.replyTo] : undefined;
-    if (stream) stream.count++;
+    const stream = item.type !== 'stream.end' ? openStream(resyncs, item.replyTo) : undefined;
+    if (stream && countOnce(stream, item.seq)) stream.count++;
 
     if (item.kind === 'poison') {
       reject(item, item.reason);
@@ -202,6 +245,7 @@ export function buildBatch(
         if (u.outcome === null) {
           u.outcome = m.payload.outcome;
           u.message = m.payload.message;
+          u.outcome_seq = item.seq;
         }
         batch.operationEvents.push(opEvent(item, m.payload.operation_id, 'result', m.payload.outcome, m.payload.message));
         break;
@@ -231,10 +275,10 @@ export function buildBatch(
         break;
       }
       case 'resync.begin':
-        resyncs[item.id] = { beginSeq: item.seq, scope: [...m.payload.scope], count: 0, tainted: false };
+        resyncs[item.id] = { beginSeq: item.seq, scope: [...m.payload.scope], count: 0, tainted: false, counted: [] };
         break;
       case 'stream.end': {
-        const open = item.replyTo !== null ? resyncs[item.replyTo] : undefined;
+        const open = openStream(resyncs, item.replyTo);
         if (!open || item.replyTo === null) {
           reject(item, 'stream.end for a stream that is not open');
           break;

@@ -55,12 +55,16 @@ export function subjectOf(item: InboundItem): string | null {
       return `deployment:${m.payload.deployment_id}`;
     case 'link.stats':
       return 'link';
+    // One key for every operation frame and every error that answers a frame: an error names
+    // the operation.start it answers only by that frame's id, which the session cannot map back
+    // to its operation here. Applied in seq order, the first concluding frame (an error or a
+    // result) is the one that concludes. They are few, so the lost parallelism costs nothing.
     case 'operation.accepted':
     case 'operation.progress':
     case 'operation.result':
-      return `op:${m.payload.operation_id}`;
+      return 'operations';
     case 'error':
-      return item.replyTo === null ? null : `reply:${item.replyTo}`;
+      return item.replyTo === null ? null : 'operations';
     default:
       return null;
   }

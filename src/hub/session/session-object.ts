@@ -1,5 +1,5 @@
 import { DurableObject } from 'cloudflare:workers';
-import { buildFrame, canonicalPong, CloseCode, newId, readFrame, utf8Length } from '../../protocol';
+import { answerableId, buildFrame, canonicalPong, CloseCode, newId, readFrame, utf8Length } from '../../protocol';
 import { hubConfig, type HubConfig } from '../config';
 import type { DesiredChange } from '../db/desired';
 import { describeError } from '../db/errors';
@@ -346,7 +346,7 @@ export class SessionObject extends DurableObject<HubEnv> {
     const ack = f.envelope.ack;
     if (ack !== null) {
       const verdict = state.acknowledge(ack);
-      if (verdict === 'invalid') return sockets.protocolError(ws, f.envelope.id || null, `ack ${ack} is beyond the last seq sent (${state.outbound.lastSent})`);
+      if (verdict === 'invalid') return sockets.protocolError(ws, answerableId(f.envelope.id), `ack ${ack} is beyond the last seq sent (${state.outbound.lastSent})`);
       if (verdict === 'advanced') {
         if (this.sendPath.queue.length > 0) void this.sendPath.drain();
         this.syncAutoPong();

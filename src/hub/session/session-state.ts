@@ -3,6 +3,7 @@ import type { HubConfig } from '../config';
 import type { SessionFence } from '../db/ingest';
 import type { Logger } from '../log';
 import { addCounters, type Settled } from './inbound';
+import { forgetCountedThrough } from './ingest-batch';
 import type { SessionSql } from './schema';
 import type { OpResync } from './store';
 import { SessionStore, type SessionMeta } from './store';
@@ -92,6 +93,7 @@ export class SessionState {
     if (!meta) return;
     for (const [seq, outcome] of settled.outcomes) this.inbound.settle(seq, outcome);
     meta.inCursor = this.inbound.cursor;
+    forgetCountedThrough(resyncs, meta.inCursor);
     meta.opResyncs = resyncs;
     addCounters(meta.counters, settled.counters);
     meta.lastFrameAt = this.lastFrameAt;

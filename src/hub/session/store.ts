@@ -19,7 +19,11 @@ export interface SessionMeta {
   out: OutboundState;
   /** Highest per-cluster desired revision already put into this session's stream. */
   desiredWatermark: number;
-  /** Operator resync streams open as of inCursor. */
+  /**
+   * Operator resync streams open as of the last applied batch (which may be past a hole, ahead
+   * of inCursor: each stream knows which of its members it has counted, so a member replayed
+   * after a resume is not counted twice).
+   */
   opResyncs: Record<string, OpResync>;
   /** The hub's own resync stream in progress, if any. */
   hubResync: HubResync | null;
@@ -38,8 +42,14 @@ export interface SessionMeta {
 export interface OpResync {
   beginSeq: number;
   scope: string[];
-  /** Frames carried so far with reply_to = the begin's id. */
+  /** Frames carried so far with reply_to = the begin's id, each counted once. */
   count: number;
+  /**
+   * The seqs counted, as sorted, disjoint, inclusive ranges. A member applied past a hole is
+   * delivered again after a resume (the operator replays from the cursor): it is counted once.
+   * Absent on a stream recorded by an older hub (then counted as before, by arrival).
+   */
+  counted?: [number, number][];
   /** A frame inside the stream was rejected: prune nothing against it. */
   tainted: boolean;
 }

@@ -161,4 +161,23 @@ describe('__proto__ keys in a payload', () => {
   it('leave an ordinary frame alone', () => {
     expect(readFrame(text).kind).toBe('message');
   });
+
+  it('are reported at the first one depth first, keys in order', () => {
+    const t = text.replace('"taints":[]', '"taints":[],"zz":{"a":{"x":{"__proto__":1}},"__proto__":"b"}');
+    expect(readFrame(t)).toMatchObject({ kind: 'poison', reason: 'payload key payload.zz.a.x.__proto__ is not allowed' });
+  });
+
+  // A future field may nest as deep as the frame's size allows; unknown fields are ignored, and
+  // a frame that threw here would leave its seq uncounted (the next frame a gap, the session wedged).
+  const deep = (depth: number, leaf: string) => `${'['.repeat(depth)}${leaf}${']'.repeat(depth)}`;
+  it('are looked for without recursion: an unknown field nested 100,000 deep is ignored', () => {
+    const t = text.replace('"taints":[]', `"taints":[],"zz_future":${deep(100_000, '"\\u006e"')}`);
+    expect(readFrame(t).kind).toBe('message');
+  });
+
+  it('are found at the bottom of a deep unknown field', () => {
+    const t = text.replace('"taints":[]', `"taints":[],"zz_future":${deep(100_000, '{"__proto__":1}')}`);
+    expect(readFrame(t)).toMatchObject({ kind: 'poison' });
+    expect((readFrame(t) as { reason: string }).reason).toMatch(/^payload key payload\.zz_future\.0\.0\..*\.0\.__proto__ is not allowed$/);
+  });
 });

@@ -1,0 +1,72 @@
+import { describe, expect, inject, it } from 'vitest';
+import { CloseCode } from '../../src/protocol';
+import { eventually, FAST_TIMERS, holdLock, node, useHub } from './support/hub';
+
+const h = useHub();
+const EMBEDDED = inject('embeddedPostgres');
+
+async function nodesOf(uid: string): Promise<string[]> {
+  return (await h.sql<{ node_id: string }>('select node_id from nodes where cluster_uid = $1 order by 1', [uid])).map((r) => r.node_id);
+}
+
+/**
+ * A resync stream whose members apply past a hole, then arrive again after a resume (the operator
+ * replays from the hub's cursor): each member counts once, so a complete, correctly counted
+ * snapshot is still pruned against (found by a conformance audit, 2026-12-03).
+ */
+describe('resync across a hole and a resume', () => {
+  it.skipIf(EMBEDDED)('a complete snapshot replayed from the cursor after a hole-timeout close is still pruned against', async () => {
+    const c = await h.newCluster();
+    const { peer, sessionId } = await h.openFresh(c);
+    peer.send('node.observed', node('stale')); // seq 1
+    peer.send('node.observed', node('n1')); // seq 2
+    await peer.ackedThrough(2);
+
+    const release = await holdLock("select 1 from nodes where cluster_uid = $1 and node_id = 'n1' for update", [c.uid]);
+    let released = false;
+    const frames: { type: 'resync.begin' | 'node.observed' | 'stream.end'; payload: any; id: string; seq: number; reply_to: string | null }[] = [];
+    try {
+      const beginSeq = peer.nextSeq;
+      const begin = peer.send('resync.begin', { scope: ['node'] }); // seq 3
+      frames.push({ type: 'resync.begin', payload: { scope: ['node'] }, id: begin, seq: beginSeq, reply_to: null });
+      for (const [type, payload] of [
+        ['node.observed', node('n1')], // seq 4: waits on the lock (a hole)
+        ['node.observed', node('n2')], // seq 5: applied past the hole
+        ['stream.end', { complete: true, count: 2 }], // seq 6
+      ] as const) {
+        const seq = peer.nextSeq;
+        const id = peer.send(type as any, payload as any, { reply_to: begin });
+        frames.push({ type: type as any, payload, id, seq, reply_to: begin });
+      }
+      // n2 is applied past the hole (reading does not stop at a hole).
+      await eventually(async () => (await nodesOf(c.uid)).includes('n2') || undefined, 10_000);
+      const pinger = setInterval(() => peer.send('ping', {}), 500);
+      let closed;
+      try {
+        closed = await peer.closedWith(Number(FAST_TIMERS.HOLE_TIMEOUT_MS) + 5_000);
+      } finally {
+        clearInterval(pinger);
+      }
+      expect(closed.code).toBe(CloseCode.TRY_AGAIN_LATER);
+
+      // Resume and replay everything after the hub's cursor, with the original ids and seqs.
+      const again = await h.connect(c.token, sessionId);
+      const w = await again.hello({ cluster_id: c.name, session_id: sessionId, resume_from: peer.hubCursor });
+      expect(w.payload.full_resync).toBe(false);
+      const ackSeq = w.payload.ack_seq as number;
+      expect(ackSeq).toBe(3);
+      await release();
+      released = true;
+      again.hubCursor = peer.hubCursor;
+      for (const f of frames.filter((x) => x.seq > ackSeq)) again.send(f.type as any, f.payload, { seq: f.seq, id: f.id, reply_to: f.reply_to });
+      await again.ackedThrough(6, 10_000);
+      // The snapshot carried n1 and n2, said so (count 2), and ended complete: 'stale' must be gone.
+      const view = await h.admin('GET', `/clusters/${c.name}`);
+      expect.soft(view.json.session.live.counters).toMatchObject({ resyncsCompleted: 1, resyncsIncomplete: 0 });
+      expect(await nodesOf(c.uid)).toEqual(['n1', 'n2']);
+      again.close();
+    } finally {
+      if (!released) await release();
+    }
+  });
+});
