@@ -136,3 +136,26 @@ describe('ingest batch: countOnce keeps the counted seqs as disjoint ranges', ()
     );
   });
 });
+
+describe('ingest batch: open resync streams are bounded', () => {
+  it('a begin past the bound ends the oldest open stream incomplete; a begin already open replaces itself', async () => {
+    const { MAX_OPEN_RESYNCS } = await import('../../src/hub/session/ingest-batch');
+    const ids = Array.from({ length: MAX_OPEN_RESYNCS + 1 }, () => newId());
+    const b = buildBatch(
+      ids.map((id, i) => item(i + 1, 'resync.begin', { scope: ['node'] }, null, id)),
+      {},
+    );
+    expect(Object.keys(b.resyncs).sort()).toEqual(ids.slice(1).sort());
+    expect(b.streams).toEqual([
+      { beginId: ids[0], seq: MAX_OPEN_RESYNCS + 1, complete: false, reason: `superseded: more than ${MAX_OPEN_RESYNCS} resync streams open at once` },
+    ]);
+    // The superseded stream's end is one for a stream that is not open: recorded, nothing pruned.
+    const end = buildBatch([item(100, 'stream.end', { complete: true, count: 0 }, ids[0])], b.resyncs);
+    expect(end.batch.prunes).toEqual([]);
+    expect(end.batch.rejections.map((r) => r.reason)).toEqual(['stream.end for a stream that is not open']);
+    // A replayed begin (same id) at the bound supersedes nothing.
+    const again = buildBatch([item(3, 'resync.begin', { scope: ['node'] }, null, ids[2])], b.resyncs);
+    expect(again.streams).toEqual([]);
+    expect(Object.keys(again.resyncs)).toHaveLength(MAX_OPEN_RESYNCS);
+  });
+});

@@ -113,6 +113,9 @@ function openStream(resyncs: Record<string, OpResync>, replyTo: string | null): 
   return replyTo !== null && Object.hasOwn(resyncs, replyTo) ? resyncs[replyTo] : undefined;
 }
 
+/** Operator resync streams open at once in one session (a resync has at most one per kind). */
+export const MAX_OPEN_RESYNCS = 16;
+
 /** Note `seq` as counted in the stream; false when it already was (a replayed member). */
 export function countOnce(stream: OpResync, seq: number): boolean {
   const r = stream.counted;
@@ -274,9 +277,20 @@ export function buildBatch(
         }
         break;
       }
-      case 'resync.begin':
+      case 'resync.begin': {
+        // Open streams are kept in the session's record, rewritten with every batch: an operator
+        // that begins streams and never ends them must not grow it without bound. The oldest
+        // gives way (ended incomplete: nothing is pruned against it), so a new resync is always
+        // admitted.
+        const open = Object.keys(resyncs);
+        if (!Object.hasOwn(resyncs, item.id) && open.length >= MAX_OPEN_RESYNCS) {
+          const oldest = open.reduce((a, b) => ((resyncs[a] as OpResync).beginSeq <= (resyncs[b] as OpResync).beginSeq ? a : b));
+          delete resyncs[oldest];
+          streams.push({ beginId: oldest, seq: item.seq, complete: false, reason: `superseded: more than ${MAX_OPEN_RESYNCS} resync streams open at once` });
+        }
         resyncs[item.id] = { beginSeq: item.seq, scope: [...m.payload.scope], count: 0, tainted: false, counted: [] };
         break;
+      }
       case 'stream.end': {
         const open = openStream(resyncs, item.replyTo);
         if (!open || item.replyTo === null) {
