@@ -1,5 +1,5 @@
 import { monotonicFactory } from 'ulid';
-import { decodePayload, type MessageType, type Payload, type TypedMessage } from './catalog';
+import { CATALOG, decodePayload, isKnownType, type MessageType, type Payload, type TypedMessage } from './catalog';
 import { decodeEnvelope, encodeEnvelope, ENVELOPE_VERSION, frameProblem, type Envelope } from './envelope';
 
 // Created on first use: Workers forbid generating random values at global scope.
@@ -87,19 +87,36 @@ function readPayload(text: string, envelope: Envelope): Incoming {
   if (problem) return { kind: 'poison', envelope, reason: problem };
   if (!payload.ok) return { kind: 'poison', envelope, reason: payload.reason };
   // A `__proto__` key parses as an own property but vanishes from any object built from it (the
-  // schemas drop it in silence): refuse it instead. Cheap unless the text could hold one.
+  // schemas drop it in silence): within a field the schema reads, a label or a param would be lost
+  // with no error, so refuse it instead. An unknown field is ignored, whatever it holds. Cheap
+  // unless the text could hold one.
   if (text.includes('__proto__') || text.includes('\\u')) {
-    const at = protoKeyPath(envelope.payload);
+    const at = protoKeyPath(envelope.payload, knownFields(envelope.type));
     if (at !== null) return { kind: 'poison', envelope, reason: `payload key ${at} is not allowed` };
   }
   return { kind: 'message', envelope, message: payload.message };
 }
 
+const fieldsByType = new Map<string, ReadonlySet<string> | null>();
+
+/** The payload fields a type's schema reads, or null when its schema is not a plain object. */
+function knownFields(type: string): ReadonlySet<string> | null {
+  let f = fieldsByType.get(type);
+  if (f === undefined) {
+    const schema: unknown = isKnownType(type) ? CATALOG[type].schema : null;
+    const shape = schema !== null && typeof schema === 'object' && 'shape' in schema ? (schema as { shape: unknown }).shape : null;
+    f = shape !== null && typeof shape === 'object' ? new Set(Object.keys(shape)) : null;
+    fieldsByType.set(type, f);
+  }
+  return f;
+}
+
 /**
  * The dotted path of the first own `__proto__` key in a parsed JSON value (depth first, keys in
- * order), or null. Iterative: an unknown field may nest as deep as the frame's size allows.
+ * order), or null; at the top, only the fields in `known` are looked into (null: all of them).
+ * Iterative: an unknown field may nest as deep as the frame's size allows.
  */
-function protoKeyPath(root: unknown): string | null {
+function protoKeyPath(root: unknown, known: ReadonlySet<string> | null): string | null {
   const stack: { v: unknown; path: string; proto: boolean }[] = [{ v: root, path: 'payload', proto: false }];
   for (let e = stack.pop(); e !== undefined; e = stack.pop()) {
     if (e.proto) return e.path;
@@ -112,6 +129,7 @@ function protoKeyPath(root: unknown): string | null {
     const keys = Object.keys(v);
     for (let i = keys.length - 1; i >= 0; i--) {
       const key = keys[i] as string;
+      if (v === root && known !== null && !known.has(key)) continue;
       stack.push({ v: (v as Record<string, unknown>)[key], path: `${e.path}.${key}`, proto: key === '__proto__' });
     }
   }

@@ -64,6 +64,32 @@ describe('hostile frames: payloads the checks must not choke on', () => {
   });
 });
 
+describe('hostile frames: __proto__ keys', () => {
+  it('an unknown payload field named __proto__ is ignored like any unknown field: applied, not refused', async () => {
+    const c = await h.newCluster();
+    const { peer } = await h.openFresh(c);
+    const payload = JSON.stringify(node('n1')).replace(/^\{/, '{"__proto__":{"x":1},');
+    peer.sendRaw(`{"v":1,"type":"node.observed","id":"${newId()}","seq":1,"ack":${peer.hubCursor},"reply_to":null,"ts":"${new Date().toISOString()}","payload":${payload}}`);
+    peer.nextSeq = 2;
+    await peer.ackedThrough(1);
+    expect(await h.sql('select reason from rejections where cluster_uid = $1', [c.uid])).toEqual([]);
+    expect(await nodesOf(c.uid)).toEqual(['n1']);
+    peer.close();
+  });
+
+  it('a __proto__ label is still refused: the label would vanish with no error', async () => {
+    const c = await h.newCluster();
+    const { peer } = await h.openFresh(c);
+    const payload = JSON.stringify({ ...node('n1'), labels: { zone: 'a' } }).replace('"zone":"a"', '"__proto__":"a"');
+    peer.sendRaw(`{"v":1,"type":"node.observed","id":"${newId()}","seq":1,"ack":${peer.hubCursor},"reply_to":null,"ts":"${new Date().toISOString()}","payload":${payload}}`);
+    peer.nextSeq = 2;
+    await peer.ackedThrough(1);
+    expect(await h.sql('select reason from rejections where cluster_uid = $1', [c.uid])).toEqual([{ reason: 'payload key payload.labels.__proto__ is not allowed' }]);
+    expect(await nodesOf(c.uid)).toEqual([]);
+    peer.close();
+  });
+});
+
 describe('hostile frames: what the hub answers a malformed frame with', () => {
   it('the error before a 4400 names no reply_to that is not a ULID (a gap frame whose id is not one)', async () => {
     const c = await h.newCluster();

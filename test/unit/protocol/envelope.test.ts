@@ -163,21 +163,30 @@ describe('__proto__ keys in a payload', () => {
   });
 
   it('are reported at the first one depth first, keys in order', () => {
-    const t = text.replace('"taints":[]', '"taints":[],"zz":{"a":{"x":{"__proto__":1}},"__proto__":"b"}');
-    expect(readFrame(t)).toMatchObject({ kind: 'poison', reason: 'payload key payload.zz.a.x.__proto__ is not allowed' });
+    const t = text.replace('"labels":{"a":"b"},"taints":[]', '"taints":[{"key":"k","value":"v","effect":"NoSchedule","x":{"__proto__":1}}],"labels":{"__proto__":"b"}');
+    expect(readFrame(t)).toMatchObject({ kind: 'poison', reason: 'payload key payload.taints.0.x.__proto__ is not allowed' });
   });
 
-  // A future field may nest as deep as the frame's size allows; unknown fields are ignored, and
-  // a frame that threw here would leave its seq uncounted (the next frame a gap, the session wedged).
+  // Unknown fields are ignored on receipt (the spec), whatever they hold: the key would vanish
+  // with the field it is in, which is what ignoring it means.
+  it('in an unknown field, or as one, are ignored', () => {
+    expect(readFrame(text.replace('"taints":[]', '"taints":[],"zz":{"a":{"__proto__":1}}')).kind).toBe('message');
+    expect(readFrame(text.replace('"taints":[]', '"taints":[],"__proto__":{"x":1}')).kind).toBe('message');
+    expect(readFrame(text.replace('"taints":[]', '"taints":[],"\\u005f_proto__":1')).kind).toBe('message');
+  });
+
+  // A future field may nest as deep as the frame's size allows; a frame that threw here would
+  // leave its seq uncounted (the next frame a gap, the session wedged).
   const deep = (depth: number, leaf: string) => `${'['.repeat(depth)}${leaf}${']'.repeat(depth)}`;
   it('are looked for without recursion: an unknown field nested 100,000 deep is ignored', () => {
-    const t = text.replace('"taints":[]', `"taints":[],"zz_future":${deep(100_000, '"\\u006e"')}`);
+    const t = text.replace('"taints":[]', `"taints":[],"zz_future":${deep(100_000, '{"__proto__":"\\u006e"}')}`);
     expect(readFrame(t).kind).toBe('message');
   });
 
-  it('are found at the bottom of a deep unknown field', () => {
-    const t = text.replace('"taints":[]', `"taints":[],"zz_future":${deep(100_000, '{"__proto__":1}')}`);
-    expect(readFrame(t)).toMatchObject({ kind: 'poison' });
-    expect((readFrame(t) as { reason: string }).reason).toMatch(/^payload key payload\.zz_future\.0\.0\..*\.0\.__proto__ is not allowed$/);
+  it('are found at the bottom of a deep value inside a field the schema reads', () => {
+    const t = text.replace('"taints":[]', `"taints":[{"key":"k","value":"v","effect":"NoSchedule","zz":${deep(100_000, '{"__proto__":1}')}}]`);
+    const r = readFrame(t);
+    expect(r.kind).toBe('poison');
+    expect((r as { reason: string }).reason).toMatch(/^payload key payload\.taints\.0\.zz\.0\.0\..*\.0\.__proto__ is not allowed$/);
   });
 });
