@@ -82,13 +82,27 @@ function fromHandler(host: DispatchHost, envelope: Envelope, r: HandlerResult, w
 export async function dispatch(host: DispatchHost, incoming: Exclude<Incoming, { kind: 'fatal' }>, attempt: number): Promise<Settled> {
   const env = incoming.envelope;
   const seq = env.seq as number;
+  const inStream = host.streams.has(env.reply_to);
+  // A frame is part of its stream whatever becomes of it: a begin opens it and a member is
+  // counted (once, by seq) before the frame may be withheld for room below, so a snapshot's
+  // framing and count never depend on the send queue. A begin needs no answer, so it is applied.
+  if (incoming.kind === 'message') {
+    const m = incoming.message;
+    if (m.type === 'resync.begin') {
+      host.streams.begin(env.id, m.payload.scope);
+      host.logger.info('hub resync stream opened', { seq, id: env.id, scope: m.payload.scope });
+      return { settle: 'applied' };
+    }
+    if (inStream && m.type === 'deployment.desired') host.streams.carry(env.reply_to as string, seq, m.payload.deployment_id);
+    if (inStream && m.type === 'operation.start') host.streams.carry(env.reply_to as string, seq, null);
+  } else if (inStream) {
+    host.streams.unreadable(env.reply_to as string, seq);
+  }
   // Every frame may need an answer; none is applied that could not have one queued.
   if (!host.canReply()) return { settle: 'failed', reason: 'the send queue has no room for control frames', cause: 'backpressure' };
-  const inStream = host.streams.has(env.reply_to);
 
   if (incoming.kind === 'unknown') {
     host.counters.unknownTypes++;
-    if (inStream) host.streams.unreadable(env.reply_to as string, seq);
     host.logger.warn('frame of an unknown type from the hub: dropped and answered', { seq, type: env.type, id: env.id });
     host.send(refusal(env, 'invalid', `unknown message type ${env.type}`, env.type));
     return { settle: 'dropped', reason: `unknown type ${env.type}` };
@@ -96,7 +110,6 @@ export async function dispatch(host: DispatchHost, incoming: Exclude<Incoming, {
 
   if (incoming.kind === 'poison') {
     host.counters.poisonFrames++;
-    if (inStream) host.streams.unreadable(env.reply_to as string, seq);
     host.logger.error('poison frame from the hub: accepted, acknowledged and dropped', {
       seq,
       type: env.type,
@@ -118,16 +131,10 @@ export async function dispatch(host: DispatchHost, incoming: Exclude<Incoming, {
       host.hubError(msg.payload, env);
       return { settle: 'applied' };
     }
-    case 'resync.begin': {
-      host.streams.begin(env.id, msg.payload.scope);
-      host.logger.info('hub resync stream opened', { seq, id: env.id, scope: msg.payload.scope });
-      return { settle: 'applied' };
-    }
     case 'stream.end':
       return endOfStream(host, env, msg.payload, ctx);
     case 'deployment.desired': {
       const p = msg.payload;
-      if (inStream) host.streams.carry(env.reply_to as string, seq, p.deployment_id);
       const seen = host.appliedRevision.get(p.deployment_id);
       if (seen !== undefined && p.revision <= seen) {
         // A replay, or a retry overtaken by a newer revision: applying it would go backwards.
@@ -146,7 +153,6 @@ export async function dispatch(host: DispatchHost, incoming: Exclude<Incoming, {
       return fromHandler(host, env, r, 'deployment.desired');
     }
     case 'operation.start': {
-      if (inStream) host.streams.carry(env.reply_to as string, seq, null);
       const r = await host.book.start(msg.payload, ctx);
       if (r.settle === 'dropped') {
         host.counters.permanentFailures++;

@@ -103,7 +103,8 @@ interface OpenStream {
   /** Distinct seqs seen carrying the begin's id: a replay after a reconnect is not counted twice. */
   seqs: Set<number>;
   deploymentIds: Set<string>;
-  unreadable: number;
+  /** Distinct seqs that could not be read (a frame withheld for room is dispatched again). */
+  unreadable: Set<number>;
 }
 
 export type StreamVerdict =
@@ -126,7 +127,7 @@ export class InboundResyncs {
       const oldest = this.open.keys().next().value;
       if (oldest !== undefined) this.open.delete(oldest);
     }
-    if (!this.open.has(beginId)) this.open.set(beginId, { scope, seqs: new Set(), deploymentIds: new Set(), unreadable: 0 });
+    if (!this.open.has(beginId)) this.open.set(beginId, { scope, seqs: new Set(), deploymentIds: new Set(), unreadable: new Set() });
   }
 
   /** Whether `replyTo` names an open stream (the frame then belongs to its snapshot). */
@@ -147,7 +148,7 @@ export class InboundResyncs {
     const s = this.open.get(replyTo);
     if (!s) return;
     s.seqs.add(seq);
-    s.unreadable++;
+    s.unreadable.add(seq);
   }
 
   /** Judge the stream at its `stream.end`. The stream stays open until `close()`. */
@@ -156,7 +157,7 @@ export class InboundResyncs {
     if (!s) return { prune: false, reason: 'stream.end for a stream this side did not see open' };
     if (!end.complete) return { prune: false, reason: 'the sender marked the snapshot incomplete' };
     if (end.count !== s.seqs.size) return { prune: false, reason: `count ${end.count} but ${s.seqs.size} frames seen` };
-    if (s.unreadable > 0) return { prune: false, reason: `${s.unreadable} unreadable frame(s) in the snapshot` };
+    if (s.unreadable.size > 0) return { prune: false, reason: `${s.unreadable.size} unreadable frame(s) in the snapshot` };
     return { prune: true, scope: s.scope, keepDeployments: s.deploymentIds };
   }
 
