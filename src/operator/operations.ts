@@ -144,6 +144,9 @@ export class OperationBook {
       delivered: false,
     };
 
+    // The schema refuses a deadline that names no time; a NaN must still never reach the record
+    // (JSON would write it as null, which the store cannot read back).
+    if (!Number.isFinite(deadline)) return { settle: 'dropped', reason: `deadline ${payload.deadline} names no time` };
     if (!(deadline > now)) {
       this.records.set(record.operationId, record);
       this.conclude(record, { frame: 'error', code: 'deadline', message: `deadline ${payload.deadline} passed before the operation could start` });

@@ -16,7 +16,13 @@ export { DEPLOYMENT_PHASES, DEVICE_HEALTH, MAX_REPLICAS, RESYNC_KINDS, SEVERITIE
 /** Identifiers of nodes, GPUs, deployments, replicas: unique within a cluster, URL-path safe. */
 export const Ident = z.string().min(1).max(LIMITS.ident).regex(IDENT_RE, IDENT_RULE);
 const Ulid = z.string().regex(ULID_RE, 'must be a ULID');
-const Timestamp = z.string().max(LIMITS.timestamp).regex(RFC3339_RE, 'must be an RFC 3339 timestamp');
+// The pattern admits what names no time (hour 25, minute 61): such a value is refused here, not
+// carried on as NaN into a deadline or a stored record.
+const Timestamp = z
+  .string()
+  .max(LIMITS.timestamp)
+  .regex(RFC3339_RE, 'must be an RFC 3339 timestamp')
+  .refine((s) => !Number.isNaN(Date.parse(s)), 'must be an RFC 3339 timestamp');
 const ShortText = z.string().max(LIMITS.shortText);
 const Message = z.string().max(LIMITS.message);
 const Labels = z

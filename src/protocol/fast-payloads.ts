@@ -122,7 +122,7 @@ function enumProblem(values: readonly string[]): string {
 }
 
 function isTimestamp(v: unknown): v is string {
-  return typeof v === 'string' && v.length <= LIMITS.timestamp && RFC3339_RE.test(v);
+  return typeof v === 'string' && v.length <= LIMITS.timestamp && RFC3339_RE.test(v) && !Number.isNaN(Date.parse(v));
 }
 
 function timestampProblem(v: unknown): string {

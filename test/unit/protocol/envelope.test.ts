@@ -190,3 +190,14 @@ describe('__proto__ keys in a payload', () => {
     expect((r as { reason: string }).reason).toMatch(/^payload key payload\.taints\.0\.zz\.0\.0\..*\.0\.__proto__ is not allowed$/);
   });
 });
+
+describe('payload timestamps name a time', () => {
+  it.each([
+    ['node.event', { subject: 'n', reason: 'r', message: 'm', severity: 'info', occurred_at: '2026-08-19T25:00:00Z' }],
+    ['operation.start', { operation_id: '01J9X2E5G7QK8V3B0YHN4TZC00', kind: 'node.drain', target: 'n', params: {}, deadline: '2026-08-19T25:00:00Z' }],
+  ])('%s with an hour 25 is a poison frame, not a NaN carried on', (type, payload) => {
+    const text = JSON.stringify({ v: 1, type, id: '01J9X2E5G7QK8V3B0YHN4TZC01', seq: 1, ack: null, reply_to: null, ts: '2026-08-19T14:02:11.482Z', payload });
+    expect(readFrame(text)).toMatchObject({ kind: 'poison' });
+    expect(readFrame(text.replace('T25:00', 'T23:00')).kind).toBe('message');
+  });
+});
