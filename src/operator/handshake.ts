@@ -22,7 +22,9 @@ export function dialHeaders(token: string, s: Pick<HandshakeState, 'operatorVers
     Authorization: `Bearer ${token}`,
     'User-Agent': `wingsmith-operator/${s.operatorVersion}`,
   };
-  if (s.sessionId) headers[SESSION_HEADER] = s.sessionId;
+  // A record written before welcomes were checked may hold an id no header can carry: without
+  // the header the hub routes by the hello alone (a fresh session), instead of every dial failing.
+  if (s.sessionId && /^[\x21-\x7E]+$/.test(s.sessionId)) headers[SESSION_HEADER] = s.sessionId;
   return headers;
 }
 

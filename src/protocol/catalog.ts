@@ -48,7 +48,13 @@ export const HelloPayload = z.object({
 });
 
 export const WelcomePayload = z.object({
-  session_id: z.string().min(1).max(128),
+  // The operator sends it back in an HTTP header (Wingsmith-Session) on every later dial: a
+  // character no header may carry would make every dial fail before a socket exists.
+  session_id: z
+    .string()
+    .min(1)
+    .max(128)
+    .regex(/^[\x21-\x7E]+$/, 'must be printable ASCII without spaces (it travels in an HTTP header)'),
   ack_seq: Seq,
   full_resync: z.boolean(),
   hub_version: z.string().min(1).max(128),

@@ -25,6 +25,8 @@ describe('handshake', () => {
       'User-Agent': 'wingsmith-operator/0.4.2',
     });
     expect(dialHeaders('wsmet_x', { operatorVersion: '0.4.2', sessionId: 'S1' })).toMatchObject({ 'Wingsmith-Session': 'S1' });
+    // An id no header can carry (kept by an older SDK) is left out rather than failing every dial.
+    expect(dialHeaders('wsmet_x', { operatorVersion: '0.4.2', sessionId: 'S\u2603' })).not.toHaveProperty('Wingsmith-Session');
   });
 
   it('hello carries resume_from and lossy only within a session being resumed', () => {
