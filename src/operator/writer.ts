@@ -188,7 +188,13 @@ export class Writer {
       if (h.link() === link) h.closeLink(link, CloseCode.INTERNAL, 'local storage failure');
       return;
     }
-    if (h.link() !== link || !link.open) return; // Numbered frames wait in the buffer for the resume.
+    if (h.link() !== link || !link.open) {
+      // Numbered frames wait in the buffer for the resume. What waits on their numbering learns
+      // it now: an operation's conclusion is tracked by its seq from here (delivered when acked,
+      // sent again if a fresh session drops the buffer), never left marked as still queued.
+      for (const w of written) w.item.onWritten?.(w.seq);
+      return;
+    }
 
     for (const t of texts) this.write(link, t);
     if (texts.length > 0) link.wroteSequenced();
