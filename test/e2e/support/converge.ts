@@ -309,7 +309,17 @@ export function checkInvariants(plane: PlaneState, target: ConvergeTarget): stri
     for (const id of e.acked) acked.add(id);
   }
   const lostAcked = [...acked].filter((id) => !plane.events.has(id));
-  if (lostAcked.length > 0) v.push(`${lostAcked.length} event(s) acknowledged by the hub are not stored (e.g. ${lostAcked.slice(0, 3).join(', ')})`);
+  if (lostAcked.length > 0) {
+    // Where each was sent and what acked it: enough to follow one through the hub's log.
+    const where = lostAcked.slice(0, 3).map((id) => {
+      for (const t of taps) {
+        const w = t.whereSent(id);
+        if (w) return `${id} (${w})`;
+      }
+      return id;
+    });
+    v.push(`${lostAcked.length} event(s) acknowledged by the hub are not stored (e.g. ${where.join(', ')})`);
+  }
   const invented = [...plane.events].filter((id) => !sent.has(id));
   if (invented.length > 0) v.push(`${invented.length} stored event(s) were never sent by an operator of this cluster`);
   if (target.exactEvents) {

@@ -53,6 +53,8 @@ export interface SessionRecord {
   sent: Map<number, SentFrame>;
   /** The hub's highest ack seen for this session. */
   acked: number;
+  /** Each rise of `acked`: on which link, by which frame type, when. */
+  ackRises: { ack: number; link: number; type: string; at: number }[];
   /** Hub frames received in this session, in order (sequenced ones only). */
   received: WireFrame[];
 }
@@ -119,6 +121,23 @@ export class WireTap {
       }
     }
     return { sent, acked };
+  }
+
+  /** Where a frame was sent: its session, seq, when, the session's highest ack, and the links that carried the session. */
+  whereSent(frameId: string): string | null {
+    for (const s of this.sessions.values()) {
+      for (const f of s.sent.values()) {
+        if (f.id !== frameId) continue;
+        const links = this.links
+          .filter((l) => l.sessionId === s.id)
+          .map((l) => `link ${l.id}${l.welcome?.full_resync ? ' fresh' : ''}${l.close ? ` closed ${l.close.code}` : ''}`)
+          .join(', ');
+        const by = s.ackRises.find((r) => r.ack >= f.seq);
+        const ackedBy = by ? `first acked by a ${by.type} on link ${by.link} at ${new Date(by.at).toISOString()} (ack ${by.ack})` : 'never acked';
+        return `session ${s.id}, seq ${f.seq}, sent ${new Date(f.sentAt).toISOString()}, ${ackedBy}, acked through ${s.acked}; ${links}`;
+      }
+    }
+    return null;
   }
 
   /** The session the most recent welcome named (null before any). */
@@ -221,7 +240,10 @@ export class WireTap {
     }
     if (link.sessionId) {
       const s = this.session(link.sessionId);
-      if (typeof f.ack === 'number' && f.ack > s.acked) s.acked = f.ack;
+      if (typeof f.ack === 'number' && f.ack > s.acked) {
+        s.acked = f.ack;
+        s.ackRises.push({ ack: f.ack, link: link.id, type: f.type, at: Date.now() });
+      }
       if (f.seq !== null) s.received.push(f);
     }
     return text;
@@ -230,7 +252,7 @@ export class WireTap {
   private session(id: string): SessionRecord {
     let s = this.sessions.get(id);
     if (!s) {
-      s = { id, sent: new Map(), acked: 0, received: [] };
+      s = { id, sent: new Map(), acked: 0, ackRises: [], received: [] };
       this.sessions.set(id, s);
     }
     return s;
