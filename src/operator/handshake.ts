@@ -2,7 +2,7 @@
  * The handshake's decisions, pure: what to dial with, what `hello` says, and whether a `welcome`
  * opened a fresh session or resumed the one asked for (the spec's "Full resync" rules).
  */
-import type { Payload } from '../protocol';
+import { HEADER_SAFE_RE, type Payload } from '../protocol';
 
 export const SESSION_HEADER = 'Wingsmith-Session';
 
@@ -24,7 +24,7 @@ export function dialHeaders(token: string, s: Pick<HandshakeState, 'operatorVers
   };
   // A record written before welcomes were checked may hold an id no header can carry: without
   // the header the hub routes by the hello alone (a fresh session), instead of every dial failing.
-  if (s.sessionId && /^[\x21-\x7E]+$/.test(s.sessionId)) headers[SESSION_HEADER] = s.sessionId;
+  if (s.sessionId && HEADER_SAFE_RE.test(s.sessionId)) headers[SESSION_HEADER] = s.sessionId;
   return headers;
 }
 

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { ERROR_CODES } from './codes';
-import { RFC3339_RE, ULID_RE } from './envelope';
+import { HEADER_SAFE_RE, namesTime, RFC3339_RE, ULID_RE } from './envelope';
 import { FAST_PAYLOADS, isHotType } from './fast-payloads';
 import { DEPLOYMENT_PHASES, DEVICE_HEALTH, IDENT_RE, IDENT_RULE, LIMITS, MAX_REPLICAS, RESYNC_KINDS, SEVERITIES, TAINT_EFFECTS } from './vocabulary';
 
@@ -22,7 +22,7 @@ const Timestamp = z
   .string()
   .max(LIMITS.timestamp)
   .regex(RFC3339_RE, 'must be an RFC 3339 timestamp')
-  .refine((s) => !Number.isNaN(Date.parse(s)), 'must be an RFC 3339 timestamp');
+  .refine(namesTime, 'must be an RFC 3339 timestamp');
 const ShortText = z.string().max(LIMITS.shortText);
 const Message = z.string().max(LIMITS.message);
 const Labels = z
@@ -54,7 +54,7 @@ export const WelcomePayload = z.object({
     .string()
     .min(1)
     .max(128)
-    .regex(/^[\x21-\x7E]+$/, 'must be printable ASCII without spaces (it travels in an HTTP header)'),
+    .regex(HEADER_SAFE_RE, 'must be printable ASCII without spaces (it travels in an HTTP header)'),
   ack_seq: Seq,
   full_resync: z.boolean(),
   hub_version: z.string().min(1).max(128),

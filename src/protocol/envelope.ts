@@ -25,6 +25,14 @@ export const ULID_RE = /^[0-9A-HJKMNP-TV-Z]{26}$/;
 /** RFC 3339 timestamp in UTC or with an offset; fractional seconds optional. */
 export const RFC3339_RE = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:Z|[+-]\d{2}:\d{2})$/;
 
+/** An RFC 3339 timestamp that names a time: the pattern alone admits hour 25 or minute 61. */
+export function namesTime(s: string): boolean {
+  return RFC3339_RE.test(s) && !Number.isNaN(Date.parse(s));
+}
+
+/** What an HTTP header value may carry of an id sent back in one (printable ASCII, no spaces). */
+export const HEADER_SAFE_RE = /^[\x21-\x7E]+$/;
+
 /**
  * The envelope layer: only what sequencing needs is fatal when malformed (the object shape, `v`,
  * `type`, `seq` of a sequenced frame, `ack`). `id`, `reply_to` and `ts` are checked by
@@ -165,7 +173,7 @@ export function frameProblem(e: Envelope): string | null {
   const anonymous = ANONYMOUS_TYPES.has(e.type);
   if (!(anonymous && e.id === '') && !ULID_RE.test(e.id)) return 'envelope id is not a ULID';
   if (e.reply_to !== null && !ULID_RE.test(e.reply_to)) return 'envelope reply_to is not a ULID';
-  if (!(anonymous && e.ts === '') && (!RFC3339_RE.test(e.ts) || Number.isNaN(Date.parse(e.ts)))) {
+  if (!(anonymous && e.ts === '') && !namesTime(e.ts)) {
     return 'envelope ts is not an RFC 3339 timestamp';
   }
   if (e.payload === null || typeof e.payload !== 'object' || Array.isArray(e.payload)) {

@@ -14,7 +14,7 @@
  * and recorded with it); its wording is this module's own.
  */
 import type { Payload } from './catalog';
-import { RFC3339_RE, ULID_RE } from './envelope';
+import { namesTime, ULID_RE } from './envelope';
 import { DEPLOYMENT_PHASES, DEVICE_HEALTH, IDENT_RE, IDENT_RULE, LIMITS, MAX_REPLICAS, SEVERITIES, TAINT_EFFECTS } from './vocabulary';
 
 export type FastResult<T> = { ok: true; value: T } | { ok: false; field: string; message: string };
@@ -122,7 +122,7 @@ function enumProblem(values: readonly string[]): string {
 }
 
 function isTimestamp(v: unknown): v is string {
-  return typeof v === 'string' && v.length <= LIMITS.timestamp && RFC3339_RE.test(v) && !Number.isNaN(Date.parse(v));
+  return typeof v === 'string' && v.length <= LIMITS.timestamp && namesTime(v);
 }
 
 function timestampProblem(v: unknown): string {

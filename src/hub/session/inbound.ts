@@ -4,7 +4,7 @@
  * an answer); the sequencer's arrival expectation is passed in as a function, the one piece of
  * state a frame moves.
  */
-import { answerableId, ULID_RE, type Arrival, type Incoming, type Payload, type Settlement } from '../../protocol';
+import { answerableId, type Arrival, type Incoming, type Payload, type Settlement } from '../../protocol';
 import type { IngestResult } from '../db/ingest';
 import type { Logger } from '../log';
 import type { BuiltBatch, InboundItem } from './ingest-batch';
@@ -44,7 +44,7 @@ export function triageFrame(f: Exclude<Incoming, { kind: 'fatal' }>, arrive: (se
   if (arrival === 'duplicate') return { do: 'duplicate' };
   if (arrival === 'gap') return { do: 'protocol-error', replyTo, reason: `gap: expected seq ${expected()}, got ${seq}` };
   // A reply_to that is not an id (a poison frame's) names nothing: no stream, no operation.
-  const base = { seq, id: env.id, replyTo: env.reply_to !== null && ULID_RE.test(env.reply_to) ? env.reply_to : null, type: env.type, arrivedAt: now };
+  const base = { seq, id: env.id, replyTo: answerableId(env.reply_to), type: env.type, arrivedAt: now };
   if (f.kind === 'unknown') {
     // Never fatal, never silent: dropped, acknowledged, and answered with the type named.
     const answer: Outgoing = {
@@ -92,7 +92,7 @@ export function settleCommitted(items: readonly InboundItem[], built: BuiltBatch
 
 /** The sequenced error that answers a rejected frame (reply_to: its id, when it is a ULID). */
 export function rejectionAnswer(r: { frame_id: string | null; type: string; reason: string }): Outgoing {
-  const replyTo = r.frame_id !== null && ULID_RE.test(r.frame_id) ? r.frame_id : null;
+  const replyTo = answerableId(r.frame_id);
   return {
     kind: 'frame',
     type: 'error',
