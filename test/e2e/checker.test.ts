@@ -56,6 +56,35 @@ describe('the convergence checker catches what it promises to', () => {
     }
   });
 
+  it('a valid frame the hub recorded as rejected is flagged, and an acked event lost that way says so', async () => {
+    const acked = [...sim.tap.events().acked];
+    const sent = [...sim.tap.sentFrames()].find((f) => f.id === acked[0]);
+    expect(sent).toBeDefined();
+    const [row] = await e.query<{ frame_id: string; kind: string; subject: string; reason: string; message: string; severity: string; occurred_at: string; session_id: string; seq: string }>(
+      'delete from events where cluster_uid = $1 and frame_id = $2 returning *',
+      [reg.uid, acked[0]],
+    );
+    await e.query("insert into rejections (cluster_uid, session_id, seq, frame_id, type, reason) values ($1, $2, $3, $4, $5, 'tampered: said invalid')", [
+      reg.uid,
+      sent?.session,
+      sent?.seq,
+      sent?.id,
+      sent?.type,
+    ]);
+    try {
+      const found = (await violations()).join('\n');
+      expect(found).toMatch(/the hub rejected 1 valid frame\(s\) the operator sent \(e\.g\. [a-z]+\.event [0-9A-Z]{26} at seq \d+: tampered: said invalid\)/);
+      expect(found).toMatch(/acknowledged by the hub are not stored .*the hub recorded it as rejected: tampered: said invalid/);
+    } finally {
+      await e.query('delete from rejections where cluster_uid = $1 and frame_id = $2', [reg.uid, acked[0]]);
+      await e.query(
+        'insert into events (cluster_uid, frame_id, kind, subject, reason, message, severity, occurred_at, session_id, seq) values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)',
+        [reg.uid, row?.frame_id, row?.kind, row?.subject, row?.reason, row?.message, row?.severity, row?.occurred_at, row?.session_id, row?.seq],
+      );
+    }
+    expect(await violations()).toEqual([]);
+  });
+
   it('a row pruned that exists in the cluster is "pruned wrongly", and a row no frame wrote is flagged', async () => {
     const [n] = await e.query<Record<string, unknown>>("delete from nodes where cluster_uid = $1 and node_id = 'node-002' returning *", [reg.uid]);
     try {

@@ -56,7 +56,8 @@ export interface PlaneState {
   desired: Map<string, Row>;
   operations: OperationRow[];
   linkStats: Row | null;
-  rejections: number;
+  /** Frames the hub accepted and recorded as rejected (frame id → reason; id null when the frame had none). */
+  rejections: { frameId: string | null; seq: number; type: string; reason: string }[];
 }
 
 type Row = Record<string, unknown>;
@@ -98,7 +99,10 @@ export async function readPlane(query: Query, uid: string): Promise<PlaneState> 
       [uid],
     ),
     query('select * from link_stats where cluster_uid = $1', [uid]),
-    query<{ n: string }>('select count(*) as n from rejections where cluster_uid = $1', [uid]),
+    query<{ frame_id: string | null; seq: string; type: string; reason: string }>(
+      'select frame_id, seq, type, reason from rejections where cluster_uid = $1 order by id',
+      [uid],
+    ),
   ]);
   const replicas = new Map<string, string[]>();
   for (const r of reps) {
@@ -123,7 +127,7 @@ export async function readPlane(query: Query, uid: string): Promise<PlaneState> 
     desired: keyed(desired, 'deployment_id'),
     operations: ops.map((o) => ({ ...o, conclusions: byOp.get(o.operation_id) ?? [] })),
     linkStats: ls[0] ?? null,
-    rejections: Number(rej[0]?.n ?? 0),
+    rejections: rej.map((r) => ({ frameId: r.frame_id, seq: Number(r.seq), type: r.type, reason: r.reason })),
   };
 }
 
@@ -308,17 +312,35 @@ export function checkInvariants(plane: PlaneState, target: ConvergeTarget): stri
     for (const id of e.sent) sent.add(id);
     for (const id of e.acked) acked.add(id);
   }
+  const rejectedWhy = new Map(plane.rejections.flatMap((r) => (r.frameId ? [[r.frameId, r.reason] as const] : [])));
   const lostAcked = [...acked].filter((id) => !plane.events.has(id));
   if (lostAcked.length > 0) {
     // Where each was sent and what acked it: enough to follow one through the hub's log.
     const where = lostAcked.slice(0, 3).map((id) => {
+      const rejected = rejectedWhy.get(id);
+      const why = rejected === undefined ? '' : `; the hub recorded it as rejected: ${rejected}`;
       for (const t of taps) {
         const w = t.whereSent(id);
-        if (w) return `${id} (${w})`;
+        if (w) return `${id} (${w}${why})`;
       }
-      return id;
+      return `${id}${why}`;
     });
     v.push(`${lostAcked.length} event(s) acknowledged by the hub are not stored (e.g. ${where.join(', ')})`);
+  }
+  // A frame the operator sent as written is valid (the SDK validates what it sends), so a
+  // rejection of one is the hub refusing good data: acked, and not stored where it belongs.
+  const mutated = new Set<string>();
+  const sentAny = new Set<string>();
+  for (const t of taps) {
+    for (const f of t.sentFrames()) {
+      sentAny.add(f.id);
+      if (f.mutated) mutated.add(f.id);
+    }
+  }
+  const wronglyRejected = plane.rejections.filter((r) => r.frameId !== null && sentAny.has(r.frameId) && !mutated.has(r.frameId));
+  if (wronglyRejected.length > 0) {
+    const e = wronglyRejected.slice(0, 3).map((r) => `${r.type} ${r.frameId} at seq ${r.seq}: ${r.reason}`);
+    v.push(`the hub rejected ${wronglyRejected.length} valid frame(s) the operator sent (e.g. ${e.join('; ')})`);
   }
   const invented = [...plane.events].filter((id) => !sent.has(id));
   if (invented.length > 0) v.push(`${invented.length} stored event(s) were never sent by an operator of this cluster`);
