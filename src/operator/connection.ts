@@ -178,7 +178,7 @@ export class Connection {
     const delay = refusal.waitCap ? h.backoff.refusal() : h.backoff.next();
     const line = refusalLogLine(refusal, delay);
     const displaced = refusal.forgetSession ? h.session.displaced : undefined;
-    h.log.error(line.msg, { ...line.fields, session: h.session.id, displaced_session: displaced });
+    h.log[line.level](line.msg, { ...line.fields, session: h.session.id, displaced_session: displaced });
     h.emit('refused', { kind: refusal.kind, closeCode: code, code, httpStatus, error, reason, retryInMs: delay });
     this.scheduleReconnect(delay);
   }

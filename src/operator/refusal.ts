@@ -80,8 +80,12 @@ export function httpRefusalError(body: string): RefusalError | null {
   return { code: e.code.slice(0, 64), message: e.message.slice(0, 2048), retryable: false };
 }
 
-/** The one log line of a refusal. */
-export function refusalLogLine(r: Refusal, retryInMs: number): { msg: string; fields: Record<string, unknown> } {
+/**
+ * The one log line of a refusal. A refusal the hub says is retryable (the registry unavailable
+ * during a database outage) is a warning: the operator comes back by itself, and paging on every
+ * database blip would bury the refusals that need a person (a token rotated, a cluster disabled).
+ */
+export function refusalLogLine(r: Refusal, retryInMs: number): { level: 'warn' | 'error'; msg: string; fields: Record<string, unknown> } {
   const fields = {
     kind: r.kind,
     close_code: r.closeCode,
@@ -93,11 +97,13 @@ export function refusalLogLine(r: Refusal, retryInMs: number): { msg: string; fi
   };
   if (r.kind === 'displaced') {
     return {
+      level: 'error',
       msg:
         'another operator holds this cluster: this one was displaced (4409); ' +
         'it comes back as a new session after the backoff cap and never resumes the displaced one',
       fields,
     };
   }
-  return { msg: 'the hub refused this operator', fields };
+  if (r.error?.retryable === true) return { level: 'warn', msg: 'the hub turned this connection away for now; retrying', fields };
+  return { level: 'error', msg: 'the hub refused this operator', fields };
 }

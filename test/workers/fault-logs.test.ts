@@ -8,7 +8,7 @@
  */
 import { afterEach, describe, expect, it, vi, type MockInstance } from 'vitest';
 import { CloseCode } from '../../src/protocol';
-import { connect, eventually, newCluster, node, sql } from './support/peer';
+import { admin, connect, desired, eventually, newCluster, node, sql } from './support/peer';
 
 type Line = { level: string; msg: string; cluster?: string; session?: string; error?: string; first_seq?: number };
 
@@ -29,7 +29,7 @@ function capture(level: 'warn' | 'error'): () => Line[] {
 }
 
 /** Make Postgres refuse every write of `table` for this cluster as a missing relation; returns the mend. */
-async function schemaFault(table: 'nodes' | 'cluster_owners', clusterUid: string): Promise<() => Promise<void>> {
+async function schemaFault(table: 'nodes' | 'cluster_owners' | 'desired_deployments', clusterUid: string): Promise<() => Promise<void>> {
   // DDL takes no parameters: the uid is the hub's own (a ULID), checked before it is inlined.
   if (!/^[0-9A-Za-z_-]+$/.test(clusterUid)) throw new Error(`unexpected cluster uid ${clusterUid}`);
   const name = `wingsmith_test_fault_${clusterUid.toLowerCase()}`;
@@ -86,5 +86,23 @@ describe('a fault is logged as a fault, and answered as an outage', () => {
     const welcome = await again.hello({ cluster_id: c.name });
     expect(welcome.payload.full_resync).toBe(true);
     again.close();
+  });
+
+  it('an admin write refused for a missing relation is an error naming the fault, answered 503 (retry) in JSON', async () => {
+    const c = await newCluster('fault-admin');
+    const errors = capture('error');
+    const warnings = capture('warn');
+    const mend = await schemaFault('desired_deployments', c.uid);
+    try {
+      const r = await admin('PUT', `/clusters/${c.name}/deployments/d1`, desired());
+      expect(r).toMatchObject({ status: 503, json: { error: { code: 'unavailable' } } });
+      const path = `/admin/clusters/${c.name}/deployments/d1`;
+      const line = errors().find((l) => (l as { path?: string }).path === path);
+      expect(line).toMatchObject({ level: 'error', msg: 'admin request failed: not an outage (a code or schema fault)', error: expect.stringMatching(/^42P01: /) });
+      expect(warnings().filter((l) => (l as { path?: string }).path === path)).toEqual([]);
+    } finally {
+      await mend();
+    }
+    expect((await admin('PUT', `/clusters/${c.name}/deployments/d1`, desired())).status).toBe(200);
   });
 });

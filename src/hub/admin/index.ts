@@ -1,6 +1,6 @@
 import { OpenAPIHono } from '@hono/zod-openapi';
 import { HTTPException } from 'hono/http-exception';
-import { classifyDbError, describeError } from '../db/errors';
+import { classifyDbError, describeError, failureLine } from '../db/errors';
 import { jsonError } from '../http-errors';
 import { createLogger } from '../log';
 import { adminAuth, requestPg, type AdminEnv } from './app';
@@ -52,7 +52,10 @@ export function adminApp(): OpenAPIHono<AdminEnv> {
       log.warn('admin request refused by the database', { path: c.req.path, error: describeError(err) });
       return jsonError(c, 400, 'invalid', `the database refused the request's data: ${describeError(err).slice(0, 300)}`);
     }
-    log.error('admin request failed', { path: c.req.path, error: describeError(err) });
+    // An outage (every write fails while Postgres is away) is a warning per request; a fault
+    // (a schema behind the code, a bug) is an error: no retry mends it.
+    const line = failureLine('admin request', err);
+    log[line.level](line.message, { path: c.req.path, ...line.fields });
     return jsonError(c, 503, 'unavailable', 'the hub could not complete the request; retry');
   });
   admin.notFound((c) => jsonError(c, 404, 'not_found', `no route ${c.req.method} ${c.req.path}`));

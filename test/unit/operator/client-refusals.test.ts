@@ -90,6 +90,11 @@ describe('refusals reach the application', () => {
     conn.refuse(unavailable, 1013);
     expect(await waiting(t)).toBe(500);
     expect(refused).toEqual([expect.objectContaining({ kind: 'handshake', closeCode: 1013, error: unavailable, retryInMs: 500 })]);
+    // The operator comes back by itself: a warning, not an error that pages someone.
+    expect(errorLines(t)).toEqual([]);
+    expect(t.logger.records.filter((r) => r.level === 'warn' && r.msg === 'the hub turned this connection away for now; retrying')).toEqual([
+      expect.objectContaining({ close_code: 1013, error_code: 'unavailable', retryable: true, retry_in_ms: 500 }),
+    ]);
   });
 
   it('an HTTP 401 at the upgrade is a refusal: the event carries the status, and the next attempt waits the cap', async () => {

@@ -119,7 +119,15 @@ describe('refusal classification', () => {
   it('one log line, naming the displacement for what it is', () => {
     const displaced = classifyClose(closed({ closeCode: 4409, error: err(false) }))!;
     expect(refusalLogLine(displaced, 30_000).msg).toMatch(/another operator holds this cluster/);
-    expect(refusalLogLine(classifyClose(closed({ closeCode: 4403 }))!, 30_000)).toMatchObject({ msg: 'the hub refused this operator', fields: { retry_in_ms: 30_000 } });
+    expect(refusalLogLine(classifyClose(closed({ closeCode: 4403 }))!, 30_000)).toMatchObject({ level: 'error', msg: 'the hub refused this operator', fields: { retry_in_ms: 30_000 } });
+  });
+
+  it('a refusal the hub says is retryable is a warning; one that needs a person is an error', () => {
+    const outage = classifyClose(closed({ closeCode: 1013, error: err(true) }))!;
+    expect(refusalLogLine(outage, 400)).toMatchObject({ level: 'warn', fields: { retryable: true, close_code: 1013, retry_in_ms: 400 } });
+    expect(refusalLogLine(classifyClose(closed({ closeCode: 4400, error: err(false) }))!, 30_000).level).toBe('error');
+    expect(refusalLogLine(classifyClose(closed({ closeCode: 4409, error: err(false) }))!, 30_000).level).toBe('error');
+    expect(refusalLogLine(classifyClose(closed({ httpStatus: 401 }))!, 30_000).level).toBe('error');
   });
 });
 
