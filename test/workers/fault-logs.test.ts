@@ -29,7 +29,7 @@ function capture(level: 'warn' | 'error'): () => Line[] {
 }
 
 /** Make Postgres refuse every write of `table` for this cluster as a missing relation; returns the mend. */
-async function schemaFault(table: 'nodes' | 'cluster_owners' | 'desired_deployments', clusterUid: string): Promise<() => Promise<void>> {
+async function schemaFault(table: 'nodes' | 'cluster_owners' | 'desired_deployments' | 'operations', clusterUid: string, on = 'insert or update'): Promise<() => Promise<void>> {
   // DDL takes no parameters: the uid is the hub's own (a ULID), checked before it is inlined.
   if (!/^[0-9A-Za-z_-]+$/.test(clusterUid)) throw new Error(`unexpected cluster uid ${clusterUid}`);
   const name = `wingsmith_test_fault_${clusterUid.toLowerCase()}`;
@@ -38,7 +38,7 @@ async function schemaFault(table: 'nodes' | 'cluster_owners' | 'desired_deployme
        raise exception 'relation "%" does not exist (simulated)', tg_table_name using errcode = '42P01';
      end $$`,
   );
-  await sql(`create trigger ${name} before insert or update on ${table} for each row when (new.cluster_uid = '${clusterUid}') execute function ${name}()`);
+  await sql(`create trigger ${name} before ${on} on ${table} for each row when (new.cluster_uid = '${clusterUid}') execute function ${name}()`);
   return async () => {
     await sql(`drop trigger if exists ${name} on ${table}`);
     await sql(`drop function if exists ${name}()`);
@@ -104,5 +104,32 @@ describe('a fault is logged as a fault, and answered as an outage', () => {
       await mend();
     }
     expect((await admin('PUT', `/clusters/${c.name}/deployments/d1`, desired())).status).toBe(200);
+  });
+
+  it("a session's record of an operation it sends, refused for a missing relation, is an error naming the fault; the start is sent once mended", async () => {
+    const c = await newCluster('fault-pump');
+    const peer = await connect(c.token);
+    const session = (await peer.hello({ cluster_id: c.name })).payload.session_id as string;
+    const errors = capture('error');
+    const warnings = capture('warn');
+    // Inserted by the admin API, then marked sent by the session before it queues the start.
+    const mend = await schemaFault('operations', c.uid, 'update');
+    try {
+      const r = await admin('POST', `/clusters/${c.name}/operations`, { kind: 'node.drain', target: 'n1', deadline_s: 60 });
+      expect(r.status).toBe(202);
+      const line = await eventually(async () => errors().find((l) => l.cluster === c.uid && l.msg.startsWith('desired-state fetch or operation record failed')));
+      expect(line).toMatchObject({
+        level: 'error',
+        session,
+        msg: 'desired-state fetch or operation record failed: not an outage (a code or schema fault); nothing of it was sent; retried when the session is next poked',
+        error: expect.stringMatching(/^42P01: /),
+      });
+      expect(warnings().filter((l) => l.cluster === c.uid && l.msg.startsWith('desired-state fetch'))).toEqual([]);
+      expect(peer.frames.filter((f) => f.type === 'operation.start')).toEqual([]);
+    } finally {
+      await mend();
+    }
+    await eventually(async () => peer.frames.find((f) => f.type === 'operation.start'), 15_000);
+    peer.close();
   });
 });

@@ -8,7 +8,7 @@ import {
   markOperationsSent,
   type DesiredChange,
 } from '../db/desired';
-import { describeError } from '../db/errors';
+import { failureLine } from '../db/errors';
 import type { SessionFence } from '../db/ingest';
 import type { Sql } from '../db/sql';
 import type { Logger } from '../log';
@@ -120,9 +120,9 @@ export class DesiredPump {
       } while (this.again);
     } catch (err) {
       // Nothing of a failed step was queued (operation starts are recorded before they are).
-      this.host.log().error('desired-state fetch or operation record failed; nothing of it was sent; retried when the session is next poked', {
-        error: describeError(err),
-      });
+      // A warning while Postgres is away (the fleet poll pokes until it is back), an error for a fault.
+      const line = failureLine('desired-state fetch or operation record', err);
+      this.host.log()[line.level](`${line.message}; nothing of it was sent; retried when the session is next poked`, line.fields);
     } finally {
       this.pumping = false;
     }
