@@ -10,8 +10,12 @@
  * - A durable log that cannot vouch for itself (corrupt, another session, missing): lossy.
  * - In-memory buffer: resumable only after a clean stop that left nothing unacknowledged.
  *
- * After any unclean end the client also streams an observed resync once the session opens:
- * observations queued but never numbered died with the process.
+ * A process that continues a recorded session (whatever way the last one ended) streams an
+ * observed resync once the session opens. After an unclean end, observations queued but never
+ * numbered died with the process; after a clean one too, the last process can have applied
+ * something it never reported (a desired delete that landed while its informers were stopping,
+ * acknowledged in the drain), and whatever changed while no process ran is invisible to a re-list,
+ * which reports only what exists. Only a snapshot, which the hub prunes against, says what is gone.
  *
  * Whatever the buffer says, a process that stopped while a hub snapshot was open (its
  * `resync.begin` applied, its `stream.end` not) is lossy: the half it saw is gone from memory and
@@ -42,7 +46,7 @@ export function decideResumeBase(record: DurableRecord, buffer: { durable: boole
 }
 
 function fromBuffer(record: DurableRecord, buffer: { durable: boolean; recovery: LogRecovery }): Omit<ResumeBase, 'snapshotInterrupted'> {
-  const resyncAfterOpen = !record.clean && record.sessionId !== null;
+  const resyncAfterOpen = record.sessionId !== null;
   if (record.sessionId === null) {
     return { lossy: false, outbound: record.outbound, keepBuffer: false, resyncAfterOpen, problem: null };
   }

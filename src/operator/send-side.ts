@@ -1,8 +1,8 @@
 /**
  * What the operator tells the hub besides answers: the application's reports (through the
  * bounded send queue), the observed snapshot (resync), and `link.stats`. It decides when a
- * snapshot streams (after a fresh welcome, after an unclean stop, on request, and after the queue
- * evicted state under backpressure) and when the counters are reported; the write pump
+ * snapshot streams (after a fresh welcome, when a new process continues a session, on request,
+ * and after the queue evicted state under backpressure) and when the counters are reported; the write pump
  * (writer.ts) takes it from there.
  */
 import { newId, type PushOutcome } from '../protocol';
@@ -69,7 +69,7 @@ export class SendSide {
     this.enqueue(outItem('link.stats', this.host.linkStats.take(this.linkCounters(), this.host.timers.now())));
     if (fresh || this.resyncAfterOpen) {
       this.resyncAfterOpen = false;
-      void this.startResync(fresh ? 'fresh session' : 'restart after an unclean stop');
+      void this.startResync(fresh ? 'fresh session' : 'a new process continues the session');
     }
   }
 

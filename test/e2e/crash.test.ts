@@ -145,4 +145,38 @@ describe(`operator crash versus graceful restart (seed ${SEED})`, () => {
     expect(last?.welcome).toMatchObject({ session_id: session, full_resync: false });
     expect(sim.client.stats.freshSessions).toBe(0);
   });
+
+  it('what the stopping process applied and never reported reaches the hub from the next one: a resumed session opens with an observed snapshot', async () => {
+    // Found by a soak (seed 67): the hub's delete of a deployment arrived while the operator was
+    // shutting down; the handler applied it and the ack went out, but the informers had stopped,
+    // so no deployment.removed was ever sent, and the next process's re-list reports only what
+    // exists. The hub kept a deployment the cluster no longer ran until a full resync.
+    const rng = new SeededRandom(SEED + 3);
+    const reg = await e.register('stop-unreported');
+    const sim = e.cluster(reg.name);
+    const cursorStore = new MemoryCursorStore();
+    const tuning = { ...E2E_CLIENT, random: rng.fn() };
+    await sim.startOperator({ hubUrl: e.hub.url, token: reg.token, storage: { kind: 'memory', cursorStore }, tuning });
+    await e.admin.putDesired(reg.name, 'd1', desiredBody({ min_replicas: 1, max_replicas: 1 }));
+    await e.admin.putDesired(reg.name, 'd2', desiredBody({ min_replicas: 1, max_replicas: 1 }));
+    const target = { uid: reg.uid, cluster: sim, expectFullPlacement: false };
+    await converge(e.query, target);
+    const session = sim.client.session.sessionId;
+
+    // Shutdown has begun: the informers stop first (as stopProcess does), then the delete lands.
+    sim.model.detach();
+    await e.admin.deleteDesired(reg.name, 'd2');
+    await until('the delete applied to the cluster', () => !sim.model.snapshot().deployments.some((d) => d.deployment_id === 'd2'));
+    await sim.stopOperator({ graceful: true });
+    expect(cursorStore.peek()?.clean).toBe(true);
+    const stillShown = await e.query('select deployment_id from observed_deployments where cluster_uid = $1', [reg.uid]);
+    expect(stillShown.map((r) => r.deployment_id).sort()).toEqual(['d1', 'd2']);
+
+    await sim.startOperator({ hubUrl: e.hub.url, token: reg.token, storage: { kind: 'memory', cursorStore }, tuning });
+    await converge(e.query, target);
+    const last = sim.tap.links[sim.tap.links.length - 1];
+    expect(last?.welcome).toMatchObject({ session_id: session, full_resync: false });
+    expect(sim.client.stats.freshSessions).toBe(0);
+    expect(sim.client.stats.resyncsSent).toBe(1);
+  });
 });

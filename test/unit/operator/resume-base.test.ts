@@ -15,9 +15,10 @@ describe('what a starting operator may claim (hello.lossy)', () => {
     expect(decideResumeBase(emptyRecord(), memory)).toMatchObject({ lossy: false, resyncAfterOpen: false });
   });
 
-  it('in-memory buffer after a clean stop with everything acknowledged: resumes', () => {
+  it('in-memory buffer after a clean stop with everything acknowledged: resumes, and streams its observed snapshot (what the last process never reported)', () => {
     const r = rec({ sessionId: 'S1', clean: true, outbound: { nextSeq: 11, peerAck: 10, lostThrough: 0 } });
-    expect(decideResumeBase(r, memory)).toMatchObject({ lossy: false, outbound: { nextSeq: 11 }, resyncAfterOpen: false });
+    expect(decideResumeBase(r, memory)).toMatchObject({ lossy: false, outbound: { nextSeq: 11 }, resyncAfterOpen: true });
+    expect(decideResumeBase(r, log({ lastSeq: 10, released: 10 }))).toMatchObject({ lossy: false, resyncAfterOpen: true });
   });
 
   it('in-memory buffer after a crash, or a stop that left frames unacknowledged: lossy', () => {
