@@ -56,6 +56,13 @@ export interface PlaneState {
   desired: Map<string, Row>;
   operations: OperationRow[];
   linkStats: Row | null;
+  /**
+   * The hub's acks on the wire (per session, over every tap) taken just before this plane was
+   * read: "nothing acked is lost" holds the read to these, since the hub acks only after the
+   * commit. An ack that arrived during the read can be for a commit the read did not see.
+   * Absent: the acks as they are when the invariants are checked (a plane read at rest).
+   */
+  acksAtRead?: ReadonlyMap<string, number>;
   /** Frames the hub accepted and recorded as rejected (frame id → reason; id null when the frame had none). */
   rejections: { frameId: string | null; seq: number; type: string; reason: string }[];
 }
@@ -308,7 +315,7 @@ export function checkInvariants(plane: PlaneState, target: ConvergeTarget): stri
   const sent = new Set<string>();
   const acked = new Set<string>();
   for (const t of taps) {
-    const e = t.events();
+    const e = t.events(plane.acksAtRead);
     for (const id of e.sent) sent.add(id);
     for (const id of e.acked) acked.add(id);
   }
@@ -454,7 +461,7 @@ export async function waitConverged(query: Query, target: ConvergeTarget, option
     let pending: string[];
     let plane: PlaneState | null = null;
     try {
-      plane = await readPlane(query, target.uid);
+      plane = await readAt(query, target);
       pending = [
         ...linkNotQuiet(plane, target.cluster),
         ...diffObserved(plane, target.cluster),
@@ -466,10 +473,17 @@ export async function waitConverged(query: Query, target: ConvergeTarget, option
     const ms = Date.now() - started;
     if (plane && pending.length === 0) return { ok: true, ms, polls, plane, pending };
     if (ms >= timeoutMs) {
-      return { ok: false, ms, polls, plane: plane ?? (await readPlane(query, target.uid)), pending };
+      return { ok: false, ms, polls, plane: plane ?? (await readAt(query, target)), pending };
     }
     await new Promise((r) => setTimeout(r, pollMs));
   }
+}
+
+/** Read the plane, noting the acks seen before the read began (see `PlaneState.acksAtRead`). */
+async function readAt(query: Query, target: ConvergeTarget): Promise<PlaneState> {
+  const marks = new Map<string, number>();
+  for (const t of [target.cluster.tap, ...(target.otherTaps ?? [])]) for (const [id, ack] of t.ackMarks()) marks.set(id, ack);
+  return { ...(await readPlane(query, target.uid)), acksAtRead: marks };
 }
 
 /** Wait for agreement, then hold the invariants; throws with the details on either failure. */

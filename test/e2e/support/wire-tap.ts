@@ -109,15 +109,25 @@ export class WireTap {
     return (this.sessions.get(session)?.acked ?? 0) >= seq;
   }
 
-  /** Frame ids of events sent (any session) and of those the hub acknowledged. */
-  events(): { sent: Set<string>; acked: Set<string> } {
+  /** The hub's highest ack in each session now: what a read of the plane begun now must contain. */
+  ackMarks(): Map<string, number> {
+    return new Map([...this.sessions.values()].map((s) => [s.id, s.acked]));
+  }
+
+  /**
+   * Frame ids of events sent (any session) and of those the hub acknowledged: by now, or by the
+   * `marks` taken before a read of the plane (an ack that came during the read may be for a
+   * commit the read missed).
+   */
+  events(marks?: ReadonlyMap<string, number>): { sent: Set<string>; acked: Set<string> } {
     const sent = new Set<string>();
     const acked = new Set<string>();
     for (const s of this.sessions.values()) {
+      const through = marks ? (marks.get(s.id) ?? 0) : s.acked;
       for (const f of s.sent.values()) {
         if (!f.type.endsWith('.event') || f.mutated) continue;
         sent.add(f.id);
-        if (f.seq <= s.acked) acked.add(f.id);
+        if (f.seq <= through) acked.add(f.id);
       }
     }
     return { sent, acked };
