@@ -111,6 +111,7 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
       handlerFailed: () => this.sendSide.scheduleStats(),
       cursorAdvanced: () => this.writer.cursorAdvanced(),
       settled: () => this.checkDrained(),
+      stopping,
     });
     this.writer = new Writer({
       timers, log, counters, outbox, buffer, stopping,

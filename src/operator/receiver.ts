@@ -44,6 +44,13 @@ export interface ReceiverHost {
   cursorAdvanced(): void;
   /** A frame settled (a graceful stop may be drained). */
   settled(): void;
+  /**
+   * The client is stopping: frames not yet applied are left to the hub to replay to the next
+   * process. Applied now, their consequences would outlive this process's reporting: an
+   * operation run past the stop and never concluded, a change whose observation the stopped
+   * informers never send.
+   */
+  stopping(): boolean;
 }
 
 export class Receiver {
@@ -143,8 +150,9 @@ export class Receiver {
 
   private async apply(link: Link, frame: ReadableFrame, attempt: number): Promise<void> {
     const h = this.host;
-    // Frames read on a link that has since closed are not applied: the hub replays them.
-    if (link.ended) return;
+    // Frames read on a link that has since closed, or once the client is stopping, are not
+    // applied: the hub replays them (to this process's successor).
+    if (link.ended || h.stopping()) return;
     const seq = frame.envelope.seq as number;
     let result: Settled;
     try {

@@ -79,6 +79,8 @@ describe('hello', () => {
     });
     await conn.seen((f) => f.type === 'link.stats', 'link.stats');
     ackAll(conn);
+    // Applied before the stop (a frame still unapplied when it begins is left to the next process).
+    await eventually(() => first.client.session.cursor === d.seq, 'the desired frame applied');
     await first.client.stop();
     expect((await conn.waitClosed()).code).toBe(1000);
     const saved = store.peek()!;
