@@ -22,6 +22,12 @@ export class SessionState {
   displaced: string | null = null;
   /** This operator cannot serve as a resume base: the next hello says so. */
   lossy = false;
+  /**
+   * The last process stopped inside a hub snapshot. Kept in the record until a fresh session
+   * supersedes it: a process that never reaches the hub must not erase the note with its first
+   * save, or the one after it would resume a session whose snapshot nobody can prune against.
+   */
+  private snapshotInterrupted = false;
   limits: Limits = DEFAULT_LIMITS;
   /** Bumped on every fresh session: work started under an older session is abandoned. */
   gen = 0;
@@ -54,6 +60,7 @@ export class SessionState {
       }
       this.buffer.clear();
     }
+    this.snapshotInterrupted = base.snapshotInterrupted;
     if (base.snapshotInterrupted) {
       const session = record.sessionId;
       log.warn('restarted in the middle of a hub snapshot: hello will say lossy so a fresh snapshot follows', { session });
@@ -72,7 +79,7 @@ export class SessionState {
       outbound: this.outbound.snapshot(),
       clean,
       operations,
-      hubSnapshotOpen: this.streams.size > 0,
+      hubSnapshotOpen: this.streams.size > 0 || this.snapshotInterrupted,
       displacedSession: this.displaced,
     };
   }
@@ -88,6 +95,7 @@ export class SessionState {
     this.appliedRevision.clear();
     this.id = sessionId;
     this.lossy = false;
+    this.snapshotInterrupted = false;
     return dropped;
   }
 

@@ -11,6 +11,8 @@ import { silence } from '../../../src/operator/link';
 import { retryDelay } from '../../../src/operator/receiver';
 import { classifyClose, httpRefusalError, refusalLogLine, type ClosedLink } from '../../../src/operator/refusal';
 import { MemoryOutboundLog } from '../../../src/operator/outbound-log';
+import { emptyRecord } from '../../../src/operator/cursor-store';
+import { silentLogger } from '../../../src/operator/logger';
 import { SessionState } from '../../../src/operator/session';
 import { admit, windowOpen } from '../../../src/operator/writer';
 import { buildFrame, canonicalPing, canonicalPong, readFrame } from '../../../src/protocol';
@@ -206,6 +208,17 @@ describe('session state', () => {
     expect(s.outbound.nextSeq).toBe(1);
     expect(s.inbound.cursor).toBe(0);
     expect(s.record(false, []).hubSnapshotOpen).toBe(false);
+  });
+
+  it('the note of a hub snapshot cut by a stop stays in the record until a fresh session supersedes it', () => {
+    const s = new SessionState(new MemoryOutboundLog());
+    const cut = { ...emptyRecord(), sessionId: 'S1', clean: true, outbound: { nextSeq: 5, peerAck: 4, lostThrough: 0 }, hubSnapshotOpen: true };
+    s.restore(cut, silentLogger);
+    expect(s.lossy).toBe(true);
+    // A process that never reaches the hub saves its record: the note must survive it.
+    expect(s.record(true, []).hubSnapshotOpen).toBe(true);
+    s.fresh('S2');
+    expect(s.record(true, []).hubSnapshotOpen).toBe(false);
   });
 
   it('a resume replays what the hub has not acknowledged; a point it cannot serve makes the operator lossy', () => {
