@@ -233,7 +233,7 @@ export async function checkSession(
        update live_sessions s set seen_revision = $7::bigint, checked_at = now()
        where $6 and s.session_id = $3
      ), gone as (
-       delete from live_sessions where not $6 and session_id = $3
+       delete from live_sessions where not $6 and session_id = $3 and generation = $4
      )
      select exists (select 1 from c) as registered,
             (select disabled_at is not null from c) as disabled,
@@ -241,7 +241,7 @@ export async function checkSession(
             exists (select 1 from upd) as owner,
             (select desired_revision from c) as desired_revision`,
     [args.clusterUid, args.tokenHashHex, args.sessionId, args.generation, JSON.stringify(args.live), args.connected, args.watermark],
-    'wingsmith_session_check_v1',
+    'wingsmith_session_check_v2',
   );
   const r = rows[0];
   if (!r) throw new Error('session check returned no row');

@@ -21,6 +21,8 @@ export interface MemberHost {
   state: SessionState;
   sockets: Sockets;
   liveView(): LiveView;
+  /** A hello is under way (it may be resuming this session on a new connection). */
+  handshaking(): boolean;
   /** The cluster's desired revision as the check read it: fetch what is owed. */
   owed(revision: number): void;
 }
@@ -64,7 +66,9 @@ export class FleetMember {
       return false;
     }
     if (!this.host.sockets.active()) {
-      await this.disconnected(meta);
+      // Between a resuming hello's claim and its welcome no socket is active yet: not a
+      // disconnect (the next poke, after the hello, tells).
+      if (!this.host.handshaking()) await this.disconnected(meta);
       return false;
     }
     if (why === 'sweep') return true;

@@ -124,6 +124,7 @@ export class SessionObject extends DurableObject<HubEnv> {
       state,
       sockets,
       liveView: () => this.liveView(),
+      handshaking: () => this.helloInProgress !== null,
       owed: (revision) => {
         this.pump.learn(revision);
         void this.pump.run();
@@ -280,6 +281,9 @@ export class SessionObject extends DurableObject<HubEnv> {
   // --- Frames ----------------------------------------------------------------------------------
 
   private dispatch(ws: WebSocket, message: string | ArrayBuffer): void {
+    // A frame deferred behind a hello whose socket has closed since (its own hello refused):
+    // its attachment still says handshake, and it would be taken for a first frame.
+    if (ws.readyState !== WebSocket.OPEN) return;
     const att = this.sockets.attachment(ws);
     if (!att) return this.sockets.close(ws, CloseCode.INTERNAL, 'unknown connection');
     if (typeof message !== 'string') return this.sockets.protocolError(ws, null, 'binary frames are not part of the protocol');
@@ -399,7 +403,10 @@ export class SessionObject extends DurableObject<HubEnv> {
     if (!meta) return;
     this.state.disconnected(Date.now());
     this.state.log.info('session connection ended', { why, hub_cursor: this.state.inbound.cursor, unacked: this.state.outbound.unacked });
-    void this.fleet.disconnected(meta);
+    // A hello under way may be resuming this very session on its new connection (its claim
+    // already recorded): a disconnect published now would mark the session disconnected and take
+    // it out of the fleet poll for good. If that hello fails, the poll's sweep publishes it.
+    if (!this.helloInProgress) void this.fleet.disconnected(meta);
     void this.clock.schedule();
   }
 
@@ -443,13 +450,17 @@ export class SessionObject extends DurableObject<HubEnv> {
   }
 
   private async forget(): Promise<void> {
-    await this.ingest.quiesce();
-    await this.pg.close();
+    // Storage first, while the input gate holds every other event back: a hello that arrives
+    // during the network awaits below then finds no session and opens a fresh one, instead of
+    // resuming a session whose storage is deleted after its welcome (an open socket with no
+    // session behind it: nothing acked, no pong, no deadline).
     await this.state.forget();
     this.clock.lapsed();
     this.wakes.reinit();
     this.resetOutgoing();
     this.syncAutoPong();
+    await this.ingest.quiesce();
+    await this.pg.close();
   }
 
   private liveView(): LiveView {
