@@ -8,13 +8,16 @@
  *   storage, so the hello resumed and was welcomed, then the session was wiped under it (an open
  *   socket with nothing acked, no pong and no deadline);
  * - a frame deferred behind a hello that was refused was dispatched afterwards as that dead
- *   connection's first frame.
+ *   connection's first frame;
+ * - a hello whose claim outlasted the connection's handshake deadline left its claim committed for a
+ *   session that never opened, shown as connected until something claimed again (now until the
+ *   fleet poll's sweep pokes it).
  */
 import { runInDurableObject } from 'cloudflare:test';
 import { afterEach, describe, expect, it, vi, type MockInstance } from 'vitest';
 import { routeKeyOf, sessionStub } from '../../src/hub/address';
 import { CloseCode } from '../../src/protocol';
-import { admin, connect, hubEnv, newCluster, node, sleep, sql } from './support/peer';
+import { admin, connect, eventually, hubEnv, newCluster, node, sleep, sql } from './support/peer';
 
 const spies: MockInstance[] = [];
 afterEach(() => {
@@ -147,5 +150,35 @@ describe('deferred frames of a connection whose hello failed', () => {
     }
     const lines = warn.mock.calls.map((a) => String(a[0])).filter((l) => l.includes(c.uid) && l.includes('connection refused'));
     expect(lines.filter((l) => l.includes('first frame must be hello'))).toEqual([]);
+  });
+});
+
+describe('a claim that outlasts its connection', () => {
+  it('a hello whose handshake deadline passes during its claim leaves no session shown as connected', async () => {
+    const c = await newCluster('life-phantom');
+    if (!/^[0-9A-Za-z_-]+$/.test(c.uid)) throw new Error('uid');
+    const name = `wingsmith_test_slow_${c.uid.toLowerCase()}`;
+    // The claim takes 0.8 s; the hello comes 1.1 s after the upgrade, so the 1.5 s handshake
+    // deadline passes while the claim runs (and well within the statement's own 1.5 s timeout).
+    await sql(`create function ${name}() returns trigger language plpgsql as $$ begin perform pg_sleep(0.8); return new; end $$`);
+    await sql(`create trigger ${name} before insert or update on cluster_owners for each row when (new.cluster_uid = '${c.uid}') execute function ${name}()`);
+    try {
+      const p = await connect(c.token);
+      await sleep(1_100);
+      p.send('hello', { cluster_id: c.name, operator_version: '0.1.0', session_id: null, resume_from: null, lossy: false });
+      expect((await p.closedWith(5_000)).code).toBe(CloseCode.TIMEOUT);
+      await sleep(1_000);
+    } finally {
+      await sql(`drop trigger if exists ${name} on cluster_owners`);
+      await sql(`drop function if exists ${name}()`);
+    }
+    // The claim committed for a session no object carries, shown as connected. The fleet poll's
+    // sweep (one to two LIVE_SWEEP_MS after its claim) pokes it; poked here as the sweep would.
+    const owner = await eventually(async () => (await ownerRow(c.uid)) ?? undefined);
+    expect(owner.connected).toBe(true);
+    const phantom = owner.session_id;
+    const stub = sessionStub(hubEnv, { clusterUid: c.uid, routeKey: routeKeyOf(phantom) as string });
+    expect(await stub.check(phantom, 'sweep')).toBe(false);
+    expect({ owner: await ownerRow(c.uid), polled: await polled(phantom) }).toMatchObject({ owner: { session_id: phantom, connected: false }, polled: false });
   });
 });

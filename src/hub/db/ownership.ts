@@ -262,8 +262,17 @@ export function fenceCte(p: { cluster: string; session: string; generation: stri
   )`;
 }
 
-/** A session id no object carries live any more (forgotten, replaced, or never connected). */
+/**
+ * A session id no object carries live any more (forgotten, replaced, or never connected): it
+ * leaves the fleet poll, and if its claim still stands it is not shown as connected (a claim
+ * committed for a connection that closed before its welcome, its handshake deadline passed
+ * while the claim ran, names a session that never opened).
+ */
 export async function leaveFleetPoll(sql: Sql, sessionId: string): Promise<void> {
-  await sql.query('delete from live_sessions where session_id = $1', [sessionId]);
+  await sql.query(
+    `with gone as (delete from live_sessions where session_id = $1)
+     update cluster_owners set connected = false where session_id = $1 and connected`,
+    [sessionId],
+  );
 }
 

@@ -58,6 +58,9 @@ export class FleetMember {
    * poller records it with its next statement.
    */
   async poked(sessionId: string, why: PokeReason): Promise<boolean> {
+    // A hello under way decides what this object carries (its claim may be for this very
+    // session, not installed yet): the poll pokes again.
+    if (this.host.handshaking()) return false;
     const meta = this.host.state.meta;
     if (meta?.sessionId !== sessionId) {
       await leaveFleetPoll(this.host.sql, sessionId).catch((err: unknown) => {
@@ -66,9 +69,7 @@ export class FleetMember {
       return false;
     }
     if (!this.host.sockets.active()) {
-      // Between a resuming hello's claim and its welcome no socket is active yet: not a
-      // disconnect (the next poke, after the hello, tells).
-      if (!this.host.handshaking()) await this.disconnected(meta);
+      await this.disconnected(meta);
       return false;
     }
     if (why === 'sweep') return true;
