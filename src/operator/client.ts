@@ -324,6 +324,7 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
         this.writer.request();
         this.checkDrained();
       },
+      persist: () => this.record.persist(),
       timers: this.timers,
       logger: this.log,
     };
@@ -375,7 +376,9 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
       });
       cancelTimeout();
     }
-    const clean = isCleanStop(graceful, this.drainView());
+    // A lossy process (it could not vouch for its buffer, and no fresh session has replaced it
+    // yet) never records a clean stop: the next one must say lossy too.
+    const clean = isCleanStop(graceful, this.drainView()) && !this.s.lossy;
     this.writer.reset();
     this.sendSide.dispose();
     this.receiver.cancelRetries();

@@ -30,6 +30,8 @@ export interface OperationHost {
   hasRoom(): boolean;
   /** The set of records changed and must be persisted before the next write. */
   changed(): void;
+  /** Persist the records now (the durable record, with everything else it holds). */
+  persist(): Promise<void>;
   readonly timers: Timers;
   readonly logger: Logger;
 }
@@ -165,6 +167,16 @@ export class OperationBook {
 
     this.records.set(record.operationId, record);
     this.host.changed();
+    // Recorded before the handler runs: a crash after it started and before the record was saved
+    // would leave a process that knows nothing of it, and the hub's replay of the start would run
+    // it a second time.
+    try {
+      await this.host.persist();
+    } catch (err) {
+      this.records.delete(record.operationId);
+      this.host.logger.error('could not record an accepted operation durably; the start is retried', { operation_id: record.operationId, err });
+      return { settle: 'failed', reason: 'the operation could not be recorded durably' };
+    }
     this.host.send(outItem('operation.accepted', { operation_id: record.operationId }, record.startId));
     this.run(record, payload);
     return { settle: 'applied' };

@@ -187,6 +187,10 @@ export class FileOutboundLog implements OutboundLog {
     this.pending = [];
     this.released = 0;
     this.highest = 0;
+    // Cleared, the log vouches for no session until `bindSession`: a process that cleared it
+    // because it could not vouch, and stopped before a fresh session, must not leave behind a
+    // header that lets the next one resume.
+    this.session = null;
     this.rewriteNeeded = true;
   }
 

@@ -179,7 +179,12 @@ export class Writer {
     }
 
     try {
-      await Promise.all([h.needsSave() ? h.persist() : undefined, texts.length > 0 ? h.buffer.sync() : undefined]);
+      // The record first, then the log: a frame the log keeps (and replays verbatim after a
+      // crash) carries an ack, an acceptance or a conclusion, and none of them may be durable in
+      // the log while the record that says so is not (a replay would ack a cursor the restarted
+      // process rewinds below, or conclude an operation its record still calls running).
+      if (h.needsSave()) await h.persist();
+      if (texts.length > 0) await h.buffer.sync();
     } catch (err) {
       // Nothing of this batch reached the socket. A log that failed to sync cannot vouch for
       // itself any more, so the next hello says lossy.

@@ -7,14 +7,18 @@ import type { OutItem } from '../../../src/operator/outgoing';
 import { newId, type Payload } from '../../../src/protocol';
 import { ManualTimers } from './support/manual-timers';
 
-function setup(initial: OperationRecord[] = [], handler?: (p: Payload<'operation.start'>, ctx: OperationContext) => Promise<{ outcome: 'succeeded' | 'failed' | 'cancelled'; message?: string }>) {
+function setup(
+  initial: OperationRecord[] = [],
+  handler?: (p: Payload<'operation.start'>, ctx: OperationContext) => Promise<{ outcome: 'succeeded' | 'failed' | 'cancelled'; message?: string }>,
+  persist: () => Promise<void> = async () => {},
+) {
   const timers = new ManualTimers();
   const sent: OutItem[] = [];
   let changes = 0;
   const runs: Payload<'operation.start'>[] = [];
   const book = new OperationBook(
     initial,
-    { send: (i) => sent.push(i), hasRoom: () => true, changed: () => changes++, timers, logger: memoryLogger() },
+    { send: (i) => sent.push(i), hasRoom: () => true, changed: () => changes++, persist, timers, logger: memoryLogger() },
     {
       operation:
         handler ??
@@ -54,6 +58,34 @@ describe('operation book', () => {
     await book.start(p, ctx());
     expect(book.get(p.operation_id)?.state).toBe('running');
     expect(changes()).toBeGreaterThan(0);
+  });
+
+  it('the record is saved before the handler runs or the acceptance is queued; a save that fails withholds the ack', async () => {
+    const order: string[] = [];
+    let fail = false;
+    const { book, sent, timers } = setup(
+      [],
+      async () => {
+        order.push('handler');
+        return { outcome: 'succeeded' };
+      },
+      async () => {
+        order.push(`saved (${book.get(p.operation_id)?.state ?? 'absent'})`);
+        if (fail) throw new Error('disk full');
+      },
+    );
+    const p = start(timers);
+    expect(await book.start(p, ctx())).toEqual({ settle: 'applied' });
+    await flush();
+    expect(order).toEqual(['saved (running)', 'handler']);
+    expect(sent.map((s) => s.type)).toEqual(['operation.accepted', 'operation.result']);
+
+    fail = true;
+    const q = start(timers);
+    expect(await book.start(q, ctx())).toEqual({ settle: 'failed', reason: 'the operation could not be recorded durably' });
+    await flush();
+    expect(book.get(q.operation_id)).toBeUndefined();
+    expect(order.filter((o) => o === 'handler')).toHaveLength(1);
   });
 
   it('a conclusion counts as delivered only once the frame carrying it is acknowledged', async () => {

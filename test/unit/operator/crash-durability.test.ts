@@ -1,0 +1,241 @@
+/**
+ * The operator's durable state across a crash, with real files (FileCursorStore, FileOutboundLog).
+ * A crash is a client abandoned while its cursor save hangs between the temp file's write and the
+ * rename (the store's hook), so nothing after that point reaches the disk or the socket. Found by a
+ * review of the durable stores, each confirmed here before the fix:
+ * - the record and the outbound log were made durable in parallel, so the log could keep a frame
+ *   carrying an ack or a conclusion the record never saved (a replay acked a cursor the restarted
+ *   process rewound below; an operation was concluded "succeeded" from the log and "failed" from
+ *   the record);
+ * - an operation's handler started before its record was saved, so a crash in between ran it twice;
+ * - a process that was lossy and stopped before a fresh session left a log header (file log) or a
+ *   clean record (in-memory buffer) that let the next process resume.
+ */
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { FileCursorStore, emptyRecord } from '../../../src/operator/cursor-store';
+import type { OperationContext } from '../../../src/operator/handlers';
+import { FileOutboundLog, MemoryOutboundLog } from '../../../src/operator/outbound-log';
+import { newId, type Payload } from '../../../src/protocol';
+import { ackAll, desiredPayload, makeClient, readResync, SNAPSHOT, type TestClient } from './support/harness';
+import { eventually, ScriptedHub, type HubConnection } from './support/scripted-hub';
+
+let hub: ScriptedHub;
+let dir: string;
+const clients: TestClient[] = [];
+beforeEach(async () => {
+  hub = await ScriptedHub.start();
+  dir = await mkdtemp(path.join(tmpdir(), 'wingsmith-crash-durability-'));
+});
+afterEach(async () => {
+  for (const t of clients.splice(0)) await t.client.stop({ graceful: false });
+  await hub.stop();
+  await rm(dir, { recursive: true, force: true });
+});
+
+const cursorPath = () => path.join(dir, 'cursor.json');
+const logPath = () => path.join(dir, 'outbound.log');
+
+/** A cursor store whose saves "crash" (hang before the rename) once armed. */
+function crashableStore() {
+  const ctl = { armed: false, hung: 0 };
+  const store = new FileCursorStore(cursorPath(), {
+    afterTempWrite: async () => {
+      if (!ctl.armed) return;
+      ctl.hung++;
+      await new Promise<void>(() => {}); // the process died here
+    },
+  });
+  return { store, ctl };
+}
+
+function manualOperation() {
+  const running: { payload: Payload<'operation.start'>; ctx: OperationContext; finish: (o: 'succeeded' | 'failed') => void }[] = [];
+  const handler = (payload: Payload<'operation.start'>, ctx: OperationContext) =>
+    new Promise<{ outcome: 'succeeded' | 'failed' | 'cancelled'; message: string }>((resolve) => {
+      running.push({ payload, ctx, finish: (outcome) => resolve({ outcome, message: outcome }) });
+    });
+  return { running, handler };
+}
+
+function opStart(now: number): Payload<'operation.start'> {
+  return {
+    operation_id: newId(),
+    kind: 'node.drain',
+    target: 'node-a',
+    params: { grace_period_s: 30 },
+    deadline: new Date(now + 600_000).toISOString(),
+  };
+}
+
+/** First process: open S1, stream the snapshot, everything acked. Returns the hub's ack. */
+async function openSettled(t: TestClient): Promise<{ conn: HubConnection; acked: number }> {
+  await t.client.start();
+  const conn = await hub.nextConnection();
+  await conn.nextOf('hello');
+  conn.welcome({ session_id: 'S1', full_resync: true });
+  await readResync(conn);
+  await conn.seen((f) => f.type === 'link.stats', 'link.stats');
+  const acked = ackAll(conn);
+  await eventually(() => t.client.stats.unacked === 0, 'everything acked');
+  return { conn, acked };
+}
+
+const settle = () => new Promise((r) => setTimeout(r, 150));
+
+describe('operations across a crash', () => {
+  it('an operation is recorded before its handler runs: a crash before the record is saved runs it once, in the next process', async () => {
+    const { store, ctl } = crashableStore();
+    const op1 = manualOperation();
+    const first = makeClient(hub, { cursorStore: store, outboundLog: await FileOutboundLog.open(logPath()), handlers: { operation: op1.handler } });
+    const { conn, acked } = await openSettled(first);
+
+    ctl.armed = true; // from here no cursor save completes: the process is about to die
+    const payload = opStart(first.timers.now());
+    const { id } = conn.sendSeq('operation.start', payload);
+    await eventually(() => ctl.hung > 0, 'the record save under way');
+    await settle();
+    expect(op1.running).toHaveLength(0);
+    expect(conn.frames.some((f) => f.type === 'operation.accepted')).toBe(false);
+    conn.terminate(); // crash
+
+    const op2 = manualOperation();
+    const second = makeClient(hub, { cursorStore: new FileCursorStore(cursorPath()), outboundLog: await FileOutboundLog.open(logPath()), handlers: { operation: op2.handler } });
+    clients.push(second);
+    await second.client.start();
+    const conn2 = await hub.nextConnection();
+    const hello = await conn2.nextOf('hello');
+    expect(hello.payload).toMatchObject({ session_id: 'S1', resume_from: 0, lossy: false });
+    conn2.welcome({ session_id: 'S1', full_resync: false, ack_seq: acked });
+    conn2.seqFrom(1);
+    conn2.sendSeq('operation.start', payload, { id });
+    await eventually(() => op2.running.length === 1, 'the handler running in the second process');
+    await conn2.nextOf('operation.accepted');
+    expect(op1.running.length + op2.running.length).toBe(1);
+  });
+
+  it('a conclusion never reaches the outbound log before the record: after a crash the operation is concluded one way', async () => {
+    const { store, ctl } = crashableStore();
+    const op1 = manualOperation();
+    const first = makeClient(hub, { cursorStore: store, outboundLog: await FileOutboundLog.open(logPath()), handlers: { operation: op1.handler } });
+    const { conn } = await openSettled(first);
+    const payload = opStart(first.timers.now());
+    conn.sendSeq('operation.start', payload);
+    await eventually(() => op1.running.length === 1, 'running');
+    await conn.nextOf('operation.accepted');
+    first.timers.advance(100); // the ack delay: the cursor is saved, then acked
+    await eventually(() => first.client.session.durableCursor >= 1, 'the start durably processed');
+    const acked = ackAll(conn);
+    await eventually(() => first.client.stats.unacked === 0, 'accepted acked');
+
+    ctl.armed = true;
+    op1.running[0]!.finish('succeeded');
+    await eventually(() => ctl.hung > 0, 'the record save under way');
+    await settle();
+    expect(await readFile(logPath(), 'utf8')).not.toContain('operation.result');
+    conn.terminate(); // crash
+
+    const second = makeClient(hub, { cursorStore: new FileCursorStore(cursorPath()), outboundLog: await FileOutboundLog.open(logPath()) });
+    clients.push(second);
+    await second.client.start();
+    const conn2 = await hub.nextConnection();
+    await conn2.nextOf('hello');
+    conn2.welcome({ session_id: 'S1', full_resync: false, ack_seq: acked });
+    await eventually(() => conn2.frames.some((f) => f.type === 'stream.end'), 'the second process settled (its snapshot ended)');
+    await settle();
+    const outcomes = conn2.frames.filter((f) => f.type === 'operation.result' && f.payload.operation_id === payload.operation_id).map((f) => f.payload.outcome);
+    expect(new Set(outcomes)).toEqual(new Set(['failed']));
+  });
+
+  it('no frame in the outbound log carries an ack the record has not saved', async () => {
+    const { store, ctl } = crashableStore();
+    const first = makeClient(hub, { cursorStore: store, outboundLog: await FileOutboundLog.open(logPath()) });
+    const { conn } = await openSettled(first);
+    ctl.armed = true;
+    conn.sendSeq('deployment.desired', desiredPayload('d1'));
+    await eventually(() => first.client.session.cursor >= 1, 'applied');
+    first.client.reportNode({ ...SNAPSHOT.nodes[0]!, ready: false });
+    await eventually(() => ctl.hung > 0, 'the record save under way');
+    await settle();
+    conn.terminate(); // crash
+    const saved = JSON.parse(await readFile(cursorPath(), 'utf8')) as { cursor: number };
+    const logged = (await readFile(logPath(), 'utf8')).match(/"ack":(\d+)/g) ?? [];
+    const acks = logged.map((m) => Number(m.slice(6)));
+    expect(Math.max(0, ...acks)).toBeLessThanOrEqual(saved.cursor);
+  });
+});
+
+describe('a lossy verdict survives a process that never reached the hub', () => {
+  it('a file log that could not vouch for itself: the next start after a stop says lossy too', async () => {
+    const log0 = await FileOutboundLog.open(logPath());
+    log0.bindSession('S1');
+    await log0.sync();
+    const frame = (seq: number) => JSON.stringify({ v: 1, type: 'node.event', seq, payload: { note: `original ${seq}` } });
+    for (let s = 1; s <= 5; s++) log0.append({ seq: s, frame: frame(s), bytes: Buffer.byteLength(frame(s)) });
+    await log0.sync();
+    await log0.close();
+    await new FileCursorStore(cursorPath()).save({ ...emptyRecord(), sessionId: 'S1', cursor: 3, outbound: { nextSeq: 6, peerAck: 0, lostThrough: 0 } });
+    // Corruption inside a committed batch (power loss, bit rot): the log cannot vouch for frame 2.
+    const text = await readFile(logPath(), 'utf8');
+    await writeFile(logPath(), text.replace('original 2', 'originaX 2'));
+
+    const b = makeClient(hub, { cursorStore: new FileCursorStore(cursorPath()), outboundLog: await FileOutboundLog.open(logPath()) });
+    await b.client.start();
+    expect((await (await hub.nextConnection()).nextOf('hello')).payload).toMatchObject({ session_id: 'S1', lossy: true });
+    await b.client.stop({ graceful: true }); // the hub never answered
+
+    const c = makeClient(hub, { cursorStore: new FileCursorStore(cursorPath()), outboundLog: await FileOutboundLog.open(logPath()) });
+    clients.push(c);
+    await c.client.start();
+    expect((await (await hub.nextConnection()).nextOf('hello')).payload).toMatchObject({ session_id: 'S1', lossy: true });
+  });
+
+  it('an in-memory buffer: a lossy process that stops gracefully does not record a clean stop', async () => {
+    const store = new FileCursorStore(cursorPath());
+    const a = makeClient(hub, { cursorStore: store, outboundLog: new MemoryOutboundLog() });
+    const { conn } = await openSettled(a);
+    conn.sendSeq('deployment.desired', desiredPayload('d1'));
+    await eventually(() => a.client.session.cursor >= 1, 'applied');
+    a.timers.advance(100); // the ack delay: the cursor is saved, then acked
+    await eventually(() => a.client.session.durableCursor >= 1, 'cursor saved');
+    // A report numbered after that save, then the crash: the record cannot vouch for it.
+    a.client.reportNode({ ...SNAPSHOT.nodes[0]!, ready: false });
+    await conn.nextOf('node.observed');
+    conn.terminate();
+
+    const b = makeClient(hub, { cursorStore: new FileCursorStore(cursorPath()), outboundLog: new MemoryOutboundLog() });
+    await b.client.start();
+    expect((await (await hub.nextConnection()).nextOf('hello')).payload).toMatchObject({ session_id: 'S1', lossy: true });
+    await b.client.stop({ graceful: true }); // the hub never answered
+    expect(JSON.parse(await readFile(cursorPath(), 'utf8')).clean).toBe(false);
+
+    const c = makeClient(hub, { cursorStore: new FileCursorStore(cursorPath()), outboundLog: new MemoryOutboundLog() });
+    clients.push(c);
+    await c.client.start();
+    expect((await (await hub.nextConnection()).nextOf('hello')).payload).toMatchObject({ session_id: 'S1', lossy: true });
+  });
+});
+
+describe('torn files never stop a start', () => {
+  it('a truncated cursor.json and a torn log tail start fresh, not a throw', async () => {
+    const log0 = await FileOutboundLog.open(logPath());
+    log0.bindSession('S1');
+    await log0.sync();
+    const f = JSON.stringify({ v: 1, type: 'node.event', seq: 1, payload: {} });
+    log0.append({ seq: 1, frame: f, bytes: f.length });
+    await log0.sync();
+    await log0.close();
+    await writeFile(logPath(), (await readFile(logPath(), 'utf8')) + 'F\t2\tdeadbe');
+    await new FileCursorStore(cursorPath()).save({ ...emptyRecord(), sessionId: 'S1', cursor: 3 });
+    const whole = await readFile(cursorPath(), 'utf8');
+    await writeFile(cursorPath(), whole.slice(0, whole.length >> 1));
+    const t = makeClient(hub, { cursorStore: new FileCursorStore(cursorPath()), outboundLog: await FileOutboundLog.open(logPath()) });
+    clients.push(t);
+    await t.client.start();
+    const conn = await hub.nextConnection();
+    const hello = await conn.nextOf('hello');
+    expect(hello.payload).toMatchObject({ session_id: null });
+  });
+});
