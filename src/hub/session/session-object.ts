@@ -281,9 +281,6 @@ export class SessionObject extends DurableObject<HubEnv> {
   // --- Frames ----------------------------------------------------------------------------------
 
   private dispatch(ws: WebSocket, message: string | ArrayBuffer): void {
-    // A frame deferred behind a hello whose socket has closed since (its own hello refused):
-    // its attachment still says handshake, and it would be taken for a first frame.
-    if (ws.readyState !== WebSocket.OPEN) return;
     const att = this.sockets.attachment(ws);
     if (!att) return this.sockets.close(ws, CloseCode.INTERNAL, 'unknown connection');
     if (typeof message !== 'string') return this.sockets.protocolError(ws, null, 'binary frames are not part of the protocol');
@@ -297,6 +294,9 @@ export class SessionObject extends DurableObject<HubEnv> {
         const queued = this.deferred;
         this.deferred = [];
         for (const [w, m] of queued) {
+          // A frame whose socket closed meanwhile (its own hello refused) is dropped: its
+          // attachment still says handshake, and it would be taken for a first frame.
+          if (w.readyState !== WebSocket.OPEN) continue;
           if (this.helloInProgress) this.deferred.push([w, m]);
           else this.dispatch(w, m);
         }

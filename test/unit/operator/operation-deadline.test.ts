@@ -33,64 +33,48 @@ function start(deadline: string): Payload<'operation.start'> {
   return { operation_id: newId(), kind: 'node.drain', target: 'node-a', params: {}, deadline };
 }
 
+/**
+ * A client on a file record accepts one operation (its handler never ends), then is sent a start
+ * whose deadline matches RFC3339_RE (\\d{2} for the hour) but names no time (Date.parse: NaN),
+ * answers it with an error and acks both.
+ */
+async function acceptedThenNoTime() {
+  const file = path.join(dir, 'cursor.json');
+  const ran: string[] = [];
+  const handlers = {
+    operation: (p: Payload<'operation.start'>) => {
+      ran.push(p.operation_id);
+      return new Promise<never>(() => {});
+    },
+  };
+  const first = makeClient(hub, { cursorStore: new FileCursorStore(file), handlers });
+  clients.push(first);
+  await first.client.start();
+  const conn = await hub.nextConnection();
+  await conn.nextOf('hello');
+  conn.welcome({ session_id: 'S1' });
+  await readResync(conn);
+
+  const good = start(new Date(first.timers.now() + 600_000).toISOString());
+  conn.sendSeq('operation.start', good);
+  await conn.nextOf('operation.accepted');
+  conn.sendSeq('operation.start', start('2026-08-19T25:00:00Z'));
+  await cursorReaches(first, 2);
+  await conn.nextOf('error');
+  first.timers.advance(50); // the ack, after a save of the record
+  await eventually(() => conn.highestAck >= 2, 'ack 2');
+  return { file, ran, handlers, first, conn, good };
+}
+
 describe('operation.start with a deadline that names no time', () => {
   it('keeps the durable record readable after such a start', async () => {
-    const file = path.join(dir, 'cursor.json');
-    const ran: string[] = [];
-    const handlers = {
-      operation: (p: Payload<'operation.start'>) => {
-        ran.push(p.operation_id);
-        return new Promise<never>(() => {});
-      },
-    };
-    const first = makeClient(hub, { cursorStore: new FileCursorStore(file), handlers });
-    clients.push(first);
-    await first.client.start();
-    const conn = await hub.nextConnection();
-    await conn.nextOf('hello');
-    conn.welcome({ session_id: 'S1' });
-    await readResync(conn);
-
-    const good = start(new Date(first.timers.now() + 600_000).toISOString());
-    conn.sendSeq('operation.start', good);
-    await conn.nextOf('operation.accepted');
-    // Matches RFC3339_RE (\d{2} for the hour) but is no time at all: Date.parse gives NaN.
-    conn.sendSeq('operation.start', start('2026-08-19T25:00:00Z'));
-    await cursorReaches(first, 2);
-    await conn.nextOf('error');
-    first.timers.advance(50); // the ack, after a save of the record
-    await eventually(() => conn.highestAck >= 2, 'ack 2');
-
+    const { file } = await acceptedThenNoTime();
     // The record as a restarted process reads it.
     await expect(new FileCursorStore(file).load()).resolves.toMatchObject({ sessionId: 'S1' });
   });
 
   it('after a restart still resumes the session and does not run an accepted operation twice', async () => {
-    const file = path.join(dir, 'cursor.json');
-    const ran: string[] = [];
-    const handlers = {
-      operation: (p: Payload<'operation.start'>) => {
-        ran.push(p.operation_id);
-        return new Promise<never>(() => {});
-      },
-    };
-    const first = makeClient(hub, { cursorStore: new FileCursorStore(file), handlers });
-    clients.push(first);
-    await first.client.start();
-    const conn = await hub.nextConnection();
-    await conn.nextOf('hello');
-    conn.welcome({ session_id: 'S1' });
-    await readResync(conn);
-
-    const good = start(new Date(first.timers.now() + 600_000).toISOString());
-    conn.sendSeq('operation.start', good);
-    await conn.nextOf('operation.accepted');
-    // Matches RFC3339_RE (\d{2} for the hour) but is no time at all: Date.parse gives NaN.
-    conn.sendSeq('operation.start', start('2026-08-19T25:00:00Z'));
-    await cursorReaches(first, 2);
-    await conn.nextOf('error');
-    first.timers.advance(50); // the ack, after a save of the record
-    await eventually(() => conn.highestAck >= 2, 'ack 2');
+    const { file, ran, handlers, first, good } = await acceptedThenNoTime();
 
     // A crash, and a restart on the same record.
     await first.client.stop({ graceful: false });
