@@ -10,8 +10,9 @@
  * - a frame deferred behind a hello that was refused was dispatched afterwards as that dead
  *   connection's first frame;
  * - a hello whose claim outlasted the connection's handshake deadline left its claim committed for a
- *   session that never opened, shown as connected until something claimed again (now until the
- *   fleet poll's sweep pokes it).
+ *   session that never opened, shown as connected until something claimed again; and a connection
+ *   that ended during another's hello never published its disconnect. The hello publishes both
+ *   when it does not open the session; the fleet poll's sweep is the bound when that fails.
  */
 import { runInDurableObject } from 'cloudflare:test';
 import { afterEach, describe, expect, it, vi, type MockInstance } from 'vitest';
@@ -153,27 +154,113 @@ describe('deferred frames of a connection whose hello failed', () => {
   });
 });
 
+/** A trigger on the cluster's `cluster_owners` row for the length of `body` (names are per cluster). */
+async function withOwnerTrigger<T>(uid: string, tag: string, plpgsql: string, when: string, body: () => Promise<T>): Promise<T> {
+  if (!/^[0-9A-Za-z_-]+$/.test(uid)) throw new Error('uid');
+  const name = `wingsmith_test_${tag}_${uid.toLowerCase()}`;
+  await sql(`create function ${name}() returns trigger language plpgsql as $$ begin ${plpgsql} end $$`);
+  await sql(`create trigger ${name} before insert or update on cluster_owners for each row when (new.cluster_uid = '${uid}'${when}) execute function ${name}()`);
+  try {
+    return await body();
+  } finally {
+    await sql(`drop trigger if exists ${name} on cluster_owners`);
+    await sql(`drop function if exists ${name}()`);
+  }
+}
+// A claim is an insert (a cluster's first) or an insert that conflicts and updates (both triggers
+// fire): each sleeps once, within the statement's 1.5 s timeout.
+const SLOW_CLAIM = 'perform pg_sleep(0.8); return new;';
+const SLOW_RECLAIM = `if tg_op = 'UPDATE' then perform pg_sleep(0.8); end if; return new;`;
+
+/** Open a session on a first connection and return it with its id. */
+async function openSession(tag: string) {
+  const c = await newCluster(tag);
+  const a = await connect(c.token);
+  const s = (await a.hello({ cluster_id: c.name })).payload.session_id as string;
+  await a.next((f) => f.type === 'stream.end');
+  return { c, a, s };
+}
+
 describe('a claim that outlasts its connection', () => {
-  it('a hello whose handshake deadline passes during its claim leaves no session shown as connected', async () => {
+  // The fleet poll's sweep comes one to two LIVE_SWEEP_MS (5 min here) after a claim: every
+  // assertion below that something is no longer shown connected is made long before it could.
+  it('a fresh hello whose handshake deadline passes during its claim publishes its own disconnect', async () => {
     const c = await newCluster('life-phantom');
-    if (!/^[0-9A-Za-z_-]+$/.test(c.uid)) throw new Error('uid');
-    const name = `wingsmith_test_slow_${c.uid.toLowerCase()}`;
-    // The claim takes 0.8 s; the hello comes 1.1 s after the upgrade, so the 1.5 s handshake
-    // deadline passes while the claim runs (and well within the statement's own 1.5 s timeout).
-    await sql(`create function ${name}() returns trigger language plpgsql as $$ begin perform pg_sleep(0.8); return new; end $$`);
-    await sql(`create trigger ${name} before insert or update on cluster_owners for each row when (new.cluster_uid = '${c.uid}') execute function ${name}()`);
-    try {
+    await withOwnerTrigger(c.uid, 'slow', SLOW_CLAIM, '', async () => {
       const p = await connect(c.token);
+      // The claim takes 0.8 s; the hello comes 1.1 s after the upgrade, so the 1.5 s handshake
+      // deadline passes while the claim runs (and well within the statement's own 1.5 s timeout).
       await sleep(1_100);
       p.send('hello', { cluster_id: c.name, operator_version: '0.1.0', session_id: null, resume_from: null, lossy: false });
       expect((await p.closedWith(5_000)).code).toBe(CloseCode.TIMEOUT);
-      await sleep(1_000);
-    } finally {
-      await sql(`drop trigger if exists ${name} on cluster_owners`);
-      await sql(`drop function if exists ${name}()`);
-    }
-    // The claim committed for a session no object carries, shown as connected. The fleet poll's
-    // sweep (one to two LIVE_SWEEP_MS after its claim) pokes it; poked here as the sweep would.
+    });
+    const owner = await eventually(async () => {
+      const o = await ownerRow(c.uid);
+      return o && !o.connected ? o : undefined;
+    }, 5_000);
+    expect(await polled(owner.session_id)).toBe(false);
+  });
+
+  it('a resume whose socket closes during its claim, after the old connection ended meanwhile, publishes the session disconnected', async () => {
+    const { c, a, s } = await openSession('life-held');
+    await withOwnerTrigger(c.uid, 'slow', SLOW_RECLAIM, '', async () => {
+      const b = await connect(c.token, s);
+      await sleep(1_100);
+      b.send('hello', { cluster_id: c.name, operator_version: '0.1.0', session_id: s, resume_from: a.hubCursor, lossy: false });
+      // The old connection ends while the resume's claim runs: its disconnect waits for the hello.
+      await sleep(200);
+      a.close();
+      expect((await b.closedWith(5_000)).code).toBe(CloseCode.TIMEOUT);
+    });
+    const owner = await eventually(async () => {
+      const o = await ownerRow(c.uid);
+      return o && !o.connected ? o : undefined;
+    }, 5_000);
+    expect({ session: owner.session_id, generation: Number(owner.generation), polled: await polled(s) }).toMatchObject({ session: s, generation: 2, polled: false });
+  });
+
+  it('a resume whose claim fails after the old connection ended meanwhile publishes the old disconnect', async () => {
+    const { c, a, s } = await openSession('life-held-fail');
+    await withOwnerTrigger(c.uid, 'slowfail', `perform pg_sleep(0.8); raise exception 'claim failed (simulated)' using errcode = '57P01';`, ' and new.connected', async () => {
+      const b = await connect(c.token, s);
+      b.send('hello', { cluster_id: c.name, operator_version: '0.1.0', session_id: s, resume_from: a.hubCursor, lossy: false });
+      await sleep(200);
+      a.close();
+      expect((await b.closedWith(5_000)).code).toBe(CloseCode.TRY_AGAIN_LATER);
+    });
+    const owner = await eventually(async () => {
+      const o = await ownerRow(c.uid);
+      return o && !o.connected ? o : undefined;
+    }, 5_000);
+    expect({ session: owner.session_id, generation: Number(owner.generation), polled: await polled(s) }).toMatchObject({ session: s, generation: 1, polled: false });
+  });
+
+  it('a resume whose claim fails while the old connection stays open leaves it connected and served', async () => {
+    const { c, a, s } = await openSession('life-held-open');
+    await withOwnerTrigger(c.uid, 'fail', `raise exception 'claim failed (simulated)' using errcode = '57P01';`, ' and new.connected', async () => {
+      const b = await connect(c.token, s);
+      b.send('hello', { cluster_id: c.name, operator_version: '0.1.0', session_id: s, resume_from: a.hubCursor, lossy: false });
+      expect((await b.closedWith(5_000)).code).toBe(CloseCode.TRY_AGAIN_LATER);
+    });
+    await sleep(800);
+    expect({ owner: await ownerRow(c.uid), polled: await polled(s) }).toMatchObject({ owner: { session_id: s, connected: true }, polled: true });
+    a.send('node.observed', node('n1'));
+    await a.ackedThrough(a.nextSeq - 1, 4_000);
+    a.close();
+  });
+
+  it('when the disconnect cannot be published, the fleet poll\'s sweep clears the claim', async () => {
+    const c = await newCluster('life-sweep');
+    // The claim is slow, and the hub's disconnect of it fails (Postgres refuses that update).
+    await withOwnerTrigger(c.uid, 'slow', SLOW_CLAIM, '', () =>
+      withOwnerTrigger(c.uid, 'nodisc', `if tg_op = 'UPDATE' and old.connected and not new.connected then raise exception 'disconnect refused (simulated)' using errcode = '57P01'; end if; return new;`, '', async () => {
+        const p = await connect(c.token);
+        await sleep(1_100);
+        p.send('hello', { cluster_id: c.name, operator_version: '0.1.0', session_id: null, resume_from: null, lossy: false });
+        expect((await p.closedWith(5_000)).code).toBe(CloseCode.TIMEOUT);
+        await sleep(1_500);
+      }),
+    );
     const owner = await eventually(async () => (await ownerRow(c.uid)) ?? undefined);
     expect(owner.connected).toBe(true);
     const phantom = owner.session_id;

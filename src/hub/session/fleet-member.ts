@@ -107,15 +107,25 @@ export class FleetMember {
   }
 
   /** The connection ended: tell the admin views, and leave the fleet poll. */
-  async disconnected(meta: SessionMeta): Promise<void> {
+  async disconnected(session: SessionMeta | SessionRef): Promise<void> {
+    const r = 'tokenHashHex' in session ? session : ref(session);
     try {
-      await checkSession(this.host.sql, { ...ref(meta), live: this.host.liveView(), connected: false, watermark: meta.desiredWatermark });
+      // Fenced by the generation: a later claim (every claim bumps it) is never marked disconnected.
+      await checkSession(this.host.sql, { ...r, live: this.host.liveView(), connected: false, watermark: 0 });
     } catch (err) {
-      this.host.state.log.debug('could not publish disconnect', { error: describeError(err) });
+      this.host.state.log.debug('could not publish disconnect', { session: r.sessionId, error: describeError(err) });
     }
   }
 }
 
-function ref(m: SessionMeta): { clusterUid: string; tokenHashHex: string; sessionId: string; generation: number } {
+/** A claim as Postgres knows it. */
+export interface SessionRef {
+  clusterUid: string;
+  tokenHashHex: string;
+  sessionId: string;
+  generation: number;
+}
+
+function ref(m: SessionMeta): SessionRef {
   return { clusterUid: m.clusterUid, tokenHashHex: m.tokenHash, sessionId: m.sessionId, generation: m.generation };
 }

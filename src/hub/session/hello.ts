@@ -23,6 +23,12 @@ export interface HelloHost {
   quiesceIngest(): Promise<void>;
   /** Drop what was queued but not numbered. */
   resetOutgoing(): void;
+  /**
+   * The claim committed: Postgres now shows `sessionId` connected at `generation`, whether or not
+   * this hello goes on to open it (its socket may close first); the host publishes the disconnect
+   * of one that does not open.
+   */
+  committed(sessionId: string, generation: number): void;
   /** The claim is this session's: join the fleet poll, poke the session it displaced. */
   claimed(clusterUid: string, routeKey: string, previous: string | null): void;
   /**
@@ -77,6 +83,7 @@ export async function answerHello(host: HelloHost, ws: WebSocket, att: Attachmen
     const d = displacementLog(claim.displacement, claim.contentionStarted);
     log[d.level](d.message, d.fields);
   }
+  if (claim.sessionId !== null && claim.generation !== null) host.committed(claim.sessionId, claim.generation);
   const freshReason = resumeAfterClaim(local, meta?.sessionId, claim.sessionId);
   if (freshReason === null) state.adoptGeneration(claim.generation as number);
   if (ws.readyState !== WebSocket.OPEN) return;

@@ -52,6 +52,9 @@ export class SessionObject extends DurableObject<HubEnv> {
   private readonly ingest!: IngestPipeline;
   private readonly fleet!: FleetMember;
   private helloInProgress: Promise<void> | null = null;
+  /** What the hello under way claimed, and whether a connection ended without publishing it. */
+  private helloClaim: { sessionId: string; generation: number; clusterUid: string; tokenHashHex: string } | null = null;
+  private disconnectHeld = false;
   private deferred: [WebSocket, string | ArrayBuffer][] = [];
   /** Changes whenever the object is constructed again (no ULID: construction is on the idle path). */
   private readonly instance = `${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`;
@@ -289,8 +292,12 @@ export class SessionObject extends DurableObject<HubEnv> {
       return this.sockets.close(ws, CloseCode.TOO_BIG, 'frame too big');
     }
     if (att.phase === 'handshake') {
+      // A connection refused at its hello is closing; a frame it sent before it heard so can
+      // arrive after the refusal, and would be taken for its first frame.
+      if (ws.readyState !== WebSocket.OPEN) return;
       this.helloInProgress = this.hello(ws, att, message).finally(() => {
         this.helloInProgress = null;
+        this.settleHello();
         const queued = this.deferred;
         this.deferred = [];
         for (const [w, m] of queued) {
@@ -318,6 +325,9 @@ export class SessionObject extends DurableObject<HubEnv> {
           sockets: this.sockets,
           quiesceIngest: () => this.ingest.quiesce(),
           resetOutgoing: () => this.resetOutgoing(),
+          committed: (sessionId, generation) => {
+            this.helloClaim = { sessionId, generation, clusterUid: att.clusterUid, tokenHashHex: att.tokenHash };
+          },
           claimed: (clusterUid, routeKey, previous) => this.fleet.claimed(clusterUid, routeKey, previous),
           opened: async (desiredRevision, snapshot) => {
             this.pump.learn(desiredRevision);
@@ -405,9 +415,28 @@ export class SessionObject extends DurableObject<HubEnv> {
     this.state.log.info('session connection ended', { why, hub_cursor: this.state.inbound.cursor, unacked: this.state.outbound.unacked });
     // A hello under way may be resuming this very session on its new connection (its claim
     // already recorded): a disconnect published now would mark the session disconnected and take
-    // it out of the fleet poll for good. If that hello fails, the poll's sweep publishes it.
+    // it out of the fleet poll for good. If that hello does not open the session, `settleHello` publishes it.
     if (!this.helloInProgress) void this.fleet.disconnected(meta);
+    else this.disconnectHeld = true;
     void this.clock.schedule();
+  }
+
+  /**
+   * After every hello: Postgres must not show connected what no connection carries. A claim the
+   * hello made but did not open (its socket closed meanwhile, its resume point moved) and a
+   * disconnect held back while it ran are published now, instead of waiting for the sweep.
+   */
+  private settleHello(): void {
+    const claim = this.helloClaim;
+    const held = this.disconnectHeld;
+    this.helloClaim = null;
+    this.disconnectHeld = false;
+    const meta = this.state.meta;
+    // A fresh session claimed and never opened: the object holds no record of it.
+    if (claim && claim.sessionId !== meta?.sessionId) void this.fleet.disconnected(claim);
+    // The recorded session (resumed by the claim, or the one whose end was held) with no
+    // connection carrying it; its generation is the claim's when the claim resumed it.
+    if (meta && !this.sockets.active() && (held || claim?.sessionId === meta.sessionId)) void this.fleet.disconnected(meta);
   }
 
   /** Drop what was queued but not numbered; the fetch restarts from what was written. */
