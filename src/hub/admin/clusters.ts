@@ -10,6 +10,7 @@ import { generateEnrollmentToken, hashToken, toHex } from '../tokens';
 import { adminRouter, commonResponses, errorResponse } from './app';
 import { askSession, ClusterSchema, clusterView, HintSchema, VIEW_SQL, viewParams, toView, type ClusterView, type ClusterViewRow } from './cluster-view';
 import { cursorCodec, KeyText, LimitParam } from './paging';
+import { cutLiveSession } from './revoke';
 
 export const ClusterIdParam = z.object({
   id: z.string().min(1).max(253).openapi({ description: 'the cluster uid or name', example: 'gpu-east-1' }),
@@ -171,6 +172,7 @@ export const clustersRouter = adminRouter()
       const token = generateEnrollmentToken();
       const row = await rotateToken(c.var.pg, c.req.valid('param').id, toHex(await hashToken(token)));
       if (!row) return jsonError(c, 404, 'not_found', 'no such cluster') as never;
+      c.executionCtx.waitUntil(cutLiveSession(c.env, c.var.pg, row.uid, 'token'));
       return c.json({ enrollment_token: token }, 200);
     },
   )
@@ -178,7 +180,7 @@ export const clustersRouter = adminRouter()
     createRoute({
       method: 'post',
       path: '/clusters/{id}/disable',
-      summary: 'Disable a cluster; a live session is cut within one poll interval',
+      summary: 'Disable a cluster; a live session is cut at once (at the latest within one poll interval)',
       request: { params: ClusterIdParam },
       responses: {
         ...commonResponses,
@@ -186,7 +188,7 @@ export const clustersRouter = adminRouter()
         404: errorResponse('no such cluster'),
       },
     }),
-    async (c) => toggle(c.var.pg, c.env, c.req.valid('param').id, true).then((v) =>
+    async (c) => toggle(c.var.pg, c.env, c.req.valid('param').id, true, (p) => c.executionCtx.waitUntil(p)).then((v) =>
       v ? c.json(v, 200) : (jsonError(c, 404, 'not_found', 'no such cluster') as never),
     ),
   )
@@ -212,8 +214,9 @@ function hintRefusal(env: HubEnv, hint: LocationHint | null): string | null {
   return hint ? hintOutsideJurisdiction(hint, hubConfig(env).HUB_JURISDICTION) : null;
 }
 
-async function toggle(sql: Sql, env: HubEnv, id: string, disabled: boolean): Promise<ClusterView | null> {
+async function toggle(sql: Sql, env: HubEnv, id: string, disabled: boolean, background?: (p: Promise<void>) => void): Promise<ClusterView | null> {
   const row = await setDisabled(sql, id, disabled);
   if (!row) return null;
+  if (disabled) background?.(cutLiveSession(env, sql, row.uid, 'disabled'));
   return clusterView(sql, env, row.uid);
 }

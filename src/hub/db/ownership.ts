@@ -276,3 +276,8 @@ export async function leaveFleetPoll(sql: Sql, sessionId: string): Promise<void>
   );
 }
 
+/** The session shown holding the cluster's claim on a live connection, if any. */
+export async function connectedOwner(sql: Sql, clusterUid: string): Promise<string | null> {
+  const { rows } = await sql.query<{ session_id: string }>('select session_id from cluster_owners where cluster_uid = $1 and connected', [clusterUid]);
+  return rows[0]?.session_id ?? null;
+}
