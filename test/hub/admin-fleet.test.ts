@@ -90,6 +90,42 @@ describe('GET /admin/fleet', () => {
     peer.close();
   });
 
+  it('leaves out the fleet-wide totals when asked (totals=false), for a client that has them from the first page', async () => {
+    await h.newCluster('tot-a');
+    await h.newCluster('tot-b');
+    const first = await h.admin('GET', '/fleet?limit=1');
+    expect(first.json.totals.clusters).toBeGreaterThanOrEqual(2);
+    const later = await h.admin('GET', `/fleet?limit=1&totals=false&cursor=${encodeURIComponent(first.json.next_cursor)}`);
+    expect(later.status).toBe(200);
+    expect(later.json.totals).toBeNull();
+    expect(later.json.items).toHaveLength(1);
+    expect(later.json.items[0].uid > first.json.items[0].uid).toBe(true);
+    // Without the parameter every page carries them, as before.
+    expect((await h.admin('GET', `/fleet?limit=1&cursor=${encodeURIComponent(first.json.next_cursor)}`)).json.totals).toEqual(first.json.totals);
+    expect((await h.admin('GET', '/fleet?totals=maybe')).json.error).toMatchObject({ code: 'invalid', field: 'totals' });
+  });
+
+  it("tells the operator's region from the hub's: the cluster answer carries the fleet's region as observed_region, and its list sizes", async () => {
+    const c = await h.newCluster('placed');
+    const { peer } = await h.openFresh(c);
+    await h.admin('PUT', `/clusters/${c.name}/deployments/d1`, desired());
+    await applied(peer, (p) => {
+      p.send('cluster.observed', { kubernetes_version: '1.30.2', provider: 'gke', region: 'us-east4', labels: {} });
+      p.send('node.observed', node('n1'));
+      p.send('device.observed', gpu('g1', 'n1', 'H100'));
+      p.send('device.observed', gpu('g2', 'n1', 'H100', 'unhealthy'));
+      p.send('deployment.observed', { deployment_id: 'd2', observed_revision: null, phase: 'ready', ready_replicas: 0, replica_ids: [], message: '' });
+    });
+    const view = (await h.admin('GET', `/clusters/${c.name}`)).json;
+    expect((await fleetItem(c.uid)).region).toBe('us-east4');
+    expect(view).toMatchObject({
+      region: null, // this test hub's own region: none
+      observed_region: 'us-east4',
+      counts: { nodes: 1, gpus: 2, gpus_by_model: [{ model: 'H100', count: 2, unhealthy: 1 }], deployments: 2 },
+    });
+    peer.close();
+  });
+
   it("shows when the session last applied a frame, and the operator's refusals of desired state in the last hour", async () => {
     const c = await h.newCluster('fleet-last');
     const { peer } = await h.openFresh(c);

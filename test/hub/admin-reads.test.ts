@@ -364,6 +364,26 @@ describe('errors: typed JSON', () => {
       expect(r.json.error.message, q).toContain(field);
     }
   });
+
+  it('a well-formed cursor the hub never issued (a NUL in a text key, year 0000) is a 400 naming cursor, not a database refusal', async () => {
+    // Both decode and pass the shape checks; Postgres then refuses the value (text cannot hold
+    // U+0000, its years start at 1), which used to come back as a 400 without the field.
+    const c = await h.newCluster('forged');
+    const b64 = (v: unknown) => Buffer.from(JSON.stringify(v)).toString('base64url');
+    const paths = [
+      `/clusters/${c.name}/deployments?cursor=${b64(['dp', 'a\u0000b'])}`,
+      `/clusters/${c.name}/nodes?cursor=${b64(['nd', 'a\u0000b'])}`,
+      `/clusters/${c.name}/devices?cursor=${b64(['dv', 'a\u0000b'])}`,
+      `/clusters/${c.name}/events?cursor=${b64(['ev', '0000-01-01T00:00:00.000000Z', 'x'])}`,
+      `/clusters/${c.name}/operations?cursor=${b64(['op', '0000-06-01T00:00:00.000000Z', 'x'])}`,
+      `/fleet?cursor=${b64(['fl', 'a\u0000b'])}`,
+      `/clusters?cursor=${b64(['cl', 'a\u0000b'])}`,
+    ];
+    for (const p of paths) {
+      const r = await h.admin('GET', p);
+      expect([r.status, r.json?.error?.code, r.json?.error?.field], p).toEqual([400, 'invalid', 'cursor']);
+    }
+  });
 });
 
 /** Every route the admin API registers; openapi.json must describe exactly these. */

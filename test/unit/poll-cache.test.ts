@@ -36,6 +36,40 @@ function app() {
   };
 }
 
+/**
+ * A read whose statement sees the state as it is when it starts (as a Postgres statement does)
+ * and finishes later, and a write that changes that state: the race a dashboard poll runs
+ * against the user's own action.
+ */
+function writeRace() {
+  const path = `/race-${apps++}`;
+  let state = 'before-write';
+  let release: () => void = () => undefined;
+  let gate: Promise<void> | null = null;
+  const a = new Hono<AdminEnv>();
+  a.use('*', pollCache);
+  a.get(path, async (c) => {
+    const seen = state; // the statement's snapshot
+    if (gate) await gate;
+    return c.json({ state: seen });
+  });
+  a.post('/write', (c) => {
+    state = 'after-write';
+    return c.json({ ok: true });
+  });
+  return {
+    poll: () => a.request(`http://hub${path}`, { headers: { 'cache-control': 'max-age=1' } }),
+    write: () => a.request('http://hub/write', { method: 'POST' }),
+    hold: () => void (gate = new Promise((r) => (release = r))),
+    release: () => {
+      gate = null;
+      release();
+    },
+  };
+}
+
+const tick = () => new Promise((r) => setTimeout(r, 10));
+
 const get = (t: { a: Hono<AdminEnv>; path: string }, headers: Record<string, string> = {}) => t.a.request(`http://hub${t.path}`, { headers });
 
 afterEach(() => {
@@ -105,6 +139,44 @@ describe('pollCache', () => {
     await get(t, { 'cache-control': 'max-age=1' });
     // Any write, to any path, clears them: the dashboard sees its own action on the next poll.
     await t.a.request('http://hub/other', { method: 'POST' });
+    expect(await (await get(t, { 'cache-control': 'max-age=1' })).json()).toEqual({ runs: 2 });
+  });
+
+  it('never hands a poll that starts after a write the answer of a read that started before it', async () => {
+    const t = writeRace();
+    t.hold();
+    const inFlight = t.poll(); // a dashboard poll already running when the user clicks
+    await tick();
+    expect((await t.write()).status).toBe(200);
+    const next = t.poll(); // the next poll, after the write completed, while that read still runs
+    await tick();
+    t.release();
+    expect(await (await inFlight).json()).toEqual({ state: 'before-write' }); // right: it began before
+    expect(await (await next).json()).toEqual({ state: 'after-write' });
+  });
+
+  it('does not keep the answer of a read that a write overtook as a fresh shared answer', async () => {
+    const t = writeRace();
+    t.hold();
+    const inFlight = t.poll();
+    await tick();
+    expect((await t.write()).status).toBe(200);
+    t.release();
+    expect(await (await inFlight).json()).toEqual({ state: 'before-write' });
+    // Well within 500 ms of that read finishing, the next poll still gets the state after the write.
+    expect(await (await t.poll()).json()).toEqual({ state: 'after-write' });
+  });
+
+  it('dates a shared answer from when its read began, the state it describes', async () => {
+    vi.useFakeTimers({ toFake: ['Date'] });
+    const t = app();
+    t.hold();
+    const slow = get(t, { 'cache-control': 'max-age=1' });
+    await tick();
+    vi.setSystemTime(Date.now() + 400); // the read takes 400 ms
+    t.release();
+    await slow;
+    vi.setSystemTime(Date.now() + 200); // 600 ms after it began, 200 ms after it finished
     expect(await (await get(t, { 'cache-control': 'max-age=1' })).json()).toEqual({ runs: 2 });
   });
 });

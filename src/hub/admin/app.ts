@@ -1,5 +1,5 @@
 import { OpenAPIHono, z } from '@hono/zod-openapi';
-import { bearerAuth } from 'hono/bearer-auth';
+import { timingSafeEqual } from 'hono/utils/buffer';
 import type { MiddlewareHandler } from 'hono';
 import type { HubEnv } from '../env';
 import { jsonError } from '../http-errors';
@@ -56,16 +56,28 @@ export function adminRouter(): OpenAPIHono<AdminEnv> {
   });
 }
 
-/** Admin bearer auth: the token is compared in constant time (Hono hashes both sides). */
+/**
+ * A token a client can send unchanged in an HTTP header: printable ASCII, spaces only inside
+ * (a header value is trimmed on the way). Any such token is accepted; Hono's bearerAuth accepted
+ * only RFC 6750's token68 characters, so a password-manager token (`!`, `#`, `$`) locked everyone
+ * out with a 400 even when it was sent exactly.
+ */
+const SENDABLE_TOKEN = /^[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?$/;
+const BEARER = /^Bearer +(.+)$/i;
+
+/** Admin bearer auth: any failure is 401, and the token is compared in constant time. */
 export const adminAuth: MiddlewareHandler<AdminEnv> = async (c, next) => {
   const token = c.env.ADMIN_TOKEN;
   if (!token) return jsonError(c, 503, 'unconfigured', 'ADMIN_TOKEN is not set on this hub');
-  const unauthorized = { error: { code: 'unauthorized', message: 'a valid admin bearer token is required' } };
-  const mw = bearerAuth({
-    token,
-    noAuthenticationHeader: { message: unauthorized },
-    invalidAuthenticationHeader: { message: { error: { code: 'invalid', message: 'malformed Authorization header' } } },
-    invalidToken: { message: unauthorized },
-  }) as unknown as MiddlewareHandler<AdminEnv>;
-  return mw(c, next);
+  if (!SENDABLE_TOKEN.test(token)) {
+    // Not a secret leak: says what is wrong with the configuration, not what the token is.
+    return jsonError(c, 503, 'unconfigured', 'ADMIN_TOKEN has characters no HTTP header can carry (use printable ASCII, no leading or trailing space)');
+  }
+  const sent = BEARER.exec(c.req.header('authorization') ?? '')?.[1];
+  // timingSafeEqual hashes both sides first, so neither the length nor a prefix leaks.
+  if (sent === undefined || !(await timingSafeEqual(sent, token))) {
+    c.header('www-authenticate', 'Bearer realm=""');
+    return jsonError(c, 401, 'unauthorized', 'a valid admin bearer token is required');
+  }
+  await next();
 };

@@ -33,7 +33,7 @@ const FleetCluster = z
     since: Timestamp.nullable().openapi({
       description: 'since when `connected` has held (the last connect, or the last disconnect or sign of life); null: never connected',
     }),
-    region: z.string().nullable().openapi({ description: 'the region the operator reports (cluster.observed)' }),
+    region: z.string().nullable().openapi({ description: "the region the operator reports (cluster.observed); not the hub's own region, which is `region` in /admin/clusters (that cluster's `observed_region` is this value)" }),
     last_frame_at: Timestamp.nullable().openapi({
       description: 'when the owning session last applied a frame from its operator (kept to the second); pings the runtime answers for an idle session do not count',
     }),
@@ -60,16 +60,19 @@ const FleetSchema = z
     window: z
       .object({ from: Timestamp, to: Timestamp, hours: z.number().int() })
       .openapi({ description: 'the connection-history window; it ends at the start of the current minute' }),
-    totals: z.object({
-      clusters: z.number().int(),
-      connected: z.number().int(),
-      disabled: z.number().int(),
-      nodes: z.number().int(),
-      gpus: z.number().int(),
-      gpus_by_model: z.array(GpuModelCount).openapi({ description: 'across the fleet, most numerous first' }),
-      deployments: SyncCounts,
-      rejections_1h: z.number().int(),
-    }),
+    totals: z
+      .object({
+        clusters: z.number().int(),
+        connected: z.number().int(),
+        disabled: z.number().int(),
+        nodes: z.number().int(),
+        gpus: z.number().int(),
+        gpus_by_model: z.array(GpuModelCount).openapi({ description: 'across the fleet, most numerous first' }),
+        deployments: SyncCounts,
+        rejections_1h: z.number().int(),
+      })
+      .nullable()
+      .openapi({ description: 'over the whole fleet, whichever page this is; null when asked with totals=false' }),
     items: z.array(FleetCluster),
     next_cursor: z.string().nullable().openapi({ description: 'pass as ?cursor= for the next page; null on the last page' }),
   })
@@ -99,6 +102,13 @@ export const fleetRouter = adminRouter()
           hours: z.coerce.number().int().min(1).max(168).default(6).openapi({ description: 'the connection-history window, in hours' }),
           limit: LimitParam,
           cursor: fleetCursor.param,
+          totals: z
+            .enum(['true', 'false'])
+            .default('true')
+            .openapi({
+              description:
+                'false: leave out the fleet-wide totals (`totals: null`), which cost ten aggregates over the whole fleet; a client walking every page needs them once, not per page',
+            }),
         }),
       },
       responses: {
@@ -116,6 +126,7 @@ export const fleetRouter = adminRouter()
         hours: q.hours,
         after: req.after?.[0] ?? null,
         limit: req.limit,
+        totals: q.totals === 'true',
       });
       const { next, ...rest } = page;
       return c.json({ ...rest, next_cursor: next === null ? null : fleetCursor.encode([next]) }, 200);

@@ -71,20 +71,23 @@ export function toResponsePage<T, K extends readonly unknown[]>(codec: CursorCod
   return { items: page.items, next_cursor: page.next === null ? null : codec.encode(page.next) };
 }
 
-// Key element shapes. Text keys are bound as text parameters, so any string is safe; only a
-// timestamp is cast in SQL, and a cast that fails would be a 503 instead of a 400: it is checked
-// strictly here.
+// Key element shapes. A key is bound as a statement parameter, so anything the database would
+// refuse (a NUL in text, a timestamp it cannot represent) must be refused here: otherwise a forged
+// cursor costs a round trip and comes back as a 400 that does not name `cursor`.
 
 /** Microsecond UTC timestamp, exactly as the data modules emit it for a key. */
 const KEY_TS_RE = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/;
 export const KeyTimestamp = z.string().refine((s) => {
   if (!KEY_TS_RE.test(s)) return false;
+  // Year 0000 is a valid ISO instant for Date but not for Postgres (its years start at 1 AD).
+  if (s.startsWith('0000')) return false;
   const ms = `${s.slice(0, 23)}Z`;
   const d = new Date(ms);
   // Round-trips only for a real calendar instant (no month 13, no 30 February).
   return !Number.isNaN(d.getTime()) && d.toISOString() === ms;
 });
-export const KeyText = z.string().min(1).max(512);
+/** Postgres text cannot hold U+0000. */
+export const KeyText = z.string().min(1).max(512).refine((s) => !s.includes('\0'));
 /** A bigserial id, carried as a decimal string so it survives JSON whatever its size. */
 export const KeyBigint = z.string().regex(/^[1-9][0-9]{0,17}$/);
 

@@ -13,7 +13,11 @@ import type { AdminEnv } from './app';
  *   statements a second per isolate, not N. A request without that header (every other client)
  *   always runs the handler: read-after-write stays exact for them.
  * - Any admin write clears the shared answers of this isolate, so a dashboard sees its own
- *   action on the next poll.
+ *   action on the next poll. Clearing `answers` alone is not enough: a read that began before the
+ *   write (its statement saw the old state) may finish after it. So every write bumps `writes`,
+ *   and a read shares or stores its answer only if no write began while it ran; a poll after a
+ *   write never joins a read from before it (`computing` is cleared too); and an answer is dated
+ *   when its read began, because that is the state it describes.
  */
 
 const MAX_SHARED_AGE_MS = 500;
@@ -26,7 +30,10 @@ interface Answer {
 }
 
 const answers = new Map<string, Answer>();
-const computing = new Map<string, Promise<Answer | null>>();
+/** The read now running for a URL, with the write count it began under. */
+const computing = new Map<string, { writes: number; answer: Promise<Answer | null> }>();
+/** Admin writes begun in this isolate: a read whose answer straddles one must not be shared. */
+let writes = 0;
 
 /** How old an answer this request accepts, in ms (0: none). */
 export function acceptableAgeMs(cacheControl: string | undefined): number {
@@ -65,9 +72,17 @@ function remember(key: string, answer: Answer): void {
 
 export const pollCache: MiddlewareHandler<AdminEnv> = async (c, next) => {
   if (c.req.method !== 'GET') {
+    writes++;
     answers.clear();
-    await next();
-    answers.clear();
+    computing.clear();
+    try {
+      await next();
+    } finally {
+      // Also after: a read that began while this write ran may have seen either state.
+      writes++;
+      answers.clear();
+      computing.clear();
+    }
     return;
   }
   const url = new URL(c.req.url);
@@ -81,8 +96,8 @@ export const pollCache: MiddlewareHandler<AdminEnv> = async (c, next) => {
       return;
     }
     const pending = computing.get(key);
-    if (pending) {
-      const shared = await pending.catch(() => null);
+    if (pending && pending.writes === writes) {
+      const shared = await pending.answer.catch(() => null);
       if (shared) {
         c.res = respond(shared, ifNoneMatch);
         return;
@@ -90,22 +105,27 @@ export const pollCache: MiddlewareHandler<AdminEnv> = async (c, next) => {
     }
   }
   // This request computes the answer that later pollers of the same URL wait for.
+  const startedAt = Date.now();
+  const startedWrites = writes;
   let settle: (a: Answer | null) => void = () => undefined;
-  const leads = maxAge > 0 && !computing.has(key);
-  if (leads) computing.set(key, new Promise<Answer | null>((resolve) => (settle = resolve)));
+  const mine = maxAge > 0 && !computing.has(key) ? { writes: startedWrites, answer: new Promise<Answer | null>((resolve) => (settle = resolve)) } : null;
+  if (mine) computing.set(key, mine);
   try {
     await next();
     const res = c.res;
     const contentType = res.headers.get('content-type') ?? '';
     if (res.status !== 200 || !contentType.startsWith('application/json')) return;
     const body = await res.text();
-    const answer: Answer = { at: Date.now(), etag: await etagOf(body), body, contentType };
-    remember(key, answer);
-    settle(answer);
+    const answer: Answer = { at: startedAt, etag: await etagOf(body), body, contentType };
+    // A write began while this ran: the answer is right for this request, stale for later ones.
+    if (writes === startedWrites) {
+      remember(key, answer);
+      settle(answer);
+    }
     c.res = undefined;
     c.res = respond(answer, ifNoneMatch);
   } finally {
     settle(null);
-    if (leads) computing.delete(key);
+    if (mine && computing.get(key) === mine) computing.delete(key);
   }
 };

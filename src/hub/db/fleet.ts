@@ -69,7 +69,8 @@ export interface FleetTotals {
 
 export interface FleetPage {
   window: { from: string; to: string; hours: number };
-  totals: FleetTotals;
+  /** Null when the caller did not ask for them (a later page of a walk that has them already). */
+  totals: FleetTotals | null;
   items: FleetCluster[];
   /** The last uid of this page when more follow. */
   next: string | null;
@@ -110,7 +111,23 @@ interface FleetRow {
 /** Live iff the owner says connected and polled within the staleness window ($1, ms), as the cluster view decides. */
 const LIVE = connectedSql('o', '$1');
 
-const FLEET_SQL = `
+/** Fleet-wide totals: ten aggregates over every cluster, worth running once per walk, not per page. */
+const TOTALS_SQL = `
+  select
+    (select count(*) from clusters) as t_clusters,
+    (select count(*) from cluster_owners o where ${LIVE}) as t_connected,
+    (select count(*) from clusters where disabled_at is not null) as t_disabled,
+    (select count(*) from nodes) as t_nodes,
+    (select count(*) from devices) as t_gpus,
+    (select coalesce(json_agg(json_build_object('model', g.model, 'count', g.n, 'unhealthy', g.bad) order by g.n desc, g.model), '[]'::json)
+       from (select model, count(*) as n, count(*) filter (where health <> 'healthy') as bad from devices group by model) g) as t_gpus_by_model,
+    (select coalesce(sum(desired), 0) from insync) as t_desired,
+    (select coalesce(sum(in_sync), 0) from insync) as t_in_sync,
+    (select count(*) from rejections where received_at > now() - interval '1 hour') as t_rejections_1h`;
+
+const NO_TOTALS_SQL = `select null as t_clusters`;
+
+const fleetSql = (withTotals: boolean) => `
 -- The window ends at the start of the current minute: an unchanged fleet keeps its answer (and
 -- its ETag) for a minute instead of a new one per statement.
 with win as (select date_trunc('minute', now()) as now, date_trunc('minute', now()) - make_interval(hours => $2::int) as start),
@@ -123,7 +140,7 @@ insync as (
     count(*) filter (where od.observed_revision = d.revision) as in_sync
   from desired_deployments d
   left join observed_deployments od on od.cluster_uid = d.cluster_uid and od.deployment_id = d.deployment_id
-  where not d.deleted
+  where not d.deleted${withTotals ? '' : ' and d.cluster_uid in (select uid from page)'}
   group by d.cluster_uid
 ),
 items as (
@@ -158,30 +175,20 @@ items as (
   left join observed_clusters oc on oc.cluster_uid = p.uid
   left join insync s on s.cluster_uid = p.uid
 ),
-totals as (
-  select
-    (select count(*) from clusters) as t_clusters,
-    (select count(*) from cluster_owners o where ${LIVE}) as t_connected,
-    (select count(*) from clusters where disabled_at is not null) as t_disabled,
-    (select count(*) from nodes) as t_nodes,
-    (select count(*) from devices) as t_gpus,
-    (select coalesce(json_agg(json_build_object('model', g.model, 'count', g.n, 'unhealthy', g.bad) order by g.n desc, g.model), '[]'::json)
-       from (select model, count(*) as n, count(*) filter (where health <> 'healthy') as bad from devices group by model) g) as t_gpus_by_model,
-    (select coalesce(sum(desired), 0) from insync) as t_desired,
-    (select coalesce(sum(in_sync), 0) from insync) as t_in_sync,
-    (select count(*) from rejections where received_at > now() - interval '1 hour') as t_rejections_1h
-)
+totals as (${withTotals ? TOTALS_SQL : NO_TOTALS_SQL})
 select ${iso('win.now')} as now, ${iso('win.start')} as window_from, t.*, i.*
 from win cross join totals t left join items i on true
 order by i.uid`;
+const FLEET_SQL_TOTALS = fleetSql(true);
+const FLEET_SQL_PAGE = fleetSql(false);
 
 const n = (v: string | number): number => Number(v);
 
 export async function readFleet(
   sql: Sql,
-  opts: { staleAfterMs: number; hours: number; after: string | null; limit: number },
+  opts: { staleAfterMs: number; hours: number; after: string | null; limit: number; totals: boolean },
 ): Promise<FleetPage> {
-  const { rows } = await sql.query<FleetRow>(FLEET_SQL, [opts.staleAfterMs, opts.hours, opts.after, opts.limit + 1]);
+  const { rows } = await sql.query<FleetRow>(opts.totals ? FLEET_SQL_TOTALS : FLEET_SQL_PAGE, [opts.staleAfterMs, opts.hours, opts.after, opts.limit + 1]);
   const first = rows[0];
   if (!first) throw new Error('fleet query returned no row');
   const hits = rows.filter((r) => r.uid !== null);
@@ -189,16 +196,18 @@ export async function readFleet(
   const sync = (desired: string, inSync: string) => ({ desired: n(desired), in_sync: n(inSync), out_of_sync: n(desired) - n(inSync) });
   return {
     window: { from: first.window_from, to: first.now, hours: opts.hours },
-    totals: {
-      clusters: n(first.t_clusters),
-      connected: n(first.t_connected),
-      disabled: n(first.t_disabled),
-      nodes: n(first.t_nodes),
-      gpus: n(first.t_gpus),
-      gpus_by_model: first.t_gpus_by_model.map(countOf),
-      deployments: sync(first.t_desired, first.t_in_sync),
-      rejections_1h: n(first.t_rejections_1h),
-    },
+    totals: !opts.totals
+      ? null
+      : {
+          clusters: n(first.t_clusters),
+          connected: n(first.t_connected),
+          disabled: n(first.t_disabled),
+          nodes: n(first.t_nodes),
+          gpus: n(first.t_gpus),
+          gpus_by_model: first.t_gpus_by_model.map(countOf),
+          deployments: sync(first.t_desired, first.t_in_sync),
+          rejections_1h: n(first.t_rejections_1h),
+        },
     items: page.map(
       (r): FleetCluster => ({
         uid: r.uid as string,

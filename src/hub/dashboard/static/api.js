@@ -28,6 +28,23 @@ export class ApiError extends Error {
   }
 }
 
+/**
+ * What an HTTP header can carry unchanged: printable ASCII, no space at either end (a header
+ * value is trimmed). fetch() throws on anything else before sending, which would read as "hub
+ * unreachable" for ever; the hub refuses to run with such an ADMIN_TOKEN for the same reason.
+ */
+const SENDABLE = /^[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?$/;
+
+/**
+ * Why a token cannot be used, or null when it can be sent.
+ * @param {string} t
+ */
+export function tokenProblem(t) {
+  if (!t) return 'Enter the admin token printed by npm start (or set as ADMIN_TOKEN).';
+  if (!SENDABLE.test(t)) return 'That is not an admin token: it has characters an HTTP header cannot carry (an admin token is printable ASCII). Check what was pasted.';
+  return null;
+}
+
 /** @type {(reason: string) => void} */
 let onUnauthorized = () => undefined;
 /** @param {(reason: string) => void} fn */
@@ -52,6 +69,26 @@ async function errorOf(res) {
 }
 
 /**
+ * The auth layer refused the bearer: a 401, or a 400 that carries a Bearer challenge (an older
+ * hub refuses a token of a shape it does not accept that way). Either way the token will never
+ * work: forget it and ask again instead of retrying it every second.
+ * @param {Response} res
+ */
+function authRefused(res) {
+  return res.status === 401 || (res.status === 400 && /^\s*bearer\b/i.test(res.headers.get('www-authenticate') ?? ''));
+}
+
+/**
+ * @param {Response} res
+ * @returns {Promise<ApiError>}
+ */
+async function signOutWith(res) {
+  token.clear();
+  onUnauthorized('The admin token was not accepted. Sign in again.');
+  return errorOf(res);
+}
+
+/**
  * One admin call. Resolves with the JSON body; rejects with ApiError.
  * @param {string} method
  * @param {string} path under /admin
@@ -68,11 +105,7 @@ export async function call(method, path, body) {
   const headers = { authorization: `Bearer ${t}` };
   if (body !== undefined) headers['content-type'] = 'application/json';
   const res = await fetch(`/admin${path}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), cache: 'no-store' });
-  if (res.status === 401) {
-    token.clear();
-    onUnauthorized('The admin token was not accepted. Sign in again.');
-    throw await errorOf(res);
-  }
+  if (authRefused(res)) throw await signOutWith(res);
   if (!res.ok) throw await errorOf(res);
   return res.status === 204 ? null : res.json();
 }
@@ -98,11 +131,7 @@ export async function poll(path) {
   if (last) headers['if-none-match'] = last.etag;
   const res = await fetch(`/admin${path}`, { headers, cache: 'no-store' });
   if (res.status === 304 && last) return { data: last.data, changed: false };
-  if (res.status === 401) {
-    token.clear();
-    onUnauthorized('The admin token was not accepted. Sign in again.');
-    throw await errorOf(res);
-  }
+  if (authRefused(res)) throw await signOutWith(res);
   if (!res.ok) throw await errorOf(res);
   const data = await res.json();
   const etag = res.headers.get('etag');
@@ -112,29 +141,32 @@ export async function poll(path) {
 
 /**
  * Every page of a paginated list (`{items, next_cursor}`; `GET /admin/clusters` may still answer
- * `{clusters, next}` on an older hub). Changed when any page changed.
+ * `{clusters, next}` on an older hub), up to `maxPages`. Changed when any page changed;
+ * `truncated` when the list goes on past the last page read, so the caller can say so instead
+ * of presenting part of the list as all of it.
  * @param {string} path
- * @param {number} [maxPages]
- * @returns {Promise<{items: any[], changed: boolean, first: any}>}
+ * @param {{maxPages?: number, more?: string}} [opts] `more`: query added to pages after the first
+ * @returns {Promise<{items: any[], changed: boolean, first: any, truncated: boolean}>}
  */
-export async function pollAll(path, maxPages = 20) {
+export async function pollAll(path, { maxPages = 20, more = '' } = {}) {
   const sep = path.includes('?') ? '&' : '?';
   /** @type {any[]} */
   const items = [];
   let changed = false;
   let first = null;
+  /** @type {{param: string, value: string} | null} */
   let cursor = null;
   for (let i = 0; i < maxPages; i++) {
-    const q = cursor === null ? '' : `${sep}${cursor.param}=${encodeURIComponent(cursor.value)}`;
+    const q = cursor === null ? '' : `${sep}${more ? `${more}&` : ''}${cursor.param}=${encodeURIComponent(cursor.value)}`;
     const page = await poll(path + q);
     changed ||= page.changed;
     first ??= page.data;
     items.push(...(page.data.items ?? page.data.clusters ?? []));
     if (page.data.next_cursor) cursor = { param: 'cursor', value: page.data.next_cursor };
     else if (page.data.next) cursor = { param: 'after', value: page.data.next };
-    else break;
+    else return { items, changed, first, truncated: false };
   }
-  return { items, changed, first };
+  return { items, changed, first, truncated: true };
 }
 
 /** Forget the ETags: the next poll re-reads and re-renders everything. */

@@ -1,9 +1,9 @@
 // @ts-check
 // The dashboard's entry: sign-in, the hash router (#/ the fleet, #/clusters/<name> a cluster)
 // and the live loop, which re-polls the current view every second while the tab is visible.
-import { forgetPolls, token, whenUnauthorized } from './api.js';
-import { clusterView } from './cluster.js';
-import { render } from './dom.js';
+import { ApiError, forgetPolls, token, tokenProblem, whenUnauthorized } from './api.js';
+import { clusterView, missingClusterView } from './cluster.js';
+import { refreshTimes, render } from './dom.js';
 import { fleetView } from './fleet.js';
 
 const POLL_MS = 1000;
@@ -17,6 +17,9 @@ let current = null;
 let timer = 0;
 let running = false;
 let again = false;
+/** When the open view last refreshed: what it shows is as of then. Null: not yet. */
+/** @type {Date | null} */
+let shownAsOf = null;
 
 function showSignIn(/** @type {string} */ message) {
   clearTimeout(timer);
@@ -41,16 +44,24 @@ async function tick() {
   try {
     if (document.visibilityState === 'visible') {
       await view.refresh();
-      $('live').textContent = `Live · updated ${new Date().toLocaleTimeString()}`;
+      shownAsOf = new Date();
+      $('live').textContent = `Live · updated ${shownAsOf.toLocaleTimeString()}`;
       $('live').className = 'live ok';
+      $('view').classList.remove('stale');
     }
   } catch (err) {
     if (current === view) {
-      $('live').textContent = `Hub unreachable, retrying (${err instanceof Error ? err.message : String(err)})`;
+      // What is on screen is the last answer, no longer the state: say since when, and dim the
+      // state badges, so "connected" is not read as current during an outage.
+      const asOf = shownAsOf ? ` · showing data as of ${shownAsOf.toLocaleTimeString()}` : '';
+      $('live').textContent = `${failureText(err)}, retrying${asOf}`;
       $('live').className = 'live bad';
+      $('view').classList.add('stale');
     }
   } finally {
     running = false;
+    // Relative times ("12 s ago") age even when no answer came.
+    refreshTimes($('view'));
   }
   // A view opened (or a refresh asked for) while this one ran goes now, not after a full period.
   if (again || current !== view) {
@@ -59,13 +70,38 @@ async function tick() {
   } else timer = window.setTimeout(tick, POLL_MS);
 }
 
+/** @param {unknown} err */
+function failureText(err) {
+  // The hub answered, and says its database is away: not a network problem on this side.
+  if (err instanceof ApiError && err.code === 'unavailable') return 'Database unavailable (the hub answered 503)';
+  if (err instanceof ApiError) return `The hub answered ${err.status} (${err.message})`;
+  return `Hub unreachable (${err instanceof Error ? err.message : String(err)})`;
+}
+
+/**
+ * The cluster a hash names: null for any other view, undefined for a link that is not valid
+ * percent-encoding (decodeURIComponent throws on it, which would leave a blank page).
+ * @param {string} hash
+ */
+function clusterIn(hash) {
+  const m = /^#\/clusters\/([^/]+)$/.exec(hash);
+  if (!m) return null;
+  try {
+    return decodeURIComponent(m[1] ?? '');
+  } catch {
+    return undefined;
+  }
+}
+
 function route() {
   if (!token.get()) return showSignIn('');
   $('signin').hidden = true;
   $('signed-in').hidden = false;
-  const m = /^#\/clusters\/([^/]+)$/.exec(location.hash);
+  const name = clusterIn(location.hash);
   forgetPolls();
-  current = m ? clusterView(decodeURIComponent(m[1] ?? '')) : fleetView();
+  shownAsOf = null;
+  $('view').classList.remove('stale');
+  current = name === undefined ? missingClusterView(location.hash.slice('#/clusters/'.length)) : name !== null ? clusterView(name) : fleetView();
   current.onRefreshSoon?.(() => void tick());
   document.title = `${current.title} · Wingsmith Hub`;
   render($('view'), current.root);
@@ -79,8 +115,9 @@ $('signin-form').addEventListener('submit', (e) => {
   e.preventDefault();
   const input = /** @type {HTMLInputElement} */ ($('token'));
   const t = input.value.trim();
-  if (!t) {
-    $('signin-error').textContent = 'Enter the admin token printed by npm start (or set as ADMIN_TOKEN).';
+  const problem = tokenProblem(t);
+  if (problem) {
+    $('signin-error').textContent = problem;
     return;
   }
   token.set(t);

@@ -8,7 +8,40 @@ import { deploymentForm, operationForm, startOperation } from './forms.js';
 import { confirmAction, notify, operatorCommand, secretPanel } from './ui.js';
 
 const HOURS = 6;
+/** Pages of 500 read per list: 2,000 rows; beyond that the view says the list is cut. */
+const LIST_PAGES = 4;
 const CONCLUDED = new Set(['succeeded', 'failed', 'cancelled', 'deadline_exceeded']);
+
+/** @param {string} label */
+function notFound(label) {
+  return [h('p', { class: 'crumbs' }, h('a', { href: '#/' }, 'Fleet')), h('h2', { id: 'cluster-h' }, `No cluster named ${label}`)];
+}
+
+/**
+ * A cluster link whose name is not valid percent-encoding: no cluster can have that name.
+ * @param {string} raw the name as it is in the link
+ */
+export function missingClusterView(raw) {
+  return {
+    title: 'No such cluster',
+    root: h('div', { class: 'view', 'aria-labelledby': 'cluster-h' }, notFound(raw), h('p', { class: 'muted' }, 'The link is malformed (not valid percent-encoding).')),
+    refresh: async () => undefined,
+  };
+}
+
+/**
+ * A heading with the list's real size, and a note when only part of it is listed.
+ * @param {string} title
+ * @param {number | undefined} total from the hub (counts), when it reports one
+ * @param {{items: any[], truncated: boolean}} list
+ */
+function listHead(title, total, list) {
+  const n = total ?? list.items.length;
+  return [
+    h('h3', {}, `${title} (${n}${total === undefined && list.truncated ? '+' : ''})`),
+    list.truncated ? h('p', { class: 'muted' }, `Listing the first ${list.items.length}${total === undefined ? '' : ` of ${total}`}.`) : null,
+  ];
+}
 
 /** @param {string} name */
 export function clusterView(name) {
@@ -30,6 +63,8 @@ export function clusterView(name) {
   const following = [];
   /** @type {() => void} */
   let refreshSoon = () => undefined;
+  /** The hub's list counts last drawn (JSON), to redraw a heading when only its count moved. */
+  let lastCounts = '';
 
   const dep = deploymentForm(name, () => refreshSoon());
   const opForm = operationForm(name, (opId) => follow(opId));
@@ -66,7 +101,18 @@ export function clusterView(name) {
       headEl,
       h('p', { class: 'crumbs' }, h('a', { href: '#/' }, 'Fleet'), ' / ', c.name),
       h('h2', { id: 'cluster-h' }, c.name, ' ', c.disabled ? badge('disabled', 'off') : live ? badge('connected', 'ok') : badge('disconnected', 'bad'), c.contention ? [' ', badge('contended', 'bad')] : null),
-      h('p', { class: 'muted' }, `uid ${c.uid} · registered `, time(c.created_at), ' · token issued ', time(c.token_issued_at), c.region ? ` · region ${c.region}` : '', c.operator_version ? ` · operator ${c.operator_version}` : ''),
+      h('p', { class: 'muted' }, `uid ${c.uid} · registered `, time(c.created_at), ' · token issued ', time(c.token_issued_at), c.operator_version ? ` · operator ${c.operator_version}` : ''),
+      // Three different things that were once all shown as "region": kept apart and named.
+      h(
+        'dl',
+        { class: 'kv placement', 'aria-label': 'Placement' },
+        [
+          ['Region (reported by the operator)', c.observed_region],
+          ['Hub region', c.region],
+          ['Location hint', c.location_hint],
+          ['Jurisdiction', c.jurisdiction],
+        ].map(([k, v]) => [h('dt', {}, k), h('dd', {}, v ?? '—')]),
+      ),
       h(
         'div',
         { class: 'actions' },
@@ -150,9 +196,9 @@ export function clusterView(name) {
     );
   }
 
-  /** @param {any[]} deps */
-  function drawDeployments(deps) {
-    const rows = deps.map((d) => {
+  /** @param {{items: any[], truncated: boolean}} list @param {number | undefined} total */
+  function drawDeployments(list, total) {
+    const rows = list.items.map((d) => {
       const want = d.desired;
       const got = d.observed;
       const state = !want ? badge('not desired', 'off') : d.in_sync ? badge('in sync', 'ok') : badge('out of sync', 'warn');
@@ -178,11 +224,11 @@ export function clusterView(name) {
         ),
       ];
     });
-    render(depsEl, h('h3', {}, 'Deployments'), table('Deployments: desired next to observed', ['Deployment', 'State', 'Desired', 'Replicas wanted', 'Observed', 'Message', 'Replica ids', 'Actions'], rows, 'none desired or reported.'));
+    render(depsEl, listHead('Deployments', total, list), table('Deployments: desired next to observed', ['Deployment', 'State', 'Desired', 'Replicas wanted', 'Observed', 'Message', 'Replica ids', 'Actions'], rows, 'none desired or reported.'));
   }
 
-  /** @param {any[]} nodes */
-  function drawNodes(nodes) {
+  /** @param {{items: any[], truncated: boolean}} list @param {number | undefined} total */
+  function drawNodes(list, total) {
     const op = (/** @type {string} */ kind, /** @type {string} */ node, /** @type {string} */ label, danger = false) =>
       h('button', {
         type: 'button',
@@ -191,7 +237,7 @@ export function clusterView(name) {
         'aria-label': `${label} node ${node}`,
         onclick: danger ? guarded(`${label} node ${node}? Its replicas are moved off it.`, label, async () => follow(await startOperation(name, kind, node, {}))) : async () => follow(await startOperation(name, kind, node, {}).catch((e) => (notify(String(e.message), 'bad'), ''))),
       }, label);
-    const rows = nodes.map((n) => [
+    const rows = list.items.map((n) => [
       h('strong', {}, n.name),
       n.ready ? badge('ready', 'ok') : badge('not ready', 'bad'),
       n.schedulable ? 'schedulable' : badge('cordoned', 'warn'),
@@ -199,11 +245,15 @@ export function clusterView(name) {
       `${Math.round(n.allocatable.cpu_millis / 1000)} CPU · ${Math.round(n.allocatable.memory_mb / 1024)} GiB`,
       h('div', { class: 'actions' }, n.schedulable ? op('node.cordon', n.node_id, 'Cordon') : op('node.uncordon', n.node_id, 'Uncordon'), op('node.drain', n.node_id, 'Drain', true)),
     ]);
-    render(nodesEl, h('h3', {}, 'Nodes'), table('Nodes', ['Node', 'Ready', 'Scheduling', 'GPUs reported / allocatable', 'Allocatable', 'Actions'], rows, 'none reported.'));
+    render(nodesEl, listHead('Nodes', total, list), table('Nodes', ['Node', 'Ready', 'Scheduling', 'GPUs reported / allocatable', 'Allocatable', 'Actions'], rows, 'none reported.'));
   }
 
-  /** @param {any[]} devices */
-  function drawGpus(devices) {
+  /**
+   * @param {{items: any[], truncated: boolean}} list
+   * @param {{gpus: number, gpus_by_model: {model: string, count: number, unhealthy: number}[]} | undefined} counts
+   */
+  function drawGpus(list, counts) {
+    const devices = list.items;
     /** @type {Map<string, {model: string, count: number, unhealthy: number}>} */
     const models = new Map();
     for (const d of devices) {
@@ -213,11 +263,13 @@ export function clusterView(name) {
       models.set(d.model, m);
     }
     const unhealthy = devices.filter((d) => d.health !== 'healthy');
+    const caption = list.truncated ? `GPUs that are not healthy, among the first ${devices.length} listed` : 'GPUs that are not healthy';
     render(
       gpusEl,
-      h('h3', {}, `GPUs (${devices.length})`),
-      gpuBars([...models.values()], `GPUs by model on ${name}`),
-      table('GPUs that are not healthy', ['GPU', 'Node', 'Model', 'Health'], unhealthy.map((d) => [h('code', {}, d.device_id), d.node_id, d.model, badge(d.health, 'bad')]), 'every GPU is healthy.'),
+      listHead('GPUs', counts?.gpus, list),
+      // The hub's counts cover every GPU; the listed ones only as many as were read.
+      gpuBars(counts?.gpus_by_model ?? [...models.values()], `GPUs by model on ${name}`),
+      table(caption, ['GPU', 'Node', 'Model', 'Health'], unhealthy.map((d) => [h('code', {}, d.device_id), d.node_id, d.model, badge(d.health, 'bad')]), 'every GPU is healthy.'),
     );
   }
 
@@ -269,15 +321,15 @@ export function clusterView(name) {
         cluster = await poll(base);
       } catch (err) {
         if (err instanceof ApiError && err.status === 404) {
-          render(headEl, h('p', { class: 'crumbs' }, h('a', { href: '#/' }, 'Fleet')), h('h2', { id: 'cluster-h' }, `No cluster named ${name}`));
+          render(headEl, notFound(name));
           return;
         }
         throw err;
       }
       const [deps, nodes, devices, events, rejections, ops, conns] = await Promise.all([
-        pollAll(`${base}/deployments?limit=500`, 4),
-        pollAll(`${base}/nodes?limit=500`, 4),
-        pollAll(`${base}/devices?limit=500`, 4),
+        pollAll(`${base}/deployments?limit=500`, { maxPages: LIST_PAGES }),
+        pollAll(`${base}/nodes?limit=500`, { maxPages: LIST_PAGES }),
+        pollAll(`${base}/devices?limit=500`, { maxPages: LIST_PAGES }),
         poll(`${base}/events?limit=20`),
         poll(`${base}/rejections?limit=20`),
         poll(`${base}/operations?limit=20`),
@@ -290,9 +342,15 @@ export function clusterView(name) {
       drawHead(c);
       drawSession(c);
       drawHistory(c, conns.data.items);
-      if (deps.changed) drawDeployments(deps.items);
-      if (nodes.changed) drawNodes(nodes.items);
-      if (devices.changed) drawGpus(devices.items);
+      // The headings carry the hub's counts (in the cluster answer, which changes far more often
+      // than they do): a list is redrawn when it or its count changed, not on every answer.
+      const counts = c.counts;
+      const countsKey = JSON.stringify(counts ?? null);
+      const recount = countsKey !== lastCounts;
+      lastCounts = countsKey;
+      if (deps.changed || recount) drawDeployments(deps, counts?.deployments);
+      if (nodes.changed || recount) drawNodes(nodes, counts?.nodes);
+      if (devices.changed || recount) drawGpus(devices, counts);
       drawOps(ops.data.items, details.map((d) => d.data));
       render(eventsEl, h('h3', {}, 'Recent events'), table('Recent events', ['When', 'Kind', 'Subject', 'Severity', 'Reason', 'Message'], events.data.items.map((/** @type {any} */ e) => [time(e.received_at), e.kind, h('code', {}, e.subject), badge(e.severity, e.severity === 'info' ? 'ok' : e.severity === 'warning' ? 'warn' : 'bad'), e.reason, e.message])));
       render(rejEl, h('h3', {}, 'Rejections'), table('Rejected frames', ['When', 'Type', 'Seq', 'Reason'], rejections.data.items.map((/** @type {any} */ r) => [time(r.received_at), r.type, r.seq, r.reason]), 'none: every frame applied.'));

@@ -97,6 +97,18 @@ export function time(iso) {
   return h('time', { datetime: iso, title: new Date(iso).toLocaleString() }, ago(iso));
 }
 
+/**
+ * Bring every relative time under root up to now, without a new answer (during an outage the
+ * last one stays on screen, and "just now" must not stay "just now").
+ * @param {Element} root
+ */
+export function refreshTimes(root) {
+  for (const el of root.querySelectorAll('time[datetime]')) {
+    const text = ago(el.getAttribute('datetime'));
+    if (el.textContent !== text) el.textContent = text;
+  }
+}
+
 /** @param {number} bytes */
 export function bytes(bytes) {
   if (bytes < 1024) return `${bytes} B`;

@@ -11,9 +11,14 @@ const HOURS = 6;
 /** Filter and sort state survives re-renders (the inputs are built once per visit). */
 const view = { name: '', state: 'all', model: 'all', sort: 'name', dir: 1 };
 
+/** Clusters a page of /admin/fleet holds (the API's maximum): a 10,000-cluster fleet is 20 pages. */
+const FLEET_PAGE = 500;
+
 /**
  * The cluster as the fleet view shows it: the fleet summary joined with the cluster list, whose
- * newer fields (region, operator_version, contention) are used when the hub has them.
+ * newer fields (operator_version, contention) are used when the hub has them. The region is the
+ * operator's (cluster.observed), from the fleet summary only: the list's `region` is the hub's
+ * own region, and a location hint is where session objects run, not where the cluster is.
  * @param {any} f an item of /admin/fleet
  * @param {any} c an item of /admin/clusters, or undefined
  */
@@ -23,7 +28,7 @@ function merge(f, c) {
   const refusals = typeof f.refusals_1h === 'number' ? f.refusals_1h : null;
   return {
     ...f,
-    region: c?.region ?? f.region ?? c?.location_hint ?? null,
+    region: f.region ?? null,
     operator_version: c?.operator_version ?? c?.session?.live?.operator_version ?? null,
     contention,
     refusals,
@@ -58,6 +63,8 @@ export function fleetView() {
   let latest = null;
   /** @type {any[] | null} */
   let clusterList = null;
+  /** The fleet walk stopped before the last page. */
+  let truncated = false;
   let polls = 0;
 
   const filters = h(
@@ -117,7 +124,10 @@ export function fleetView() {
       const kb = key(b);
       return (ka < kb ? -1 : ka > kb ? 1 : a.name < b.name ? -1 : 1) * view.dir;
     });
-    countEl.textContent = `${shown.length} of ${all.length} clusters shown`;
+    // Filters apply to what was read; when that is not the whole fleet, say how much it is.
+    countEl.textContent = truncated
+      ? `${shown.length} of the first ${all.length} of ${fleet.totals?.clusters ?? 'more'} clusters shown (the list stops at ${all.length})`
+      : `${shown.length} of ${all.length} clusters shown`;
     const sortButton = (/** @type {string} */ k, /** @type {string} */ label) =>
       h(
         'button',
@@ -210,8 +220,14 @@ export function fleetView() {
       // version, contention, refusals), so it is read every fifth poll: one request a poll
       // instead of two, for the hub's sake when many dashboards are open.
       const listDue = clusterList === null || polls++ % 5 === 0;
-      const [fleet, clusters] = await Promise.all([pollAll(`/fleet?hours=${HOURS}`), listDue ? pollAll('/clusters?limit=500') : null]);
+      // Fleet-wide totals come with the first page; later pages leave them out (totals=false)
+      // rather than recount the whole fleet once per page.
+      const [fleet, clusters] = await Promise.all([
+        pollAll(`/fleet?hours=${HOURS}&limit=${FLEET_PAGE}`, { more: 'totals=false' }),
+        listDue ? pollAll('/clusters?limit=500') : null,
+      ]);
       if (clusters) clusterList = clusters.items;
+      truncated = fleet.truncated;
       // Relative times ("12 s ago") move even when nothing changed, so redraw on every poll.
       latest = { fleet: { ...fleet.first, items: fleet.items }, clusters: clusterList ?? [] };
       if (fleet.changed || clusters?.changed) drawTotals(latest.fleet, latest.clusters);

@@ -1,0 +1,80 @@
+/**
+ * The dashboard in real Chromium during a Postgres outage: the hub (real workerd) reaches the
+ * real Postgres through a proxy this file owns, and the test takes it down.
+ */
+import type { Browser, Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { startPgWsProxy, type PgWsProxy } from '../../scripts/lib/pg-ws-proxy';
+import { FAST_TIMERS, useHub } from '../hub/support/hub';
+import { launchBrowser } from './support/stack';
+
+let proxy: PgWsProxy | null = null;
+let port = 0;
+let target = { host: '127.0.0.1', port: 5432 };
+async function proxyUp(): Promise<void> {
+  proxy = await startPgWsProxy({ target, port });
+  port = proxy.port;
+}
+async function proxyDown(): Promise<void> {
+  await proxy?.close();
+  proxy = null;
+}
+
+const h = useHub({ ...FAST_TIMERS, IDLE_TIMEOUT_MS: '30000', HOLE_TIMEOUT_MS: '30000' }, async () => {
+  const { findProxyTarget } = await import('../hub/support/proxy-target');
+  target = await findProxyTarget(inject('databaseUrl'), inject('pgWsProxy'));
+  await proxyUp();
+  return { PG_WS_PROXY: `127.0.0.1:${port}` };
+});
+let browser: Browser;
+beforeAll(async () => {
+  browser = await launchBrowser();
+}, 120_000);
+afterAll(async () => {
+  await browser?.close();
+  await proxyDown();
+});
+
+async function signedIn(): Promise<Page> {
+  const page = await (await browser.newContext({ viewport: { width: 1280, height: 800 } })).newPage();
+  await page.goto(`${h.hub.url}/`);
+  await page.getByLabel('Admin token').fill(h.hub.adminToken);
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  return page;
+}
+
+describe('the dashboard during a Postgres outage', () => {
+  it('marks the fleet view stale, says the database is unavailable and since when, and keeps its relative times moving', async () => {
+    const c = await h.newCluster('out');
+    const { peer } = await h.openFresh(c);
+    try {
+      const page = await signedIn();
+      const row = page.getByRole('row').filter({ has: page.getByRole('rowheader', { name: c.name, exact: true }) });
+      await expect.poll(() => row.innerText().catch(() => ''), { timeout: 20_000 }).toMatch(/connected since just now/);
+      expect(await page.locator('#live').innerText()).toMatch(/^Live · updated /);
+      await proxyDown();
+      // The hub answers a typed 503 (sound), and the page notices the failed poll.
+      expect(await h.admin('GET', '/fleet')).toMatchObject({ status: 503, json: { error: { code: 'unavailable' } } });
+      await expect.poll(() => page.locator('#live').innerText(), { timeout: 20_000 }).toMatch(/retrying/);
+      // The hub answered: the database is away, not the hub; and the data on screen is dated.
+      const live = await page.locator('#live').innerText();
+      expect(live).toMatch(/^Database unavailable .*retrying · showing data as of \d{1,2}:\d{2}:\d{2}/);
+      expect(await page.locator('#view').getAttribute('class')).toContain('stale');
+      await new Promise((r) => setTimeout(r, 8_000));
+      // Every relative time on the row must say how old it is by now; none may still read "just now".
+      const times = await row.locator('time').evaluateAll((els) =>
+        els.map((e) => ({ ageMs: Date.now() - Date.parse(e.getAttribute('datetime') ?? ''), text: (e.textContent ?? '').trim() })),
+      );
+      const old = times.filter((t) => t.ageMs >= 8_000);
+      expect(old.length).toBeGreaterThan(0);
+      expect(old.map((t) => t.text), `row during the outage: ${await row.innerText()}`).not.toContain('just now');
+      // Back: live again, and no longer marked stale.
+      await proxyUp();
+      await expect.poll(() => page.locator('#live').innerText(), { timeout: 30_000 }).toMatch(/^Live · updated /);
+      expect(await page.locator('#view').getAttribute('class')).not.toContain('stale');
+    } finally {
+      if (!proxy) await proxyUp();
+      peer.close();
+    }
+  }, 90_000);
+});
