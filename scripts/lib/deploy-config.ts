@@ -2,14 +2,26 @@
  * What every region's environment in wrangler.toml must get right, checked before a deploy
  * (scripts/check-deploy.ts) and in the unit tests against the real file.
  *
- * Wrangler does not carry vars or bindings into an environment, and does carry routes into one
- * that sets none (wrangler 4.86's config code). So each region repeats what it must and sets what
- * it must not inherit; these rules catch the drift that copying invites.
+ * Wrangler does not carry vars or bindings into an environment, and does carry routes and
+ * migrations into one that sets none, an environment's own replacing the top level's (wrangler
+ * 4.86's config code). So each region repeats what it must and sets what it must not inherit;
+ * these rules catch the drift that copying invites. The top level is the default deployment and
+ * is held to the same configuration rules as a region.
  */
 import { z } from 'zod';
 import { hubConfig } from '../../src/hub/config';
 
 const Binding = z.object({ name: z.string(), class_name: z.string(), script_name: z.string().optional() }).loose();
+const Renamed = z.object({ from: z.string(), to: z.string() }).loose();
+const Migration = z
+  .object({
+    tag: z.string(),
+    new_classes: z.array(z.string()).optional(),
+    new_sqlite_classes: z.array(z.string()).optional(),
+    deleted_classes: z.array(z.string()).optional(),
+    renamed_classes: z.array(Renamed).optional(),
+  })
+  .loose();
 const Section = z
   .object({
     name: z.string().optional(),
@@ -18,6 +30,7 @@ const Section = z
     route: z.unknown().optional(),
     routes: z.array(z.unknown()).optional(),
     workers_dev: z.boolean().optional(),
+    migrations: z.array(Migration).optional(),
   })
   .loose();
 const RawConfig = Section.extend({ env: z.record(z.string(), Section).optional() });
@@ -31,6 +44,48 @@ export interface Target {
 
 function bindingsOf(s: Section): string[] {
   return (s.durable_objects?.bindings ?? []).map((b) => `${b.name}=${b.class_name}${b.script_name ? `@${b.script_name}` : ''}`).sort();
+}
+
+/** The classes the migrations leave in place, and whether each is SQLite-backed. */
+function classesAfter(migrations: z.infer<typeof Migration>[]): Map<string, 'sqlite' | 'kv'> {
+  const out = new Map<string, 'sqlite' | 'kv'>();
+  for (const m of migrations) {
+    for (const c of m.new_classes ?? []) out.set(c, 'kv');
+    for (const c of m.new_sqlite_classes ?? []) out.set(c, 'sqlite');
+    for (const { from, to } of m.renamed_classes ?? []) {
+      const kind = out.get(from);
+      out.delete(from);
+      if (kind) out.set(to, kind);
+    }
+    for (const c of m.deleted_classes ?? []) out.delete(c);
+  }
+  return out;
+}
+
+/**
+ * The hub's objects keep their state in SQLite (ctx.storage.sql), which only a class created by
+ * new_sqlite_classes has; a bound class the migrations never create, or delete, fails the deploy
+ * or every request.
+ */
+function migrationProblems(where: string, s: Section): string[] {
+  const classes = classesAfter(s.migrations ?? []);
+  return (s.durable_objects?.bindings ?? [])
+    .filter((b) => !b.script_name)
+    .flatMap((b) => {
+      const kind = classes.get(b.class_name);
+      if (kind === 'sqlite') return [];
+      return [`${where}: durable object class ${b.class_name} is ${kind ? 'not SQLite-backed (new_classes)' : 'not created by the migrations'}: it must be in new_sqlite_classes`];
+    });
+}
+
+/** Where hubConfig's complaint about a section's vars would stop the Worker at its first request. */
+function configProblem(where: string, vars: Record<string, unknown>): string | null {
+  try {
+    hubConfig(Object.fromEntries(Object.entries(vars).map(([k, v]) => [k, String(v)])));
+    return null;
+  } catch (err) {
+    return `${where}: ${(err as Error).message}`;
+  }
 }
 
 function routesOf(s: Section): string[] {
@@ -50,6 +105,11 @@ export function checkDeployConfig(raw: unknown): { targets: Target[]; problems: 
   const topVars = top.vars ?? {};
   const seenRoutes = new Map<string, string>(routesOf(top).map((r) => [r, 'the default deployment']));
   const seenNames = new Map<string, string>([[topName, 'the default deployment']]);
+  // The default deployment is a Worker too: its vars must make a configuration of their own.
+  const topProblem = configProblem('top level (the default deployment)', topVars);
+  if (topProblem) problems.push(topProblem);
+  problems.push(...migrationProblems('top level', top));
+  const topMigrations = JSON.stringify(top.migrations ?? []);
 
   for (const [env, s] of Object.entries(top.env ?? {})) {
     const where = `[env.${env}]`;
@@ -77,10 +137,13 @@ export function checkDeployConfig(raw: unknown): { targets: Target[]; problems: 
     if (vars.HUB_JURISDICTION_EMULATION !== undefined) {
       problems.push(`${where}: HUB_JURISDICTION_EMULATION is for local development only; remove it from wrangler.toml`);
     }
-    try {
-      hubConfig(Object.fromEntries(Object.entries(vars).map(([k, v]) => [k, String(v)])));
-    } catch (err) {
-      problems.push(`${where}: ${(err as Error).message}`);
+    const bad = configProblem(where, vars);
+    if (bad) problems.push(bad);
+
+    // Inherited when unset, and then used instead of the top level's: an environment's own
+    // migrations would give its Worker other classes than every other region's.
+    if (s.migrations !== undefined && JSON.stringify(s.migrations) !== topMigrations) {
+      problems.push(`${where}: migrations of its own that differ from the top level's (migrations are shared: remove them here)`);
     }
 
     // Inherited when unset: a region must name its own endpoint, or it would claim another's.

@@ -105,8 +105,10 @@ export async function fetchRegion(target: RegionTarget, fetchImpl: typeof fetch 
 /**
  * What a platform team must hear about: a region it cannot see, an endpoint serving another
  * region than the one it is listed as (operators pointed at it would be in the wrong place), and
- * a cluster name registered in more than one region (its operator can hold only one region's
- * token: the other registration is stale or a mistake).
+ * a cluster name enabled in more than one region (its operator can hold only one region's token:
+ * the other registration is stale or a mistake). A disabled registration is not one: the admin
+ * API cannot delete a registration, so disabling it is how a move between regions ends, and it
+ * shows in the table instead (fleetTable).
  */
 export function fleetProblems(reports: RegionReport[]): string[] {
   const problems: string[] = [];
@@ -116,20 +118,33 @@ export function fleetProblems(reports: RegionReport[]): string[] {
       problems.push(`${r.target.region} (${r.target.url}): that hub serves region ${r.reportedRegion ?? '(none)'}, not ${r.target.region}`);
     }
   }
-  const byName = new Map<string, string[]>();
-  for (const c of reports.flatMap((r) => r.clusters)) byName.set(c.name, [...(byName.get(c.name) ?? []), c.region]);
-  for (const [name, regions] of byName) {
-    if (regions.length > 1) problems.push(`cluster ${name} is registered in ${regions.length} regions (${regions.join(', ')}): an operator holds one region's token; disable the stale one`);
+  for (const [name, regions] of enabledRegionsByName(reports)) {
+    if (regions.length > 1) problems.push(`cluster ${name} is enabled in ${regions.length} regions (${regions.join(', ')}): an operator holds one region's token; disable the stale one`);
   }
   return problems;
 }
 
+function enabledRegionsByName(reports: RegionReport[]): Map<string, string[]> {
+  const byName = new Map<string, string[]>();
+  for (const c of reports.flatMap((r) => r.clusters)) {
+    if (!c.disabled) byName.set(c.name, [...(byName.get(c.name) ?? []), c.region]);
+  }
+  return byName;
+}
+
 /** A plain table, one line per cluster, sorted by region then name. */
 export function fleetTable(reports: RegionReport[]): string {
+  const enabled = enabledRegionsByName(reports);
+  // A disabled registration whose name is enabled elsewhere is what a move leaves behind: say where it went.
+  const state = (c: FleetCluster): string => {
+    if (!c.disabled) return c.connected ? 'connected' : 'offline';
+    const elsewhere = (enabled.get(c.name) ?? []).filter((r) => r !== c.region);
+    return elsewhere.length ? `disabled(enabled:${elsewhere.join(',')})` : 'disabled';
+  };
   const rows = reports
     .flatMap((r) => r.clusters)
     .sort((a, b) => a.region.localeCompare(b.region) || a.name.localeCompare(b.name))
-    .map((c) => [c.region, c.name, c.uid, c.disabled ? 'disabled' : c.connected ? 'connected' : 'offline', c.location_hint ?? '-', c.jurisdiction ?? '-']);
+    .map((c) => [c.region, c.name, c.uid, state(c), c.location_hint ?? '-', c.jurisdiction ?? '-']);
   const head = ['REGION', 'CLUSTER', 'UID', 'STATE', 'HINT', 'JURISDICTION'];
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] as string).length)));
   return [head, ...rows].map((r) => r.map((v, i) => v.padEnd(widths[i] as number)).join('  ').trimEnd()).join('\n');

@@ -1,4 +1,4 @@
-import { ULID_RE } from '../protocol';
+import { newId, ULID_RE } from '../protocol';
 import { hubConfig } from './config';
 import { fnv1a } from './fnv';
 import type { DbGateway } from './db/gateway';
@@ -22,16 +22,37 @@ export const INTERNAL_HEADERS = {
 } as const;
 
 /**
- * The route key part of a session id (`<route key>.<incarnation>`, both ULIDs), or null when
- * the hint does not route. Routing is keyed by the token's cluster and this key, so whatever an
- * attacker writes here can only ever reach an object of the cluster its token belongs to.
+ * A route key names a session's object within its cluster: a ULID minted when the object was
+ * first addressed, then `-<generation>` when the cluster's placement has changed (its hint's
+ * placement generation, registry.ts). Placement is fixed when an object is created, so the
+ * generation is part of the object's name: a key only ever reaches an object created under the
+ * placement it was minted with. Generation 0 adds nothing, so the keys (and objects) of clusters
+ * whose placement never changed are what they were before generations existed.
+ */
+const ROUTE_KEY_RE = /^[0-9A-HJKMNP-TV-Z]{26}(?:-([1-9][0-9]{0,8}))?$/;
+
+/** A new route key, for a new object under the cluster's current placement generation. */
+export function newRouteKey(placementGeneration: number, id: string = newId()): string {
+  return placementGeneration > 0 ? `${id}-${placementGeneration}` : id;
+}
+
+/** The placement generation a route key was minted under. */
+export function placementGenerationOf(routeKey: string): number {
+  return Number(ROUTE_KEY_RE.exec(routeKey)?.[1] ?? 0);
+}
+
+/**
+ * The route key part of a session id (`<route key>.<incarnation>`, the incarnation a ULID), or
+ * null when the hint does not route. Routing is keyed by the token's cluster and this key, so
+ * whatever an attacker writes here can only ever reach an object of the cluster its token
+ * belongs to.
  */
 export function routeKeyOf(hint: string | undefined | null): string | null {
   if (!hint) return null;
   const dot = hint.indexOf('.');
-  if (dot !== 26 || hint.length !== 53) return null;
-  const key = hint.slice(0, 26);
-  return ULID_RE.test(key) && ULID_RE.test(hint.slice(27)) ? key : null;
+  if (dot < 0) return null;
+  const key = hint.slice(0, dot);
+  return ROUTE_KEY_RE.test(key) && ULID_RE.test(hint.slice(dot + 1)) ? key : null;
 }
 
 export function sessionObjectName(clusterUid: string, routeKey: string): string {

@@ -1,5 +1,6 @@
 import { z } from 'zod';
-import { JURISDICTIONS, LOCATION_HINTS, REGION_NAME_RE } from './region';
+import { minSendQueueBytes } from './frame-budget';
+import { hintOutsideJurisdiction, JURISDICTIONS, LOCATION_HINTS, REGION_NAME_RE } from './region';
 
 /**
  * Hub configuration from Worker vars. The timers the spec fixes are configuration with the
@@ -34,6 +35,7 @@ const ConfigSchema = z.object({
   HOLE_TIMEOUT_MS: ms(30_000),
   /** An object whose session has had no connection this long deletes its storage. */
   RETENTION_MS: ms(15 * 60_000),
+  /** Larger frames → close 1009; also the largest desired state the admin API accepts (413 over it). */
   MAX_FRAME_BYTES: ms(1 << 20),
   /** Sized for a rolling restart, not a network hiccup. */
   REPLAY_BUFFER_FRAMES: ms(50_000),
@@ -46,11 +48,19 @@ const ConfigSchema = z.object({
   /** Rows fetched per desired-state query. */
   DESIRED_PAGE_ROWS: ms(1_000),
   /**
+   * Bytes (of frames, roughly) per desired-state query, besides its rows: a page crosses the
+   * gateway's RPC (32 MiB at most) and must fit the send queue's free bytes. A page always
+   * carries at least one deployment.
+   */
+  DESIRED_PAGE_BYTES: ms(4 << 20),
+  /**
    * The gateway that runs a fresh session's claim reads the first page of its resync snapshot
    * with it, up to this many deployments (also bounded by DESIRED_PAGE_ROWS and the send queue);
    * 0: none, and the session fetches its resync after the welcome, page by page.
    */
   CLAIM_SNAPSHOT_ROWS: z.coerce.number().int().nonnegative().default(100),
+  /** …and up to about this many bytes: the page rides back with the claim's answer. */
+  CLAIM_SNAPSHOT_BYTES: z.coerce.number().int().nonnegative().default(1 << 20),
   PG_QUERY_TIMEOUT_MS: ms(10_000),
   /** A session's ingest statement waits this long for a row lock (at most half PG_QUERY_TIMEOUT_MS). */
   PG_LOCK_TIMEOUT_MS: ms(2_000),
@@ -78,6 +88,13 @@ const ConfigSchema = z.object({
   if (c.HUB_JURISDICTION && !c.HUB_REGION) {
     ctx.addIssue({ code: 'custom', path: ['HUB_JURISDICTION'], message: 'needs HUB_REGION (the region that keeps its objects there)' });
   }
+  // Smaller, and one large frame could never be queued: the session would close 4429 on every resume.
+  if (c.SEND_QUEUE_BYTES < minSendQueueBytes(c)) {
+    ctx.addIssue({ code: 'custom', path: ['SEND_QUEUE_BYTES'], message: `must be at least ${minSendQueueBytes(c)} (two of the largest frames, MAX_FRAME_BYTES)` });
+  }
+  // The rule the admin API applies to a cluster's hint: the gateway shards live in the jurisdiction too.
+  const outside = c.DB_GATEWAY_LOCATION_HINT ? hintOutsideJurisdiction(c.DB_GATEWAY_LOCATION_HINT, c.HUB_JURISDICTION) : null;
+  if (outside) ctx.addIssue({ code: 'custom', path: ['DB_GATEWAY_LOCATION_HINT'], message: outside });
 });
 
 export type HubConfig = z.infer<typeof ConfigSchema>;

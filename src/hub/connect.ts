@@ -1,7 +1,6 @@
 import type { Context } from 'hono';
-import { decodeTime } from 'ulid';
-import { buildFrame, CloseCode, newId, type ErrorCode } from '../protocol';
-import { INTERNAL_HEADERS, routeKeyOf, sessionStub } from './address';
+import { buildFrame, CloseCode, type ErrorCode } from '../protocol';
+import { INTERNAL_HEADERS, newRouteKey, placementGenerationOf, routeKeyOf, sessionStub } from './address';
 import { hubConfig } from './config';
 import { failureLine } from './db/errors';
 import { gatewaySql } from './db/gateway';
@@ -31,10 +30,11 @@ export async function connect(c: Context<{ Bindings: HubEnv }>): Promise<Respons
     return jsonError(c, 426, 'upgrade_required', 'connect with a WebSocket upgrade');
   }
   const tokenHash = toHex(await hashToken(m[1] as string));
+  const cfg = hubConfig(c.env);
   let cluster;
   try {
     // On a shared, already open connection: a handshake opens none.
-    cluster = await lookupToken(gatewaySql(c.env), tokenHash);
+    cluster = await lookupToken(gatewaySql(c.env), tokenHash, cfg.HUB_JURISDICTION);
   } catch (err) {
     // The operator is told to retry either way (a fix or a migration will come); the log tells
     // an outage from a fault someone must look at.
@@ -45,10 +45,11 @@ export async function connect(c: Context<{ Bindings: HubEnv }>): Promise<Respons
   }
   // Each region has its own registry: a token from another region's is unknown here, and the
   // message says where the operator dialled.
-  if (!cluster) return refuseSocket('not_found', `enrollment token is not valid${inRegion(hubConfig(c.env))} (unknown or rotated)`);
+  if (!cluster) return refuseSocket('not_found', `enrollment token is not valid${inRegion(cfg)} (unknown or rotated)`);
   if (cluster.disabled) return refuseSocket('conflict', 'cluster is disabled', cluster.uid);
+  if (cluster.ignored_hint) noteIgnoredHint(cluster.uid, cluster.ignored_hint, cfg.HUB_JURISDICTION);
 
-  const routeKey = routeKeyFor(cluster, c.req.header(SESSION_HINT_HEADER)) ?? newId();
+  const routeKey = resumableKey(cluster, c.req.header(SESSION_HINT_HEADER)) ?? newRouteKey(cluster.placement_generation);
   const remoteAddr = c.req.header('cf-connecting-ip')?.slice(0, 64) ?? null;
   const stub = sessionStub(c.env, { clusterUid: cluster.uid, routeKey, locationHint: cluster.location_hint });
   // A fresh request: nothing the operator sent besides the upgrade reaches the object.
@@ -66,22 +67,30 @@ export async function connect(c: Context<{ Bindings: HubEnv }>): Promise<Respons
 }
 
 /**
- * The object a resume hint routes to, unless that object was created before the cluster's
- * placement last changed: placement is fixed when an object is created, so a changed location
- * hint takes effect by starting a new object (a fresh session with full resync). The route key
- * is a ULID minted when its object was first addressed, so it tells when that was.
+ * The object a resume hint routes to, unless it was created under another placement than the
+ * cluster's current one: placement is fixed when an object is created, so a changed location hint
+ * takes effect by starting a new object (a fresh session with full resync). The generation read
+ * here is the one the key was minted under, so a change committed while a connect was under way
+ * is caught at the next one.
  */
-function routeKeyFor(cluster: TokenLookup, hint: string | undefined): string | null {
+function resumableKey(cluster: TokenLookup, hint: string | undefined): string | null {
   const key = routeKeyOf(hint);
-  if (!key || cluster.placement_changed_at === null) return key;
-  let minted: number;
-  try {
-    minted = decodeTime(key);
-  } catch {
-    // ULID-shaped but beyond a ULID's time range: the hub never minted it, so it does not route.
-    return null;
-  }
-  return minted < new Date(cluster.placement_changed_at).getTime() ? null : key;
+  return key !== null && placementGenerationOf(key) === cluster.placement_generation ? key : null;
+}
+
+/** Clusters whose ignored hint this isolate has reported: once each, not at every connect. */
+const reportedHints = new Set<string>();
+
+function noteIgnoredHint(clusterUid: string, hint: string, jurisdiction: string | undefined): void {
+  const key = `${clusterUid}/${hint}`;
+  if (reportedHints.has(key)) return;
+  if (reportedHints.size >= 1_000) reportedHints.clear();
+  reportedHints.add(key);
+  log.warn('ignoring the cluster\'s location hint: it lies outside the jurisdiction (stored before the region had one); set another with PATCH /admin/clusters/{id}', {
+    cluster: clusterUid,
+    location_hint: hint,
+    jurisdiction: jurisdiction ?? null,
+  });
 }
 
 /** A typed refusal over the socket (error frame, then 4403); no session object is involved. */

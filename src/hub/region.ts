@@ -47,6 +47,19 @@ export function hintOutsideJurisdiction(hint: LocationHint, jurisdiction: Jurisd
   return `location hint ${hint} lies outside jurisdiction ${jurisdiction}, where this deployment's objects always run (allowed here: ${within.join(', ')})`;
 }
 
+/**
+ * A stored hint split into the one this deployment places objects with and the one it ignores: a
+ * hint stored before the region had its jurisdiction may lie outside it (the admin API refuses it
+ * now). Passed to a restricted namespace it would ask for a placement that cannot be.
+ */
+export function placementHint(
+  hint: LocationHint | null,
+  jurisdiction: Jurisdiction | null | undefined,
+): { hint: LocationHint | null; ignored: LocationHint | null } {
+  if (hint && hintOutsideJurisdiction(hint, jurisdiction)) return { hint: null, ignored: hint };
+  return { hint, ignored: null };
+}
+
 /** A region's name: short, lowercase, safe in a hostname, a log line and an error message. */
 export const REGION_NAME_RE = /^[a-z0-9](?:[a-z0-9-]{0,30}[a-z0-9])?$/;
 

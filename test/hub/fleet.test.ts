@@ -104,7 +104,7 @@ describe('npm run fleet', () => {
         expect.stringMatching(/^us \(.*\): that hub serves region eu, not us/),
         expect.stringMatching(/^apac \(.*\): unreachable or refused/),
         expect.stringMatching(/^oc \(.*\): unreachable or refused: .*HTTP 401/),
-        expect.stringMatching(new RegExp(`^cluster ${name} is registered in 2 regions \\(eu, us\\)`)),
+        expect.stringMatching(new RegExp(`^cluster ${name} is enabled in 2 regions \\(eu, us\\)`)),
       ]),
     );
   });

@@ -7,6 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { experimental_readRawConfig } from 'wrangler';
 import { REPO_ROOT } from '../../scripts/lib/start-state';
 import { checkDeployConfig } from '../../scripts/lib/deploy-config';
+import { hubConfig } from '../../src/hub/config';
 
 const BINDINGS = {
   bindings: [
@@ -14,12 +15,18 @@ const BINDINGS = {
     { name: 'DB_GATEWAY', class_name: 'DbGateway' },
   ],
 };
+const MIGRATIONS = [
+  { tag: 'v1', new_sqlite_classes: ['SessionObject'] },
+  { tag: 'v2', new_sqlite_classes: ['DbGateway'] },
+];
 
-function config(eu: Record<string, unknown>): Record<string, unknown> {
+function config(eu: Record<string, unknown>, top: Record<string, unknown> = {}): Record<string, unknown> {
   return {
     name: 'hub',
     vars: { HUB_VERSION: '0.1.0' },
     durable_objects: BINDINGS,
+    migrations: MIGRATIONS,
+    ...top,
     env: {
       eu: {
         routes: [{ pattern: 'eu.hub.example.com', custom_domain: true }],
@@ -90,5 +97,42 @@ describe('wrangler.toml regions', () => {
       vars: { HUB_VERSION: '0.1.0', HUB_REGION: 'us' },
     };
     expect(checkDeployConfig(twice).problems).toEqual([expect.stringMatching(/\[env.us\]: route eu.hub.example.com is also \[env.eu\]'s/)]);
+  });
+
+  it("catches a region with migrations of its own (wrangler then uses them instead of the top level's); the same ones repeated pass", () => {
+    expect(checkDeployConfig(config({ migrations: [{ tag: 'v1', new_classes: ['SessionObject'] }] })).problems).toEqual([
+      expect.stringMatching(/\[env.eu\]: migrations of its own that differ from the top level's/),
+    ]);
+    expect(checkDeployConfig(config({ migrations: MIGRATIONS })).problems).toEqual([]);
+  });
+
+  it('catches a bound class the migrations never create, delete, or create without SQLite', () => {
+    expect(checkDeployConfig(config({}, { migrations: [MIGRATIONS[0]] })).problems).toEqual([
+      expect.stringMatching(/top level: durable object class DbGateway is not created by the migrations/),
+    ]);
+    expect(checkDeployConfig(config({}, { migrations: [...MIGRATIONS, { tag: 'v3', deleted_classes: ['DbGateway'] }] })).problems).toEqual([
+      expect.stringMatching(/class DbGateway is not created by the migrations/),
+    ]);
+    expect(checkDeployConfig(config({}, { migrations: [{ tag: 'v1', new_classes: ['SessionObject'] }, MIGRATIONS[1]] })).problems).toEqual([
+      expect.stringMatching(/class SessionObject is not SQLite-backed/),
+    ]);
+    const renamed = [{ tag: 'v1', new_sqlite_classes: ['Session'] }, MIGRATIONS[1], { tag: 'v3', renamed_classes: [{ from: 'Session', to: 'SessionObject' }] }];
+    expect(checkDeployConfig(config({}, { migrations: renamed })).problems).toEqual([]);
+  });
+
+  it('catches a top level whose vars are not a hub configuration (the default deployment would throw on every request)', () => {
+    expect(() => hubConfig({ HUB_VERSION: '0.1.0', HUB_JURISDICTION: 'eu' })).toThrow(/needs HUB_REGION/);
+    const top = { vars: { HUB_VERSION: '0.1.0', HUB_JURISDICTION: 'eu' } };
+    expect(checkDeployConfig(config({ vars: { HUB_VERSION: '0.1.0', HUB_REGION: 'eu', HUB_JURISDICTION: 'eu' } }, top)).problems).toEqual([
+      expect.stringMatching(/top level \(the default deployment\): .*HUB_JURISDICTION: needs HUB_REGION/),
+    ]);
+  });
+
+  it("catches a gateway location hint outside the region's jurisdiction, the rule the admin API applies to a cluster's hint", () => {
+    const vars = (hint: string) => ({ vars: { HUB_VERSION: '0.1.0', HUB_REGION: 'eu', HUB_JURISDICTION: 'eu', DB_GATEWAY_LOCATION_HINT: hint } });
+    expect(checkDeployConfig(config(vars('wnam'))).problems).toEqual([
+      expect.stringMatching(/\[env.eu\]: .*DB_GATEWAY_LOCATION_HINT: location hint wnam lies outside jurisdiction eu/),
+    ]);
+    expect(checkDeployConfig(config(vars('weur'))).problems).toEqual([]);
   });
 });

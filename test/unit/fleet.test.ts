@@ -40,7 +40,23 @@ describe('fleet view across regions', () => {
     expect(problems).toEqual([
       expect.stringMatching(/^us \(https:\/\/us.hub.test\): that hub serves region eu, not us/),
       expect.stringMatching(/^apac .*HTTP 401/),
-      expect.stringMatching(/^cluster twice is registered in 2 regions \(eu, us\)/),
+      expect.stringMatching(/^cluster twice is enabled in 2 regions \(eu, us\)/),
+    ]);
+  });
+
+  it("README's move procedure (register in the new region, then disable in the old one) leaves no standing problem", () => {
+    // The admin API cannot delete a registration: disabling it is the last step there is.
+    const moved = [report('eu', [cluster('eu', 'gpu-1', { disabled: true, connected: false })]), report('us', [cluster('us', 'gpu-1')])];
+    expect(fleetProblems(moved)).toEqual([]);
+    // Midway, while both are enabled, the name is flagged.
+    expect(fleetProblems([report('eu', [cluster('eu', 'gpu-1')]), report('us', [cluster('us', 'gpu-1')])])).toEqual([
+      expect.stringMatching(/^cluster gpu-1 is enabled in 2 regions \(eu, us\)/),
+    ]);
+    // The stale registration is information: the table says where the cluster went.
+    const rows = fleetTable(moved).split('\n').slice(1).map((l) => l.split(/\s+/).slice(0, 4));
+    expect(rows).toEqual([
+      ['eu', 'gpu-1', 'uid-gpu-1', 'disabled(enabled:us)'],
+      ['us', 'gpu-1', 'uid-gpu-1', 'connected'],
     ]);
   });
 

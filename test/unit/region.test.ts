@@ -5,9 +5,9 @@
  * 1.20260426). The hub in workerd is exercised by test/workers-eu.
  */
 import { describe, expect, it } from 'vitest';
-import { routeKeyOf } from '../../src/hub/address';
+import { newRouteKey, placementGenerationOf, routeKeyOf } from '../../src/hub/address';
 import { hubConfig } from '../../src/hub/config';
-import { hintOutsideJurisdiction, hintsWithin, jurisdictionOf, LOCATION_HINTS, regionalNamespace, residencyProblem } from '../../src/hub/region';
+import { hintOutsideJurisdiction, hintsWithin, jurisdictionOf, LOCATION_HINTS, placementHint, regionalNamespace, residencyProblem } from '../../src/hub/region';
 import { newId } from '../../src/protocol';
 
 const cfg = (vars: Record<string, string>) => hubConfig({ ...vars });
@@ -55,6 +55,14 @@ describe('region configuration', () => {
     // A region without a jurisdiction is valid: a named endpoint whose objects are placed as usual.
     expect(cfg({ HUB_REGION: 'apac' }).HUB_JURISDICTION).toBeUndefined();
     expect(cfg({ HUB_REGION: '' }).HUB_REGION).toBeUndefined();
+  });
+
+  it("the gateway's location hint must lie inside the jurisdiction, as a cluster's must", () => {
+    expect(() => cfg({ HUB_REGION: 'eu', HUB_JURISDICTION: 'eu', DB_GATEWAY_LOCATION_HINT: 'wnam' })).toThrow(
+      /DB_GATEWAY_LOCATION_HINT: location hint wnam lies outside jurisdiction eu/,
+    );
+    expect(cfg({ HUB_REGION: 'eu', HUB_JURISDICTION: 'eu', DB_GATEWAY_LOCATION_HINT: 'weur' }).DB_GATEWAY_LOCATION_HINT).toBe('weur');
+    expect(cfg({ HUB_REGION: 'eu', DB_GATEWAY_LOCATION_HINT: 'wnam' }).DB_GATEWAY_LOCATION_HINT).toBe('wnam');
   });
 });
 
@@ -121,14 +129,31 @@ describe('location hints inside a jurisdiction', () => {
     for (const j of ['us', 'fedramp', 'fedramp-high'] as const) expect(hintOutsideJurisdiction('weur', j)).toMatch(/allowed here: wnam, enam/);
     for (const h of LOCATION_HINTS) expect(hintOutsideJurisdiction(h, undefined)).toBeNull();
   });
+
+  it('a stored hint outside the jurisdiction is ignored, not used; one inside it, or without a jurisdiction, is used', () => {
+    expect(placementHint('wnam', 'eu')).toEqual({ hint: null, ignored: 'wnam' });
+    expect(placementHint('weur', 'eu')).toEqual({ hint: 'weur', ignored: null });
+    expect(placementHint('wnam', undefined)).toEqual({ hint: 'wnam', ignored: null });
+    expect(placementHint(null, 'eu')).toEqual({ hint: null, ignored: null });
+  });
 });
 
 describe('route keys (address.ts)', () => {
-  it('a session id routes by its first ULID; anything else does not route', () => {
+  it('a session id routes by its route key (a ULID, with the placement generation after a change); anything else does not route', () => {
     const key = newId();
     expect(routeKeyOf(`${key}.${newId()}`)).toBe(key);
-    for (const bad of [null, undefined, '', key, `${key}.`, `${key}.nope`, `${key}.${newId()}x`, `x${key}.${newId()}`]) {
+    expect(routeKeyOf(`${key}-3.${newId()}`)).toBe(`${key}-3`);
+    for (const bad of [null, undefined, '', key, `${key}.`, `${key}.nope`, `${key}.${newId()}x`, `x${key}.${newId()}`, `${key}-0.${newId()}`, `${key}-.${newId()}`, `${key}-x.${newId()}`, `${key}-1234567890.${newId()}`]) {
       expect(routeKeyOf(bad)).toBeNull();
     }
+  });
+
+  it('a route key carries the placement generation it was minted under; generation 0 keeps the key as it always was', () => {
+    const id = newId();
+    expect(newRouteKey(0, id)).toBe(id);
+    expect(placementGenerationOf(newRouteKey(0, id))).toBe(0);
+    expect(newRouteKey(7, id)).toBe(`${id}-7`);
+    expect(placementGenerationOf(newRouteKey(7, id))).toBe(7);
+    expect(routeKeyOf(`${newRouteKey(7, id)}.${newId()}`)).toBe(`${id}-7`);
   });
 });

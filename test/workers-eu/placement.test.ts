@@ -15,15 +15,18 @@ import { routeKeyOf, sessionStub } from '../../src/hub/address';
 import { hubApp } from '../../src/hub/app';
 import type { HubEnv } from '../../src/hub/env';
 import { uniqueName } from '../support/peer-core';
-import { admin, connectVia, hubEnv } from '../workers/support/peer';
+import { admin, connectVia, hubEnv, newCluster, sql } from '../workers/support/peer';
 
 interface GetCall {
   id: string;
   locationHint: string | null;
 }
 
-/** The hub app over the real bindings, with SESSIONS recording what each get() asks for. */
-function instrumentedHub(): { fetch: (req: Request) => Promise<Response>; calls: GetCall[] } {
+/**
+ * The hub app over the real bindings, with SESSIONS recording what each get() asks for; `gateway`
+ * replaces DB_GATEWAY's binding when a test must act between two of the hub's statements.
+ */
+function instrumentedHub(gateway?: DurableObjectNamespace): { fetch: (req: Request) => Promise<Response>; calls: GetCall[] } {
   const calls: GetCall[] = [];
   const real = hubEnv.SESSIONS;
   const SESSIONS = {
@@ -35,7 +38,7 @@ function instrumentedHub(): { fetch: (req: Request) => Promise<Response>; calls:
     // Exactly as the real binding: locally this throws "not implemented in workerd".
     jurisdiction: (j: DurableObjectJurisdiction) => real.jurisdiction(j),
   } as unknown as DurableObjectNamespace;
-  const env: HubEnv = { ...hubEnv, SESSIONS };
+  const env: HubEnv = { ...hubEnv, SESSIONS, ...(gateway ? { DB_GATEWAY: gateway } : {}) };
   const app = hubApp();
   return { fetch: async (req) => app.fetch(req, env, createExecutionContext()), calls };
 }
@@ -121,6 +124,81 @@ describe('placement of session objects (location hints)', () => {
     expect(welcome.payload.full_resync).toBe(true);
     expect(routeKeyOf(welcome.payload.session_id as string)).not.toBe('Z'.repeat(26));
     expect(hintsFor(hub.calls, c.uid, welcome.payload.session_id as string)).toEqual(['eeur']);
+  });
+
+  it('a hint changed while a connect is between its token lookup and its route key reaches that session at its next connection', async () => {
+    const c = await register({ location_hint: 'weur' });
+    // DB_GATEWAY as it is, except that the admin's PATCH commits right after this connect's token lookup.
+    let patchDuringLookup = true;
+    const real = hubEnv.DB_GATEWAY;
+    const gateway = {
+      idFromName: (n: string) => real.idFromName(n),
+      jurisdiction: (j: DurableObjectJurisdiction) => real.jurisdiction(j),
+      get: (id: DurableObjectId, options?: DurableObjectNamespaceGetDurableObjectOptions) => {
+        const stub = real.get(id, options) as unknown as { query(t: string, p: unknown[], n?: string): Promise<unknown> };
+        return {
+          query: async (t: string, p: unknown[], n?: string) => {
+            const r = await stub.query(t, p, n);
+            if (n?.startsWith('wingsmith_token_lookup') && patchDuringLookup) {
+              patchDuringLookup = false;
+              expect((await admin('PATCH', `/clusters/${c.uid}`, { location_hint: 'eeur' })).status).toBe(200);
+              // The route key is minted after the change (it once compared the key's time with it).
+              await new Promise((res) => setTimeout(res, 5));
+            }
+            return r;
+          },
+        };
+      },
+    } as unknown as DurableObjectNamespace;
+    const hub = instrumentedHub(gateway);
+
+    const first = await connectVia(hub.fetch, c.token);
+    const s1 = (await first.hello({ cluster_id: c.name })).payload.session_id as string;
+    first.close();
+    // The race: this object was created with the hint read before the change.
+    expect(patchDuringLookup).toBe(false);
+    expect(hintsFor(hub.calls, c.uid, s1)).toEqual(['weur']);
+
+    const next = await connectVia(hub.fetch, c.token, s1);
+    const w2 = await next.hello({ cluster_id: c.name, session_id: s1 });
+    next.close();
+    const s2 = w2.payload.session_id as string;
+    expect({ sameObject: routeKeyOf(s2) === routeKeyOf(s1), fullResync: w2.payload.full_resync, createdWith: hintsFor(hub.calls, c.uid, s2) }).toEqual({
+      sameObject: false,
+      fullResync: true,
+      createdWith: ['eeur'],
+    });
+    // And from then on its resume hint routes to that object.
+    const third = await connectVia(hub.fetch, c.token, s2);
+    const w3 = await third.hello({ cluster_id: c.name, session_id: s2 });
+    third.close();
+    expect(routeKeyOf(w3.payload.session_id as string)).toBe(routeKeyOf(s2));
+  });
+
+  it('a hint stored before the region had its jurisdiction, outside it, is neither passed to get() nor shown as the placement', async () => {
+    const c = await newCluster('place');
+    // Registered while [env.eu] had no HUB_JURISDICTION: wnam was accepted then, as on the default deployment.
+    await sql('update clusters set location_hint = $2 where uid = $1', [c.uid, 'wnam']);
+    const hub = instrumentedHub();
+    const peer = await connectVia(hub.fetch, c.token);
+    const welcome = await peer.hello({ cluster_id: c.name });
+    peer.close();
+    const view = (await admin('GET', `/clusters/${c.uid}`)).json;
+    const listed = (await admin('GET', '/clusters?limit=500')).json.items.find((x: { uid: string }) => x.uid === c.uid);
+    expect({
+      hintsPassedToEuObject: hintsFor(hub.calls, c.uid, welcome.payload.session_id as string),
+      view: { jurisdiction: view.jurisdiction, location_hint: view.location_hint, location_hint_ignored: view.location_hint_ignored },
+      listed: { location_hint: listed.location_hint, location_hint_ignored: listed.location_hint_ignored },
+    }).toEqual({
+      hintsPassedToEuObject: [null],
+      view: { jurisdiction: 'eu', location_hint: null, location_hint_ignored: 'wnam' },
+      listed: { location_hint: null, location_hint_ignored: 'wnam' },
+    });
+    // The same hint is refused when asked for now; one inside the jurisdiction replaces it.
+    expect((await admin('PATCH', `/clusters/${c.uid}`, { location_hint: 'wnam' })).status).toBe(400);
+    const fixed = (await admin('PATCH', `/clusters/${c.uid}`, { location_hint: 'weur' })).json;
+    expect(fixed).toMatchObject({ location_hint: 'weur' });
+    expect(fixed).not.toHaveProperty('location_hint_ignored');
   });
 
   it('hints are validated against the documented list, at registration and when changed', async () => {

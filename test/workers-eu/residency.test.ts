@@ -36,6 +36,15 @@ const tablesOf = (stub: DurableObjectStub<SessionObject>) =>
       .filter((n) => !n.startsWith('_cf')),
   );
 
+/** A session's storage as an object created before the jurisdiction was added keeps it: a record, a replay buffer, an alarm. */
+async function storeSession(storage: DurableObjectStorage): Promise<void> {
+  storage.sql.exec('create table meta (session_id text)');
+  storage.sql.exec("insert into meta values ('s')");
+  storage.sql.exec('create table replay (frame text)');
+  storage.sql.exec(`insert into replay values ('{"type":"deployment.desired","payload":{"env":{"SECRET":"x"}}}')`);
+  await storage.setAlarm(Date.now() + 60_000);
+}
+
 /** The RESIDENCY error lines logged while `run` ran. */
 async function residencyLogs(run: () => Promise<unknown>): Promise<{ entry: string; reason: string }[]> {
   const spy = vi.spyOn(console, 'error');
@@ -125,13 +134,25 @@ describe('the eu deployment (wrangler.toml [env.eu])', () => {
     expect(await tablesOf(misplaced)).toEqual([]);
   });
 
-  it('a session object outside the jurisdiction does nothing at its alarm but log, and does not set it again', async () => {
+  it('a session object outside the jurisdiction serves nothing at its alarm: it logs, deletes its storage and does not set the alarm again', async () => {
     const c = await newCluster('eu');
     const misplaced = misplacedSession(c.uid);
-    // An alarm it holds from before (the only way one can exist there): set directly in its storage.
-    await runInDurableObject(misplaced, (_i, s) => s.storage.setAlarm(Date.now() + 60_000));
+    // What an object created before the region had its jurisdiction holds: a session and the alarm for its retention.
+    await runInDurableObject(misplaced, (_i, s) => storeSession(s.storage));
     const logs = await residencyLogs(async () => expect(await runDurableObjectAlarm(misplaced)).toBe(true));
     expect(logs).toEqual([expect.objectContaining({ entry: 'alarm', reason: expect.stringMatching(/region eu keeps its objects in eu/) })]);
+    expect(await runInDurableObject(misplaced, (_i, s) => s.storage.getAlarm())).toBeNull();
+    expect(await tablesOf(misplaced)).toEqual([]);
+  });
+
+  it('a session object outside the jurisdiction woken by an RPC deletes its storage and its alarm too', async () => {
+    const c = await newCluster('eu');
+    const misplaced = misplacedSession(c.uid);
+    await runInDurableObject(misplaced, (_i, s) => storeSession(s.storage));
+    await misplaced.poke(1, []).then(
+      () => expect.unreachable('a misplaced object served a poke'),
+      (err: Error) => expect(err.message).toMatch(/residency check failed/),
+    );
     expect(await runInDurableObject(misplaced, (_i, s) => s.storage.getAlarm())).toBeNull();
     expect(await tablesOf(misplaced)).toEqual([]);
   });

@@ -4,7 +4,7 @@ import { connectedStaleAfterMs, hubConfig } from '../config';
 import { withDeadline } from '../deadline';
 import type { Sql } from '../db/sql';
 import type { HubEnv } from '../env';
-import { hintsWithin, LOCATION_HINTS, LocationHintSchema } from '../region';
+import { hintsWithin, LOCATION_HINTS, LocationHintSchema, placementHint } from '../region';
 import { knownHint } from '../db/registry';
 import type { LiveView } from '../session/live-view';
 import { connectedSql } from '../db/connected-sql';
@@ -65,6 +65,15 @@ export const HintSchema = LocationHintSchema.nullable().openapi({
   example: 'weur',
 });
 
+const CountsSchema = z
+  .object({
+    nodes: z.number().int(),
+    gpus: z.number().int(),
+    gpus_by_model: z.array(z.object({ model: z.string(), count: z.number().int(), unhealthy: z.number().int() })).openapi({ description: 'by model name' }),
+    deployments: z.number().int().openapi({ description: 'rows of /deployments without include_withdrawn: desired (not withdrawn) or observed' }),
+  })
+  .openapi('ClusterCounts');
+
 export const ClusterSchema = z
   .object({
     uid: z.string(),
@@ -75,6 +84,11 @@ export const ClusterSchema = z
       .nullable()
       .openapi({ description: 'the Durable Object jurisdiction the cluster\'s session state is kept in; null: none', example: 'eu' }),
     location_hint: HintSchema,
+    location_hint_ignored: LocationHintSchema.optional().openapi({
+      description:
+        'present only when the stored hint lies outside the jurisdiction (stored before the region had one): it is not used, and location_hint is null',
+      example: 'wnam',
+    }),
     created_at: z.string(),
     token_issued_at: z.string(),
     disabled: z.boolean(),
@@ -86,6 +100,11 @@ export const ClusterSchema = z
     link: LinkSchema.nullable(),
     rejections: z.number(),
     desired_refusals: z.number().openapi({ description: "the operator's refusals of desired state, over every deployment" }),
+    observed_region: z.string().nullable().optional().openapi({
+      description: 'the region the operator reports (cluster.observed), the same value as `region` of the cluster in /admin/fleet; null: not reported. Only in answers about one cluster, not in the list',
+      example: 'us-east4',
+    }),
+    counts: CountsSchema.optional().openapi({ description: 'how many rows each of its lists holds in all, however many pages; only in answers about one cluster, not in the list' }),
   })
   .openapi('Cluster');
 export type ClusterView = z.infer<typeof ClusterSchema>;
@@ -151,16 +170,47 @@ export const VIEW_SQL = `
     from episode
   ) ct on true`;
 
+/**
+ * One cluster's view plus what only a single-cluster answer carries: the operator's own region
+ * and the size of each list, so a client that shows a capped number of pages still reports the
+ * real totals. Wrapped around VIEW_SQL rather than added to it, so the list route (500 clusters a
+ * page, polled by the dashboard) does not pay for four more aggregates per row.
+ */
+const ONE_SQL = `
+  select v.*,
+    (select oc.region from observed_clusters oc where oc.cluster_uid = v.uid) as observed_region,
+    (select count(*) from nodes n where n.cluster_uid = v.uid) as n_nodes,
+    (select count(*) from devices d where d.cluster_uid = v.uid) as n_gpus,
+    (select coalesce(json_agg(json_build_object('model', g.model, 'count', g.n, 'unhealthy', g.bad) order by g.model), '[]'::json)
+       from (select d.model, count(*) as n, count(*) filter (where d.health <> 'healthy') as bad
+             from devices d where d.cluster_uid = v.uid group by d.model) g) as gpus_by_model,
+    (select count(*) from (
+       select dd.deployment_id from desired_deployments dd where dd.cluster_uid = v.uid and not dd.deleted
+       union
+       select od.deployment_id from observed_deployments od where od.cluster_uid = v.uid) x) as n_deployments
+  from (${VIEW_SQL} where c.uid = $4 or c.name = $4) v`;
+
+interface OneClusterRow extends ClusterViewRow {
+  observed_region: string | null;
+  n_nodes: string;
+  n_gpus: string;
+  gpus_by_model: { model: string; count: string | number; unhealthy: string | number }[];
+  n_deployments: string;
+}
+
 const iso = (v: string | Date | null): string | null => (v === null ? null : new Date(v).toISOString());
 
 export function toView(r: ClusterViewRow, env: HubEnv): ClusterView {
   const cfg = hubConfig(env);
+  // The hint the connect route actually creates objects with (connect.ts logs the one it ignores).
+  const placement = placementHint(knownHint(r.location_hint), cfg.HUB_JURISDICTION);
   return {
     uid: r.uid,
     name: r.name,
     region: cfg.HUB_REGION ?? null,
     jurisdiction: cfg.HUB_JURISDICTION ?? null,
-    location_hint: knownHint(r.location_hint),
+    location_hint: placement.hint,
+    ...(placement.ignored ? { location_hint_ignored: placement.ignored } : {}),
     created_at: iso(r.created_at) as string,
     token_issued_at: iso(r.token_issued_at) as string,
     disabled: r.disabled_at !== null,
@@ -211,8 +261,19 @@ export function viewParams(env: HubEnv): [number, number, number] {
 }
 
 export async function clusterView(sql: Sql, env: HubEnv, idOrName: string): Promise<ClusterView | null> {
-  const { rows } = await sql.query<ClusterViewRow>(`${VIEW_SQL} where c.uid = $4 or c.name = $4`, [...viewParams(env), idOrName]);
-  return rows[0] ? toView(rows[0], env) : null;
+  const { rows } = await sql.query<OneClusterRow>(ONE_SQL, [...viewParams(env), idOrName]);
+  const r = rows[0];
+  if (!r) return null;
+  return {
+    ...toView(r, env),
+    observed_region: r.observed_region,
+    counts: {
+      nodes: Number(r.n_nodes),
+      gpus: Number(r.n_gpus),
+      gpus_by_model: r.gpus_by_model.map((g) => ({ model: g.model, count: Number(g.count), unhealthy: Number(g.unhealthy) })),
+      deployments: Number(r.n_deployments),
+    },
+  };
 }
 
 /** The session object's own view, fresher than its last poll; null if it does not answer quickly. */

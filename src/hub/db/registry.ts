@@ -1,4 +1,5 @@
-import { LocationHintSchema, type LocationHint } from '../region';
+import { z } from 'zod';
+import { LocationHintSchema, placementHint, type Jurisdiction, type LocationHint } from '../region';
 import type { Sql } from './sql';
 
 /** The cluster registry: one statement per operation. Token hashes travel as hex. */
@@ -40,12 +41,14 @@ export async function createCluster(
 }
 
 /**
- * Change where the cluster's new session objects are placed. An actual change is timestamped:
- * the connect route then starts a new object for a session opened before it.
+ * Change where the cluster's new session objects are placed. An actual change bumps the placement
+ * generation (and is timestamped): route keys carry the generation they were minted under
+ * (address.ts), so the connect route starts a new object for any session opened before it.
  */
 export async function setLocationHint(sql: Sql, idOrName: string, locationHint: LocationHint | null): Promise<ClusterRow | null> {
   const { rows } = await sql.query<ClusterRow>(
     `update clusters set
+       placement_generation = placement_generation + case when location_hint is distinct from $2 then 1 else 0 end,
        placement_changed_at = case when location_hint is distinct from $2 then now() else placement_changed_at end,
        location_hint = $2
      where uid = $1 or name = $1 returning ${COLUMNS}`,
@@ -91,18 +94,32 @@ export interface TokenLookup {
   uid: string;
   name: string;
   disabled: boolean;
+  /** The hint new session objects are created with: null when none, or when it is ignored. */
   location_hint: LocationHint | null;
-  placement_changed_at: string | null;
+  /** A stored hint outside the deployment's jurisdiction (stored before it had one), not used. */
+  ignored_hint: LocationHint | null;
+  /** Counts the placement's changes: the generation a new route key is minted under. */
+  placement_generation: number;
 }
 
+const LookupRow = z.object({
+  uid: z.string(),
+  name: z.string(),
+  disabled: z.boolean(),
+  location_hint: z.unknown(),
+  placement_generation: z.coerce.number().int().nonnegative(),
+});
+
 /** The connect route's check: which cluster does this token belong to, and may it connect? Where do its objects go? */
-export async function lookupToken(sql: Sql, tokenHashHex: string): Promise<TokenLookup | null> {
-  const { rows } = await sql.query<Omit<TokenLookup, 'location_hint'> & { location_hint: unknown }>(
-    `select uid, name, disabled_at is not null as disabled, location_hint, placement_changed_at
+export async function lookupToken(sql: Sql, tokenHashHex: string, jurisdiction: Jurisdiction | null | undefined): Promise<TokenLookup | null> {
+  const { rows } = await sql.query<unknown>(
+    `select uid, name, disabled_at is not null as disabled, location_hint, placement_generation
      from clusters where token_hash = decode($1, 'hex')`,
     [tokenHashHex],
-    'wingsmith_token_lookup_v1',
+    'wingsmith_token_lookup_v2',
   );
-  const r = rows[0];
-  return r ? { ...r, location_hint: knownHint(r.location_hint) } : null;
+  if (rows[0] === undefined) return null;
+  const r = LookupRow.parse(rows[0]);
+  const { hint, ignored } = placementHint(knownHint(r.location_hint), jurisdiction);
+  return { uid: r.uid, name: r.name, disabled: r.disabled, location_hint: hint, ignored_hint: ignored, placement_generation: r.placement_generation };
 }
