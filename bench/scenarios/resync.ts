@@ -170,9 +170,9 @@ async function postgresOnly(env: BenchEnv, s: Sizes, batchFrames: number): Promi
     const r0 = performance.now();
     let after: string | null = null;
     for (;;) {
-      const page = await fetchDesiredSnapshotPage(sql, fence.clusterUid, after, 1_000);
+      const { rows: page, more } = await fetchDesiredSnapshotPage(sql, fence.clusterUid, after, 1_000, 4 << 20);
       statements++;
-      if (page.length < 1_000) break;
+      if (!more) break;
       after = page[page.length - 1]?.payload.deployment_id ?? null;
     }
     return { ingestMs, readMs: performance.now() - r0, statements };

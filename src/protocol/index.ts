@@ -5,3 +5,4 @@ export * from './sequencing';
 export * from './queues';
 export * from './operator-version';
 export * from './frames';
+export * from './frame-size';

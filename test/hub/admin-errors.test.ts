@@ -63,6 +63,43 @@ describe('admin API error shapes', () => {
     expect(none.status).toBe(415);
   });
 
+  it('a bulk body over what the hub can relay (5,000 valid items, ~42 MB) is refused with 413 payload_too_large, not 503 "retry", and nothing is stored', async () => {
+    const c = await h.newCluster();
+    const env = { A: 'x'.repeat(4096), B: 'y'.repeat(4096) };
+    const deployments = Array.from({ length: 5000 }, (_, i) => ({ deployment_id: `d${i}`, ...desired({ serving: { ...desired().serving, env } }) }));
+    const put = await h.admin('PUT', `/clusters/${c.name}/deployments`, { deployments });
+    expect(put.status, JSON.stringify(put.json)).toBe(413);
+    expect(put.json.error).toMatchObject({ code: 'payload_too_large' });
+    expect(await h.sql('select 1 from desired_deployments where cluster_uid = $1', [c.uid])).toEqual([]);
+  }, 60_000);
+
+  it('a body just over the documented 16 MiB limit is refused with 413 even when its content is small (whitespace), and one at the limit is read', async () => {
+    const c = await h.newCluster();
+    const item = JSON.stringify({ deployments: [{ deployment_id: 'd1', ...desired() }] });
+    const limit = 16 << 20;
+    const over = await raw('PUT', `/clusters/${c.name}/deployments`, item + ' '.repeat(limit - item.length + 1), 'application/json');
+    expect(over.status).toBe(413);
+    expect(over.json.error).toMatchObject({ code: 'payload_too_large' });
+    const at = await raw('PUT', `/clusters/${c.name}/deployments`, item + ' '.repeat(limit - item.length), 'application/json');
+    expect(at.status, JSON.stringify(at.json)).toBe(200);
+  }, 30_000);
+
+  it('openapi.json documents the 415 and 413 the body guard answers on every route that takes a JSON body', async () => {
+    const doc = (await (await fetch(`${h.hub.url}/admin/openapi.json`)).json()) as { paths: Record<string, Record<string, { requestBody?: unknown; responses: Record<string, unknown> }>> };
+    const undocumented: string[] = [];
+    let withBody = 0;
+    for (const [path, ops] of Object.entries(doc.paths)) {
+      for (const [method, op] of Object.entries(ops)) {
+        if (!op.requestBody) continue;
+        withBody++;
+        for (const status of ['413', '415']) if (!op.responses[status]) undocumented.push(`${status} ${method} ${path}`);
+      }
+    }
+    expect(withBody).toBeGreaterThanOrEqual(4);
+    expect(undocumented).toEqual([]);
+    expect(JSON.stringify(doc.paths['/clusters/{id}/deployments/{deployment_id}']?.put?.responses['413'])).toContain('too_large');
+  });
+
   it('a POST with no body where none is needed still works', async () => {
     const c = await h.newCluster();
     const r = await raw('POST', `/clusters/${c.name}/disable`, '', null);

@@ -81,7 +81,7 @@ const claimArgs = (uid: string, tokenHash: string, over: Partial<ClaimArgs> = {}
   ...over,
 });
 
-const PAGE = { rows: 2, deadlineMs: 1_000 };
+const PAGE = { rows: 2, bytes: 1 << 20, deadlineMs: 1_000 };
 
 const noFailure = (err: unknown) => {
   throw new Error(`unexpected page failure: ${String(err)}`);
@@ -106,7 +106,7 @@ describe("the gateway's claim reads a fresh session its first snapshot page", ()
       expect(resumed.snapshot).toBeNull();
 
       // Asked for none: none read.
-      expect((await claimWithSnapshot(sql, claimArgs(uid, tokenHash), { rows: 0, deadlineMs: 1_000 }, noFailure)).snapshot).toBeNull();
+      expect((await claimWithSnapshot(sql, claimArgs(uid, tokenHash), { rows: 0, bytes: 1 << 20, deadlineMs: 1_000 }, noFailure)).snapshot).toBeNull();
       // A refused claim reads nothing either.
       const refused = await claimWithSnapshot(sql, claimArgs(uid, '00'.repeat(32)), PAGE, noFailure);
       expect(refused.refusal).toBe('token_rotated');
@@ -141,7 +141,7 @@ describe("the gateway's claim reads a fresh session its first snapshot page", ()
       let claim;
       // Without the deadline this call would wait for the lock, which is only released after it.
       try {
-        claim = await claimWithSnapshot(sql, claimArgs(uid, tokenHash), { rows: 2, deadlineMs: 300 }, (err) => failures.push(err));
+        claim = await claimWithSnapshot(sql, claimArgs(uid, tokenHash), { rows: 2, bytes: 1 << 20, deadlineMs: 300 }, (err) => failures.push(err));
       } finally {
         await release();
       }
@@ -151,15 +151,29 @@ describe("the gateway's claim reads a fresh session its first snapshot page", ()
     });
   });
 
+  it('bounded by bytes as well as rows: a page past its byte budget stops (always holding its first row) and says more follow', async () => {
+    await withSql(async (sql) => {
+      const { uid, tokenHash } = await registered(sql, ['d3', 'd1', 'd2']);
+      const fresh = await claimWithSnapshot(sql, claimArgs(uid, tokenHash), { ...PAGE, rows: 3, bytes: 1 }, noFailure);
+      expect(fresh.snapshot?.deployments.map((d) => d.deployment_id)).toEqual(['d1']);
+      expect(fresh.snapshot?.more).toBe(true);
+      const whole = await fetchFirstSnapshotPage(sql, uid, fresh.desiredRevision, 3, 1 << 20);
+      expect(whole.deployments.map((d) => d.deployment_id)).toEqual(['d1', 'd2', 'd3']);
+      expect(whole.more).toBe(true);
+      const short = await fetchFirstSnapshotPage(sql, uid, fresh.desiredRevision, 4, 1 << 20);
+      expect(short.more).toBe(false);
+    });
+  });
+
   it('says whether unconcluded operations up to the claimed revision are owed', async () => {
     const c = await h.newCluster('snapops');
     await startOperation(c);
     const [row] = await h.sql<{ token_hash: string }>(`select encode(token_hash, 'hex') as token_hash from clusters where uid = $1`, [c.uid]);
     await withSql(async (sql) => {
       const claim = await claimWithSnapshot(sql, claimArgs(c.uid, row?.token_hash as string), PAGE, noFailure);
-      expect(claim.snapshot).toEqual({ deployments: [], openOperations: true });
+      expect(claim.snapshot).toEqual({ deployments: [], more: false, openOperations: true });
       // Up to a revision below the operation's: none owed.
-      expect((await fetchFirstSnapshotPage(sql, c.uid, 0, 2)).openOperations).toBe(false);
+      expect((await fetchFirstSnapshotPage(sql, c.uid, 0, 2, 1 << 20)).openOperations).toBe(false);
     });
   });
 });

@@ -3,6 +3,13 @@ import { desired, useHub } from './support/hub';
 
 const h = useHub();
 
+/** Schema-valid serving whose env values are `count` strings of 4096 `ch` (a control character escapes to 6 bytes, a quote to 2). */
+function servingOf(ch: string, count = 128) {
+  const env: Record<string, string> = {};
+  for (let i = 0; i < count; i++) env[`E${i}`] = ch.repeat(4096);
+  return { ...desired().serving, env };
+}
+
 describe('desired state out (spec: Demand hub → operator)', () => {
   it('a PUT reaches the owning session as deployment.desired with exactly the stored numbers and the serving configuration inline', async () => {
     const c = await h.newCluster();
@@ -197,4 +204,61 @@ describe('operations out (spec: Operations)', () => {
     expect((await h.admin('PUT', `/clusters/no-such-cluster/deployments`, { deployments: [ok] })).status).toBe(404);
     expect((await h.admin('GET', `/clusters/${c.name}/deployments`)).json.items).toEqual([]);
   });
+});
+
+describe('desired state too large for a frame (spec: Backpressure, hub → operator; welcome max_frame_bytes)', () => {
+  it('a PUT whose deployment.desired frame would exceed max_frame_bytes (schema-valid, ~3 MB once JSON-escaped) is refused with 413 too_large naming serving, and nothing is stored', async () => {
+    const c = await h.newCluster();
+    const put = await h.admin('PUT', `/clusters/${c.name}/deployments/big`, desired({ serving: servingOf('\u0001') }));
+    expect(put.status, JSON.stringify(put.json)).toBe(413);
+    expect(put.json.error).toMatchObject({ code: 'too_large', field: 'serving' });
+    expect(await h.sql('select 1 from desired_deployments where cluster_uid = $1', [c.uid])).toEqual([]);
+  });
+
+  it('a bulk PUT with one such item is refused with 413 naming deployments.N.serving, and none of its items is stored', async () => {
+    const c = await h.newCluster();
+    const deployments = [
+      { deployment_id: 'ok', ...desired() },
+      { deployment_id: 'big', ...desired({ serving: servingOf('\u0001') }) },
+    ];
+    const put = await h.admin('PUT', `/clusters/${c.name}/deployments`, { deployments });
+    expect(put.status, JSON.stringify(put.json)).toBe(413);
+    expect(put.json.error).toMatchObject({ code: 'too_large', field: 'deployments.1.serving' });
+    expect(await h.sql('select 1 from desired_deployments where cluster_uid = $1', [c.uid])).toEqual([]);
+  });
+
+  it('two deployments just under max_frame_bytes written together, made of characters JSON escapes again (quotes), are stored in the replay buffer and delivered whole', async () => {
+    const c = await h.newCluster();
+    const { peer } = await h.openFresh(c);
+    // Frames of ~0.9 MB (each quote written \", and \\\" once more when a batch of frames is bound as JSON), numbered in one pass.
+    const serving = servingOf('"', 110);
+    const put = await h.admin('PUT', `/clusters/${c.name}/deployments`, { deployments: ['q1', 'q2'].map((deployment_id) => ({ deployment_id, ...desired({ serving }) })) });
+    expect(put.status, JSON.stringify(put.json)).toBe(200);
+    for (const [i, id] of ['q1', 'q2'].entries()) {
+      const f = await peer.next((x) => x.type === 'deployment.desired' && x.payload.deployment_id === id, 10_000);
+      expect(f.payload).toMatchObject({ revision: put.json.items[i].revision, serving });
+    }
+    expect(peer.isClosed).toBe(false);
+    peer.close();
+  }, 30_000);
+
+  it('a deployment already in Postgres too large to send (written by another plane component) does not wedge the live session: an error frame names it in its place and later changes still arrive', async () => {
+    const c = await h.newCluster();
+    const { peer } = await h.openFresh(c);
+    await h.sql(
+      `with rev as (update clusters set desired_revision = desired_revision + 1 where uid = $1 returning uid, desired_revision)
+       insert into desired_deployments (cluster_uid, deployment_id, workload_id, revision, min_replicas, max_replicas, serving)
+       select uid, 'huge', 'w', desired_revision, 1, 1, $2::jsonb from rev`,
+      [c.uid, JSON.stringify(servingOf('\u0001'))],
+    );
+    const err = await peer.next((x) => x.type === 'error', 10_000);
+    expect(err.payload).toMatchObject({ code: 'invalid', retryable: false });
+    expect(err.payload.message).toContain('huge');
+    const small = await h.admin('PUT', `/clusters/${c.name}/deployments/small`, desired());
+    expect(small.status).toBe(200);
+    const f = await peer.next((x) => x.type === 'deployment.desired' && x.payload.deployment_id === 'small', 5_000);
+    expect(f.payload.revision).toBe(small.json.revision);
+    expect(peer.isClosed).toBe(false);
+    peer.close();
+  }, 30_000);
 });

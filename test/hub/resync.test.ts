@@ -204,3 +204,57 @@ describe('hub full resync (spec: Full resync; DESIGN decision 6)', () => {
     peer.close();
   });
 });
+
+describe('hub full resync of large desired state (spec: Backpressure, hub → operator: desired state must not be dropped)', () => {
+  it('a fresh session whose snapshot holds a deployment too large to send gets an error frame in its place and stream.end {complete: false} (nothing to prune against), and the session stays open', async () => {
+    const c = await h.newCluster();
+    const env: Record<string, string> = {};
+    for (let i = 0; i < 128; i++) env[`E${i}`] = '\u0001'.repeat(4096);
+    // Written past the admin API (which refuses it with 413): by another plane component, or before the check.
+    await h.sql(
+      `with rev as (update clusters set desired_revision = desired_revision + 1 where uid = $1 returning uid, desired_revision)
+       insert into desired_deployments (cluster_uid, deployment_id, workload_id, revision, min_replicas, max_replicas, serving)
+       select uid, 'huge', 'w', desired_revision, 1, 1, $2::jsonb from rev`,
+      [c.uid, JSON.stringify({ ...desired().serving, env })],
+    );
+    expect((await h.admin('PUT', `/clusters/${c.name}/deployments/small`, desired())).status).toBe(200);
+    const peer = await h.connect(c.token);
+    await peer.hello({ cluster_id: c.name });
+    const begin = await peer.next((x) => x.type === 'resync.begin');
+    const end = await peer.next((x) => x.type === 'stream.end', 10_000);
+    const stream = peer.frames.filter((f) => f.reply_to === begin.id && f.type !== 'stream.end');
+    expect(stream.map((f) => [f.type, f.type === 'error' ? 'huge' : f.payload.deployment_id])).toEqual([
+      ['error', 'huge'],
+      ['deployment.desired', 'small'],
+    ]);
+    expect(stream[0]?.payload).toMatchObject({ code: 'invalid', retryable: false });
+    expect(stream[0]?.payload.message).toContain('huge');
+    expect(end).toMatchObject({ reply_to: begin.id, payload: { complete: false, count: 2 } });
+    await sleep(300);
+    expect(peer.isClosed).toBe(false);
+    peer.close();
+  }, 30_000);
+
+  it("a snapshot larger than the gateway's RPC carries at once (60 deployments of ~650 KB, ~39 MB, each under max_frame_bytes) is paged by bytes: the fresh session's resync completes with all 60", async () => {
+    const c = await h.newCluster();
+    const env: Record<string, string> = {};
+    for (let i = 0; i < 128; i++) env[`E${i}`] = 'x'.repeat(4096);
+    const serving = { ...desired().serving, env, args: Array.from({ length: 128 }, () => 'a'.repeat(1024)) };
+    for (let chunk = 0; chunk < 3; chunk++) {
+      const deployments = Array.from({ length: 20 }, (_, i) => ({ deployment_id: `big-${chunk}-${String(i).padStart(2, '0')}`, ...desired({ serving }) }));
+      const put = await h.admin('PUT', `/clusters/${c.name}/deployments`, { deployments });
+      expect(put.status, JSON.stringify(put.json).slice(0, 300)).toBe(200);
+    }
+    const peer = await h.connect(c.token);
+    const welcome = await peer.hello({ cluster_id: c.name }).catch((e: unknown) => e);
+    const end = await peer.next((x) => x.type === 'stream.end', 20_000).catch((e: unknown) => e);
+    const got = peer.frames.filter((f) => f.type === 'deployment.desired').map((f) => f.payload.deployment_id as string);
+    expect(end, `welcome: ${String((welcome as { type?: string }).type ?? welcome)}; deployment.desired received: ${got.length}`).toMatchObject({
+      type: 'stream.end',
+      payload: { complete: true, count: 60 },
+    });
+    expect(got).toEqual([...got].sort());
+    expect(new Set(got).size).toBe(60);
+    peer.close();
+  }, 60_000);
+});

@@ -1,9 +1,12 @@
-import type { MiddlewareHandler } from 'hono';
+import type { Context, MiddlewareHandler } from 'hono';
+import { utf8Length } from '../../protocol';
 import { jsonError } from '../http-errors';
 import type { AdminEnv } from './app';
 
 /**
  * The admin API's JSON body at the trust boundary, before any route validates it:
+ * - a body over `MAX_BODY_BYTES` is refused with 413 (`payload_too_large`), by its
+ *   Content-Length before it is read when it has one;
  * - a body must be `application/json` (415 otherwise) and parse (400 otherwise), answered with
  *   the API's JSON error shape instead of the framework's plain text;
  * - no key may be `__proto__` (a JavaScript object would silently drop it: a value the caller
@@ -16,8 +19,11 @@ import type { AdminEnv } from './app';
  */
 export const jsonBodyGuard: MiddlewareHandler<AdminEnv> = async (c, next) => {
   if (c.req.method !== 'POST' && c.req.method !== 'PUT' && c.req.method !== 'PATCH') return next();
+  const declared = Number(c.req.header('content-length') ?? 0);
+  if (declared > MAX_BODY_BYTES) return tooLarge(c);
   const text = await c.req.text();
   if (text.length === 0) return next();
+  if (text.length * 3 > MAX_BODY_BYTES && utf8Length(text) > MAX_BODY_BYTES) return tooLarge(c);
   const type = (c.req.header('content-type') ?? '').split(';')[0]?.trim().toLowerCase();
   if (type !== 'application/json') {
     return jsonError(c, 415, 'unsupported_media_type', `the body must be application/json (got ${type || 'no content type'})`);
@@ -32,6 +38,19 @@ export const jsonBodyGuard: MiddlewareHandler<AdminEnv> = async (c, next) => {
   if (problem) return jsonError(c, 400, 'invalid', `${problem.path || 'body'}: ${problem.message}`, problem.path || undefined);
   return next();
 };
+
+/**
+ * The largest admin body. A body is relayed to a gateway shard over RPC, which refuses a value
+ * over 32 MiB: a request past it could never complete, and was answered 503 "retry". Half of
+ * it leaves room for what the relay adds (the JSON a body re-encodes to is never longer than
+ * the body, escapes only shrink); a bulk PUT of the most deployments (5,000) still carries
+ * about 3 KB each.
+ */
+export const MAX_BODY_BYTES = 16 << 20;
+
+function tooLarge(c: Context<AdminEnv>): Response {
+  return jsonError(c, 413, 'payload_too_large', `the body is over ${MAX_BODY_BYTES} bytes, the most the admin API accepts; send fewer items per request`);
+}
 
 interface Problem {
   path: string;

@@ -1,8 +1,12 @@
 import { createRoute, z } from '@hono/zod-openapi';
-import { Ident, ServingConfig, MAX_REPLICAS } from '../../protocol';
+import type { Context } from 'hono';
+import { desiredFrameBytes, Ident, ServingConfig, MAX_REPLICAS } from '../../protocol';
+import { hubConfig } from '../config';
 import { gatewayWriteDesired } from '../db/gateway';
+import { sendableFrameBytes } from '../frame-budget';
 import { jsonError } from '../http-errors';
-import { adminRouter, commonResponses, errorResponse } from './app';
+import { adminRouter, commonResponses, errorResponse, type AdminEnv } from './app';
+import { MAX_BODY_BYTES } from './body-guard';
 import { ClusterIdParam } from './clusters';
 
 const DeploymentParams = ClusterIdParam.extend({
@@ -50,6 +54,30 @@ const BulkBody = z
     description: `Many deployments at once (at most ${BULK_MAX}), each validated as a single PUT is; one statement, one commit, and the frames leave for the operator together.`,
   });
 
+/**
+ * A deployment whose deployment.desired frame would be larger than a frame may be (with the
+ * longest revision, stream position and envelope it could be sent with): the session could
+ * neither store nor send it, so it is refused here, while the caller can still shorten it. The
+ * schema's own bounds allow several MB once escaped (128 env values of 4096 characters, each
+ * up to 6 bytes as JSON), so this, not the schema, is the bound.
+ */
+function tooLargeServing(c: Context<AdminEnv>, serving: unknown, field: string): Response | null {
+  const max = sendableFrameBytes(hubConfig(c.env));
+  const bytes = desiredFrameBytes(serving);
+  if (bytes <= max) return null;
+  return jsonError(
+    c,
+    413,
+    'too_large',
+    `${field}: its deployment.desired frame could be ${bytes} bytes, over the ${max} a frame may be (max_frame_bytes); JSON escapes count (a control character is 6 bytes)`,
+    field,
+  );
+}
+
+const tooLargeResponse = errorResponse(
+  `too_large: the deployment.desired frame would exceed max_frame_bytes (field: serving, or deployments.N.serving in a bulk PUT); payload_too_large: the body is over ${MAX_BODY_BYTES} bytes`,
+);
+
 const BulkWritten = z
   .object({
     cluster_uid: z.string(),
@@ -76,10 +104,15 @@ export const desiredRouter = adminRouter()
         200: { description: 'stored, each with its revision in the order given', content: { 'application/json': { schema: BulkWritten } } },
         400: errorResponse('invalid body: the field names the item (deployments.3.min_replicas)'),
         404: errorResponse('no such cluster'),
+        413: tooLargeResponse,
       },
     }),
     async (c) => {
       const { deployments } = c.req.valid('json');
+      for (let i = 0; i < deployments.length; i++) {
+        const refused = tooLargeServing(c, deployments[i]?.serving, `deployments.${i}.serving`);
+        if (refused) return refused as never;
+      }
       const w = await gatewayWriteDesired(c.env, { op: 'put', cluster: c.req.valid('param').id, items: deployments });
       if (w?.op !== 'put') return jsonError(c, 404, 'not_found', 'no such cluster') as never;
       const items = deployments.map((d, i) => ({ deployment_id: d.deployment_id, revision: w.revisions[i] as number }));
@@ -100,11 +133,14 @@ export const desiredRouter = adminRouter()
         200: { description: 'stored', content: { 'application/json': { schema: DesiredWritten } } },
         400: errorResponse('invalid body'),
         404: errorResponse('no such cluster'),
+        413: tooLargeResponse,
       },
     }),
     async (c) => {
       const { id, deployment_id } = c.req.valid('param');
       const body = c.req.valid('json');
+      const refused = tooLargeServing(c, body.serving, 'serving');
+      if (refused) return refused as never;
       const w = await gatewayWriteDesired(c.env, { op: 'put', cluster: id, items: [{ deployment_id, ...body }] });
       if (w?.op !== 'put') return jsonError(c, 404, 'not_found', 'no such cluster') as never;
       return c.json({ cluster_uid: w.cluster_uid, deployment_id, revision: w.revisions[0] as number, deleted: false }, 200);

@@ -3,8 +3,8 @@ import { HTTPException } from 'hono/http-exception';
 import { classifyDbError, describeError, failureLine } from '../db/errors';
 import { jsonError } from '../http-errors';
 import { createLogger } from '../log';
-import { adminAuth, requestPg, type AdminEnv } from './app';
-import { jsonBodyGuard } from './body-guard';
+import { adminAuth, errorResponse, requestPg, type AdminEnv } from './app';
+import { jsonBodyGuard, MAX_BODY_BYTES } from './body-guard';
 import { clustersRouter } from './clusters';
 import { desiredRouter } from './desired';
 import { diagnosticsRouter } from './diagnostics';
@@ -14,6 +14,24 @@ import { pollCache } from './poll-cache';
 import { readsRouter } from './reads';
 
 const log = createLogger({ component: 'admin' });
+/** workerd's refusal of an RPC value over its limit ("Serialized RPC arguments or return values are limited to 32MiB…"). */
+const RPC_TOO_LARGE = /Serialized RPC arguments or return values are limited/;
+
+/**
+ * The body guard answers for every route that takes a JSON body, whichever router defines it:
+ * its answers are documented on each such route here, in one place, as the guard is applied
+ * (a route's own description of a status, if it has one, is kept).
+ */
+function documentBodyGuard(admin: OpenAPIHono<AdminEnv>): void {
+  for (const def of admin.openAPIRegistry.definitions) {
+    if (def.type !== 'route' || !def.route.request?.body) continue;
+    def.route.responses = {
+      413: errorResponse(`payload_too_large: the body is over ${MAX_BODY_BYTES} bytes`),
+      415: errorResponse('unsupported_media_type: the body is not application/json'),
+      ...def.route.responses,
+    };
+  }
+}
 
 /** The admin API under /admin: JSON in and out, bearer ADMIN_TOKEN. */
 export function adminApp(): OpenAPIHono<AdminEnv> {
@@ -39,6 +57,7 @@ export function adminApp(): OpenAPIHono<AdminEnv> {
   admin.route('/', operationsRouter);
   admin.route('/', diagnosticsRouter);
   admin.route('/', fleetRouter);
+  documentBodyGuard(admin);
   admin.onError((err, c) => {
     // The framework's own refusals (a body it could not read, …) in the API's JSON shape.
     if (err instanceof HTTPException) {
@@ -46,6 +65,12 @@ export function adminApp(): OpenAPIHono<AdminEnv> {
       if (err.res) return err.getResponse();
       const status = err.status >= 400 && err.status < 500 ? err.status : 400;
       return jsonError(c, status as 400, status === 415 ? 'unsupported_media_type' : 'invalid', err.message || 'invalid request');
+    }
+    // A request the runtime cannot relay to a gateway shard (RPC carries 32 MiB at most): the
+    // body guard's bound keeps bodies under it, so this is a backstop; a retry can never succeed.
+    if (err instanceof Error && RPC_TOO_LARGE.test(err.message)) {
+      log.warn('admin request too large to relay', { path: c.req.path, error: describeError(err) });
+      return jsonError(c, 413, 'payload_too_large', 'the request is larger than the hub can relay to its database; send fewer items per request');
     }
     // The database refused the data itself (class 21/22/23): a retry can never succeed.
     if (classifyDbError(err) === 'permanent') {

@@ -15,8 +15,13 @@ import type { Sql } from './sql';
  * session then fetches the snapshot itself, with retries, as it does past this page.
  */
 export interface ClaimSnapshot {
-  /** Live deployments in deployment_id order, at most the limit asked for. */
+  /** Live deployments in deployment_id order, at most the rows and (but for the first) the bytes asked for. */
   deployments: Payload<'deployment.desired'>[];
+  /**
+   * Deployments may follow this page although it holds fewer than the rows asked for: it
+   * reached its byte bound. (A page at its row limit is read as one that may have more anyway.)
+   */
+  more?: boolean;
   /** Unconcluded operations up to the claim's desired revision exist: the session must fetch them. */
   openOperations: boolean;
 }
@@ -30,7 +35,8 @@ export class PageDeadlineError extends Error {
 
 /**
  * The claim, and when it granted the fresh session id (and `rows` > 0) the first page of
- * that session's resync. A page that fails to load, or takes longer than `deadlineMs` (a
+ * that session's resync, at most `rows` deployments and about `bytes` (the page rides back in
+ * the claim's RPC answer and is queued at once). A page that fails to load, or takes longer than `deadlineMs` (a
  * table held by a migration, say), is left to the session (`snapshot` null): the claim is
  * committed, and its answer must reach the session within the call's own deadline. Only the
  * claim's own failure fails the call.
@@ -38,13 +44,13 @@ export class PageDeadlineError extends Error {
 export async function claimWithSnapshot(
   sql: Sql,
   args: ClaimArgs,
-  snapshot: { rows: number; deadlineMs: number },
+  snapshot: { rows: number; bytes: number; deadlineMs: number },
   pageFailed: (err: unknown) => void,
 ): Promise<ClaimedSession> {
   const claim = await claimCluster(sql, args);
   if (snapshot.rows < 1 || claim.refusal !== null || claim.sessionId !== args.freshSessionId) return { ...claim, snapshot: null };
   // A page abandoned at the deadline still settles later, on the connection; nobody waits for it.
-  const page = fetchFirstSnapshotPage(sql, args.clusterUid, claim.desiredRevision, snapshot.rows);
+  const page = fetchFirstSnapshotPage(sql, args.clusterUid, claim.desiredRevision, snapshot.rows, snapshot.bytes);
   try {
     const read = await withDeadline(page, snapshot.deadlineMs, () => {
       throw new PageDeadlineError(`first snapshot page not read within ${snapshot.deadlineMs} ms`);

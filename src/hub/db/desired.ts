@@ -63,18 +63,62 @@ const OPERATION_COLS = `'operation'::text as kind, revision, null::text as deplo
   null::int as min_replicas, null::int as max_replicas, null::jsonb as serving, null::boolean as deleted,
   operation_id, kind as op_kind, target, params, deadline`;
 
+// Roughly each row's frame size: the JSON of its large column plus the rest (ids, numbers,
+// envelope). Serving configurations can each be up to max_frame_bytes: a page sized by rows
+// alone could outgrow the gateway's RPC (32 MiB) or the session's send queue.
+const DEPLOYMENT_BYTES = 'coalesce(octet_length(serving::text), 0) + octet_length(deployment_id) + octet_length(workload_id) + 400';
+const OPERATION_BYTES = 'coalesce(octet_length(params::text), 0) + octet_length(target) + octet_length(operation_id) + 400';
+
+/**
+ * `inner` (a query ordered by `key` with a row limit and an `sz` column) cut by bytes as well:
+ * rows are kept while the bytes before them are under `maxBytes`, and the first row always, so
+ * a page overshoots by at most one row and one too large for the budget still moves. `fetched`
+ * is how many rows the row limit let through, so the caller can tell a page cut by bytes
+ * (more follow) from the last one.
+ */
+function byteBounded(inner: string, key: string, maxBytes: string): string {
+  return `select * from (
+    select q.*, sum(q.sz) over w - q.sz as before_bytes, row_number() over w as rn, count(*) over () as fetched
+    from (${inner}) q
+    window w as (order by q.${key} rows between unbounded preceding and current row)
+  ) p where p.rn = 1 or p.before_bytes < ${maxBytes}`;
+}
+
+interface Bounded {
+  fetched: string | number | null;
+}
+
+/**
+ * Whether rows may follow a page: it was cut by bytes, or its row limit was reached. A short
+ * page is no longer the last one by itself.
+ */
+function morePast(rows: readonly Bounded[], limit: number): boolean {
+  const fetched = Number(rows[0]?.fetched ?? 0);
+  return rows.length > 0 && (fetched >= limit || rows.length < fetched);
+}
+
+/** A page of a desired-state read: `more` when rows may follow it. */
+export interface Page<T> {
+  rows: T[];
+  more: boolean;
+}
+
 /** Everything above `after` (deployments, withdrawals, new operations), oldest revision first. */
-export async function fetchDesiredChanges(sql: Sql, clusterUid: string, after: number, limit: number): Promise<DesiredChange[]> {
-  const { rows } = await sql.query<ChangeRow>(
-    `select * from (
-       select ${DEPLOYMENT_COLS} from desired_deployments where cluster_uid = $1 and revision > $2
-       union all
-       select ${OPERATION_COLS} from operations
-       where cluster_uid = $1 and revision > $2 and concluded_at is null and deadline > now()
-     ) c order by revision limit $3`,
-    [clusterUid, after, limit],
+export async function fetchDesiredChanges(sql: Sql, clusterUid: string, after: number, limit: number, maxBytes: number): Promise<Page<DesiredChange>> {
+  const { rows } = await sql.query<ChangeRow & Bounded>(
+    `${byteBounded(
+      `select * from (
+         select ${DEPLOYMENT_COLS}, ${DEPLOYMENT_BYTES} as sz from desired_deployments where cluster_uid = $1 and revision > $2
+         union all
+         select ${OPERATION_COLS}, ${OPERATION_BYTES} as sz from operations
+         where cluster_uid = $1 and revision > $2 and concluded_at is null and deadline > now()
+       ) c order by revision limit $3`,
+      'revision',
+      '$4',
+    )} order by p.revision`,
+    [clusterUid, after, limit, maxBytes],
   );
-  return rows.map(toChange);
+  return { rows: rows.map(toChange), more: morePast(rows, limit) };
 }
 
 /** One page of the hub's full-resync snapshot: live deployments by id. */
@@ -83,14 +127,19 @@ export async function fetchDesiredSnapshotPage(
   clusterUid: string,
   after: string | null,
   limit: number,
-): Promise<Extract<DesiredChange, { kind: 'deployment' }>[]> {
-  const { rows } = await sql.query<ChangeRow>(
-    `select ${DEPLOYMENT_COLS} from desired_deployments
-     where cluster_uid = $1 and not deleted and ($2::text is null or deployment_id > $2)
-     order by deployment_id limit $3`,
-    [clusterUid, after, limit],
+  maxBytes: number,
+): Promise<Page<Extract<DesiredChange, { kind: 'deployment' }>>> {
+  const { rows } = await sql.query<ChangeRow & Bounded>(
+    `${byteBounded(
+      `select ${DEPLOYMENT_COLS}, ${DEPLOYMENT_BYTES} as sz from desired_deployments
+       where cluster_uid = $1 and not deleted and ($2::text is null or deployment_id > $2)
+       order by deployment_id limit $3`,
+      'deployment_id',
+      '$4',
+    )} order by p.deployment_id`,
+    [clusterUid, after, limit, maxBytes],
   );
-  return rows.map(toChange) as Extract<DesiredChange, { kind: 'deployment' }>[];
+  return { rows: rows.map(toChange) as Extract<DesiredChange, { kind: 'deployment' }>[], more: morePast(rows, limit) };
 }
 
 /**
@@ -103,21 +152,28 @@ export async function fetchFirstSnapshotPage(
   clusterUid: string,
   upToRevision: number,
   limit: number,
-): Promise<{ deployments: Payload<'deployment.desired'>[]; openOperations: boolean }> {
-  const { rows } = await sql.query<ChangeRow & { open_operations: boolean }>(
+  maxBytes: number,
+): Promise<{ deployments: Payload<'deployment.desired'>[]; more: boolean; openOperations: boolean }> {
+  const { rows } = await sql.query<ChangeRow & Bounded & { open_operations: boolean }>(
     `select d.*, o.open_operations
      from (select exists (select 1 from operations
                           where cluster_uid = $1 and revision <= $3 and concluded_at is null and deadline > now()) as open_operations) o
      left join lateral (
-       select ${DEPLOYMENT_COLS} from desired_deployments
-       where cluster_uid = $1 and not deleted order by deployment_id limit $2
+       ${byteBounded(
+         `select ${DEPLOYMENT_COLS}, ${DEPLOYMENT_BYTES} as sz from desired_deployments
+          where cluster_uid = $1 and not deleted order by deployment_id limit $2`,
+         'deployment_id',
+         '$4',
+       )}
      ) d on true
      order by d.deployment_id`,
-    [clusterUid, limit, upToRevision],
-    'wingsmith_first_page_v1',
+    [clusterUid, limit, upToRevision, maxBytes],
+    'wingsmith_first_page_v2',
   );
+  const page = rows.filter((r) => r.deployment_id !== null);
   return {
-    deployments: rows.filter((r) => r.deployment_id !== null).map((r) => toChange(r).payload as Payload<'deployment.desired'>),
+    deployments: page.map((r) => toChange(r).payload as Payload<'deployment.desired'>),
+    more: morePast(page, limit),
     openOperations: rows[0]?.open_operations === true,
   };
 }
@@ -132,14 +188,19 @@ export async function fetchOpenOperations(
   afterRevision: number,
   upToRevision: number,
   limit: number,
-): Promise<Extract<DesiredChange, { kind: 'operation' }>[]> {
-  const { rows } = await sql.query<ChangeRow>(
-    `select ${OPERATION_COLS} from operations
-     where cluster_uid = $1 and revision > $2 and revision <= $3 and concluded_at is null and deadline > now()
-     order by revision limit $4`,
-    [clusterUid, afterRevision, upToRevision, limit],
+  maxBytes: number,
+): Promise<Page<Extract<DesiredChange, { kind: 'operation' }>>> {
+  const { rows } = await sql.query<ChangeRow & Bounded>(
+    `${byteBounded(
+      `select ${OPERATION_COLS}, ${OPERATION_BYTES} as sz from operations
+       where cluster_uid = $1 and revision > $2 and revision <= $3 and concluded_at is null and deadline > now()
+       order by revision limit $4`,
+      'revision',
+      '$5',
+    )} order by p.revision`,
+    [clusterUid, afterRevision, upToRevision, limit, maxBytes],
   );
-  return rows.map(toChange) as Extract<DesiredChange, { kind: 'operation' }>[];
+  return { rows: rows.map(toChange) as Extract<DesiredChange, { kind: 'operation' }>[], more: morePast(rows, limit) };
 }
 
 /** Record which start frames carried which operations, fenced by the session's claim. */

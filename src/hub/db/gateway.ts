@@ -9,6 +9,7 @@ import { classifyDbError } from './errors';
 import { pollFleet } from './fleet-poll';
 import type { ClaimArgs } from './ownership';
 import { hubConfig } from '../config';
+import { claimPageBytes } from '../frame-budget';
 import { withDeadline } from '../deadline';
 import { fnv1a } from '../fnv';
 import type { HubEnv } from '../env';
@@ -152,10 +153,11 @@ export class DbGateway extends DurableObject<HubEnv> {
    * from the session instead of three.
    */
   async claim(args: ClaimArgs, snapshotRows: number): Promise<Relayed<ClaimedSession>> {
+    const cfg = hubConfig(this.env);
     // The page is a nicety: it may hold up the claim's answer for a fraction of the call's deadline.
-    const deadlineMs = Math.min(1_000, hubConfig(this.env).PG_QUERY_TIMEOUT_MS / 4);
+    const deadlineMs = Math.min(1_000, cfg.PG_QUERY_TIMEOUT_MS / 4);
     return this.relay(() =>
-      claimWithSnapshot(this.leastBusy(), args, { rows: snapshotRows, deadlineMs }, (err) =>
+      claimWithSnapshot(this.leastBusy(), args, { rows: snapshotRows, bytes: claimPageBytes(cfg), deadlineMs }, (err) =>
         log.warn("fresh session's first snapshot page could not be read; the session fetches it", { cluster: args.clusterUid, error: describeError(err) }),
       ),
     );

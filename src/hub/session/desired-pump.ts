@@ -9,6 +9,7 @@ import {
   type DesiredChange,
 } from '../db/desired';
 import { failureLine } from '../db/errors';
+import { desiredPageBytes } from '../frame-budget';
 import type { SessionFence } from '../db/ingest';
 import type { Sql } from '../db/sql';
 import type { Logger } from '../log';
@@ -23,6 +24,8 @@ export interface PumpHost {
   connected(): boolean;
   /** Frames already waiting in the send queue. */
   queued(): number;
+  /** Bytes already waiting in the send queue: a page is fetched to fit what is left. */
+  queuedBytes(): number;
   /** Queue a frame; false when it could not be (the connection is closing). */
   enqueue(o: Outgoing): boolean;
   /** Queue several frames as one (written in one commit). */
@@ -134,8 +137,13 @@ export class DesiredPump {
     const meta = this.host.meta();
     if (!meta || !this.host.connected()) return false;
     // Two slots stay free for a stream.end and a marker.
-    const page = Math.min(cfg.DESIRED_PAGE_ROWS, cfg.SEND_QUEUE_FRAMES - this.host.queued() - 2);
-    if (page < 1) return false;
+    const queued = this.host.queued();
+    const page = Math.min(cfg.DESIRED_PAGE_ROWS, cfg.SEND_QUEUE_FRAMES - queued - 2);
+    // Bytes too: one page of large deployments can outgrow the queue (4429 on every resume).
+    // An empty queue takes a page whatever the budget: it always holds its first row.
+    const bytes = desiredPageBytes(cfg, this.host.queuedBytes());
+    if (page < 1 || (bytes <= 0 && queued > 0)) return false;
+    const maxBytes = Math.max(0, bytes);
     const f = this.progress;
     const resync = meta.hubResync;
     if (resync && f.stage !== 'done') {
@@ -144,12 +152,12 @@ export class DesiredPump {
         return this.host.enqueue(frame('resync.begin', { scope: ['deployment'] }, null, { t: 'resync_begin' }, resync.beginId));
       }
       if (f.stage === 'pages') {
-        const rows = await fetchDesiredSnapshotPage(sql, meta.clusterUid, f.snapshotAfter, page);
+        const rows = await fetchDesiredSnapshotPage(sql, meta.clusterUid, f.snapshotAfter, page, maxBytes);
         if (this.progress !== f) return false;
-        return this.host.batch(() => this.queueSnapshotPage(f, resync, rows.map((r) => r.payload), page));
+        return this.host.batch(() => this.queueSnapshotPage(f, resync, rows.rows.map((r) => r.payload), rows.more));
       }
       if (f.stage === 'ops') {
-        const ops = await fetchOpenOperations(sql, meta.clusterUid, f.opsAfter, resync.revision, page);
+        const { rows: ops, more } = await fetchOpenOperations(sql, meta.clusterUid, f.opsAfter, resync.revision, page, maxBytes);
         if (this.progress !== f) return false;
         const ids = await this.recordOperationStarts(ops.map((o) => o.payload));
         if (!ids || this.progress !== f) return false;
@@ -160,14 +168,14 @@ export class DesiredPump {
             }
             f.opsAfter = o.revision;
           }
-          if (ops.length === page) return true;
+          if (more) return true;
           return this.finishResync(f, resync);
         });
       }
     }
     if (f.changesAfter >= this.knownRevision) return false;
     const target = this.knownRevision;
-    const changes = await fetchDesiredChanges(sql, meta.clusterUid, f.changesAfter, page);
+    const { rows: changes, more } = await fetchDesiredChanges(sql, meta.clusterUid, f.changesAfter, page, maxBytes);
     if (this.progress !== f) return false;
     const ids = await this.recordOperationStarts(changes.flatMap((c) => (c.kind === 'operation' ? [c.payload] : [])));
     if (!ids || this.progress !== f) return false;
@@ -180,7 +188,7 @@ export class DesiredPump {
         if (!this.host.enqueue(o)) return false;
         f.changesAfter = c.revision;
       }
-      if (changes.length < page) {
+      if (!more) {
         // Everything up to the revision known before the fetch is now queued (skipped rows included).
         f.changesAfter = Math.max(f.changesAfter, target);
         return this.host.enqueue({ kind: 'marker', effect: { t: 'watermark', revision: target } });
@@ -190,15 +198,16 @@ export class DesiredPump {
   }
 
   /**
-   * Queue one page of the resync snapshot; a short page ends the stream (stream.end) and moves on
-   * to the open operations. False when the queue refused a frame (the connection is closing).
+   * Queue one page of the resync snapshot; the last page (`more` false: it reached neither its
+   * row nor its byte bound) ends the stream (stream.end) and moves on to the open operations.
+   * False when the queue refused a frame (the connection is closing).
    */
-  private queueSnapshotPage(f: FetchState, resync: HubResync, rows: readonly Payload<'deployment.desired'>[], page: number): boolean {
+  private queueSnapshotPage(f: FetchState, resync: HubResync, rows: readonly Payload<'deployment.desired'>[], more: boolean): boolean {
     for (const p of rows) {
       if (!this.host.enqueue(frame('deployment.desired', p, resync.beginId, { t: 'resync_item', deploymentId: p.deployment_id }))) return false;
       f.snapshotAfter = p.deployment_id;
     }
-    if (rows.length >= page) return true;
+    if (more) return true;
     f.stage = 'ops';
     return this.host.enqueue({
       kind: 'frame',
@@ -237,7 +246,7 @@ export class DesiredPump {
           f.stage = 'pages';
           const queued =
             this.host.enqueue(frame('resync.begin', { scope: ['deployment'] }, null, { t: 'resync_begin' }, resync.beginId)) &&
-            this.queueSnapshotPage(f, resync, snapshot.deployments, limit);
+            this.queueSnapshotPage(f, resync, snapshot.deployments, snapshot.more || snapshot.deployments.length >= limit);
           if (queued && this.progress.stage === 'ops' && !snapshot.openOperations) this.finishResync(f, resync);
         });
       } finally {

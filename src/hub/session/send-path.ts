@@ -1,6 +1,7 @@
-import { buildFrame, CloseCode, HubSendQueue, newId, type OutboundSequencer, type Payload } from '../../protocol';
+import { buildFrame, CloseCode, HubSendQueue, newId, utf8Length, type MessageType, type OutboundSequencer, type Payload } from '../../protocol';
 import type { HubConfig } from '../config';
 import { describeError } from '../db/errors';
+import { sendableFrameBytes } from '../frame-budget';
 import type { Logger } from '../log';
 import { CoalescedRun } from './coalesced-run';
 import { estimateBytes, type Effect, type Outgoing } from './outgoing';
@@ -35,9 +36,12 @@ export class SendPath {
   /** Inside `batch`: enqueues wait for its end to be drained together. */
   private holding = 0;
   private held = false;
+  /** The largest frame this path sends (frame-budget.ts). */
+  private readonly maxFrameBytes: number;
 
   constructor(private readonly host: SendHost) {
     this.queue = new HubSendQueue(host.cfg.SEND_QUEUE_FRAMES, host.cfg.SEND_QUEUE_BYTES);
+    this.maxFrameBytes = sendableFrameBytes(host.cfg);
     this.drainer = new CoalescedRun(
       () => this.drainOnce(),
       (err) => {
@@ -51,7 +55,9 @@ export class SendPath {
   /** Queue a frame; a full queue closes the connection (4429). False when it was not queued. */
   enqueue(o: Outgoing): boolean {
     if (!this.host.socket()) return false;
-    if (!this.queue.push(o, estimateBytes(o))) {
+    // A frame over the largest sendable leaves as a small error frame instead (drainOnce): it
+    // must not take more of the queue than the largest frame, or it alone could overflow it.
+    if (!this.queue.push(o, Math.min(estimateBytes(o), this.maxFrameBytes))) {
       this.host.log().warn('hub send queue full; closing', { queued: this.queue.length, unacked: this.host.outbound().unacked });
       this.host.closeActive(CloseCode.SEND_QUEUE_FULL, 'hub send queue full');
       return false;
@@ -135,12 +141,30 @@ export class SendPath {
         continue;
       }
       const id = o.id ?? newId();
-      const payload = o.payload();
       const type = o.type;
       const replyTo = o.replyTo;
-      const { frame } = outbound.stamp((seq) => buildFrame({ type, payload, seq, ack: this.host.cursor(), reply_to: replyTo, id }));
+      const payload = type === 'stream.end' && o.effect?.t === 'resync_end' && meta.hubResync?.incomplete ? { ...(o.payload() as Payload<'stream.end'>), complete: false } : o.payload();
+      let tooLarge = 0;
+      const { frame } = outbound.stamp((seq) => {
+        const ack = this.host.cursor();
+        const text = buildFrame({ type, payload, seq, ack, reply_to: replyTo, id });
+        tooLarge = oversize(text, this.maxFrameBytes);
+        if (tooLarge === 0) return text;
+        return buildFrame({ type: 'error', payload: notSent(type, payload, tooLarge, this.maxFrameBytes), seq, ack, reply_to: replyTo, id });
+      });
       frames.push(frame);
-      if (type === 'deployment.desired') {
+      if (tooLarge > 0) {
+        // Already accepted (an older hub, another writer of Postgres): it can never be stored or
+        // sent, and failing on it would stop everything behind it on every attempt. The operator
+        // is told in its place; a resync carrying it ends incomplete (nothing is pruned).
+        if (meta.hubResync && replyTo === meta.hubResync.beginId) meta.hubResync.incomplete = true;
+        this.host.log().error('POISON: frame too large to send; an error frame was sent in its place', {
+          type,
+          ...subjectOf(type, payload),
+          bytes: tooLarge,
+          max_frame_bytes: this.maxFrameBytes,
+        });
+      } else if (type === 'deployment.desired') {
         const d = payload as Payload<'deployment.desired'>;
         desiredSent.push([id, d.deployment_id, d.revision]);
       }
@@ -162,6 +186,34 @@ export class SendPath {
     this.host.written(this.queue.length);
     for (const frame of frames) this.host.send(ws, frame);
   }
+}
+
+/** The frame's UTF-8 size when it is over `max`, else 0 (the exact count only for frames near it). */
+function oversize(text: string, max: number): number {
+  if (text.length * 3 <= max) return 0;
+  const bytes = utf8Length(text);
+  return bytes > max ? bytes : 0;
+}
+
+function subjectOf(type: MessageType, payload: Payload<MessageType>): Record<string, unknown> {
+  if (type === 'deployment.desired') {
+    const d = payload as Payload<'deployment.desired'>;
+    return { deployment_id: d.deployment_id, revision: d.revision };
+  }
+  if (type === 'operation.start') return { operation_id: (payload as Payload<'operation.start'>).operation_id };
+  return {};
+}
+
+/** The error frame sent in place of a frame too large to send. */
+function notSent(type: MessageType, payload: Payload<MessageType>, bytes: number, max: number): Payload<'error'> {
+  const what = Object.entries(subjectOf(type, payload))
+    .map(([k, v]) => `${k} ${String(v)}`)
+    .join(', ');
+  return {
+    code: 'invalid',
+    message: `${type}${what ? ` (${what})` : ''} is ${bytes} bytes, over the ${max} a frame may be: not sent; it stays undelivered until it is replaced or withdrawn`,
+    retryable: false,
+  };
 }
 
 /** What a written frame (or a marker behind it) changes in the session's durable progress. */

@@ -64,7 +64,7 @@ export class SessionObject extends DurableObject<HubEnv> {
     super(ctx, env);
     const cfg = (this.cfg = hubConfig(env));
     this.baseLog = createLogger({ component: 'session' });
-    if ((this.gate = new ResidencyGate(ctx.id, cfg, this.baseLog)).misplaced) return;
+    if ((this.gate = new ResidencyGate(ctx.id, cfg, this.baseLog, ctx.storage)).misplaced) return;
     const sql = new SessionSql(ctx.storage.sql);
     const state = (this.state = new SessionState(ctx.storage, sql, cfg, this.baseLog));
     this.wakes = new WakeCounter(sql);
@@ -112,6 +112,7 @@ export class SessionObject extends DurableObject<HubEnv> {
         meta: () => state.meta,
         connected: () => sockets.active() !== null,
         queued: () => this.sendPath.queue.length,
+        queuedBytes: () => this.sendPath.queue.bytes,
         enqueue: (o) => this.sendPath.enqueue(o),
         batch: (queue) => this.sendPath.batch(queue),
         fence: () => state.fence(),
@@ -209,7 +210,8 @@ export class SessionObject extends DurableObject<HubEnv> {
   }
 
   override async alarm(): Promise<void> {
-    if (this.gate.refuses('alarm')) return;
+    // A misplaced object's retention: it never serves again, so its storage goes now.
+    if (this.gate.refuses('alarm')) return this.gate.discard();
     this.wakes.note('alarm');
     this.clock.lapsed();
     await this.runDue('alarm');

@@ -64,6 +64,11 @@ export interface HubResync {
   count: number;
   /** What remains: the begin, the snapshot pages (then stream.end), or redelivering open operations. */
   stage: 'begin' | 'pages' | 'ops';
+  /**
+   * A deployment of the snapshot was too large to send (send-path.ts): the stream ends
+   * `complete: false`, so the operator prunes nothing against a set it did not receive whole.
+   */
+  incomplete?: boolean;
 }
 
 export interface SessionCounters {
@@ -97,8 +102,13 @@ export const ZERO_COUNTERS: SessionCounters = {
 /** How many sent deployment.desired frames stay resolvable for an operator's error reply. */
 const SENT_DESIRED_KEEP = 20_000;
 
-// A bound value is limited to 2 MB in Durable Object SQLite: flush appends in chunks below it.
-const FLUSH_CHUNK_BYTES = 1_000_000;
+// A bound value is limited to 2 MB in Durable Object SQLite. A chunk is bound as JSON, which
+// escapes every `"` and `\` of a frame once more (up to twice its size): chunks hold at most
+// half of the limit, counted with each entry's own overhead. A frame too large to share a chunk
+// is bound alone, as itself (the send path sends none over what a row holds).
+const FLUSH_CHUNK_BYTES = 800_000;
+const ENTRY_OVERHEAD_BYTES = 32;
+const ALONE_BYTES = FLUSH_CHUNK_BYTES / 2;
 
 export class SessionStore {
   readonly replay: SqliteReplayStore;
@@ -203,12 +213,21 @@ export class SqliteReplayStore implements ReplayStore {
   flush(): void {
     let i = 0;
     while (i < this.pending.length) {
+      const first = this.pending[i] as ReplayEntry;
+      if (first.bytes > ALONE_BYTES) {
+        this.sql.exec('insert or replace into replay (seq, frame, bytes) values (?, ?, ?)', first.seq, first.frame, first.bytes);
+        i++;
+        continue;
+      }
       let bytes = 0;
       const chunk: [number, string, number][] = [];
-      while (i < this.pending.length && (chunk.length === 0 || bytes < FLUSH_CHUNK_BYTES)) {
-        const e = this.pending[i++] as ReplayEntry;
+      // The first always fits: it is no larger than ALONE_BYTES.
+      while (i < this.pending.length) {
+        const e = this.pending[i] as ReplayEntry;
+        if (e.bytes > ALONE_BYTES || bytes + e.bytes + ENTRY_OVERHEAD_BYTES > FLUSH_CHUNK_BYTES) break;
         chunk.push([e.seq, e.frame, e.bytes]);
-        bytes += e.bytes;
+        bytes += e.bytes + ENTRY_OVERHEAD_BYTES;
+        i++;
       }
       this.sql.exec(
         `insert or replace into replay (seq, frame, bytes)

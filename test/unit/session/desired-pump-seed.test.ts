@@ -66,6 +66,7 @@ function harness(revision: number, answers: Record<string, unknown>[][] = []) {
       meta: () => meta,
       connected: () => true,
       queued: () => 0,
+      queuedBytes: () => 0,
       enqueue: (o) => {
         queued.push(o);
         // Written at once, as the send path does when the operator's window is open; inside a
