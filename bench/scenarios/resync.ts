@@ -170,7 +170,9 @@ async function postgresOnly(env: BenchEnv, s: Sizes, batchFrames: number): Promi
     const r0 = performance.now();
     let after: string | null = null;
     for (;;) {
-      const { rows: page, more } = await fetchDesiredSnapshotPage(sql, fence.clusterUid, after, 1_000, 4 << 20);
+      const got = await fetchDesiredSnapshotPage(sql, fence, after, 1_000, 4 << 20);
+      if (!got) throw new Error('fence lost');
+      const { rows: page, more } = got;
       statements++;
       if (!more) break;
       after = page[page.length - 1]?.payload.deployment_id ?? null;

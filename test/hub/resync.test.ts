@@ -247,7 +247,13 @@ describe('hub full resync of large desired state (spec: Backpressure, hub → op
     }
     const peer = await h.connect(c.token);
     const welcome = await peer.hello({ cluster_id: c.name }).catch((e: unknown) => e);
-    const end = await peer.next((x) => x.type === 'stream.end', 20_000).catch((e: unknown) => e);
+    // An operator pings while it receives (the SDK every 10 s): 39 MB can take longer than this
+    // file's 3 s silence timeout on a loaded machine.
+    const pinging = setInterval(() => peer.isClosed || peer.send('ping', {}), 1_000);
+    const end = await peer
+      .next((x) => x.type === 'stream.end', 20_000)
+      .catch((e: unknown) => e)
+      .finally(() => clearInterval(pinging));
     const got = peer.frames.filter((f) => f.type === 'deployment.desired').map((f) => f.payload.deployment_id as string);
     expect(end, `welcome: ${String((welcome as { type?: string }).type ?? welcome)}; deployment.desired received: ${got.length}`).toMatchObject({
       type: 'stream.end',

@@ -103,43 +103,86 @@ export interface Page<T> {
   more: boolean;
 }
 
-/** Everything above `after` (deployments, withdrawals, new operations), oldest revision first. */
-export async function fetchDesiredChanges(sql: Sql, clusterUid: string, after: number, limit: number, maxBytes: number): Promise<Page<DesiredChange>> {
-  const { rows } = await sql.query<ChangeRow & Bounded>(
-    `${byteBounded(
-      `select * from (
-         select ${DEPLOYMENT_COLS}, ${DEPLOYMENT_BYTES} as sz from desired_deployments where cluster_uid = $1 and revision > $2
-         union all
-         select ${OPERATION_COLS}, ${OPERATION_BYTES} as sz from operations
-         where cluster_uid = $1 and revision > $2 and concluded_at is null and deadline > now()
-       ) c order by revision limit $3`,
-      'revision',
-      '$4',
-    )} order by p.revision`,
-    [clusterUid, after, limit, maxBytes],
-  );
-  return { rows: rows.map(toChange), more: morePast(rows, limit) };
+/**
+ * `page` read only while the session still holds its claim, on the cluster's current token, of
+ * an enabled cluster: a disabled or rotated cluster's session is cut at its next check, and until
+ * then it must not read (a resync it asks for would carry what was written after the revocation).
+ * One row with `held` false and nothing else when it does not; rows ordered by `key`. No lock:
+ * the statement's one snapshot decides both the claim and the rows, so rows written after a
+ * revocation are never read under a claim that predates it.
+ */
+function whileClaimHeld(page: string, key: string, f: string[]): string {
+  const [cluster, session, generation, tokenHash] = f;
+  return `select q.*, h.held from (
+      select exists (select 1 from cluster_owners o join clusters c on c.uid = o.cluster_uid
+                     where o.cluster_uid = ${cluster} and o.session_id = ${session} and o.generation = ${generation}
+                       and c.disabled_at is null and c.token_hash = decode(${tokenHash}, 'hex')) as held) h
+    left join lateral (${page}) q on h.held
+    order by q.${key}`;
 }
 
-/** One page of the hub's full-resync snapshot: live deployments by id. */
+interface Held {
+  held: boolean;
+}
+
+/** The page's rows, or null when the session no longer holds its claim. */
+function heldRows<R extends Held>(rows: readonly R[], present: (r: R) => boolean): R[] | null {
+  if (rows[0]?.held !== true) return null;
+  return rows.filter(present);
+}
+
+const fenceParams = (fence: SessionFence): unknown[] => [fence.clusterUid, fence.sessionId, fence.generation, fence.tokenHash];
+
+/**
+ * Everything above `after` (deployments, withdrawals, new operations), oldest revision first;
+ * null when the session no longer holds its claim (whileClaimHeld).
+ */
+export async function fetchDesiredChanges(sql: Sql, fence: SessionFence, after: number, limit: number, maxBytes: number): Promise<Page<DesiredChange> | null> {
+  const { rows } = await sql.query<ChangeRow & Bounded & Held>(
+    whileClaimHeld(
+      byteBounded(
+        `select * from (
+           select ${DEPLOYMENT_COLS}, ${DEPLOYMENT_BYTES} as sz from desired_deployments where cluster_uid = $1 and revision > $5
+           union all
+           select ${OPERATION_COLS}, ${OPERATION_BYTES} as sz from operations
+           where cluster_uid = $1 and revision > $5 and concluded_at is null and deadline > now()
+         ) c order by revision limit $6`,
+        'revision',
+        '$7',
+      ),
+      'revision',
+      ['$1', '$2', '$3', '$4'],
+    ),
+    [...fenceParams(fence), after, limit, maxBytes],
+  );
+  const page = heldRows(rows, (r) => r.kind !== null);
+  return page && { rows: page.map(toChange), more: morePast(page, limit) };
+}
+
+/** One page of the hub's full-resync snapshot: live deployments by id; null as for fetchDesiredChanges. */
 export async function fetchDesiredSnapshotPage(
   sql: Sql,
-  clusterUid: string,
+  fence: SessionFence,
   after: string | null,
   limit: number,
   maxBytes: number,
-): Promise<Page<Extract<DesiredChange, { kind: 'deployment' }>>> {
-  const { rows } = await sql.query<ChangeRow & Bounded>(
-    `${byteBounded(
-      `select ${DEPLOYMENT_COLS}, ${DEPLOYMENT_BYTES} as sz from desired_deployments
-       where cluster_uid = $1 and not deleted and ($2::text is null or deployment_id > $2)
-       order by deployment_id limit $3`,
+): Promise<Page<Extract<DesiredChange, { kind: 'deployment' }>> | null> {
+  const { rows } = await sql.query<ChangeRow & Bounded & Held>(
+    whileClaimHeld(
+      byteBounded(
+        `select ${DEPLOYMENT_COLS}, ${DEPLOYMENT_BYTES} as sz from desired_deployments
+         where cluster_uid = $1 and not deleted and ($5::text is null or deployment_id > $5)
+         order by deployment_id limit $6`,
+        'deployment_id',
+        '$7',
+      ),
       'deployment_id',
-      '$4',
-    )} order by p.deployment_id`,
-    [clusterUid, after, limit, maxBytes],
+      ['$1', '$2', '$3', '$4'],
+    ),
+    [...fenceParams(fence), after, limit, maxBytes],
   );
-  return { rows: rows.map(toChange) as Extract<DesiredChange, { kind: 'deployment' }>[], more: morePast(rows, limit) };
+  const page = heldRows(rows, (r) => r.kind !== null);
+  return page && { rows: page.map(toChange) as Extract<DesiredChange, { kind: 'deployment' }>[], more: morePast(page, limit) };
 }
 
 /**

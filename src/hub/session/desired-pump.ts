@@ -28,6 +28,8 @@ export interface PumpHost {
   queuedBytes(): number;
   /** Queue a frame; false when it could not be (the connection is closing). */
   enqueue(o: Outgoing): boolean;
+  /** A read found the session's claim gone: check it now (it is cut) rather than at the next poll. */
+  claimLost(): void;
   /** Queue several frames as one (written in one commit). */
   batch<T>(queue: () => T): T;
   fence(): SessionFence | null;
@@ -152,7 +154,9 @@ export class DesiredPump {
         return this.host.enqueue(frame('resync.begin', { scope: ['deployment'] }, null, { t: 'resync_begin' }, resync.beginId));
       }
       if (f.stage === 'pages') {
-        const rows = await fetchDesiredSnapshotPage(sql, meta.clusterUid, f.snapshotAfter, page, maxBytes);
+        const fence = this.host.fence();
+        const rows = fence && (await fetchDesiredSnapshotPage(sql, fence, f.snapshotAfter, page, maxBytes));
+        if (!rows) return this.claimLost();
         if (this.progress !== f) return false;
         return this.host.batch(() => this.queueSnapshotPage(f, resync, rows.rows.map((r) => r.payload), rows.more));
       }
@@ -175,7 +179,10 @@ export class DesiredPump {
     }
     if (f.changesAfter >= this.knownRevision) return false;
     const target = this.knownRevision;
-    const { rows: changes, more } = await fetchDesiredChanges(sql, meta.clusterUid, f.changesAfter, page, maxBytes);
+    const fence = this.host.fence();
+    const fetched = fence && (await fetchDesiredChanges(sql, fence, f.changesAfter, page, maxBytes));
+    if (!fetched) return this.claimLost();
+    const { rows: changes, more } = fetched;
     if (this.progress !== f) return false;
     const ids = await this.recordOperationStarts(changes.flatMap((c) => (c.kind === 'operation' ? [c.payload] : [])));
     if (!ids || this.progress !== f) return false;
@@ -195,6 +202,16 @@ export class DesiredPump {
       }
       return true;
     });
+  }
+
+  /**
+   * The read found the session's claim gone (displaced, disabled, token rotated): nothing is
+   * queued, and the session checks its claim now, which cuts it, instead of at its next poll.
+   */
+  private claimLost(): false {
+    this.host.log().warn('desired-state read refused: the session no longer holds its claim; checking it now');
+    this.host.claimLost();
+    return false;
   }
 
   /**

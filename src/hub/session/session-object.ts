@@ -113,6 +113,7 @@ export class SessionObject extends DurableObject<HubEnv> {
         connected: () => sockets.active() !== null,
         queued: () => this.sendPath.queue.length,
         queuedBytes: () => this.sendPath.queue.bytes,
+        claimLost: () => void this.fleet.check(),
         enqueue: (o) => this.sendPath.enqueue(o),
         batch: (queue) => this.sendPath.batch(queue),
         fence: () => state.fence(),

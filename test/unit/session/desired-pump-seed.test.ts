@@ -67,6 +67,7 @@ function harness(revision: number, answers: Record<string, unknown>[][] = []) {
       connected: () => true,
       queued: () => 0,
       queuedBytes: () => 0,
+      claimLost: () => undefined,
       enqueue: (o) => {
         queued.push(o);
         // Written at once, as the send path does when the operator's window is open; inside a
@@ -120,12 +121,14 @@ describe('a fresh session seeded with its claim page', () => {
   it('a full page: the pump fetches the next page after the last seeded deployment, never the seeded ones again', async () => {
     const { pump, queued, queries } = harness(9, [
       // desired_deployments after 'b': one more, then the open operations: none.
-      [{ kind: 'deployment', revision: '9', deployment_id: 'c', workload_id: 'w', min_replicas: 1, max_replicas: 2, serving, deleted: false }],
+      // `held`: the session still holds its claim (db/desired.ts reads only while it does).
+      [{ kind: 'deployment', revision: '9', deployment_id: 'c', workload_id: 'w', min_replicas: 1, max_replicas: 2, serving, deleted: false, held: true }],
       [],
     ]);
     pump.seed({ deployments: [dep('a', 1), dep('b', 2)], openOperations: false }, 2);
     await settle();
-    expect(queries[0]?.params.slice(0, 2)).toEqual(['c1', 'b']);
+    // The session's fence (cluster, session, generation, token hash), then the page's cursor.
+    expect([queries[0]?.params[0], queries[0]?.params[4]]).toEqual(['c1', 'b']);
     expect(queries).toHaveLength(2);
     const ids = queued.flatMap((o) => (o.kind === 'frame' && o.type === 'deployment.desired' ? [(o.payload() as Payload<'deployment.desired'>).deployment_id] : []));
     expect(ids).toEqual(['a', 'b', 'c']);
