@@ -61,7 +61,7 @@ export function adminApp(): OpenAPIHono<AdminEnv> {
   admin.onError((err, c) => {
     // The framework's own refusals (a body it could not read, …) in the API's JSON shape.
     if (err instanceof HTTPException) {
-      // A response of its own (the bearer middleware's JSON 401) is already in the API's shape.
+      // A response of its own (a middleware that built one) is returned as it is.
       if (err.res) return err.getResponse();
       const status = err.status >= 400 && err.status < 500 ? err.status : 400;
       return jsonError(c, status as 400, status === 415 ? 'unsupported_media_type' : 'invalid', err.message || 'invalid request');
