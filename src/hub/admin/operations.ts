@@ -14,7 +14,9 @@ const OperationBody = z
     kind: z.enum(OPERATION_KINDS),
     target: z.string().min(1).max(512),
     params: OperationParams.default({}),
-    deadline_s: z.number().positive().max(7 * 24 * 3600),
+    // At least a second: a shorter deadline passes before the start frame could reach the
+    // operator, so the operation would be accepted only to expire unsent.
+    deadline_s: z.number().min(1).max(7 * 24 * 3600).openapi({ description: 'seconds the operator has to conclude it, 1 to 604800' }),
   })
   .openapi('OperationRequest');
 
