@@ -3,29 +3,12 @@
  * real Postgres through a proxy this file owns, and the test takes it down.
  */
 import type { Browser, Page } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { startPgWsProxy, type PgWsProxy } from '../../scripts/lib/pg-ws-proxy';
-import { FAST_TIMERS, useHub } from '../hub/support/hub';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { FAST_TIMERS } from '../hub/support/hub';
+import { useHubBehindProxy } from '../hub/support/proxy-hub';
 import { launchBrowser } from './support/stack';
 
-let proxy: PgWsProxy | null = null;
-let port = 0;
-let target = { host: '127.0.0.1', port: 5432 };
-async function proxyUp(): Promise<void> {
-  proxy = await startPgWsProxy({ target, port });
-  port = proxy.port;
-}
-async function proxyDown(): Promise<void> {
-  await proxy?.close();
-  proxy = null;
-}
-
-const h = useHub({ ...FAST_TIMERS, IDLE_TIMEOUT_MS: '30000', HOLE_TIMEOUT_MS: '30000' }, async () => {
-  const { findProxyTarget } = await import('../hub/support/proxy-target');
-  target = await findProxyTarget(inject('databaseUrl'), inject('pgWsProxy'));
-  await proxyUp();
-  return { PG_WS_PROXY: `127.0.0.1:${port}` };
-});
+const { h, proxyUp, proxyDown } = useHubBehindProxy({ ...FAST_TIMERS, IDLE_TIMEOUT_MS: '30000', HOLE_TIMEOUT_MS: '30000' });
 let browser: Browser;
 beforeAll(async () => {
   browser = await launchBrowser();
@@ -73,7 +56,7 @@ describe('the dashboard during a Postgres outage', () => {
       await expect.poll(() => page.locator('#live').innerText(), { timeout: 30_000 }).toMatch(/^Live · updated /);
       expect(await page.locator('#view').getAttribute('class')).not.toContain('stale');
     } finally {
-      if (!proxy) await proxyUp();
+      await proxyUp();
       peer.close();
     }
   }, 90_000);

@@ -3,29 +3,11 @@
  * it is stored or sent, and the same cluster's writes work again (the PUT coalescer is not left
  * holding a dead queue) once the database is back.
  */
-import { afterAll, describe, expect, inject, it } from 'vitest';
-import { startPgWsProxy, type PgWsProxy } from '../../scripts/lib/pg-ws-proxy';
-import { FAST_TIMERS, desired, useHub } from './support/hub';
+import { describe, expect, it } from 'vitest';
+import { FAST_TIMERS, desired } from './support/hub';
+import { useHubBehindProxy } from './support/proxy-hub';
 
-let proxy: PgWsProxy | null = null;
-let port = 0;
-let target = { host: '127.0.0.1', port: 5432 };
-async function proxyUp(): Promise<void> {
-  proxy = await startPgWsProxy({ target, port });
-  port = proxy.port;
-}
-async function proxyDown(): Promise<void> {
-  await proxy?.close();
-  proxy = null;
-}
-
-const h = useHub({ ...FAST_TIMERS, HOLE_TIMEOUT_MS: '30000', IDLE_TIMEOUT_MS: '30000' }, async () => {
-  const { findProxyTarget } = await import('./support/proxy-target');
-  target = await findProxyTarget(inject('databaseUrl'), inject('pgWsProxy'));
-  await proxyUp();
-  return { PG_WS_PROXY: `127.0.0.1:${port}` };
-});
-afterAll(proxyDown);
+const { h, proxyUp, proxyDown } = useHubBehindProxy({ ...FAST_TIMERS, HOLE_TIMEOUT_MS: '30000', IDLE_TIMEOUT_MS: '30000' });
 
 describe('admin writes during a Postgres outage (DESIGN: 503 documented on every route)', () => {
   it('every write answers 503 {error:{code:"unavailable"}}, nothing is stored or sent, and writes work again afterwards', async () => {

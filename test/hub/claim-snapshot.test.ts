@@ -6,13 +6,12 @@
  */
 import { randomBytes } from 'node:crypto';
 import { describe, expect, inject, it } from 'vitest';
-import { pgClient } from '../../scripts/lib/pg-node';
 import { claimWithSnapshot } from '../../src/hub/db/claim-snapshot';
 import { fetchFirstSnapshotPage } from '../../src/hub/db/desired';
 import type { ClaimArgs } from '../../src/hub/db/ownership';
 import type { Sql } from '../../src/hub/db/sql';
 import { newId } from '../../src/protocol';
-import { fileDatabaseUrl } from '../support/file-database';
+import { withFileSql as withSql } from '../support/file-database';
 import { desired, FAST_TIMERS, holdLock, useHub, type Frame, type Peer, type TestCluster } from './support/hub';
 
 const EMBEDDED = inject('embeddedPostgres');
@@ -38,16 +37,6 @@ async function resyncStream(peer: Peer): Promise<{ begin: Frame; items: Frame[];
     const f = await peer.next((x) => x.seq !== null);
     if (f.type === 'stream.end') return { begin, items, end: f };
     items.push(f);
-  }
-}
-
-async function withSql<T>(fn: (sql: Sql) => Promise<T>): Promise<T> {
-  const client = pgClient(await fileDatabaseUrl(), inject('pgWsProxy'));
-  await client.connect();
-  try {
-    return await fn({ query: async (text, params) => (await client.query(text, params)) as never });
-  } finally {
-    await client.end();
   }
 }
 

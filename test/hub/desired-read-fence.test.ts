@@ -7,24 +7,13 @@
  * Statement-level, on real Postgres.
  */
 import { randomBytes } from 'node:crypto';
-import { describe, expect, inject, it } from 'vitest';
-import { pgClient } from '../../scripts/lib/pg-node';
+import { describe, expect, it } from 'vitest';
 import { fetchDesiredChanges, fetchDesiredSnapshotPage } from '../../src/hub/db/desired';
 import type { SessionFence } from '../../src/hub/db/ingest';
 import type { Sql } from '../../src/hub/db/sql';
 import { newId } from '../../src/protocol';
-import { fileDatabaseUrl } from '../support/file-database';
+import { withFileSql as withSql } from '../support/file-database';
 import { desired } from '../support/peer-core';
-
-async function withSql<T>(fn: (sql: Sql) => Promise<T>): Promise<T> {
-  const client = pgClient(await fileDatabaseUrl(), inject('pgWsProxy'));
-  await client.connect();
-  try {
-    return await fn({ query: async (text, params) => (await client.query(text, params)) as never });
-  } finally {
-    await client.end();
-  }
-}
 
 /** A cluster with two deployments and a session holding its claim (generation 1). */
 async function claimed(sql: Sql): Promise<SessionFence> {

@@ -2,32 +2,11 @@
  * A Postgres outage, cut at the network: this hub reaches the database through a proxy the test
  * owns, and the test takes it down and brings it back on the same port.
  */
-import { afterAll, describe, expect, inject, it } from 'vitest';
-import { startPgWsProxy, type PgWsProxy } from '../../scripts/lib/pg-ws-proxy';
-import { FAST_TIMERS, node, useHub } from './support/hub';
+import { describe, expect, it } from 'vitest';
+import { FAST_TIMERS, node } from './support/hub';
+import { useHubBehindProxy } from './support/proxy-hub';
 
-let proxy: PgWsProxy | null = null;
-let port = 0;
-let target = { host: '127.0.0.1', port: 5432 };
-
-async function proxyUp(): Promise<void> {
-  proxy = await startPgWsProxy({ target, port });
-  port = proxy.port;
-}
-async function proxyDown(): Promise<void> {
-  await proxy?.close();
-  proxy = null;
-}
-
-const h = useHub({ ...FAST_TIMERS, HOLE_TIMEOUT_MS: '30000', IDLE_TIMEOUT_MS: '30000' }, async () => {
-  // Point at the same database the run uses, through the shared proxy's own target.
-  const shared = inject('pgWsProxy');
-  const { findProxyTarget } = await import('./support/proxy-target');
-  target = await findProxyTarget(inject('databaseUrl'), shared);
-  await proxyUp();
-  return { PG_WS_PROXY: `127.0.0.1:${port}` };
-});
-afterAll(proxyDown);
+const { h, proxyUp, proxyDown } = useHubBehindProxy({ ...FAST_TIMERS, HOLE_TIMEOUT_MS: '30000', IDLE_TIMEOUT_MS: '30000' });
 
 describe('Postgres outage during ingest (spec: transient failure withholds; DESIGN decision 5)', () => {
   it('frames sent while the database is unreachable are not acknowledged, and apply without loss once it returns', async () => {

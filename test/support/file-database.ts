@@ -8,6 +8,8 @@
  */
 import { inject } from 'vitest';
 import { copyDatabase } from '../../scripts/lib/dev-stack';
+import { pgClient } from '../../scripts/lib/pg-node';
+import type { Sql } from '../../src/hub/db/sql';
 
 let copy: Promise<string> | null = null;
 
@@ -17,4 +19,18 @@ export function fileDatabaseUrl(): Promise<string> {
   if (template === null) return Promise.resolve(inject('databaseUrl'));
   copy ??= copyDatabase(inject('databaseUrl'), inject('pgWsProxy'), template);
   return copy;
+}
+
+/**
+ * Run `fn` with a connection of its own to this file's database (the hub's driver, through the
+ * run's proxy), closed afterwards: for tests of a statement module on real Postgres.
+ */
+export async function withFileSql<T>(fn: (sql: Sql) => Promise<T>): Promise<T> {
+  const client = pgClient(await fileDatabaseUrl(), inject('pgWsProxy'));
+  await client.connect();
+  try {
+    return await fn({ query: async (text, params) => (await client.query(text, params)) as never });
+  } finally {
+    await client.end();
+  }
 }
