@@ -107,6 +107,20 @@ export class FleetMember {
   }
 
   /** The connection ended: tell the admin views, and leave the fleet poll. */
+  /**
+   * After every hello: Postgres must not show connected what no connection carries. A claim the
+   * hello made but did not open (its socket closed meanwhile, its resume point moved) and a
+   * disconnect held back while it ran (`held`) are published now, instead of waiting for the sweep.
+   */
+  afterHello(claim: SessionRef | null, held: boolean): void {
+    const meta = this.host.state.meta;
+    // A fresh session claimed and never opened: the object holds no record of it.
+    if (claim && claim.sessionId !== meta?.sessionId) void this.disconnected(claim);
+    // The recorded session (resumed by the claim, or the one whose end was held) with no
+    // connection carrying it; its generation is the claim's when the claim resumed it.
+    if (meta && !this.host.sockets.active() && (held || claim?.sessionId === meta.sessionId)) void this.disconnected(meta);
+  }
+
   async disconnected(session: SessionMeta | SessionRef): Promise<void> {
     const r = 'tokenHashHex' in session ? session : ref(session);
     try {

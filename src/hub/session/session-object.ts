@@ -12,7 +12,7 @@ import { createLogger, type Logger } from '../log';
 import { Pg } from '../pg';
 import { dueNow, phaseCheckOffset, type ClockState } from './clock';
 import { DesiredPump } from './desired-pump';
-import { FleetMember } from './fleet-member';
+import { FleetMember, type SessionRef } from './fleet-member';
 import { admitConnect } from './handshake';
 import { answerHello, claimSnapshotRows } from './hello';
 import { logAccepted, logCommitted, settleCommitted, triageFrame } from './inbound';
@@ -53,7 +53,7 @@ export class SessionObject extends DurableObject<HubEnv> {
   private readonly fleet!: FleetMember;
   private helloInProgress: Promise<void> | null = null;
   /** What the hello under way claimed, and whether a connection ended without publishing it. */
-  private helloClaim: { sessionId: string; generation: number; clusterUid: string; tokenHashHex: string } | null = null;
+  private helloClaim: SessionRef | null = null;
   private disconnectHeld = false;
   private deferred: [WebSocket, string | ArrayBuffer][] = [];
   /** Changes whenever the object is constructed again (no ULID: construction is on the idle path). */
@@ -424,22 +424,13 @@ export class SessionObject extends DurableObject<HubEnv> {
     void this.clock.schedule();
   }
 
-  /**
-   * After every hello: Postgres must not show connected what no connection carries. A claim the
-   * hello made but did not open (its socket closed meanwhile, its resume point moved) and a
-   * disconnect held back while it ran are published now, instead of waiting for the sweep.
-   */
+  /** After every hello: publish what it claimed and did not open, and a disconnect it held back. */
   private settleHello(): void {
     const claim = this.helloClaim;
     const held = this.disconnectHeld;
     this.helloClaim = null;
     this.disconnectHeld = false;
-    const meta = this.state.meta;
-    // A fresh session claimed and never opened: the object holds no record of it.
-    if (claim && claim.sessionId !== meta?.sessionId) void this.fleet.disconnected(claim);
-    // The recorded session (resumed by the claim, or the one whose end was held) with no
-    // connection carrying it; its generation is the claim's when the claim resumed it.
-    if (meta && !this.sockets.active() && (held || claim?.sessionId === meta.sessionId)) void this.fleet.disconnected(meta);
+    this.fleet.afterHello(claim, held);
   }
 
   /** Drop what was queued but not numbered; the fetch restarts from what was written. */
