@@ -296,8 +296,10 @@ export class SessionObject extends DurableObject<HubEnv> {
     }
     if (att.phase === 'handshake') {
       // A connection refused at its hello is closing; a frame it sent before it heard so can
-      // arrive after the refusal, and would be taken for its first frame.
-      if (ws.readyState !== WebSocket.OPEN) return;
+      // arrive after the refusal, and would be taken for its first frame. (Our own record, not
+      // readyState: the runtime's readyState of a just-accepted socket is not reliably OPEN when
+      // its first message arrives, and a hello dropped on it showed up in CI as a 4400.)
+      if (this.sockets.ended(ws)) return;
       this.helloInProgress = this.hello(ws, att, message).finally(() => {
         this.helloInProgress = null;
         this.settleHello();
@@ -306,7 +308,7 @@ export class SessionObject extends DurableObject<HubEnv> {
         for (const [w, m] of queued) {
           // A frame whose socket closed meanwhile (its own hello refused) is dropped: its
           // attachment still says handshake, and it would be taken for a first frame.
-          if (w.readyState !== WebSocket.OPEN) continue;
+          if (this.sockets.ended(w)) continue;
           if (this.helloInProgress) this.deferred.push([w, m]);
           else this.dispatch(w, m);
         }

@@ -32,6 +32,8 @@ export interface SocketHooks {
  */
 export class Sockets {
   private readonly attachments = new WeakMap<WebSocket, Attachment>();
+  /** Connections that ended (closed here or by the peer): a frame still arriving from one is not acted on. */
+  private readonly endedSockets = new WeakSet<WebSocket>();
   /** The connection carrying the session (null: none; undefined: not looked up since a wake). */
   private current: WebSocket | null | undefined = undefined;
   /** The installed auto-response as `lastSent/cursor` (null: none; undefined: unknown since construction). */
@@ -143,6 +145,11 @@ export class Sockets {
     this.forget(ws, `closed by hub (${code}: ${reason})`);
   }
 
+  /** `ws` ended, by our own record rather than the runtime's readyState (see dispatch). */
+  ended(ws: WebSocket): boolean {
+    return this.endedSockets.has(ws);
+  }
+
   closeActive(code: number, reason: string): void {
     const ws = this.active();
     if (ws) this.close(ws, code, reason);
@@ -150,6 +157,7 @@ export class Sockets {
 
   /** The connection ended (or is ending): stop tracking it and tell the session. */
   forget(ws: WebSocket, why: string): void {
+    this.endedSockets.add(ws);
     const wasActive = this.current === ws || (this.current === undefined && this.active() === ws);
     this.attachments.delete(ws);
     if (wasActive) this.current = null;
