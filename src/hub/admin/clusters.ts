@@ -172,7 +172,7 @@ export const clustersRouter = adminRouter()
       const token = generateEnrollmentToken();
       const row = await rotateToken(c.var.pg, c.req.valid('param').id, toHex(await hashToken(token)));
       if (!row) return jsonError(c, 404, 'not_found', 'no such cluster') as never;
-      c.executionCtx.waitUntil(cutLiveSession(c.env, c.var.pg, row.uid, 'token'));
+      c.executionCtx.waitUntil(cutLiveSession(c.env, row.uid, row.live_session, 'token'));
       return c.json({ enrollment_token: token }, 200);
     },
   )
@@ -217,6 +217,6 @@ function hintRefusal(env: HubEnv, hint: LocationHint | null): string | null {
 async function toggle(sql: Sql, env: HubEnv, id: string, disabled: boolean, background?: (p: Promise<void>) => void): Promise<ClusterView | null> {
   const row = await setDisabled(sql, id, disabled);
   if (!row) return null;
-  if (disabled) background?.(cutLiveSession(env, sql, row.uid, 'disabled'));
+  if (disabled) background?.(cutLiveSession(env, row.uid, row.live_session, 'disabled'));
   return clusterView(sql, env, row.uid);
 }

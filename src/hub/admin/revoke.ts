@@ -1,8 +1,6 @@
 import { routeKeyOf, sessionStub } from '../address';
 import { describeError } from '../db/errors';
 import type { PokeReason } from '../db/fleet-poll';
-import { connectedOwner } from '../db/ownership';
-import type { Sql } from '../db/sql';
 import type { HubEnv } from '../env';
 import { createLogger } from '../log';
 
@@ -13,9 +11,8 @@ const log = createLogger({ component: 'admin' });
  * so it is cut (4403) at once rather than at its next fleet poll. The poll stays the bound (the
  * spec's) when this poke is lost; the admin's answer does not wait for it.
  */
-export async function cutLiveSession(env: HubEnv, sql: Sql, clusterUid: string, why: Extract<PokeReason, 'token' | 'disabled'>): Promise<void> {
+export async function cutLiveSession(env: HubEnv, clusterUid: string, session: string | null, why: Extract<PokeReason, 'token' | 'disabled'>): Promise<void> {
   try {
-    const session = await connectedOwner(sql, clusterUid);
     const routeKey = routeKeyOf(session);
     if (!session || !routeKey) return;
     await sessionStub(env, { clusterUid, routeKey }).check(session, why);

@@ -275,9 +275,3 @@ export async function leaveFleetPoll(sql: Sql, sessionId: string): Promise<void>
     [sessionId],
   );
 }
-
-/** The session shown holding the cluster's claim on a live connection, if any. */
-export async function connectedOwner(sql: Sql, clusterUid: string): Promise<string | null> {
-  const { rows } = await sql.query<{ session_id: string }>('select session_id from cluster_owners where cluster_uid = $1 and connected', [clusterUid]);
-  return rows[0]?.session_id ?? null;
-}

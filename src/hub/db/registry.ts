@@ -71,20 +71,29 @@ export async function listClusters(sql: Sql, after: string | null, limit: number
   return rows;
 }
 
-/** Rotate: the old token stops working at once; a live session notices on its next poll. */
-export async function rotateToken(sql: Sql, idOrName: string, tokenHashHex: string): Promise<ClusterRow | null> {
-  const { rows } = await sql.query<ClusterRow>(
+/**
+ * The session shown holding the cluster's claim on a live connection, read in the same statement
+ * as a revocation so the admin route can cut it without a second round trip.
+ */
+const LIVE_SESSION = `(select o.session_id from cluster_owners o where o.cluster_uid = clusters.uid and o.connected) as live_session`;
+
+/** A revoked cluster, with the session the revocation must cut (null: none connected). */
+export type RevokedRow = ClusterRow & { live_session: string | null };
+
+/** Rotate: the old token stops working at once; its live session is cut by the caller (revoke.ts). */
+export async function rotateToken(sql: Sql, idOrName: string, tokenHashHex: string): Promise<RevokedRow | null> {
+  const { rows } = await sql.query<RevokedRow>(
     `update clusters set token_hash = decode($2, 'hex'), token_issued_at = now()
-     where uid = $1 or name = $1 returning ${COLUMNS}`,
+     where uid = $1 or name = $1 returning ${COLUMNS}, ${LIVE_SESSION}`,
     [idOrName, tokenHashHex],
   );
   return rows[0] ?? null;
 }
 
-export async function setDisabled(sql: Sql, idOrName: string, disabled: boolean): Promise<ClusterRow | null> {
-  const { rows } = await sql.query<ClusterRow>(
+export async function setDisabled(sql: Sql, idOrName: string, disabled: boolean): Promise<RevokedRow | null> {
+  const { rows } = await sql.query<RevokedRow>(
     `update clusters set disabled_at = case when $2 then coalesce(disabled_at, now()) else null end
-     where uid = $1 or name = $1 returning ${COLUMNS}`,
+     where uid = $1 or name = $1 returning ${COLUMNS}, ${LIVE_SESSION}`,
     [idOrName, disabled],
   );
   return rows[0] ?? null;
