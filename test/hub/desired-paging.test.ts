@@ -53,4 +53,20 @@ describe('desired-state pages bounded by the send queue (spec: Backpressure, hub
     expect(again.isClosed).toBe(false);
     again.close();
   }, 30_000);
+
+  it('one bulk write to a live session of more bytes than the send queue holds reaches it in revision order without a 4429: the poke queues its changes only when they fit, else the session pages them', async () => {
+    const c = await h.newCluster();
+    const { peer } = await h.openFresh(c);
+    const deployments = large(20, 'live');
+    const put = await h.admin('PUT', `/clusters/${c.name}/deployments`, { deployments });
+    expect(put.status).toBe(200);
+    const got: number[] = [];
+    while (got.length < 20) {
+      const f = await peer.next((x) => x.type === 'deployment.desired', 10_000);
+      got.push(f.payload.revision as number);
+    }
+    expect(got).toEqual((put.json.items as { revision: number }[]).map((x) => x.revision));
+    expect(peer.isClosed).toBe(false);
+    peer.close();
+  }, 30_000);
 });

@@ -9,11 +9,11 @@ import {
   type DesiredChange,
 } from '../db/desired';
 import { failureLine } from '../db/errors';
-import { desiredPageBytes } from '../frame-budget';
+import { desiredPageBytes, sendableFrameBytes } from '../frame-budget';
 import type { SessionFence } from '../db/ingest';
 import type { Sql } from '../db/sql';
 import type { Logger } from '../log';
-import type { Effect, Outgoing } from './outgoing';
+import { estimateBytes, type Effect, type Outgoing } from './outgoing';
 import type { HubResync, SessionMeta } from './store';
 
 export interface PumpHost {
@@ -99,14 +99,33 @@ export class DesiredPump {
       changes.every((c, i) => c.kind === 'deployment' && c.revision === f.changesAfter + 1 + i) &&
       changes[changes.length - 1]?.revision === revision;
     if (follows && f.stage === 'done' && !this.pumping && this.host.connected() && this.host.queued() + changes.length <= this.host.cfg.SEND_QUEUE_FRAMES - 2) {
-      // Advanced first: queuing drains at once, and the drain may start a pump that must not
-      // fetch these again. (If the queue refuses one, the connection closes and the fetch state
-      // is rebuilt from what was written.)
-      f.changesAfter = revision;
-      this.host.batch(() => changes.every((c) => c.kind === 'deployment' && this.host.enqueue({ ...frame('deployment.desired', c.payload, null), revision: c.revision })));
-      return;
+      const frames = changes.flatMap((c) => (c.kind === 'deployment' ? [{ ...frame('deployment.desired', c.payload, null), revision: c.revision }] : []));
+      // Bytes as a fetched page is bounded: a bulk write can carry more than the queue has free,
+      // and queued regardless it would close the connection (4429). Too large: the fetch pages it.
+      if (this.fitsQueue(frames)) {
+        // Advanced first: queuing drains at once, and the drain may start a pump that must not
+        // fetch these again. (If the queue refuses one, the connection closes and the fetch state
+        // is rebuilt from what was written.)
+        f.changesAfter = revision;
+        this.host.batch(() => frames.every((o) => this.host.enqueue(o)));
+        return;
+      }
     }
     void this.run();
+  }
+
+  private fitsQueue(frames: readonly Outgoing[]): boolean {
+    const { cfg } = this.host;
+    const budget = desiredPageBytes(cfg, this.host.queuedBytes());
+    const largest = sendableFrameBytes(cfg);
+    // The worst case fits without measuring: a single change into a queue with room.
+    if (frames.length * largest <= budget) return true;
+    let bytes = 0;
+    for (const o of frames) {
+      bytes += Math.min(estimateBytes(o), largest);
+      if (bytes > budget) return false;
+    }
+    return true;
   }
 
   /** Fetch what is owed and queue it. A failure is logged; the fleet poll pokes until the watermark catches up. */
