@@ -16,6 +16,8 @@ export type Outgoing =
       /** The desired revision this frame carries. */
       revision?: number;
       effect?: Effect;
+      /** `estimateBytes`, when it was already taken (a poke's changes are measured before queuing). */
+      bytes?: number;
     }
   /** No frame: only an effect to apply once everything queued before it has been written. */
   | { kind: 'marker'; effect: Effect };
@@ -31,5 +33,5 @@ export type Effect =
 /** A rough size for the queue's byte bound; the frame's exact size is known only when written. */
 export function estimateBytes(o: Outgoing): number {
   if (o.kind === 'marker') return 0;
-  return 256 + JSON.stringify(o.payload()).length;
+  return (o.bytes ??= 256 + JSON.stringify(o.payload()).length);
 }
