@@ -20,6 +20,26 @@ const OperationBody = z
   })
   .openapi('OperationRequest');
 
+const IdempotencyHeader = z.object({
+  'idempotency-key': z
+    .string()
+    .regex(/^[\x21-\x7e]{1,255}$/, 'must be 1 to 255 printable ASCII characters without spaces')
+    .optional()
+    .openapi({
+      description:
+        'Makes the request safe to retry: while the operation lives, the same key on this cluster returns the operation it started instead of starting another. Compared with kind, target and params (not deadline_s)',
+      example: '7f0c1d2e-drain-gpu-node-17',
+    }),
+});
+
+/** A retry asks for what the key started: same kind, target and params (the deadline moves on). */
+function sameOperation(prior: { kind: string; target: string; params: Record<string, unknown> }, body: { kind: string; target: string; params: Record<string, unknown> }): boolean {
+  if (prior.kind !== body.kind || prior.target !== body.target) return false;
+  const a = Object.keys(prior.params);
+  const b = Object.keys(body.params);
+  return a.length === b.length && b.every((k) => Object.hasOwn(prior.params, k) && prior.params[k] === body.params[k]);
+}
+
 const OperationIdParam = z.object({
   operation_id: z.string().regex(ULID_RE, 'must be a ULID').openapi({ example: '01J9X2C8W1F4TQ3R7MZK5N2B9D' }),
 });
@@ -67,22 +87,34 @@ export const operationsRouter = adminRouter()
       summary: 'Start an operation on this cluster (drain, cordon, restart, prefetch)',
       request: {
         params: ClusterIdParam,
+        headers: IdempotencyHeader,
         body: { required: true, content: { 'application/json': { schema: OperationBody } } },
       },
       responses: {
         ...commonResponses,
         202: {
-          description: 'accepted; follow it at /admin/operations/{operation_id}',
+          description:
+            'accepted; follow it at /admin/operations/{operation_id}. A request whose Idempotency-Key already started an operation on this cluster gets that one (and the header Idempotent-Replayed: true); nothing is started again',
           content: { 'application/json': { schema: z.object({ operation_id: z.string() }).openapi('OperationStarted') } },
         },
-        400: errorResponse('invalid body'),
+        400: errorResponse('invalid body or Idempotency-Key'),
         404: errorResponse('no such cluster'),
+        422: errorResponse('idempotency_key_reused: the Idempotency-Key already started a different operation (kind, target or params) on this cluster'),
       },
     }),
     async (c) => {
       const body = c.req.valid('json');
-      const created = await gatewayWriteDesired(c.env, { op: 'operation', cluster: c.req.valid('param').id, operation: { operation_id: newId(), ...body } });
+      const key = c.req.valid('header')['idempotency-key'] ?? null;
+      const operation = { operation_id: newId(), ...body, idempotency_key: key };
+      const created = await gatewayWriteDesired(c.env, { op: 'operation', cluster: c.req.valid('param').id, operation });
       if (created?.op !== 'operation') return jsonError(c, 404, 'not_found', 'no such cluster') as never;
+      if (created.prior) {
+        if (!sameOperation(created.prior, body)) {
+          const message = `this Idempotency-Key already started operation ${created.operation_id}, a different ${created.prior.kind} on ${created.prior.target}; use a new key for a new operation`;
+          return jsonError(c, 422, 'idempotency_key_reused', message, 'Idempotency-Key') as never;
+        }
+        c.header('idempotent-replayed', 'true');
+      }
       return c.json({ operation_id: created.operation_id }, 202);
     },
   )

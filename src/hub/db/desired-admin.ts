@@ -147,28 +147,59 @@ export interface OperationCreated {
   revision: number;
   deadline: string;
   owner_session: string | null;
+  /** Set when the idempotency key named an operation already started: nothing was written. */
+  prior: { kind: string; target: string; params: Record<string, unknown> } | null;
 }
 
-export async function createOperation(
-  sql: Sql,
-  idOrName: string,
-  op: { operation_id: string; kind: string; target: string; params: Record<string, unknown>; deadline_s: number },
-): Promise<OperationCreated | null> {
-  const { rows } = await sql.query<{ operation_id: string; cluster_uid: string; revision: string; deadline: string | Date; owner_session: string | null }>(
+export interface OperationRequest {
+  operation_id: string;
+  kind: string;
+  target: string;
+  params: Record<string, unknown>;
+  deadline_s: number;
+  idempotency_key?: string | null;
+}
+
+/**
+ * Start an operation, or, when its idempotency key already started one on this cluster, return
+ * that one and write nothing. Null: no such cluster, or (with a key) a request that raced another
+ * with the same key: the conflict leaves nothing to return, and a second try sees the winner.
+ */
+export async function createOperation(sql: Sql, idOrName: string, op: OperationRequest): Promise<OperationCreated | null> {
+  const { rows } = await sql.query<{
+    operation_id: string;
+    cluster_uid: string;
+    revision: string;
+    deadline: string | Date;
+    owner_session: string | null;
+    prior_kind: string | null;
+    prior_target: string | null;
+    prior_params: Record<string, unknown> | null;
+  }>(
     `with c as (select uid from clusters where uid = $1 or name = $1),
+     prior as (
+       select operation_id, cluster_uid, revision, deadline, kind, target, params from operations
+       where $7::text is not null and cluster_uid = (select uid from c) and idempotency_key = $7
+     ),
      rev as (
-       update clusters set desired_revision = desired_revision + 1 where uid = (select uid from c)
+       update clusters set desired_revision = desired_revision + 1
+       where uid = (select uid from c) and not exists (select 1 from prior)
        returning uid, desired_revision, disabled_at, token_hash
      ),
      ins as (
-       insert into operations (operation_id, cluster_uid, kind, target, params, deadline, revision)
-       select $2, uid, $3, $4, $5::jsonb, now() + make_interval(secs => $6::double precision), desired_revision from rev
+       insert into operations (operation_id, cluster_uid, kind, target, params, deadline, revision, idempotency_key)
+       select $2, uid, $3, $4, $5::jsonb, now() + make_interval(secs => $6::double precision), desired_revision, $7 from rev
+       on conflict (cluster_uid, idempotency_key) where idempotency_key is not null do nothing
        returning operation_id, cluster_uid, revision, deadline
      )
-     select ins.*, ${POKED_OWNER} as owner_session from ins`,
-    [idOrName, op.operation_id, op.kind, op.target, JSON.stringify(op.params), op.deadline_s],
-    'wingsmith_create_operation_v2',
+     select ins.*, ${POKED_OWNER} as owner_session, null::text as prior_kind, null::text as prior_target, null::jsonb as prior_params from ins
+     union all
+     select operation_id, cluster_uid, revision, deadline, null, kind, target, params from prior`,
+    [idOrName, op.operation_id, op.kind, op.target, JSON.stringify(op.params), op.deadline_s, op.idempotency_key ?? null],
+    'wingsmith_create_operation_v3',
   );
   const r = rows[0];
-  return r ? { ...r, revision: Number(r.revision), deadline: new Date(r.deadline).toISOString() } : null;
+  if (!r) return null;
+  const prior = r.prior_kind !== null ? { kind: r.prior_kind, target: r.prior_target ?? '', params: r.prior_params ?? {} } : null;
+  return { operation_id: r.operation_id, cluster_uid: r.cluster_uid, owner_session: r.owner_session, revision: Number(r.revision), deadline: new Date(r.deadline).toISOString(), prior };
 }

@@ -10,13 +10,28 @@ export type DesiredWriteRequest =
   | {
       op: 'operation';
       cluster: string;
-      operation: { operation_id: string; kind: OperationKind; target: string; params: Record<string, string | number | boolean | null>; deadline_s: number };
+      operation: {
+        operation_id: string;
+        kind: OperationKind;
+        target: string;
+        params: Record<string, string | number | boolean | null>;
+        deadline_s: number;
+        idempotency_key?: string | null;
+      };
     };
 
 export type DesiredWriteResult =
   | { op: 'put'; cluster_uid: string; revisions: number[] }
   | { op: 'withdraw'; cluster_uid: string; revision: number; already: boolean }
-  | { op: 'operation'; cluster_uid: string; operation_id: string; revision: number; deadline: string };
+  | {
+      op: 'operation';
+      cluster_uid: string;
+      operation_id: string;
+      revision: number;
+      deadline: string;
+      /** The idempotency key named an operation already started: this is it, as it was asked for. */
+      prior: { kind: string; target: string; params: Record<string, unknown> } | null;
+    };
 
 /** Who to tell, and what: the owning session and the changes themselves (it sends them without reading back). */
 export interface OwnerPoke {
@@ -73,11 +88,15 @@ export async function writeDesired(sql: Sql, req: DesiredWriteRequest): Promise<
     return { result, poke: { clusterUid: w.cluster_uid, ownerSession: w.owner_session, revision: w.revision, changes: [{ kind: 'deployment', revision: w.revision, payload }] } };
   }
   const o = req.operation;
-  const created = await createOperation(sql, req.cluster, o);
+  // With a key, nothing back can mean a request with the same key committed first (the conflict
+  // hides its row from this statement's snapshot): the next statement sees it.
+  const created = (await createOperation(sql, req.cluster, o)) ?? (o.idempotency_key ? await createOperation(sql, req.cluster, o) : null);
   if (!created) return null;
+  const base = { op: 'operation' as const, cluster_uid: created.cluster_uid, operation_id: created.operation_id, revision: created.revision, deadline: created.deadline };
+  if (created.prior) return { result: { ...base, prior: created.prior }, poke: null };
   const payload = { operation_id: created.operation_id, kind: o.kind, target: o.target, params: o.params, deadline: created.deadline };
   return {
-    result: { op: 'operation', cluster_uid: created.cluster_uid, operation_id: created.operation_id, revision: created.revision, deadline: created.deadline },
+    result: { ...base, prior: null },
     poke: { clusterUid: created.cluster_uid, ownerSession: created.owner_session, revision: created.revision, changes: [{ kind: 'operation', revision: created.revision, payload }] },
   };
 }
