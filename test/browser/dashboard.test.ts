@@ -263,6 +263,33 @@ describe('fleet dashboard', () => {
     expect(await page.evaluate('document.documentElement.scrollWidth')).toBeLessThanOrEqual(390);
   });
 
+  it('an operation whose start lost its answer, started again from the form, runs once: the form resends its Idempotency-Key', async () => {
+    const since = Date.now() - 500;
+    const page = await newPage();
+    await signIn(page, stack.adminToken);
+    await page.getByRole('link', { name: 'demo', exact: true }).click();
+    await visible(page.getByRole('heading', { level: 2, name: /^demo/ }));
+    // The first start reaches the hub, which commits it; its answer never reaches the page.
+    let lost = 0;
+    await page.route('**/admin/clusters/*/operations', async (route) => {
+      if (route.request().method() !== 'POST' || lost > 0) return route.fallback();
+      lost++;
+      await route.fetch();
+      await route.abort('connectionreset');
+    });
+    const opForm = page.getByRole('form', { name: 'Start an operation' });
+    await opForm.getByLabel('Kind').selectOption('node.cordon');
+    await opForm.getByLabel('Target (node, replica or model)').fill('node-003');
+    await opForm.getByRole('button', { name: 'Start operation' }).click();
+    await visible(opForm.getByRole('alert').filter({ hasText: /\S/ }));
+    expect(lost).toBe(1);
+    await opForm.getByRole('button', { name: 'Start operation' }).click();
+    await waitText(page.locator('.follow').filter({ hasText: 'node.cordon node-003' }), 'succeeded');
+    const res = await fetch(`${stack.url}/admin/clusters/demo/operations?limit=500`, { headers: { authorization: `Bearer ${stack.adminToken}` } });
+    const ops = ((await res.json()) as { items: { kind: string; target: string; created_at: string }[] }).items;
+    expect(ops.filter((o) => o.kind === 'node.cordon' && o.target === 'node-003' && Date.parse(o.created_at) >= since)).toHaveLength(1);
+  });
+
   it('disables the cluster only after confirmation and watches it disconnect', async () => {
     const page = await newPage();
     await signIn(page, stack.adminToken);

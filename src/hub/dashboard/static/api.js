@@ -93,16 +93,17 @@ async function signOutWith(res) {
  * @param {string} method
  * @param {string} path under /admin
  * @param {unknown} [body]
+ * @param {Record<string, string>} [extraHeaders]
  * @returns {Promise<any>}
  */
-export async function call(method, path, body) {
+export async function call(method, path, body, extraHeaders = {}) {
   const t = token.get();
   if (!t) {
     onUnauthorized('Sign in with the admin token.');
     throw new ApiError(401, 'unauthorized', 'not signed in', undefined);
   }
   /** @type {Record<string, string>} */
-  const headers = { authorization: `Bearer ${t}` };
+  const headers = { ...extraHeaders, authorization: `Bearer ${t}` };
   if (body !== undefined) headers['content-type'] = 'application/json';
   const res = await fetch(`/admin${path}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), cache: 'no-store' });
   if (authRefused(res)) throw await signOutWith(res);

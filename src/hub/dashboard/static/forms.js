@@ -1,7 +1,7 @@
 // @ts-check
 // The cluster view's forms: put a deployment, start an operation. Both send what the user typed
 // to the admin API unchanged and show the API's own validation message next to the field it names.
-import { call } from './api.js';
+import { ApiError, call } from './api.js';
 import { h } from './dom.js';
 import { clearFormErrors, confirmAction, field, notify, showFormError } from './ui.js';
 
@@ -154,7 +154,26 @@ export function operationForm(clusterId, started) {
  * @returns {Promise<string>} the operation id
  */
 export async function startOperation(clusterId, kind, target, params, deadline_s = 600) {
-  const r = await call('POST', `/clusters/${encodeURIComponent(clusterId)}/operations`, { kind, target, params, deadline_s });
+  const ask = JSON.stringify([clusterId, kind, target, params]);
+  const key = unanswered.get(ask) ?? crypto.randomUUID();
+  unanswered.set(ask, key);
+  let r;
+  try {
+    r = await call('POST', `/clusters/${encodeURIComponent(clusterId)}/operations`, { kind, target, params, deadline_s }, { 'idempotency-key': key });
+  } catch (err) {
+    // A refusal is the hub's decision; a lost answer or a 5xx may hide a start that committed.
+    if (err instanceof ApiError && err.status < 500) unanswered.delete(ask);
+    throw err;
+  }
+  unanswered.delete(ask);
   notify(`Started ${kind} on ${target}; following it below.`);
   return r.operation_id;
 }
+
+/**
+ * Idempotency keys of starts that got no answer, by what they asked for: asking again for the same
+ * operation sends the same key, so a start the hub committed before its answer was lost is not
+ * started twice (the hub answers with the first one).
+ * @type {Map<string, string>}
+ */
+const unanswered = new Map();
