@@ -18,16 +18,18 @@ export async function writeFileAtomic(target: string, data: string | Uint8Array,
   const temp = `${target}.tmp-${process.pid}-${++counter}`;
   const fh = await open(temp, 'w', 0o600);
   try {
-    await fh.writeFile(data);
-    await fh.sync();
-  } finally {
-    await fh.close();
-  }
-  try {
+    try {
+      await fh.writeFile(data);
+      await fh.sync();
+    } finally {
+      await fh.close();
+    }
     await hooks?.afterTempWrite?.(temp);
     await rename(temp, target);
   } catch (err) {
-    // A real crash would leave the temp file behind; a thrown error cleans up after itself.
+    // A real crash would leave the temp file behind; a thrown error cleans up after itself. Also
+    // when the write itself failed: a partial temp file left by ENOSPC holds the very space a
+    // retry (with a new temp name each time) needs.
     if (!hooks?.afterTempWrite) await unlink(temp).catch(() => {});
     throw err;
   }

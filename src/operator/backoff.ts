@@ -40,23 +40,23 @@ export class Backoff {
     return Math.min(ceiling, Math.floor(unit * (ceiling + 1)));
   }
 
-  /** Jump to the cap: for refusals, where trying again soon cannot help. */
+  /** Jump to the cap: for refusals, where climbing the ceiling from 1 s again cannot help. */
   saturate(): void {
     this.attempts = Math.max(this.attempts, Math.ceil(Math.log2(this.policy.capMs / this.policy.baseMs)));
   }
 
   /**
-   * The delay after a refusal: at least the whole cap, not a draw under it (a draw could retry a
-   * refused version within a second), plus up to a fifth of it at random, so a fleet refused at
-   * once (a release of another major, a hub that disabled many clusters) does not come back in
-   * lockstep. Later delays stay at the cap's ceiling, with jitter, until a reset.
+   * The delay after a refusal: a full-jitter draw under the cap itself (0–30 s by default), not
+   * under the ceiling the attempt count has reached. The spec bounds every reconnect ("exponential
+   * from 1s to 30s with full jitter") and says nothing else about refusals, so a refusal may not
+   * wait past the cap (it used to wait the cap plus up to a fifth: 30–36 s); drawing over the whole
+   * cap spreads a fleet refused at once (a release of another major, many clusters disabled
+   * together) as widely as the bound allows, where a floor under the draw would bunch it into the
+   * top of the range. Later delays stay at the cap's ceiling, with jitter, until a reset.
    */
   refusal(): number {
     this.saturate();
-    this.attempts++;
-    const r = this.random();
-    const unit = r >= 0 && r < 1 ? r : 0;
-    return this.policy.capMs + Math.floor(unit * (this.policy.capMs / 5));
+    return this.next();
   }
 
   reset(): void {

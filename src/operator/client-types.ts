@@ -29,7 +29,11 @@ export interface OperatorClientOptions {
   /** The outbound replay buffer. Default: in memory (a crash then costs a fresh session). */
   outboundLog?: OutboundLog;
   handlers: OperatorHandlers;
-  /** The complete observed state, for resync. Called once per resync. */
+  /**
+   * The complete observed state, for resync. Called once per resync, never twice at once; one
+   * that throws is called again (1 s doubling to 30 s while the link stays up, else after the
+   * next welcome).
+   */
   snapshot: () => ObservedSnapshot | Promise<ObservedSnapshot>;
   logger?: Logger;
   timers?: Timers;
@@ -94,7 +98,11 @@ export type ClientState = 'idle' | 'connecting' | 'handshaking' | 'open' | 'wait
 
 export interface ClientEvents {
   state: [ClientState];
-  /** A session opened. `fresh`: numbering restarted and a resync follows. `region`: the hub's region, null if it names none. */
+  /**
+   * A session opened. `fresh`: numbering restarted and a resync follows. `region`: the hub's
+   * region, null if it names none. `limits`: the ones in force (a timing limit of the welcome out
+   * of the spec's bounds is replaced by the spec's value: handshake.ts `boundedLimits`).
+   */
   welcome: [{ sessionId: string; fresh: boolean; hubVersion: string; limits: Limits; region: string | null }];
   /** The link closed. `error`: the connection-level error the hub sent before closing, if any. */
   closed: [{ code: number; reason: string; httpStatus: number | null; welcomed: boolean; error: RefusalError | null }];
@@ -102,7 +110,8 @@ export interface ClientEvents {
    * The hub refused this operator (refusal.ts): not an enrollment token (HTTP 401/403), not
    * registered, disabled or token rotated (4403), displaced by another operator (4409), or a
    * handshake it explained with an error (another major, the wrong cluster id, registry down).
-   * `retryInMs`: when the next attempt is (the whole backoff cap unless the error was retryable).
+   * `retryInMs`: when the next attempt is (a draw under the whole backoff cap unless the error was
+   * retryable; never past the cap).
    */
   refused: [RefusedEvent];
   hubError: [{ payload: Payload<'error'>; replyTo: string | null; seq: number | null }];

@@ -21,7 +21,7 @@ import { Connection } from './connection';
 import { isCleanStop, isDrained, type DrainView } from './drain';
 import { RecordKeeper } from './durable';
 import { assertHandlers } from './handlers';
-import { decideWelcome } from './handshake';
+import { boundedLimits, decideWelcome } from './handshake';
 import type { DispatchHost } from './inbound-dispatch';
 import type { Link } from './link';
 import { LinkStatsReporter } from './link-stats';
@@ -62,6 +62,8 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
   private stopPromise: Promise<void> | null = null;
   private starting: Promise<void> | null = null;
   private drainWaiters: (() => void)[] = [];
+  /** Out-of-bounds welcome limits already warned about: a hub that always sends one is logged once. */
+  private readonly limitWarnings = new Set<string>();
 
   constructor(options: OperatorClientOptions) {
     super();
@@ -88,6 +90,7 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
       linkClosed: () => {
         this.receiver.cancelRetries();
         this.writer.reset();
+        this.sendSide.linkClosed();
         this.checkDrained();
       },
     });
@@ -141,6 +144,7 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
       snapshot: options.snapshot,
       reobserveDelayMs: options.reobserveDelayMs ?? 1_000,
       sessionGen: () => session.gen,
+      random: options.random ?? Math.random,
       open: () => this.conn.link?.welcomed === true,
       requestPump: () => this.writer.request(),
     });
@@ -266,7 +270,16 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
     const asked = s.id;
     const decision = decideWelcome(asked, s.lossy, w);
     if (decision.kind === 'refuse') return this.conn.protocolError(link, decision.reason);
-    s.limits = w.limits;
+    const bounded = boundedLimits(w.limits);
+    for (const a of bounded.adjusted) {
+      const key = `${a.field}=${a.got}`;
+      if (this.limitWarnings.has(key)) continue;
+      this.limitWarnings.add(key);
+      this.log.warn("the hub's welcome asks for a timing limit outside the spec's bounds: using the spec's value", {
+        field: a.field, got: a.got, used: a.used, min: a.bounds[0], max: a.bounds[1],
+      });
+    }
+    s.limits = bounded.limits;
     const fresh = decision.kind === 'fresh';
     if (fresh) {
       const dropped = s.fresh(w.session_id);
@@ -278,7 +291,7 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
       this.counters.freshSessions++;
       this.log.info('fresh session', { session: w.session_id, asked, full_resync: w.full_resync, dropped_unacked_frames: dropped });
     } else {
-      const plan = s.resume(w.ack_seq);
+      const plan = s.resume(w.ack_seq, s.limits.max_frame_bytes);
       if (!plan.ok) {
         this.log.error('cannot resume the session; next hello says lossy', { reason: plan.reason, ack_seq: w.ack_seq });
         return this.conn.protocolError(link, `cannot resume from ${w.ack_seq}: ${plan.reason}`);
@@ -296,7 +309,7 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
     const pingMs = this.opts.pingIntervalMs ?? s.limits.ping_interval_s * 1000;
     link.startPinging(pingMs, () => this.conn.writeCursor(link, canonicalPing(this.record.persistedCursor)));
     this.sendSide.opened(fresh);
-    this.safeEmit('welcome', { sessionId: w.session_id, fresh, hubVersion: w.hub_version, limits: w.limits, region: w.region ?? null });
+    this.safeEmit('welcome', { sessionId: w.session_id, fresh, hubVersion: w.hub_version, limits: { ...s.limits }, region: w.region ?? null });
     this.writer.request();
   }
 

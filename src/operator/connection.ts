@@ -1,8 +1,8 @@
 /**
  * The connection lifecycle: dial (after the record is durable, so `hello.resume_from` is), say
  * `hello`, watch the link's silence and handshake deadline, and on every close decide with the
- * refusal policy (refusal.ts) when to dial again: the ordinary backoff, or the whole cap after a
- * refusal, forgetting the session after a displacement. Reconnects forever.
+ * refusal policy (refusal.ts) when to dial again: the ordinary backoff, or a draw under the whole
+ * cap after a refusal, forgetting the session after a displacement. Reconnects forever.
  */
 import { buildFrame, CloseCode } from '../protocol';
 import type { Backoff } from './backoff';
@@ -161,6 +161,16 @@ export class Connection {
     this.link = null;
     h.linkClosed();
     const { welcomed, connectionError: error } = link;
+    if (welcomed && code === CloseCode.TOO_BIG && !h.session.lossy && h.session.id !== null) {
+      // The hub refused a frame of ours as too big. It is in the replay buffer, and a resume would
+      // replay it verbatim and be closed the same way, forever: only a fresh session gets past it.
+      // (The same code from our own socket, over a hub frame past `maxPayload`, costs a resync too.)
+      h.session.lossy = true;
+      h.log.error('the link was closed 1009 (a frame over the size limit): the next hello says lossy, for a fresh session', {
+        session: h.session.id,
+        reason,
+      });
+    }
     const refusal = h.stopping() ? null : classifyClose({ closeCode: code, reason, httpStatus, welcomed, error });
     if (!refusal) h.log.info('link closed', { code, reason, http_status: httpStatus, welcomed, session: h.session.id, error });
     h.emit('closed', { code, reason, httpStatus, welcomed, error });

@@ -56,3 +56,51 @@ export function decideWelcome(
   if (lossy) return { kind: 'refuse', reason: 'the hub resumed a session this operator declared lossy' };
   return { kind: 'resume' };
 }
+
+export type TimingLimit = 'ping_interval_s' | 'idle_timeout_s';
+
+/** A timing limit of a welcome that was out of bounds, and the value used instead. */
+export interface LimitAdjustment {
+  field: TimingLimit;
+  got: number;
+  used: number;
+  bounds: readonly [number, number];
+}
+
+/** The spec's values ("The operator sends ping every 10s", "no frame of any kind for 30s"). */
+export const SPEC_PING_INTERVAL_S = 10;
+export const SPEC_IDLE_TIMEOUT_S = 30;
+/** The fastest ping cadence a hub may ask of an operator. */
+export const MIN_PING_INTERVAL_S = 1;
+
+/**
+ * The welcome's timing limits as the operator will use them. `welcome.limits` is the hub's input,
+ * and the schema only asks for positive numbers: taken as they come, a buggy or hostile hub could
+ * make an operator ping a thousand times a second or drop every healthy link at once. The bounds
+ * come from the spec's liveness sentences:
+ *
+ * - ping interval in [1 s, 10 s]. "The operator sends ping every 10s": a hub may ask for pings
+ *   more often (a shorter silence rule of its own), never less, or its 30 s silence rule would
+ *   stop hearing from an idle operator. The 1 s floor bounds what a hub can make an idle fleet
+ *   send at ten times the spec's rate.
+ * - idle limit in [2 × ping interval, 30 s]. "A peer that has seen no frame of any kind for 30s
+ *   considers the connection dead": a longer limit keeps a dead link (and delays the reconnect
+ *   that replaces it) past what the spec allows. The floor: on an idle link the hub's pong to
+ *   each ping is all the operator hears, so a limit under two ping intervals would drop a healthy
+ *   link over one late pong. (No absolute floor: a hub that pings every 1 s may hold a 2–3 s limit,
+ *   which is how the end-to-end suites run.)
+ *
+ * A value out of its bounds is replaced by the spec's own value, not clamped to the nearest bound:
+ * a hub outside them is misconfigured, and the spec's value is the one known to be sane. Pure.
+ */
+export function boundedLimits(limits: Payload<'welcome'>['limits']): { limits: Payload<'welcome'>['limits']; adjusted: LimitAdjustment[] } {
+  const adjusted: LimitAdjustment[] = [];
+  const bound = (field: TimingLimit, got: number, lo: number, hi: number, spec: number): number => {
+    if (Number.isFinite(got) && got >= lo && got <= hi) return got;
+    adjusted.push({ field, got, used: spec, bounds: [lo, hi] });
+    return spec;
+  };
+  const ping = bound('ping_interval_s', limits.ping_interval_s, MIN_PING_INTERVAL_S, SPEC_PING_INTERVAL_S, SPEC_PING_INTERVAL_S);
+  const idle = bound('idle_timeout_s', limits.idle_timeout_s, 2 * ping, SPEC_IDLE_TIMEOUT_S, SPEC_IDLE_TIMEOUT_S);
+  return { limits: { ...limits, ping_interval_s: ping, idle_timeout_s: idle }, adjusted };
+}

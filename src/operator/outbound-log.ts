@@ -105,6 +105,8 @@ export class FileOutboundLog implements OutboundLog {
   private releasedInFile = false;
   private fileBytes: number;
   private fh: FileHandle | null;
+  /** `close()` was called: no sync may reopen the file. */
+  private closed = false;
   private chain: Promise<void> = Promise.resolve();
   private readonly compactAtBytes: number;
 
@@ -211,48 +213,87 @@ export class FileOutboundLog implements OutboundLog {
    */
   async close(): Promise<void> {
     await this.chain;
-    if (this.fh && (this.releasedInFile || this.rewriteNeeded)) {
+    if (this.closed) return;
+    this.closed = true;
+    // Also when a failed sync left no handle: a clear() or a new session's header must reach the
+    // file if the disk allows, or the next start would believe the old header.
+    if (this.releasedInFile || this.rewriteNeeded) {
       try {
         await this.rewrite();
       } catch {
         // Recovery copes with released frames left in the file; a failed compaction costs nothing.
       }
     }
-    await this.fh?.close();
+    const fh = this.fh;
     this.fh = null;
+    await fh?.close();
   }
 
+  /**
+   * A failed sync must stay a failed sync, not a log disabled until the process restarts: the
+   * storage that failed (ENOSPC, EIO) may recover, and every batch after it needs the log. So a
+   * failure leaves the log able to try again, and the next attempt rewrites the whole file from
+   * memory, which holds every frame appended (released ones aside), whatever the failure left on
+   * disk. An append that failed may have left part of its batch, uncommitted, at the tail, and new
+   * batches must never sit behind it (recovery would call the log corrupt); a rewrite that failed
+   * left the old file (the rename did not happen) or the new one (it did, and the directory fsync
+   * failed), both whole. Rewriting again covers every case, and since a rewrite replaces the file
+   * rather than appending to it, nothing is written twice.
+   */
   private async syncNow(): Promise<void> {
-    if (!this.fh) throw new Error('outbound log is closed');
+    if (this.closed) throw new Error('outbound log is closed');
     const live = this.mem.bytes + this.mem.frames * 48;
-    if (this.rewriteNeeded || (this.fileBytes >= this.compactAtBytes && this.fileBytes > 2 * live)) {
+    if (this.rewriteNeeded || !this.fh || (this.fileBytes >= this.compactAtBytes && this.fileBytes > 2 * live)) {
       await this.rewrite();
       return;
     }
     if (this.pending.length === 0) return;
     const text = this.pending.join('') + commitLine(this.pendingLast);
     const bytes = Buffer.from(text, 'utf8');
+    try {
+      await this.fh.write(bytes);
+      await this.fh.datasync();
+    } catch (err) {
+      // What reached the file is unknown: the next sync rewrites it (the batch is in memory).
+      this.rewriteNeeded = true;
+      throw err;
+    }
     this.pending = [];
-    await this.fh.write(bytes);
-    await this.fh.datasync();
     this.fileBytes += bytes.length;
   }
 
-  /** Header plus the live (unreleased) frames, replaced atomically. */
+  /**
+   * Header plus the live (unreleased) frames, replaced atomically. On failure nothing changes in
+   * memory (`rewriteNeeded` is set, `pending` kept), and the append handle is reopened whatever
+   * happened, so the log stays usable; a handle that cannot be reopened is reopened by the next
+   * rewrite (a sync finding no handle rewrites).
+   */
   private async rewrite(): Promise<void> {
     const live = this.mem.entriesAfter(0);
     const parts = [headerLine(this.session, this.released, this.highest), ...live.map(entryLine)];
     const last = live[live.length - 1];
     if (last) parts.push(commitLine(last.seq));
     const bytes = Buffer.from(parts.join(''), 'utf8');
-    await this.fh?.close();
+    // The old handle would point at the replaced file's inode after the rename.
+    const old = this.fh;
     this.fh = null;
-    await writeFileAtomic(this.path, bytes);
-    this.fh = await open(this.path, 'a');
-    this.fileBytes = bytes.length;
-    this.pending = [];
-    this.rewriteNeeded = false;
-    this.releasedInFile = false;
+    this.rewriteNeeded = true;
+    try {
+      await old?.close();
+      await writeFileAtomic(this.path, bytes);
+      this.fileBytes = bytes.length;
+      this.pending = [];
+      this.rewriteNeeded = false;
+      this.releasedInFile = false;
+    } finally {
+      if (!this.closed) {
+        try {
+          this.fh = await open(this.path, 'a');
+        } catch {
+          // The next sync finds no handle and rewrites, which opens one.
+        }
+      }
+    }
   }
 }
 

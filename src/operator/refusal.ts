@@ -12,10 +12,10 @@
  * operator reconnects with the ordinary backoff and resumes.
  *
  * What follows a refusal: one `refused` event and one log line; when the hub said it will not
- * change its mind by itself (`retryable: false`, 4403, 4409, 401/403) the next attempt waits the
- * whole backoff cap; there is still no maximum retry count. On 4409 the displaced session is
- * forgotten: resuming it would take the cluster back from the operator that now holds it, and the
- * two would take turns.
+ * change its mind by itself (`retryable: false`, 4403, 4409, 401/403) the next attempt is drawn
+ * under the whole backoff cap (full jitter, never past the cap); there is still no maximum retry
+ * count. On 4409 the displaced session is forgotten: resuming it would take the cluster back from
+ * the operator that now holds it, and the two would take turns.
  */
 
 /** The hub's explanation: the connection-level error frame, or the JSON body of an HTTP refusal. */
@@ -44,7 +44,7 @@ export interface Refusal {
   httpStatus: number | null;
   error: RefusalError | null;
   reason: string;
-  /** The next attempt waits the whole backoff cap. */
+  /** The next attempt is drawn under the whole backoff cap (`Backoff.refusal`), not the current ceiling. */
   waitCap: boolean;
   /** The next hello asks for no session: the one in force must never be resumed. */
   forgetSession: boolean;

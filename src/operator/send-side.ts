@@ -4,6 +4,11 @@
  * snapshot streams (after a fresh welcome, when a new process continues a session, on request,
  * and after the queue evicted state under backpressure) and when the counters are reported; the write pump
  * (writer.ts) takes it from there.
+ *
+ * One observed snapshot at a time, from the call to the application's `snapshot()` to the
+ * `stream.end` being written: a request meanwhile is remembered (one flag, however many) and runs
+ * after it. Two streams in flight would make the outbox abandon the first after its
+ * `resync.begin` went out, leaving the hub a begin that no `stream.end` closes.
  */
 import { newId, type PushOutcome } from '../protocol';
 import type { ClientStats } from './client-types';
@@ -22,6 +27,8 @@ export interface SendSideHost {
   readonly linkStats: LinkStatsReporter;
   readonly snapshot: () => ObservedSnapshot | Promise<ObservedSnapshot>;
   readonly reobserveDelayMs: number;
+  /** Uniform in [0, 1): the jitter of snapshot retries. */
+  readonly random: () => number;
   /** Bumped on every fresh session: a snapshot taken under an older one is not streamed. */
   sessionGen(): number;
   /** A session is open (welcomed link). */
@@ -30,11 +37,30 @@ export interface SendSideHost {
   requestPump(): void;
 }
 
+/** Retries of a failed `snapshot()` while the link stays up: 1 s doubling to 30 s, jittered. */
+export const SNAPSHOT_RETRY = { baseMs: 1_000, capMs: 30_000 } as const;
+
+/**
+ * The delay before retry `failures` of a snapshot that threw: "equal jitter", between half the
+ * ceiling and the ceiling, so a fleet whose API servers failed together does not retry in
+ * lockstep, and none retries a failing API server at once. Pure.
+ */
+export function snapshotRetryDelay(failures: number, random: number): number {
+  const ceiling = Math.min(SNAPSHOT_RETRY.capMs, SNAPSHOT_RETRY.baseMs * 2 ** Math.min(Math.max(failures - 1, 0), 30));
+  const unit = random >= 0 && random < 1 ? random : 0;
+  return Math.round(ceiling / 2 + unit * (ceiling / 2));
+}
+
 export class SendSide {
-  /** A snapshot to stream once the next session opens. */
+  /** A snapshot to stream once the next session opens (or, while one is open, at the retry below). */
   resyncAfterOpen = false;
-  /** A snapshot requested while one was streaming: it follows that one's end. */
-  private resyncQueued = false;
+  /** Why a snapshot was requested while one was being taken or streamed: it follows that one's end. */
+  private resyncQueued: string | null = null;
+  /** `snapshot()` has been called and has not settled: set before the await, so a second request queues. */
+  private snapshotting = false;
+  /** Consecutive `snapshot()` failures (for the retry delay). */
+  private snapshotFailures = 0;
+  private cancelSnapshotRetry: (() => void) | null = null;
   private cancelStats: (() => void) | null = null;
   private cancelReobserve: (() => void) | null = null;
 
@@ -60,7 +86,7 @@ export class SendSide {
   /** A fresh session: a stream numbered under the old one must not continue. */
   freshSession(): void {
     this.host.outbox.dropResync();
-    this.resyncQueued = false;
+    this.resyncQueued = null;
   }
 
   /** A session opened: its first link.stats, and the snapshot it is owed. */
@@ -68,9 +94,13 @@ export class SendSide {
     this.host.linkStats.sessionOpened();
     this.enqueue(outItem('link.stats', this.host.linkStats.take(this.linkCounters(), this.host.timers.now())));
     if (fresh || this.resyncAfterOpen) {
-      this.resyncAfterOpen = false;
       void this.startResync(fresh ? 'fresh session' : 'a new process continues the session');
     }
+  }
+
+  /** The link ended: a snapshot retry waits for the next welcome (`resyncAfterOpen` stays set). */
+  linkClosed(): void {
+    this.stopSnapshotRetry();
   }
 
   /** Frames reached the socket: a written `stream.end` may let a queued snapshot start. */
@@ -79,10 +109,7 @@ export class SendSide {
       w.item.onWritten?.(w.seq);
       if (w.item.type !== 'stream.end') continue;
       this.host.log.info('observed resync written', { seq: w.seq, ...(w.item.payload as object) });
-      if (this.resyncQueued && !this.host.outbox.resyncInProgress) {
-        this.resyncQueued = false;
-        void this.startResync('requested during the previous resync');
-      }
+      this.runQueued();
     }
   }
 
@@ -103,6 +130,7 @@ export class SendSide {
     this.cancelStats?.();
     this.cancelReobserve?.();
     this.cancelReobserve = null;
+    this.stopSnapshotRetry();
   }
 
   private linkCounters(): LinkCounters {
@@ -129,23 +157,74 @@ export class SendSide {
     }, this.host.reobserveDelayMs);
   }
 
-  private async startResync(reason: string): Promise<void> {
+  /** A resync queued behind the one that just ended (or never started) runs now, or at the next welcome. */
+  private runQueued(): void {
+    const reason = this.resyncQueued;
+    if (reason === null || this.snapshotting || this.host.outbox.resyncInProgress || this.host.stopping()) return;
+    this.resyncQueued = null;
+    if (this.host.open()) void this.startResync(reason);
+    else this.resyncAfterOpen = true;
+  }
+
+  private stopSnapshotRetry(): void {
+    this.cancelSnapshotRetry?.();
+    this.cancelSnapshotRetry = null;
+  }
+
+  /**
+   * `snapshot()` threw (an API server blip while listing). The snapshot is still owed: a fresh
+   * session's hub prunes against nothing until it comes. While the link stays up it is retried
+   * with backoff (no welcome may come for hours); while it is down, at the next welcome.
+   */
+  private snapshotFailed(err: unknown, reason: string): void {
     const h = this.host;
-    if (h.outbox.resyncInProgress) {
-      // Superseding a stream midway would leave the hub a begin without an end: run after it.
-      this.resyncQueued = true;
+    this.snapshotFailures++;
+    this.resyncAfterOpen = true;
+    // A request queued behind this attempt is served by its retry: one snapshot, taken later.
+    this.resyncQueued = null;
+    if (!h.open()) {
+      h.log.error('taking the observed snapshot failed; resync retried after the next welcome', { err, reason, failures: this.snapshotFailures });
       return;
     }
+    const delay = snapshotRetryDelay(this.snapshotFailures, h.random());
+    h.log.error('taking the observed snapshot failed; retrying', { err, reason, failures: this.snapshotFailures, retry_in_ms: delay });
+    this.stopSnapshotRetry();
+    this.cancelSnapshotRetry = h.timers.schedule(() => {
+      this.cancelSnapshotRetry = null;
+      // The link closed meanwhile (its close cancels this timer, but be sure): the welcome path runs it.
+      if (!this.resyncAfterOpen || !h.open() || h.stopping()) return;
+      void this.startResync('retry after a failed snapshot');
+    }, delay);
+  }
+
+  private async startResync(reason: string): Promise<void> {
+    const h = this.host;
+    if (this.snapshotting || h.outbox.resyncInProgress) {
+      // Superseding a stream midway would leave the hub a begin without an end, and a snapshot
+      // being taken is about to become one: run after it.
+      this.resyncQueued = reason;
+      return;
+    }
+    // This snapshot serves whatever was owed (a failure owes it again).
+    this.resyncAfterOpen = false;
+    this.stopSnapshotRetry();
     const sessionGen = h.sessionGen();
     let snapshot: ObservedSnapshot;
+    this.snapshotting = true;
     try {
       snapshot = await h.snapshot();
     } catch (err) {
-      h.log.error('taking the observed snapshot failed; resync retried after the next welcome', { err, reason });
-      this.resyncAfterOpen = true;
+      this.snapshotting = false;
+      if (h.stopping()) return;
+      // Taken for a session that has since been replaced: the new one asked for its own (queued).
+      if (sessionGen !== h.sessionGen()) return this.runQueued();
+      this.snapshotFailed(err, reason);
       return;
     }
-    if (sessionGen !== h.sessionGen() || h.stopping()) return;
+    this.snapshotting = false;
+    if (h.stopping()) return;
+    if (sessionGen !== h.sessionGen()) return this.runQueued();
+    this.snapshotFailures = 0;
     const stream = new ObservedResync(snapshot, () => newId(h.timers.now()));
     if (stream.problems.length > 0) {
       const problems = stream.problems.slice(0, 10);

@@ -4,13 +4,16 @@
  * session continues on the next one, or is replaced by a fresh one (numbering restarts at 1 both
  * ways, both replay buffers dropped), or, after a displacement, forgotten.
  */
-import { InboundSequencer, OutboundSequencer, type OutboundState, type ResumePlan } from '../protocol';
+import { InboundSequencer, OutboundSequencer, type OutboundState, type ReplayEntry } from '../protocol';
 import { DEFAULT_LIMITS, type Limits } from './client-types';
 import type { DurableRecord, OperationRecord } from './cursor-store';
 import type { Logger } from './logger';
 import type { OutboundLog } from './outbound-log';
 import { InboundResyncs } from './resync';
 import { decideResumeBase } from './resume-base';
+
+/** What a resumed welcome lets this session replay, or why it cannot resume. */
+export type SessionResume = { ok: true; replay: ReplayEntry[] } | { ok: false; reason: string };
 
 /** The sequencer's own overflow bound is not what limits the window; the hub's limits are. */
 const UNBOUNDED = { frames: Number.MAX_SAFE_INTEGER, bytes: Number.MAX_SAFE_INTEGER };
@@ -99,12 +102,29 @@ export class SessionState {
     return dropped;
   }
 
-  /** The hub resumed this session from its cursor `ackSeq` of ours: what to replay, or why not. */
-  resume(ackSeq: number): ResumePlan {
+  /**
+   * The hub resumed this session from its cursor `ackSeq` of ours, accepting frames of at most
+   * `maxFrameBytes`: what to replay, or why not (then the session is lossy: the next hello asks
+   * for a fresh one).
+   */
+  resume(ackSeq: number, maxFrameBytes = this.limits.max_frame_bytes): SessionResume {
     const plan = this.outbound.planResume(ackSeq);
     if (!plan.ok) {
       this.lossy = true;
       return plan;
+    }
+    // Frames numbered under an earlier welcome's larger limit: a replay is verbatim (same id, seq
+    // and text), so one the hub now refuses (1009) can never be delivered, and skipping it would
+    // leave a gap. Every resume would end the same way; only a fresh session gets past it.
+    const over = plan.replay.filter((e) => e.bytes > maxFrameBytes);
+    const first = over[0];
+    if (first) {
+      this.lossy = true;
+      const largest = over.reduce((m, e) => Math.max(m, e.bytes), 0);
+      return {
+        ok: false,
+        reason: `${over.length} unacknowledged frame(s) from seq ${first.seq} exceed max_frame_bytes ${maxFrameBytes} (largest ${largest} B): a replay cannot carry them`,
+      };
     }
     // The hub is about to replay from our cursor + 1: expect exactly that.
     this.inbound.rewind();

@@ -3,11 +3,12 @@
  * the hub refuses (a rotated token, a disabled cluster, another major, the wrong cluster id, a
  * token that is not an enrollment token, a live session cut by the ownership poll) reaches the
  * application as one typed `refused` event with the hub's own error and one error log line, and
- * the next attempt waits the whole backoff cap. A displaced operator (4409) comes back asking for
- * no session: it never resumes the session it was displaced from.
+ * the next attempt is drawn under the whole backoff cap. A displaced operator (4409) comes back
+ * asking for no session: it never resumes the session it was displaced from.
  *
- * The backoff cap is shrunk to 1.5 s (configuration); the jitter draw is 0, so an operator that
- * did not wait the cap would retry at once.
+ * The backoff cap is shrunk to 1.5 s (configuration); the jitter draw is the largest, so the
+ * delay is the whole cap: an operator that drew under its first attempt's ceiling (100 ms) instead
+ * would retry sooner, and one that waited past the cap would show it too.
  */
 import { describe, expect, it } from 'vitest';
 import { OperatorClient, type RefusedEvent } from '../../src/operator/client';
@@ -47,7 +48,7 @@ function operator(token: string, clusterId: string, options: { operatorVersion?:
     dial,
     ...E2E_CLIENT,
     backoff: { baseMs: 100, capMs: CAP_MS },
-    random: () => 0,
+    random: () => 0.999999,
     snapshot: () => ({ nodes: [], devices: [], deployments: [] }),
     handlers: { desired: () => applied(), pruneDesired: () => applied(), operation: () => ({ outcome: 'succeeded' }) },
   });

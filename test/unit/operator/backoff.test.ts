@@ -56,8 +56,8 @@ describe('reconnect backoff', () => {
 });
 
 describe('backoff after a refusal', () => {
-  it('is never shorter than the cap and spreads a refused fleet over a fifth of it', () => {
+  it('is a full-jitter draw under the whole cap, never past it, spreading a refused fleet over all of it', () => {
     const delays = [0, 0.25, 0.5, 0.999999].map((r) => new Backoff({ baseMs: 1_000, capMs: 30_000 }, () => r).refusal());
-    expect(delays).toEqual([30_000, 31_500, 33_000, 35_999]);
+    expect(delays).toEqual([0, 7_500, 15_000, 30_000]);
   });
 });

@@ -47,8 +47,8 @@ const VERSION = { code: 'invalid' as const, message: 'operator version 9.0.0 is 
 
 describe('refusals reach the application', () => {
   it('a handshake refusal (connection-level error, then 4403) is one typed event and one error line, and the next attempt waits the whole cap', async () => {
-    // A draw of 0: a jittered delay would retry at once.
-    const t = track(makeClient(hub, { random: () => 0 }));
+    // The largest draw: the whole cap (30 s), never more.
+    const t = track(makeClient(hub, { random: () => 0.999999 }));
     const refused = watch(t);
     await t.client.start();
     const conn = await handshake(t);
@@ -63,7 +63,7 @@ describe('refusals reach the application', () => {
   });
 
   it('a version refusal (error retryable false, then 4400 before welcome) waits the cap every time, and the operator keeps trying', async () => {
-    const t = track(makeClient(hub, { random: () => 0, operatorVersion: '9.0.0' }));
+    const t = track(makeClient(hub, { random: () => 0.999999, operatorVersion: '9.0.0' }));
     const refused = watch(t);
     await t.client.start();
     for (let attempt = 1; attempt <= 4; attempt++) {
@@ -99,7 +99,7 @@ describe('refusals reach the application', () => {
 
   it('an HTTP 401 at the upgrade is a refusal: the event carries the status, and the next attempt waits the cap', async () => {
     hub.refuseWith = 401;
-    const t = track(makeClient(hub, { random: () => 0 }));
+    const t = track(makeClient(hub, { random: () => 0.999999 }));
     const refused = watch(t);
     await t.client.start();
     expect(await waiting(t)).toBe(30_000);
@@ -108,7 +108,7 @@ describe('refusals reach the application', () => {
   });
 
   it("a live session refused by the hub's ownership poll (error, then 4403) reports the refusal with the hub's error", async () => {
-    const t = track(makeClient(hub, { random: () => 0 }));
+    const t = track(makeClient(hub, { random: () => 0.999999 }));
     const refused = watch(t);
     await t.client.start();
     const conn = await handshake(t);
@@ -144,7 +144,7 @@ describe('refusals reach the application', () => {
   });
 
   it('a listener that throws does not stop the operator from coming back', async () => {
-    const t = track(makeClient(hub, { random: () => 0 }));
+    const t = track(makeClient(hub, { random: () => 0.999999 }));
     t.client.on('refused', () => {
       throw new Error('application bug');
     });
@@ -173,7 +173,7 @@ describe('displacement (4409)', () => {
 
   it('logs once that another operator holds the cluster, waits the cap, and comes back asking for no session', async () => {
     const store = new MemoryCursorStore();
-    const t = track(makeClient(hub, { random: () => 0, cursorStore: store }));
+    const t = track(makeClient(hub, { random: () => 0.999999, cursorStore: store }));
     const { refused, delay } = await displaced(t);
     expect(delay).toBe(30_000);
     expect(refused).toEqual([expect.objectContaining({ kind: 'displaced', closeCode: 4409, retryInMs: 30_000 })]);
@@ -199,7 +199,7 @@ describe('displacement (4409)', () => {
 
   it('a process restarted after the displacement does not resume the displaced session either', async () => {
     const store = new MemoryCursorStore();
-    const first = track(makeClient(hub, { random: () => 0, cursorStore: store }));
+    const first = track(makeClient(hub, { random: () => 0.999999, cursorStore: store }));
     await displaced(first);
     await first.client.stop({ graceful: false });
     const second = track(makeClient(hub, { cursorStore: store }));
