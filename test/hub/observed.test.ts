@@ -35,7 +35,7 @@ describe('observed state in (spec: Supply, Demand operator → hub)', () => {
       { kubernetes_version: 'v1.31.2', provider: 'gke', region: 'us-east4', labels: { tier: 'prod' } },
     ]);
     expect(await h.sql('select node_id, ready, gpus, cpu_millis, memory_mb from nodes where cluster_uid = $1', [c.uid])).toEqual([
-      { node_id: 'n1', ready: true, gpus: 8, cpu_millis: '64000', memory_mb: '512000' },
+      { node_id: 'n1', ready: true, gpus: '8', cpu_millis: '64000', memory_mb: '512000' },
     ]);
     expect(await h.sql('select device_id, node_id, memory_total_mb, health from devices where cluster_uid = $1', [c.uid])).toEqual([
       { device_id: 'GPU-1', node_id: 'n1', memory_total_mb: '81920', health: 'healthy' },
@@ -76,7 +76,7 @@ describe('observed state in (spec: Supply, Demand operator → hub)', () => {
     const { allocatable: _, ...nodeFields } = n;
     expect(
       await h.sql('select node_id, name, ready, schedulable, labels, taints, gpus, cpu_millis, memory_mb, obs_session, obs_seq from nodes where cluster_uid = $1', [c.uid]),
-    ).toEqual([{ ...nodeFields, gpus: 7, cpu_millis: '94000', memory_mb: '1376256', obs_session: sessionId, obs_seq: '1' }]);
+    ).toEqual([{ ...nodeFields, gpus: '7', cpu_millis: '94000', memory_mb: '1376256', obs_session: sessionId, obs_seq: '1' }]);
     expect(await h.sql('select device_id, node_id, vendor, model, memory_total_mb, health, driver_version, obs_session, obs_seq from devices where cluster_uid = $1', [c.uid])).toEqual([
       { ...d, memory_total_mb: '81920', obs_session: sessionId, obs_seq: '2' },
     ]);

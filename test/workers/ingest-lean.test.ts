@@ -100,11 +100,11 @@ describe('the lean ingest statement', () => {
     expect(leanSections(rows)?.map((s) => s.key)).toEqual(['devices', 'events']);
     const lean = ingestStatement({ clusterUid: 'c', sessionId: 's', generation: 1, tokenHash: '00' }, rows);
     expect(lean.params).toHaveLength(6);
-    expect(lean.name).toBe('wingsmith_ingest_rows_v1_de');
+    expect(lean.name).toBe('wingsmith_ingest_rows_v2_de');
     // Postgres keeps 63 bytes of a statement's name; the connection appends `_` and its tag (under 16).
     const all = buildBatch(items(['node.observed', 'device.observed', 'deployment.observed', 'node.event'], 60, 1, r), {}).batch;
     const longest = ingestStatement({ clusterUid: 'c', sessionId: 's', generation: 1, tokenHash: '00' }, all).name;
-    expect(longest).toBe('wingsmith_ingest_rows_v1_ndpe');
+    expect(longest).toBe('wingsmith_ingest_rows_v2_ndpe');
     expect(longest.length + 1 + 16).toBeLessThanOrEqual(63);
     const removed = decodePayload('device.removed', payload('device.removed', {}));
     if (!removed.ok) throw new Error('device.removed fixture did not decode');

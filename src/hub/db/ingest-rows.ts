@@ -16,7 +16,8 @@ export const NODE_COLUMNS = [
   ['schedulable', 'boolean'],
   ['labels', 'jsonb'],
   ['taints', 'jsonb'],
-  ['gpus', 'int'],
+  // A count may be up to 2^53 − 1: an int cast refused a valid one above 2^31 − 1 (migration 0016).
+  ['gpus', 'bigint'],
   ['cpu_millis', 'bigint'],
   ['memory_mb', 'bigint'],
   ['seq', 'bigint'],

@@ -90,4 +90,15 @@ export interface IngestResult {
   pruned: number;
   /** operation.* frames naming an operation this cluster does not have: recorded as rejections. */
   unknownOperations: { seq: number; frame_id: string; type: string; reason: string }[];
+  /**
+   * Of those, the ones this statement recorded: a frame applied past a hole is applied again by
+   * the replay after a resume, and its rejection is already there. Absent when the statement
+   * carried no such frame (a lean one).
+   */
+  unknownOperationsRecorded?: number;
+  /**
+   * The batch's refusals of desired state this statement counted: a replayed one was counted
+   * when first applied. Absent when the statement carried none (a lean one).
+   */
+  desiredRefusalsCounted?: number;
 }

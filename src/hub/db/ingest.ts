@@ -239,14 +239,25 @@ rj_add as (
   ) r, live
   where live.ok
   on conflict (cluster_uid, session_id, seq) do nothing
-  returning 1
+  returning seq
 ),
 
 -- The operator's refusals of desired state: the last one per deployment, and a count.
+-- A refusal applied past a hole is applied again when the operator replays it after a resume
+-- (delivery is at-least-once), so each is counted once: last_refusal names the session and seq
+-- of the last one counted, and within a session a deployment's refusals apply in seq order
+-- (they share one ordering key), so one at or below it from the same session was counted.
+dr_new as (
+  select x.deployment_id, x.revision, x.code, x.message, x.seq
+  from jsonb_to_recordset($18::jsonb) as x(deployment_id text, revision bigint, code text, message text, seq bigint)
+  join desired_deployments d on d.cluster_uid = $1 and d.deployment_id = x.deployment_id
+  where d.last_refusal is null or d.last_refusal->>'session_id' is distinct from $2::text
+    or (d.last_refusal->>'seq')::bigint < x.seq
+),
 dr_in as (
   select deployment_id, count(*) as n,
     (array_agg(jsonb_build_object('revision', revision, 'code', code, 'message', message, 'seq', seq) order by seq desc))[1] as last
-  from jsonb_to_recordset($18::jsonb) as x(deployment_id text, revision bigint, code text, message text, seq bigint)
+  from dr_new
   group by deployment_id
 ),
 dr_up as (
@@ -254,7 +265,7 @@ dr_up as (
   set last_refusal = r.last || jsonb_build_object('at', now(), 'session_id', $2), refusals = d.refusals + r.n
   from dr_in r, live
   where live.ok and d.cluster_uid = $1 and d.deployment_id = r.deployment_id
-  returning 1
+  returning r.n
 ),
 
 pr as (select * from jsonb_to_recordset($17::jsonb) as x(kind text, begin_seq bigint)),
@@ -294,11 +305,14 @@ select (select ok from live) as fenced,
   (select count(*) from pr_cluster) + (select count(*) from pr_nodes) + (select count(*) from pr_devices)
     + (select count(*) from pr_deployments) as pruned,
   (select coalesce(jsonb_agg(jsonb_build_object('seq', seq, 'frame_id', frame_id, 'type', type, 'reason', reason)), '[]'::jsonb)
-   from op_unknown) as unknown_ops
+   from op_unknown) as unknown_ops,
+  -- What this statement counted for the first time (a replayed frame was counted before).
+  (select count(*) from rj_add where seq in (select seq from op_unknown)) as unknown_ops_recorded,
+  (select coalesce(sum(n), 0) from dr_up) as refusals_counted
 `;
 
 /** Prepared once per connection (bump the suffix when the text changes). */
-const INGEST_STATEMENT = 'wingsmith_ingest_v6';
+const INGEST_STATEMENT = 'wingsmith_ingest_v7';
 
 /** The full statement's parameters for one batch, in order ($1…$18). */
 export function ingestParams(fence: SessionFence, b: IngestBatch): unknown[] {
@@ -349,7 +363,7 @@ export function leanIngestSql(sections: readonly RowSection[]): string {
   return `\n${HEAD},\n\n${parts.join(',\n\n')}\nselect (select ok from live) as fenced, 0 as pruned, '[]'::jsonb as unknown_ops\n`;
 }
 
-const LEAN_STATEMENT = 'wingsmith_ingest_rows_v1';
+const LEAN_STATEMENT = 'wingsmith_ingest_rows_v2';
 const leanCache = new Map<string, string>();
 
 /** The statement for a batch: its text, its parameters and its prepared name. */
@@ -369,14 +383,26 @@ export function ingestStatement(fence: SessionFence, b: IngestBatch): { text: st
   };
 }
 
+interface IngestRow {
+  fenced: boolean;
+  pruned: string | number;
+  unknown_ops: IngestResult['unknownOperations'] | null;
+  /** Only from the full statement: a lean one carries neither an operation frame nor a refusal. */
+  unknown_ops_recorded?: string | number;
+  refusals_counted?: string | number;
+}
+
 export async function applyIngestBatch(sql: Sql, fence: SessionFence, b: IngestBatch): Promise<IngestResult> {
   const statement = ingestStatement(fence, b);
-  const { rows } = await sql.query<{ fenced: boolean; pruned: string | number; unknown_ops: IngestResult['unknownOperations'] | null }>(
-    statement.text,
-    statement.params,
-    statement.name,
-  );
+  const { rows } = await sql.query<IngestRow>(statement.text, statement.params, statement.name);
   const r = rows[0];
   const fenced = r?.fenced === true;
-  return { fenced, pruned: Number(r?.pruned ?? 0), unknownOperations: fenced ? (r?.unknown_ops ?? []).map((u) => ({ ...u, seq: Number(u.seq) })) : [] };
+  const result: IngestResult = {
+    fenced,
+    pruned: Number(r?.pruned ?? 0),
+    unknownOperations: fenced ? (r?.unknown_ops ?? []).map((u) => ({ ...u, seq: Number(u.seq) })) : [],
+  };
+  if (fenced && r?.unknown_ops_recorded !== undefined) result.unknownOperationsRecorded = Number(r.unknown_ops_recorded);
+  if (fenced && r?.refusals_counted !== undefined) result.desiredRefusalsCounted = Number(r.refusals_counted);
+  return result;
 }

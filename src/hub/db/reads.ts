@@ -171,7 +171,9 @@ interface NodeRow {
   schedulable: boolean;
   labels: NodeObserved['labels'];
   taints: NodeObserved['taints'];
-  gpus: number;
+  // bigint columns: the driver returns them as strings (every count is at most 2^53 − 1, so
+  // Number is exact).
+  gpus: string;
   cpu_millis: string;
   memory_mb: string;
   devices: string;
@@ -204,7 +206,7 @@ export async function listNodes(sql: Sql, idOrName: string, opts: PageRequest<No
       schedulable: r.schedulable,
       labels: r.labels,
       taints: r.taints,
-      allocatable: { gpus: r.gpus, cpu_millis: num(r.cpu_millis), memory_mb: num(r.memory_mb) },
+      allocatable: { gpus: num(r.gpus), cpu_millis: num(r.cpu_millis), memory_mb: num(r.memory_mb) },
       devices: num(r.devices),
       updated_at: r.updated_at,
     }),

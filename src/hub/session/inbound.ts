@@ -7,7 +7,7 @@
 import { answerableId, type Arrival, type Incoming, type Payload, type Settlement } from '../../protocol';
 import type { IngestResult } from '../db/ingest';
 import type { Logger } from '../log';
-import type { BuiltBatch, InboundItem } from './ingest-batch';
+import { storableText, type BuiltBatch, type InboundItem } from './ingest-batch';
 import type { Outgoing } from './outgoing';
 import type { SessionCounters } from './store';
 
@@ -52,9 +52,10 @@ export function triageFrame(f: Exclude<Incoming, { kind: 'fatal' }>, arrive: (se
       type: 'error',
       payload: () => ({
         code: 'invalid',
-        message: `unknown message type ${env.type.slice(0, 200)}`,
+        // Cut between code points: a slice through an emoji would answer with a lone surrogate.
+        message: `unknown message type ${storableText(env.type, 200)}`,
         retryable: false,
-        unknown_type: env.type.slice(0, 256),
+        unknown_type: storableText(env.type, 256),
       }),
       replyTo: answerableId(env.id),
     };
@@ -82,8 +83,9 @@ export function settleCommitted(items: readonly InboundItem[], built: BuiltBatch
       pruned: result.pruned,
       resyncsCompleted: built.streams.filter((s) => s.complete).length,
       resyncsIncomplete: built.streams.filter((s) => !s.complete).length,
-      desiredRefusals: built.batch.desiredRefusals.length,
-      rejections: result.unknownOperations.length,
+      // As the database counted them: a frame replayed after a resume was counted when first applied.
+      desiredRefusals: result.desiredRefusalsCounted ?? built.batch.desiredRefusals.length,
+      rejections: result.unknownOperationsRecorded ?? result.unknownOperations.length,
       answeredRejections: rejected.length,
     },
     answers: rejected.map(rejectionAnswer),
@@ -96,7 +98,7 @@ export function rejectionAnswer(r: { frame_id: string | null; type: string; reas
   return {
     kind: 'frame',
     type: 'error',
-    payload: () => ({ code: 'invalid', message: `frame rejected (${r.type.slice(0, 64)}): ${r.reason.slice(0, 400)}`, retryable: false }),
+    payload: () => ({ code: 'invalid', message: `frame rejected (${storableText(r.type, 64)}): ${storableText(r.reason, 400)}`, retryable: false }),
     replyTo,
   };
 }

@@ -16,7 +16,20 @@ interface ItemBase {
   type: string;
   /** Date.now() when it arrived: the age of the oldest unapplied frame bounds a hole. */
   arrivedAt: number;
+  /**
+   * How plainly a poison or unknown frame's rejection is recorded; absent: in full. Only the
+   * ingest pipeline sets it, one step down each time the database refuses the record (see
+   * `plainerRecord`), so a refusal never queues the same item again.
+   */
+  record?: RecordLevel;
 }
+
+/**
+ * - `minimal`: ASCII only, the operator's text escaped and cut short: nothing in it can be refused
+ *   as text or jsonb.
+ * - `none`: nothing is written for the frame (it is still acknowledged, and was logged loudly).
+ */
+export type RecordLevel = 'minimal' | 'none';
 
 export type InboundItem =
   | (ItemBase & { kind: 'message'; message: TypedMessage })
@@ -173,13 +186,8 @@ export function buildBatch(
     return u;
   };
   const reject = (item: InboundItem, reason: string, answer = true) => {
-    batch.rejections.push({
-      seq: item.seq,
-      frame_id: item.id ? clean(item.id, 64) : null,
-      type: clean(item.type, 256),
-      reason: clean(reason, 2048),
-      answer,
-    });
+    const record = rejectionRecord(item, reason, answer);
+    if (record) batch.rejections.push(record);
   };
 
   for (const item of items) {
@@ -261,7 +269,7 @@ export function buildBatch(
             deployment_id: refused.deploymentId,
             revision: refused.revision,
             code: m.payload.code,
-            message: clean(m.payload.message, 2048),
+            message: storableText(m.payload.message, 2048),
             seq: item.seq,
           });
         } else if (item.replyTo !== null) {
@@ -335,9 +343,99 @@ export function buildBatch(
   return { batch, resyncs, streams, peerErrors };
 }
 
-/** Postgres text cannot hold NUL: what the sender wrote must never make its own rejection unrecordable. */
-function clean(s: string, max: number): string {
-  return s.replace(/\u0000/g, '\uFFFD').slice(0, max);
+/**
+ * The row a rejected frame leaves in `rejections`, at the plainness its item asks for, or null
+ * when nothing is to be written.
+ */
+export function rejectionRecord(item: InboundItem, reason: string, answer: boolean): Rejection | null {
+  switch (item.record) {
+    case 'none':
+      return null;
+    case 'minimal':
+      return {
+        seq: item.seq,
+        frame_id: item.id ? asciiText(item.id, 64) : null,
+        type: asciiText(item.type, 64),
+        reason: `${MINIMAL_NOTE}: ${asciiText(reason, 512)}`,
+        answer,
+      };
+    default:
+      return {
+        seq: item.seq,
+        frame_id: item.id ? storableText(item.id, 64) : null,
+        type: storableText(item.type, 256),
+        reason: storableText(reason, 2048),
+        answer,
+      };
+  }
+}
+
+const MINIMAL_NOTE = 'rejection record reduced to ASCII (the database refused it whole)';
+
+/**
+ * The item to queue instead of a poison or unknown frame whose rejection record the database
+ * refused: the same frame, recorded one step more plainly. The last step writes nothing, so
+ * the ladder ends in an acknowledgement whatever the database makes of the text.
+ */
+export function plainerRecord(item: InboundItem): InboundItem {
+  return { ...item, record: item.record === undefined ? 'minimal' : 'none' };
+}
+
+/**
+ * Whether the hub writes nothing for this item: a statement of such items alone that the
+ * database refuses "permanently" was refused for something other than the frame's content.
+ */
+export function writesNothing(item: InboundItem): boolean {
+  return item.kind !== 'message' && item.record === 'none';
+}
+
+// NUL (Postgres text cannot hold it) and UTF-16 surrogates (one may stand alone).
+// eslint-disable-next-line no-control-regex
+const NEEDS_MENDING = /[\u0000\uD800-\uDFFF]/;
+const REPLACEMENT = '\uFFFD';
+
+/**
+ * Operator text as Postgres text and jsonb can hold it, whatever the sender wrote: NUL and lone
+ * UTF-16 surrogates become U+FFFD (JSON.stringify writes a lone surrogate as `\ud83d`, which
+ * jsonb refuses with 22P02, a permanent error), and the cut to at most `maxChars` characters
+ * falls between code points (as the protocol counts characters), never inside a pair, which
+ * would make a lone surrogate of a valid emoji. Every text of a rejection goes through it: the
+ * record of a frame that can never apply must never itself be unrecordable.
+ */
+export function storableText(s: string, maxChars: number): string {
+  if (s.length <= maxChars && !NEEDS_MENDING.test(s)) return s;
+  let out = '';
+  let chars = 0;
+  for (let i = 0; i < s.length && chars < maxChars; i++, chars++) {
+    const c = s.charCodeAt(i);
+    if (c === 0) out += REPLACEMENT;
+    else if (c < 0xd800 || c > 0xdfff) out += s.charAt(i);
+    else if (c <= 0xdbff && i + 1 < s.length && isLowSurrogate(s.charCodeAt(i + 1))) {
+      out += s.slice(i, i + 2);
+      i++;
+    } else out += REPLACEMENT;
+  }
+  return out;
+}
+
+/**
+ * Printable ASCII only, everything else written as a `\uXXXX` escape (per UTF-16 unit, as JSON
+ * would), cut to at most `max` characters without splitting an escape: text that no column or
+ * encoding can refuse, for the last record the hub keeps of a frame before it keeps none.
+ */
+export function asciiText(s: string, max: number): string {
+  let out = '';
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    const piece = c >= 0x20 && c < 0x7f ? s.charAt(i) : `\\u${c.toString(16).padStart(4, '0')}`;
+    if (out.length + piece.length > max) break;
+    out += piece;
+  }
+  return out;
+}
+
+function isLowSurrogate(c: number): boolean {
+  return c >= 0xdc00 && c <= 0xdfff;
 }
 
 function opEvent(

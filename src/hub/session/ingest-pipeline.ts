@@ -2,7 +2,7 @@ import { applyIngestBatch, type IngestResult, type SessionFence } from '../db/in
 import { classifyDbError, describeError, failureKind, isIsolatable, NOT_AN_OUTAGE } from '../db/errors';
 import type { Sql } from '../db/sql';
 import type { Logger } from '../log';
-import { buildBatch, type BuiltBatch, type InboundItem, type SentDesiredLookup } from './ingest-batch';
+import { buildBatch, plainerRecord, writesNothing, type BuiltBatch, type InboundItem, type SentDesiredLookup } from './ingest-batch';
 import { DEFAULT_SCHEDULE_LIMITS, IngestSchedule, type FailureKind, type ScheduleLimits } from './ingest-schedule';
 import type { OpResync } from './store';
 
@@ -37,7 +37,9 @@ export interface IngestHost {
  *   connection when it has waited too long, so the peer replays from the cursor.
  * - Any other transient failure (the database unreachable): the same frames again after a backoff.
  * - Permanent failure (the data itself, SQLSTATE class 21/22/23): the batch is split until the
- *   frame the database refuses is alone; that one becomes a recorded rejection.
+ *   frame the database refuses is alone; that one becomes a recorded rejection. A rejection the
+ *   database refuses in turn is recorded more plainly (ASCII only, then not at all), so every
+ *   permanent refusal changes what is queued: none can loop on the same item.
  */
 export class IngestPipeline {
   private readonly schedule: IngestSchedule;
@@ -205,7 +207,7 @@ export class IngestPipeline {
   }
 
   private onFailure(chunk: InboundItem[], err: unknown, failed: (kind: FailureKind, now: number) => InboundItem | null, own: boolean): void {
-    const kind: FailureKind = classifyDbError(err) === 'permanent' ? 'permanent' : isIsolatable(err) ? 'isolatable' : 'global';
+    const kind = failureKindOf(chunk, err);
     const fields = { error: describeError(err), frames: chunk.length, first_seq: chunk[0]?.seq };
     const refused = failed(kind, Date.now());
     if (!own) return;
@@ -214,22 +216,7 @@ export class IngestPipeline {
         this.host.log.warn('ingest batch refused by the database; splitting to find the frame', fields);
         return;
       }
-      // Alone and still refused: a permanently unappliable frame. Accept, record, move on.
-      this.schedule.replace({
-        seq: refused.seq,
-        id: refused.id,
-        replyTo: refused.replyTo,
-        type: refused.type,
-        arrivedAt: refused.arrivedAt,
-        kind: 'poison',
-        reason: `database refused the frame: ${describeError(err).slice(0, 500)}`,
-      });
-      this.host.log.error('poison frame: database refused it; recording rejection', {
-        seq: refused.seq,
-        type: refused.type,
-        frame_id: refused.id,
-        error: describeError(err),
-      });
+      this.recordRefused(refused, err);
       return;
     }
     this.transientFailures++;
@@ -250,6 +237,36 @@ export class IngestPipeline {
     );
   }
 
+  /**
+   * A frame the database refused alone, permanently: queued again as a rejection (same seq, same
+   * place), accepted and acknowledged once that commits. A frame already being recorded as one
+   * steps down to a plainer record instead, never the same item again.
+   */
+  private recordRefused(refused: InboundItem, err: unknown): void {
+    const fields = { seq: refused.seq, type: refused.type, frame_id: refused.id, error: describeError(err) };
+    if (refused.kind === 'message') {
+      this.schedule.replace({
+        seq: refused.seq,
+        id: refused.id,
+        replyTo: refused.replyTo,
+        type: refused.type,
+        arrivedAt: refused.arrivedAt,
+        kind: 'poison',
+        reason: `database refused the frame: ${describeError(err).slice(0, 500)}`,
+      });
+      this.host.log.error('poison frame: database refused it; recording rejection', fields);
+      return;
+    }
+    const plainer = plainerRecord(refused);
+    this.schedule.replace(plainer);
+    this.host.log.error(
+      plainer.record === 'none'
+        ? 'poison frame: database refused even its ASCII rejection record; acknowledged and dropped UNRECORDED'
+        : 'poison frame: database refused its rejection record; recording it reduced to ASCII',
+      fields,
+    );
+  }
+
   private sleep(ms: number): Promise<void> {
     return new Promise((resolve) => {
       const t = setTimeout(
@@ -266,4 +283,14 @@ export class IngestPipeline {
       };
     });
   }
+}
+
+/**
+ * How a statement failed, for the schedule. A "permanent" refusal of a statement that writes
+ * nothing of the operator's cannot be the frames' doing (unsure means transient): it is retried
+ * as the database's failure, with backoff, rather than blamed on a frame with nowhere left to go.
+ */
+function failureKindOf(chunk: readonly InboundItem[], err: unknown): FailureKind {
+  if (classifyDbError(err) === 'permanent') return chunk.every(writesNothing) ? 'global' : 'permanent';
+  return isIsolatable(err) ? 'isolatable' : 'global';
 }

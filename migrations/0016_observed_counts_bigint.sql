@@ -1,0 +1,15 @@
+-- Counts are non-negative integers up to 2^53 − 1 (MESSAGES.md "Conventions"), and a node's
+-- allocatable GPUs were stored as `integer`: a valid count above 2^31 − 1 overflowed it, the
+-- database refused the frame (22003, a permanent error) and it was dropped as poison. bigint holds
+-- every count the protocol allows.
+--
+-- Additive for a rolling deploy: code still running the old statement casts to int and writes
+-- into the wider column unchanged. (The old read path passes the column through as it comes:
+-- the driver returns bigint as a string, so an old pod answers allocatable.gpus as a JSON string
+-- until it is replaced. The new read path converts it.)
+--
+-- The other count columns of the observed tables are bigint already (cpu_millis, memory_mb,
+-- memory_total_mb, observed_revision, link_stats), save observed_deployments.ready_replicas,
+-- which needs no widening: it is at most the number of replica_ids a frame names (MAX_REPLICAS,
+-- 4096), an invariant checked before any frame reaches the database.
+alter table nodes alter column gpus type bigint;
