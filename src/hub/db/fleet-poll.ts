@@ -17,8 +17,22 @@ export interface FleetPoll {
  * sweep comes due for each session between one and two periods after its last check-in (an
  * offset of its own), so a fleet that connected together is not swept together; the sessions
  * that answered the previous sweep are recorded here (`alive`), not by a statement of their own.
+ *
+ * `alive` is left out of the sweep only: the update that records it is not visible to the rest
+ * of the statement, so their old check-in time would sweep them again, but a claim, registration,
+ * token or desired revision that changed since they answered must still be found by this poll
+ * (else a session displaced just after its sweep answer is cut a poll late). `busy` are the
+ * sessions whose previous poke is still unanswered: not poked again, and not counted against
+ * `limit` (the poller keeps at most one poke in flight per session).
  */
-export async function pollFleet(sql: Sql, shard: number, sweepMs: number, limit: number, alive: readonly string[] = []): Promise<FleetPoll> {
+export async function pollFleet(
+  sql: Sql,
+  shard: number,
+  sweepMs: number,
+  limit: number,
+  alive: readonly string[] = [],
+  busy: readonly string[] = [],
+): Promise<FleetPoll> {
   const { rows } = await sql.query<{ session_id: string | null; cluster_uid: string | null; why: PokeReason | null; any_live: boolean }>(
     `with checked_in as (
        update live_sessions set checked_at = now() where session_id = any($4::text[])
@@ -33,17 +47,18 @@ export async function pollFleet(sql: Sql, shard: number, sweepMs: number, limit:
        from live_sessions s
        left join clusters c on c.uid = s.cluster_uid
        left join cluster_owners o on o.cluster_uid = s.cluster_uid
-       where s.poll_shard = $1 and not (s.session_id = any($4::text[])) and (
+       where s.poll_shard = $1 and not (s.session_id = any($5::text[])) and (
          c.uid is null or c.disabled_at is not null or c.token_hash <> s.token_hash
          or o.session_id is distinct from s.session_id or o.generation is distinct from s.generation
          or c.desired_revision > s.seen_revision
-         or s.checked_at < now() - make_interval(secs => ($2::bigint + abs(hashtext(s.session_id)::bigint) % greatest($2::bigint, 1))::double precision / 1000))
+         or (s.checked_at < now() - make_interval(secs => ($2::bigint + abs(hashtext(s.session_id)::bigint) % greatest($2::bigint, 1))::double precision / 1000)
+             and not (s.session_id = any($4::text[]))))
        limit $3
      )
      select d.session_id, d.cluster_uid, d.why, exists (select 1 from live_sessions where poll_shard = $1) as any_live
      from (select 1) one left join due d on true`,
-    [shard, sweepMs, limit, alive],
-    'wingsmith_fleet_poll_v1',
+    [shard, sweepMs, limit, alive, busy],
+    'wingsmith_fleet_poll_v2',
   );
   return {
     poke: rows.flatMap((r) => (r.session_id && r.cluster_uid && r.why ? [{ sessionId: r.session_id, clusterUid: r.cluster_uid, why: r.why }] : [])),

@@ -6,9 +6,9 @@ import type { DesiredItem } from './desired-admin';
 import { PutCoalescer } from './desired-coalesce';
 import { putChanges, writeDeployments, writeDesired, type DesiredWriteRequest, type DesiredWriteResult, type OwnerPoke } from './desired-relay';
 import { classifyDbError } from './errors';
-import { pollFleet } from './fleet-poll';
+import { pollFleet, type FleetPoll } from './fleet-poll';
 import type { ClaimArgs } from './ownership';
-import { hubConfig } from '../config';
+import { hubConfig, type HubConfig } from '../config';
 import { claimPageBytes } from '../frame-budget';
 import { withDeadline } from '../deadline';
 import { fnv1a } from '../fnv';
@@ -61,6 +61,8 @@ export class DbGateway extends DurableObject<HubEnv> {
   });
   /** Swept sessions that answered alive: recorded by the next poll's statement. */
   private sweptAlive: string[] = [];
+  /** Sessions with a poke of this poller still unanswered: never more than one each. */
+  private readonly poking = new Set<string>();
 
   /**
    * A session of this shard registered (at its claim): make sure the fleet poll runs. Cheap when
@@ -85,6 +87,12 @@ export class DbGateway extends DurableObject<HubEnv> {
    * session whose claim, registration, disablement, token or desired revision changed (or that
    * has not checked in for a sweep period). Each poked session runs its own check and acts. The
    * poll re-arms while any session of the shard is registered.
+   *
+   * The next poll is armed before the pokes go out, and the alarm does not wait for them: a
+   * session's check can wait on a row lock for up to PG_QUERY_TIMEOUT_MS (its cluster's owner row,
+   * held FOR SHARE by that session's own long write), and that must not hold up the poll of every
+   * other session of the shard. Sweep answers that come back are recorded by whichever poll runs
+   * next.
    */
   override async alarm(): Promise<void> {
     this.pollAt = null;
@@ -93,32 +101,50 @@ export class DbGateway extends DurableObject<HubEnv> {
     if (shard === null || this.misplaced) return;
     this.pollShard = shard;
     let again = true;
+    let poke: FleetPoll['poke'] = [];
+    const alive = this.sweptAlive;
+    this.sweptAlive = [];
     try {
-      const r = await pollFleet(this.leastBusy(), shard, cfg.LIVE_SWEEP_MS, cfg.POLL_POKE_LIMIT, this.sweptAlive);
-      this.sweptAlive = [];
+      const r = await pollFleet(this.leastBusy(), shard, cfg.LIVE_SWEEP_MS, cfg.POLL_POKE_LIMIT, alive, [...this.poking]);
       again = r.anyLive;
-      const alive: string[] = [];
-      await Promise.allSettled(
-        r.poke.map(async (p) => {
-          const routeKey = routeKeyOf(p.sessionId);
-          if (!routeKey) return;
-          try {
-            if (await sessionStub(this.env, { clusterUid: p.clusterUid, routeKey }).check(p.sessionId, p.why)) alive.push(p.sessionId);
-          } catch (err) {
-            log.warn('fleet poll: poke failed; the next poll retries', { cluster: p.clusterUid, session: p.sessionId, error: describeError(err) });
-          }
-        }),
-      );
-      this.sweptAlive = alive;
-      if (r.poke.length > 0) log.debug('fleet poll poked sessions', { shard, poked: r.poke.length });
+      poke = r.poke;
     } catch (err) {
+      // The statement did not run: these sweep answers go with the next one.
+      this.sweptAlive.push(...alive);
       log.warn('fleet poll failed; retrying at the next interval', { shard, error: describeError(err) });
-    } finally {
-      if (again) {
-        this.pollAt = Date.now() + cfg.POLL_INTERVAL_MS;
-        await this.ctx.storage.setAlarm(this.pollAt);
-      }
     }
+    if (again) {
+      this.pollAt = Date.now() + cfg.POLL_INTERVAL_MS;
+      await this.ctx.storage.setAlarm(this.pollAt);
+    }
+    for (const p of poke) this.pokeSession(p, cfg);
+    if (poke.length > 0) log.debug('fleet poll poked sessions', { shard, poked: poke.length, unanswered: this.poking.size });
+  }
+
+  /**
+   * One poke of the fleet poll, not awaited by the poll. A session whose previous poke is still
+   * unanswered is not poked again (the statement leaves it out), so pokes do not pile up on a
+   * session stuck behind a lock, each holding a gateway connection; and none is awaited past a
+   * deadline: that of the check's own statement through the gateway, plus a margin for the hop
+   * to the session's object. Past it the session is poked again by the next poll (a poke only
+   * asks it to look, so a late answer to the earlier one does no harm).
+   */
+  private pokeSession(p: FleetPoll['poke'][number], cfg: HubConfig): void {
+    const routeKey = routeKeyOf(p.sessionId);
+    if (!routeKey || this.poking.has(p.sessionId)) return;
+    this.poking.add(p.sessionId);
+    const deadlineMs = pokeDeadlineMs(cfg);
+    const answer = withDeadline(sessionStub(this.env, { clusterUid: p.clusterUid, routeKey }).check(p.sessionId, p.why), deadlineMs, () => {
+      throw new Error(`no answer in ${deadlineMs} ms`);
+    });
+    answer
+      .then((swept) => {
+        if (swept) this.sweptAlive.push(p.sessionId);
+      })
+      .catch((err: unknown) => {
+        log.warn('fleet poll: poke failed; the next poll retries', { cluster: p.clusterUid, session: p.sessionId, why: p.why, error: describeError(err) });
+      })
+      .finally(() => this.poking.delete(p.sessionId));
   }
 
   private storedShard(): number | null {
@@ -206,6 +232,15 @@ export class DbGateway extends DurableObject<HubEnv> {
       };
     }
   }
+}
+
+/**
+ * How long the poller waits for a session's answer to a poke: the session's check is one statement
+ * through the gateway, which gives up at PG_QUERY_TIMEOUT_MS + 2 s (`viaGateway`); a second more
+ * for the hops to and from the session's object.
+ */
+function pokeDeadlineMs(cfg: Pick<HubConfig, 'PG_QUERY_TIMEOUT_MS'>): number {
+  return cfg.PG_QUERY_TIMEOUT_MS + 3_000;
 }
 
 type Relayed<T> = { ok: true; value: T } | { ok: false; message: string; code: string | null; name: string };

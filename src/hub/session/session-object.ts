@@ -179,7 +179,10 @@ export class SessionObject extends DurableObject<HubEnv> {
   override async webSocketMessage(ws: WebSocket, message: string | ArrayBuffer): Promise<void> {
     if (this.gate.refuses('webSocketMessage', ws)) return;
     this.wakes.note('message');
-    this.state.noteFrame(Date.now());
+    // The silence rule is the active connection's: a frame on a connection still in its handshake
+    // (or one being refused, or one superseded) is no sign of life of the peer the session talks
+    // to. The hello that opens or resumes the session sets the time itself (`opened`, in `hello`).
+    if (ws === this.sockets.active()) this.state.noteFrame(Date.now());
     if (this.helloInProgress) this.deferred.push([ws, message]);
     else this.dispatch(ws, message);
   }
@@ -335,6 +338,9 @@ export class SessionObject extends DurableObject<HubEnv> {
           },
           claimed: (clusterUid, routeKey, previous) => this.fleet.claimed(clusterUid, routeKey, previous),
           opened: async (desiredRevision, snapshot) => {
+            // The hello is the new connection's first sign of life, and the only one counted
+            // until it is active (webSocketMessage): the clock must not read an older connection's.
+            if (this.state.meta) this.state.lastFrameAt = this.state.meta.lastFrameAt;
             this.pump.learn(desiredRevision);
             this.pump.reset(this.state.meta);
             this.syncAutoPong();
