@@ -22,7 +22,8 @@
 import { describe, expect, it } from 'vitest';
 import type { Sql } from '../../src/hub/db/sql';
 import type { Logger, LogFields } from '../../src/hub/log';
-import { asciiText, storableText, type InboundItem } from '../../src/hub/session/ingest-batch';
+import { type InboundItem } from '../../src/hub/session/ingest-batch';
+import { asciiText, storableText } from '../../src/hub/storable-text';
 import { IngestPipeline } from '../../src/hub/session/ingest-pipeline';
 import { newId } from '../../src/protocol';
 import { LIMITS } from '../../src/protocol/vocabulary';

@@ -1,3 +1,4 @@
+import { storableText } from '../storable-text';
 import { buildFrame, CloseCode, newId } from '../../protocol';
 import { pollShardOf } from '../address';
 import type { HubConfig } from '../config';
@@ -64,7 +65,8 @@ export async function answerHello(host: HelloHost, ws: WebSocket, att: Attachmen
       freshSessionId,
       live: { connected: true },
       remoteAddr: att.remoteAddr,
-      operatorVersion: hello.operator_version,
+      // Any string is admitted as a source build's version; Postgres text cannot hold all of them.
+      operatorVersion: storableText(hello.operator_version, 128),
       contention: { windowMs: cfg.CONTENTION_WINDOW_MS, threshold: cfg.CONTENTION_THRESHOLD, quietMs: cfg.CONTENTION_QUIET_MS },
       pollShard: pollShardOf(att.clusterUid, cfg.DB_GATEWAY_SHARDS),
       watermark: local === null && meta ? meta.desiredWatermark : 0,

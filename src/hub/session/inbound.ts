@@ -7,7 +7,8 @@
 import { answerableId, type Arrival, type Incoming, type Payload, type Settlement } from '../../protocol';
 import type { IngestResult } from '../db/ingest';
 import type { Logger } from '../log';
-import { storableText, type BuiltBatch, type InboundItem } from './ingest-batch';
+import { storableText } from '../storable-text';
+import type { BuiltBatch, InboundItem } from './ingest-batch';
 import type { Outgoing } from './outgoing';
 import type { SessionCounters } from './store';
 

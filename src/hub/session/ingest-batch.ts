@@ -3,6 +3,7 @@
  * resync state always give the same batch, so a failed batch can be rebuilt and retried, or
  * split to find a frame the database refuses.
  */
+import { asciiText, storableText } from '../storable-text';
 import { CATALOG, type Payload, type ResyncKind, type TypedMessage } from '../../protocol';
 import type { DesiredRefusal, IngestBatch, OperationEvent, OperationUpdate, Rejection, WithSeq } from '../db/ingest';
 import type { OpResync } from './store';
@@ -387,55 +388,6 @@ export function plainerRecord(item: InboundItem): InboundItem {
  */
 export function writesNothing(item: InboundItem): boolean {
   return item.kind !== 'message' && item.record === 'none';
-}
-
-// NUL (Postgres text cannot hold it) and UTF-16 surrogates (one may stand alone).
-// eslint-disable-next-line no-control-regex
-const NEEDS_MENDING = /[\u0000\uD800-\uDFFF]/;
-const REPLACEMENT = '\uFFFD';
-
-/**
- * Operator text as Postgres text and jsonb can hold it, whatever the sender wrote: NUL and lone
- * UTF-16 surrogates become U+FFFD (JSON.stringify writes a lone surrogate as `\ud83d`, which
- * jsonb refuses with 22P02, a permanent error), and the cut to at most `maxChars` characters
- * falls between code points (as the protocol counts characters), never inside a pair, which
- * would make a lone surrogate of a valid emoji. Every text of a rejection goes through it: the
- * record of a frame that can never apply must never itself be unrecordable.
- */
-export function storableText(s: string, maxChars: number): string {
-  if (s.length <= maxChars && !NEEDS_MENDING.test(s)) return s;
-  let out = '';
-  let chars = 0;
-  for (let i = 0; i < s.length && chars < maxChars; i++, chars++) {
-    const c = s.charCodeAt(i);
-    if (c === 0) out += REPLACEMENT;
-    else if (c < 0xd800 || c > 0xdfff) out += s.charAt(i);
-    else if (c <= 0xdbff && i + 1 < s.length && isLowSurrogate(s.charCodeAt(i + 1))) {
-      out += s.slice(i, i + 2);
-      i++;
-    } else out += REPLACEMENT;
-  }
-  return out;
-}
-
-/**
- * Printable ASCII only, everything else written as a `\uXXXX` escape (per UTF-16 unit, as JSON
- * would), cut to at most `max` characters without splitting an escape: text that no column or
- * encoding can refuse, for the last record the hub keeps of a frame before it keeps none.
- */
-export function asciiText(s: string, max: number): string {
-  let out = '';
-  for (let i = 0; i < s.length; i++) {
-    const c = s.charCodeAt(i);
-    const piece = c >= 0x20 && c < 0x7f ? s.charAt(i) : `\\u${c.toString(16).padStart(4, '0')}`;
-    if (out.length + piece.length > max) break;
-    out += piece;
-  }
-  return out;
-}
-
-function isLowSurrogate(c: number): boolean {
-  return c >= 0xdc00 && c <= 0xdfff;
 }
 
 function opEvent(

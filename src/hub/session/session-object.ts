@@ -88,7 +88,9 @@ export class SessionObject extends DurableObject<HubEnv> {
       sessionId: () => state.meta?.sessionId,
       ack: () => (state.meta ? state.inbound.cursor : null),
       log,
-      gone: (_ws, why, active) => active && this.onConnectionEnded(why),
+      // A connection that never finished its handshake may have been all that kept the runtime's
+      // auto-answer off (syncAutoPong).
+      gone: (_ws, why, active) => (active ? this.onConnectionEnded(why) : this.syncAutoPong()),
     }));
     this.sendPath = new SendPath({
       cfg,
@@ -172,6 +174,7 @@ export class SessionObject extends DurableObject<HubEnv> {
     }
     const [client, server] = Object.values(new WebSocketPair()) as [WebSocket, WebSocket];
     this.sockets.accept(server, att);
+    this.syncAutoPong();
     await this.clock.schedule();
     return new Response(null, { status: 101, webSocket: client });
   }
@@ -448,7 +451,8 @@ export class SessionObject extends DurableObject<HubEnv> {
   }
 
   private syncAutoPong(): void {
-    this.sockets.autoAnswer(this.state.autoPair(this.sockets.active() !== null));
+    // Not while a connection is in its handshake: its first frame must reach the hello check.
+    this.sockets.autoAnswer(this.state.autoPair(this.sockets.active() !== null && !this.sockets.anyHandshaking()));
   }
 
   /**

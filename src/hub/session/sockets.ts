@@ -38,6 +38,7 @@ export class Sockets {
   private current: WebSocket | null | undefined = undefined;
   /** The installed auto-response as `lastSent/cursor` (null: none; undefined: unknown since construction). */
   private autoPong: string | null | undefined = undefined;
+  private handshaking: boolean | undefined = undefined;
 
   constructor(
     private readonly ctx: DurableObjectState,
@@ -47,6 +48,18 @@ export class Sockets {
   accept(server: WebSocket, att: Attachment): void {
     this.ctx.acceptWebSocket(server);
     this.setAttachment(server, att);
+    this.handshaking = true;
+  }
+
+  /**
+   * A connection is open and has not finished its handshake. The runtime's auto-answer is set per
+   * object, not per connection: while one is installed it would answer such a connection's ping
+   * with the session's pong, where the spec wants hello first and anything else refused (4400).
+   * Cached, recomputed after any connection changes phase or ends.
+   */
+  anyHandshaking(): boolean {
+    this.handshaking ??= this.all().some((ws) => ws.readyState === WebSocket.OPEN && !this.endedSockets.has(ws) && this.attachment(ws)?.phase === 'handshake');
+    return this.handshaking;
   }
 
   all(): WebSocket[] {
@@ -93,6 +106,7 @@ export class Sockets {
     att.sessionId = sessionId;
     this.setAttachment(ws, att);
     this.current = ws;
+    this.handshaking = undefined;
   }
 
   /** Every other connection that carried (or tried to carry) the session. */
@@ -158,6 +172,7 @@ export class Sockets {
   /** The connection ended (or is ending): stop tracking it and tell the session. */
   forget(ws: WebSocket, why: string): void {
     this.endedSockets.add(ws);
+    this.handshaking = undefined;
     const wasActive = this.current === ws || (this.current === undefined && this.active() === ws);
     this.attachments.delete(ws);
     if (wasActive) this.current = null;
