@@ -19,7 +19,7 @@ export const SESSION_HINT_HEADER = 'Wingsmith-Session';
 /** `GET /v1/connect`: admit an operator and hand its WebSocket to its session's object. */
 export async function connect(c: Context<{ Bindings: HubEnv }>): Promise<Response> {
   const auth = c.req.header('authorization') ?? '';
-  const m = /^Bearer ([^\s]+)$/.exec(auth);
+  const m = /^Bearer +([^\s]+)$/i.exec(auth);
   // Anything not shaped like an enrollment token is turned away before the upgrade and before
   // any database work.
   if (!m || !isEnrollmentTokenShaped(m[1] as string)) {

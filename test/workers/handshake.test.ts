@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { CloseCode } from '../../src/protocol';
 import { hubConfig } from '../../src/hub/config';
 import { generateEnrollmentToken } from '../../src/hub/tokens';
-import { admin, connect, hubEnv, newCluster, worker } from './support/peer';
+import { admin, connect, connectVia, hubEnv, newCluster, worker } from './support/peer';
 
 /** The token with its last check character changed (never to itself: a fixed 'x' left one token in 62 valid). */
 function corruptCheck(token: string): string {
@@ -20,6 +20,22 @@ describe('admission (spec: Authentication)', () => {
       expect(res.status, auth).toBe(401);
       expect(res.webSocket).toBeNull();
       expect(await res.json()).toMatchObject({ error: { code: 'unauthorized' } });
+    }
+  });
+
+  it('the scheme name is case-insensitive (RFC 9110: "bearer", "BEARER"), as the admin API takes it', async () => {
+    const c = await newCluster();
+    for (const scheme of ['bearer', 'BEARER']) {
+      const viaScheme = (req: Request) => {
+        const headers = new Headers(req.headers);
+        headers.set('authorization', `${scheme} ${c.token}`);
+        return worker.fetch(new Request(req.url, { headers }));
+      };
+      const peer = await connectVia(viaScheme, c.token);
+      const welcome = await peer.hello({ cluster_id: c.name });
+      expect(welcome.type, scheme).toBe('welcome');
+      peer.close();
+      await peer.closed;
     }
   });
 
