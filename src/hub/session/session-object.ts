@@ -56,6 +56,8 @@ export class SessionObject extends DurableObject<HubEnv> {
   private helloClaim: SessionRef | null = null;
   private disconnectHeld = false;
   private deferred: [WebSocket, string | ArrayBuffer][] = [];
+  /** UTF-16 units of the frames in `deferred`. */
+  private deferredChars = 0;
   /** Changes whenever the object is constructed again (no ULID: construction is on the idle path). */
   private readonly instance = `${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`;
   private readonly clock!: SessionClock;
@@ -186,8 +188,25 @@ export class SessionObject extends DurableObject<HubEnv> {
     // (or one being refused, or one superseded) is no sign of life of the peer the session talks
     // to. The hello that opens or resumes the session sets the time itself (`opened`, in `hello`).
     if (ws === this.sockets.active()) this.state.noteFrame(Date.now());
-    if (this.helloInProgress) this.deferred.push([ws, message]);
+    if (this.helloInProgress) this.defer(ws, message);
     else this.dispatch(ws, message);
+  }
+
+  /**
+   * Hold a frame until the hello in progress settles (it may change which connection carries the
+   * session). What needs no session is answered at once (binary, over the size limit), and what
+   * waits is bounded: a claim can wait seconds on Postgres, and frames held meanwhile are memory
+   * of an isolate other clusters' objects share. Past the bound the sender is told to come back
+   * (1013), as when too many frames wait to be applied.
+   */
+  private defer(ws: WebSocket, message: string | ArrayBuffer): void {
+    if (typeof message !== 'string' || frameTooBig(message, this.cfg.MAX_FRAME_BYTES)) return this.dispatch(ws, message);
+    this.deferredChars += message.length;
+    if (this.deferredChars > DEFERRED_MAX_FRAMES_OF_MAX_SIZE * this.cfg.MAX_FRAME_BYTES) {
+      this.deferredChars -= message.length;
+      return this.sockets.refuse(ws, CloseCode.TRY_AGAIN_LATER, null, 'unavailable', 'too many frames sent while a handshake was in progress; reconnect and replay', true);
+    }
+    this.deferred.push([ws, message]);
   }
 
   override async webSocketClose(ws: WebSocket, code: number, reason: string): Promise<void> {
@@ -296,7 +315,7 @@ export class SessionObject extends DurableObject<HubEnv> {
     const att = this.sockets.attachment(ws);
     if (!att) return this.sockets.close(ws, CloseCode.INTERNAL, 'unknown connection');
     if (typeof message !== 'string') return this.sockets.protocolError(ws, null, 'binary frames are not part of the protocol');
-    if (message.length * 3 > this.cfg.MAX_FRAME_BYTES && utf8Length(message) > this.cfg.MAX_FRAME_BYTES) {
+    if (frameTooBig(message, this.cfg.MAX_FRAME_BYTES)) {
       this.sockets.sendError(ws, null, 'invalid', `frame exceeds max_frame_bytes ${this.cfg.MAX_FRAME_BYTES}`, false);
       return this.sockets.close(ws, CloseCode.TOO_BIG, 'frame too big');
     }
@@ -311,11 +330,15 @@ export class SessionObject extends DurableObject<HubEnv> {
         this.settleHello();
         const queued = this.deferred;
         this.deferred = [];
+        this.deferredChars = 0;
         for (const [w, m] of queued) {
           // A frame whose socket closed meanwhile (its own hello refused) is dropped: its
           // attachment still says handshake, and it would be taken for a first frame.
           if (this.sockets.ended(w)) continue;
-          if (this.helloInProgress) this.deferred.push([w, m]);
+          if (this.helloInProgress) {
+            this.deferred.push([w, m]);
+            this.deferredChars += typeof m === 'string' ? m.length : 0;
+          }
           else this.dispatch(w, m);
         }
       });
@@ -515,4 +538,11 @@ export class SessionObject extends DurableObject<HubEnv> {
       wakes: this.wakes.snapshot(),
     });
   }
+}
+
+/** How much may wait for a hello to settle: this many frames of the largest size. */
+const DEFERRED_MAX_FRAMES_OF_MAX_SIZE = 8;
+
+function frameTooBig(message: string, maxBytes: number): boolean {
+  return message.length * 3 > maxBytes && utf8Length(message) > maxBytes;
 }
