@@ -12,7 +12,7 @@ import { sessionStub } from '../../src/hub/address';
 import { SessionSql } from '../../src/hub/session/schema';
 import { connect, hubEnv, newCluster } from './support/peer';
 
-const OURS = ['meta', 'replay', 'wakes', 'sent_desired'];
+const OURS = ['meta', 'replay', 'wakes', 'sent_desired', 'owed'];
 
 /** A connection routed to a known new object: a resume hint names its route key (nothing to resume there). */
 async function connectToNew(token: string, clusterUid: string) {

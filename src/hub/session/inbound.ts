@@ -59,6 +59,7 @@ export function triageFrame(f: Exclude<Incoming, { kind: 'fatal' }>, arrive: (se
         unknown_type: storableText(env.type, 256),
       }),
       replyTo: answerableId(env.id),
+      answers: seq,
     };
     return { do: 'apply', item: { ...base, kind: 'unknown' }, answer, note: 'unknown' };
   }
@@ -94,13 +95,14 @@ export function settleCommitted(items: readonly InboundItem[], built: BuiltBatch
 }
 
 /** The sequenced error that answers a rejected frame (reply_to: its id, when it is a ULID). */
-export function rejectionAnswer(r: { frame_id: string | null; type: string; reason: string }): Outgoing {
+export function rejectionAnswer(r: { seq: number; frame_id: string | null; type: string; reason: string }): Outgoing {
   const replyTo = answerableId(r.frame_id);
   return {
     kind: 'frame',
     type: 'error',
     payload: () => ({ code: 'invalid', message: `frame rejected (${storableText(r.type, 64)}): ${storableText(r.reason, 400)}`, retryable: false }),
     replyTo,
+    answers: r.seq,
   };
 }
 

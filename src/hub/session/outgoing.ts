@@ -18,6 +18,8 @@ export type Outgoing =
       effect?: Effect;
       /** `estimateBytes`, when it was already taken (a poke's changes are measured before queuing). */
       bytes?: number;
+      /** The seq of the operator frame this error answers (an answer is owed, send-path.ts `owe`). */
+      answers?: number;
     }
   /** No frame: only an effect to apply once everything queued before it has been written. */
   | { kind: 'marker'; effect: Effect };

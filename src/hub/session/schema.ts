@@ -20,9 +20,17 @@ create table if not exists sent_desired (
   deployment_id text not null,
   revision integer not null
 ) without rowid;
+create table if not exists owed (
+  n integer primary key,
+  id text not null,
+  seq integer not null,
+  doc text not null
+);
 `;
 
-const TABLES = ['meta', 'replay', 'wakes', 'sent_desired'] as const;
+// An object written by an older schema lacks a newer table: counted as missing, so its next
+// write runs SCHEMA (every statement is "if not exists") and adds only what it lacks.
+const TABLES = ['meta', 'replay', 'wakes', 'sent_desired', 'owed'] as const;
 
 type Binding = string | number | bigint | ArrayBuffer | null;
 

@@ -5,7 +5,18 @@ import { sendableFrameBytes } from '../frame-budget';
 import type { Logger } from '../log';
 import { CoalescedRun } from './coalesced-run';
 import { estimateBytes, type Effect, type Outgoing } from './outgoing';
-import type { SessionMeta, SessionStore } from './store';
+import type { OwedAnswer, SessionMeta, SessionStore } from './store';
+
+/**
+ * The most answers the hub holds owed at once. They are small (an error of a few hundred bytes)
+ * and normally leave at once; they pile up only while the operator keeps its replay window full,
+ * and an operator that sends frames needing answers meanwhile must not grow storage without bound.
+ */
+const OWED_ANSWERS_CAP = 1_000;
+
+export function owedAnswersMax(cfg: HubConfig): number {
+  return Math.min(OWED_ANSWERS_CAP, cfg.SEND_QUEUE_FRAMES);
+}
 
 export interface SendHost {
   cfg: HubConfig;
@@ -27,6 +38,11 @@ export interface SendHost {
  * drops desired state (full → close 4429, resume sorts it out), frames numbered only when
  * written, never more unacknowledged than the replay window, and everything numbered made durable
  * in the replay buffer before it is sent.
+ *
+ * Answers to operator frames (`owe`) do not wait in the queue: the queue is memory, dropped at a
+ * disconnect and lost with the object, and the frame an answer replies to is acknowledged, so the
+ * operator never sends it again. They wait in storage instead (store.ts `OwedAnswers`), ahead of
+ * everything queued, until a pass numbers them into the replay buffer.
  */
 export class SendPath {
   readonly queue: HubSendQueue<Outgoing>;
@@ -50,6 +66,53 @@ export class SendPath {
         host.closeActive(CloseCode.INTERNAL, 'internal error');
       },
     );
+  }
+
+  /** Frames waiting to be numbered: queued, and answers owed. */
+  get pending(): number {
+    return this.queue.length + this.host.store.owed.count;
+  }
+
+  /**
+   * An operator frame is accepted for applying, with the answer it is owed at once (an unknown
+   * type's error), if any. False when the hub already owes as many answers as it may hold (the
+   * operator keeps its window full): the connection is closed (4429) and the frame must not be
+   * applied, so that it is not acknowledged and comes back after the resume.
+   */
+  admit(answer: Outgoing | null): boolean {
+    const owed = this.host.store.owed.count;
+    if (owed >= owedAnswersMax(this.host.cfg)) {
+      this.host.log().warn('hub owes the operator too many answers; closing', { owed, unacked: this.host.outbound().unacked });
+      this.host.closeActive(CloseCode.SEND_QUEUE_FULL, 'hub send queue full');
+      return false;
+    }
+    if (answer) this.owe([answer]);
+    return true;
+  }
+
+  /**
+   * Owe the operator these answers: stored now, in the commit of whatever runs in this turn (the
+   * cursor that passes their frames is saved in the same turn, or later), and sent ahead of
+   * anything queued. Kept across a disconnect and an eviction until numbered; with no connection
+   * they wait for the resume. Past the cap (reached only by frames in flight when `admit` closed
+   * the connection) they are not stored: the rejections are still recorded in Postgres.
+   */
+  owe(answers: readonly Outgoing[]): void {
+    if (answers.length === 0) return;
+    const owed = this.host.store.owed;
+    const room = Math.max(0, owedAnswersMax(this.host.cfg) - owed.count);
+    const kept: Omit<OwedAnswer, 'n'>[] = [];
+    for (const o of answers.slice(0, room)) {
+      if (o.kind !== 'frame' || o.type !== 'error') continue;
+      kept.push({ id: o.id ?? newId(), seq: o.answers ?? 0, replyTo: o.replyTo, payload: o.payload() as Payload<'error'> });
+    }
+    owed.add(kept);
+    if (answers.length > room) {
+      this.host.log().error('answers owed to the operator at their cap; these are not sent', { owed: owed.count, unsent: answers.length - room });
+      this.host.closeActive(CloseCode.SEND_QUEUE_FULL, 'hub send queue full');
+    }
+    if (this.holding > 0) this.held = true;
+    else void this.drain();
   }
 
   /** Queue a frame; a full queue closes the connection (4429). False when it was not queued. */
@@ -89,7 +152,7 @@ export class SendPath {
     return this.drainer.request();
   }
 
-  /** Drop what was queued but not numbered. */
+  /** Drop what was queued but not numbered (answers owed stay: they are not queued). */
   clear(): void {
     this.queue.clear();
     this.windowFullSince = null;
@@ -128,8 +191,20 @@ export class SendPath {
     const desiredSent: [string, string, number][] = [];
     let effects = 0;
     this.windowFullSince = null;
+    const windowFull = (): boolean => outbound.unacked >= cfg.REPLAY_BUFFER_FRAMES || outbound.store.bytes >= cfg.REPLAY_BUFFER_BYTES;
+    // Answers owed first: the frames they reply to are older than anything queued now.
+    const owed = store.owed.list();
+    let owedWritten = 0;
+    for (const a of owed) {
+      if (windowFull()) {
+        this.windowFullSince = Date.now();
+        break;
+      }
+      this.write({ kind: 'frame', type: 'error', payload: () => a.payload, replyTo: a.replyTo, id: a.id }, meta, frames, desiredSent);
+      owedWritten++;
+    }
     for (let o = this.queue.peek(); o !== undefined; o = this.queue.peek()) {
-      if (o.kind === 'frame' && (outbound.unacked >= cfg.REPLAY_BUFFER_FRAMES || outbound.store.bytes >= cfg.REPLAY_BUFFER_BYTES)) {
+      if (o.kind === 'frame' && windowFull()) {
         // The operator has not released the replay window; frames wait in the queue.
         this.windowFullSince = Date.now();
         break;
@@ -140,43 +215,16 @@ export class SendPath {
         effects++;
         continue;
       }
-      const id = o.id ?? newId();
-      const type = o.type;
-      const replyTo = o.replyTo;
-      const payload = type === 'stream.end' && o.effect?.t === 'resync_end' && meta.hubResync?.incomplete ? { ...(o.payload() as Payload<'stream.end'>), complete: false } : o.payload();
-      let tooLarge = 0;
-      const { frame } = outbound.stamp((seq) => {
-        const ack = this.host.cursor();
-        const text = buildFrame({ type, payload, seq, ack, reply_to: replyTo, id });
-        tooLarge = oversize(text, this.maxFrameBytes);
-        if (tooLarge === 0) return text;
-        return buildFrame({ type: 'error', payload: notSent(type, payload, tooLarge, this.maxFrameBytes), seq, ack, reply_to: replyTo, id });
-      });
-      frames.push(frame);
-      if (tooLarge > 0) {
-        // Already accepted (an older hub, another writer of Postgres): it can never be stored or
-        // sent, and failing on it would stop everything behind it on every attempt. The operator
-        // is told in its place; a resync carrying it ends incomplete (nothing is pruned).
-        if (meta.hubResync && replyTo === meta.hubResync.beginId) meta.hubResync.incomplete = true;
-        this.host.log().error('POISON: frame too large to send; an error frame was sent in its place', {
-          type,
-          ...subjectOf(type, payload),
-          bytes: tooLarge,
-          max_frame_bytes: this.maxFrameBytes,
-        });
-      } else if (type === 'deployment.desired') {
-        const d = payload as Payload<'deployment.desired'>;
-        desiredSent.push([id, d.deployment_id, d.revision]);
-      }
-      if (o.revision !== undefined) meta.desiredWatermark = Math.max(meta.desiredWatermark, o.revision);
-      if (o.effect) applyEffect(meta, o.effect);
+      this.write(o, meta, frames, desiredSent);
     }
     if (frames.length === 0) {
       if (effects > 0) store.saveMeta(meta);
       return;
     }
-    // Durable before it is sent: the replay buffer and the numbers that describe it.
+    // Durable before it is sent: the replay buffer and the numbers that describe it. An answer
+    // owed leaves storage in this same commit, now that the replay buffer holds it.
     store.replay.flush();
+    store.owed.taken(owedWritten);
     store.recordSentDesired(desiredSent);
     meta.out = outbound.snapshot();
     meta.counters.framesOut += frames.length;
@@ -185,6 +233,41 @@ export class SendPath {
     if (this.host.socket() !== ws) return;
     this.host.written(this.queue.length);
     for (const frame of frames) this.host.send(ws, frame);
+  }
+
+  /** Number one frame into the replay buffer (flushed by the caller) and collect its text. */
+  private write(o: Extract<Outgoing, { kind: 'frame' }>, meta: SessionMeta, frames: string[], desiredSent: [string, string, number][]): void {
+    const outbound = this.host.outbound();
+    const id = o.id ?? newId();
+    const type = o.type;
+    const replyTo = o.replyTo;
+    const payload = type === 'stream.end' && o.effect?.t === 'resync_end' && meta.hubResync?.incomplete ? { ...(o.payload() as Payload<'stream.end'>), complete: false } : o.payload();
+    let tooLarge = 0;
+    const { frame } = outbound.stamp((seq) => {
+      const ack = this.host.cursor();
+      const text = buildFrame({ type, payload, seq, ack, reply_to: replyTo, id });
+      tooLarge = oversize(text, this.maxFrameBytes);
+      if (tooLarge === 0) return text;
+      return buildFrame({ type: 'error', payload: notSent(type, payload, tooLarge, this.maxFrameBytes), seq, ack, reply_to: replyTo, id });
+    });
+    frames.push(frame);
+    if (tooLarge > 0) {
+      // Already accepted (an older hub, another writer of Postgres): it can never be stored or
+      // sent, and failing on it would stop everything behind it on every attempt. The operator
+      // is told in its place; a resync carrying it ends incomplete (nothing is pruned).
+      if (meta.hubResync && replyTo === meta.hubResync.beginId) meta.hubResync.incomplete = true;
+      this.host.log().error('POISON: frame too large to send; an error frame was sent in its place', {
+        type,
+        ...subjectOf(type, payload),
+        bytes: tooLarge,
+        max_frame_bytes: this.maxFrameBytes,
+      });
+    } else if (type === 'deployment.desired') {
+      const d = payload as Payload<'deployment.desired'>;
+      desiredSent.push([id, d.deployment_id, d.revision]);
+    }
+    if (o.revision !== undefined) meta.desiredWatermark = Math.max(meta.desiredWatermark, o.revision);
+    if (o.effect) applyEffect(meta, o.effect);
   }
 }
 

@@ -370,6 +370,8 @@ export class SessionObject extends DurableObject<HubEnv> {
             this.pump.learn(desiredRevision);
             this.pump.reset(this.state.meta);
             this.syncAutoPong();
+            // A resumed session's owed answers (kept across the disconnect or an eviction) go first.
+            if (this.sendPath.pending > 0) void this.sendPath.drain();
             // A fresh session's resync starts from the page its claim brought: queued now, it is
             // written in the welcome's commit.
             if (snapshot) this.pump.seed(snapshot, claimSnapshotRows(this.cfg));
@@ -399,7 +401,7 @@ export class SessionObject extends DurableObject<HubEnv> {
       const verdict = state.acknowledge(ack);
       if (verdict === 'invalid') return sockets.protocolError(ws, answerableId(f.envelope.id), `ack ${ack} is beyond the last seq sent (${state.outbound.lastSent})`);
       if (verdict === 'advanced') {
-        if (this.sendPath.queue.length > 0) void this.sendPath.drain();
+        if (this.sendPath.pending > 0) void this.sendPath.drain();
         this.syncAutoPong();
       }
     }
@@ -416,11 +418,12 @@ export class SessionObject extends DurableObject<HubEnv> {
         meta.counters.duplicates++;
         return;
       case 'apply':
+        // Owing the operator too many answers closes the link with this frame unapplied (replayed).
+        if (!this.sendPath.admit(action.answer)) return;
         meta.counters.framesIn++;
         if (action.note === 'unknown') meta.counters.unknownTypes++;
         if (action.note === 'poison') meta.counters.rejections++;
         logAccepted(state.log, action.item);
-        if (action.answer) this.sendPath.enqueue(action.answer);
         this.ingest.push(action.item);
         if (this.ingest.size > this.cfg.INGEST_BATCH_FRAMES * 50) {
           sockets.refuse(ws, CloseCode.TRY_AGAIN_LATER, null, 'unavailable', 'too many frames waiting to be applied; reconnect and replay', true);
@@ -435,7 +438,8 @@ export class SessionObject extends DurableObject<HubEnv> {
     const settled = settleCommitted(items, built, result);
     state.settle(settled, built.resyncs);
     logCommitted(state.log, built, result);
-    for (const answer of settled.answers) this.sendPath.enqueue(answer);
+    // Stored in this turn's commit with the cursor that passes their frames.
+    this.sendPath.owe(settled.answers);
     const ws = this.sockets.active();
     if (ws) this.sockets.send(ws, buildFrame({ type: 'ack', payload: {}, ack: state.inbound.cursor }));
     this.syncAutoPong();

@@ -43,12 +43,17 @@ export class SessionState {
   openFresh(build: (out: SessionMeta['out']) => SessionMeta): SessionMeta {
     this.outbound.reset();
     this.inbound.reset();
+    // Answers owed under the old numbering go with its replay buffer: the resync supersedes them.
+    this.store.owed.clear();
     return this.install(build(this.outbound.snapshot()));
   }
 
   /** A resumed session: the arrival expectation rewinds to cursor + 1, for the peer's replay. */
   resume(meta: SessionMeta, generation: number, now: number): SessionMeta {
     this.inbound.rewind();
+    // The operator replays from the cursor on: a frame past it is answered again when it comes
+    // back, so its earlier answer would only repeat. (Nothing is in flight: the ingest was quiesced.)
+    this.store.owed.dropAfter(this.inbound.cursor);
     // What is still unacknowledged is re-sent right after the welcome: its wait starts now.
     const ackWaitSince = this.outbound.unacked > 0 ? now : null;
     Object.assign(meta, { generation, out: this.outbound.snapshot(), disconnectedAt: null, lastFrameAt: now, ackWaitSince });

@@ -1,4 +1,4 @@
-import type { OutboundState, ReplayEntry, ReplayStore } from '../../protocol';
+import type { OutboundState, Payload, ReplayEntry, ReplayStore } from '../../protocol';
 import type { SessionSql } from './schema';
 
 /**
@@ -112,6 +112,7 @@ const ALONE_BYTES = FLUSH_CHUNK_BYTES / 2;
 
 export class SessionStore {
   readonly replay: SqliteReplayStore;
+  readonly owed: OwedAnswers;
   /** Rows in sent_desired, roughly (exact after a trim; counted up from 0 after construction). */
   private sentDesired = 0;
 
@@ -120,12 +121,14 @@ export class SessionStore {
     private readonly sql: SessionSql,
   ) {
     this.replay = new SqliteReplayStore(sql);
+    this.owed = new OwedAnswers(sql);
   }
 
   /** After `destroy` (deleteAll drops the tables; the next write creates them). */
   reinit(): void {
     this.sql.dropped();
     this.replay.clear();
+    this.owed.forgotten();
     this.sentDesired = 0;
   }
 
@@ -180,6 +183,100 @@ export class SessionStore {
   async destroy(): Promise<void> {
     await this.storage.deleteAlarm();
     await this.storage.deleteAll();
+  }
+}
+
+/**
+ * An error the hub owes the operator in answer to one of its frames (an unknown type, a rejected
+ * frame), not yet numbered. The operator never resends a frame the hub acknowledged, so once the
+ * cursor passes the frame this answer is the only trace of the reply: it is stored no later than
+ * that cursor, and leaves in the commit that numbers it into the replay buffer.
+ */
+export interface OwedAnswer {
+  /** Storage order: answers leave in the order they were owed. */
+  n: number;
+  /** The frame id it will be sent with (chosen when owed, so a resend after a crash is the same frame). */
+  id: string;
+  /** The operator frame it answers: past the cursor at a resume, the operator replays that frame and it is answered again. */
+  seq: number;
+  replyTo: string | null;
+  payload: Payload<'error'>;
+}
+
+// Bound values are limited to 2 MB: an answer is at most a few KB once escaped as JSON.
+const OWED_INSERT_CHUNK = 200;
+
+/** The answers owed, in the object's SQLite; read once per construction, then cached. */
+export class OwedAnswers {
+  private cache: OwedAnswer[] | null = null;
+  private nextN = 1;
+
+  constructor(private readonly sql: SessionSql) {}
+
+  /** Oldest first. */
+  list(): readonly OwedAnswer[] {
+    return this.load();
+  }
+
+  get count(): number {
+    return this.load().length;
+  }
+
+  add(answers: readonly Omit<OwedAnswer, 'n'>[]): void {
+    if (answers.length === 0) return;
+    const cache = this.load();
+    const rows = answers.map((a) => ({ ...a, n: this.nextN++ }));
+    for (let i = 0; i < rows.length; i += OWED_INSERT_CHUNK) {
+      this.sql.exec(
+        `insert or replace into owed (n, id, seq, doc)
+         select json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'), json_extract(value, '$[3]') from json_each(?)`,
+        JSON.stringify(rows.slice(i, i + OWED_INSERT_CHUNK).map((r) => [r.n, r.id, r.seq, JSON.stringify({ replyTo: r.replyTo, payload: r.payload })])),
+      );
+    }
+    cache.push(...rows);
+  }
+
+  /** The oldest `count` were numbered (in the replay buffer now, in the same commit). */
+  taken(count: number): void {
+    const cache = this.load();
+    const last = cache[Math.min(count, cache.length) - 1];
+    if (!last) return;
+    this.sql.exec('delete from owed where n <= ?', last.n);
+    cache.splice(0, count);
+  }
+
+  /** Drop the answers to frames past `cursor`: the operator replays those frames and they are answered again. */
+  dropAfter(cursor: number): void {
+    const cache = this.load();
+    if (!cache.some((a) => a.seq > cursor)) return;
+    this.sql.exec('delete from owed where seq > ?', cursor);
+    this.cache = cache.filter((a) => a.seq <= cursor);
+  }
+
+  /** A fresh session: numbering restarts and the old stream's answers go with its replay buffer. */
+  clear(): void {
+    if (this.load().length > 0) this.sql.exec('delete from owed');
+    this.cache = [];
+  }
+
+  /** The storage was deleted. */
+  forgotten(): void {
+    this.cache = [];
+    this.nextN = 1;
+  }
+
+  private load(): OwedAnswer[] {
+    if (this.cache) return this.cache;
+    if (this.sql.fresh) return (this.cache = []);
+    this.cache = this.sql
+      .exec<{ n: number; id: string; seq: number; doc: string }>('select n, id, seq, doc from owed order by n')
+      .toArray()
+      .map((r) => {
+        const doc = JSON.parse(r.doc) as Pick<OwedAnswer, 'replyTo' | 'payload'>;
+        return { n: r.n, id: r.id, seq: r.seq, replyTo: doc.replyTo, payload: doc.payload };
+      });
+    this.nextN = (this.cache[this.cache.length - 1]?.n ?? 0) + 1;
+    return this.cache;
   }
 }
 
