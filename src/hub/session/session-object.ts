@@ -184,10 +184,6 @@ export class SessionObject extends DurableObject<HubEnv> {
   override async webSocketMessage(ws: WebSocket, message: string | ArrayBuffer): Promise<void> {
     if (this.gate.refuses('webSocketMessage', ws)) return;
     this.wakes.note('message');
-    // The silence rule is the active connection's: a frame on a connection still in its handshake
-    // (or one being refused, or one superseded) is no sign of life of the peer the session talks
-    // to. The hello that opens or resumes the session sets the time itself (`opened`, in `hello`).
-    if (ws === this.sockets.active()) this.state.noteFrame(Date.now());
     if (this.helloInProgress) this.defer(ws, message);
     else this.dispatch(ws, message);
   }
@@ -344,8 +340,14 @@ export class SessionObject extends DurableObject<HubEnv> {
       });
       return;
     }
-    // A superseded connection's late frames are not part of the session any more.
-    if (ws === this.sockets.active()) this.onSessionFrame(ws, message);
+    // A superseded connection's late frames are not part of the session any more. And the silence
+    // rule is the active connection's: a frame on a connection still in its handshake (or one
+    // refused, or superseded) is no sign of life of the peer the session talks to. The hello that
+    // opens or resumes the session sets the time itself (`opened`, in `hello`).
+    if (ws === this.sockets.active()) {
+      this.state.noteFrame(Date.now());
+      this.onSessionFrame(ws, message);
+    }
   }
 
   private async hello(ws: WebSocket, att: Attachment, text: string): Promise<void> {
