@@ -1,4 +1,5 @@
 import { buildFrame } from './frames';
+import { utf8Length } from './sequencing';
 import { LIMITS, MAX_REPLICAS } from './vocabulary';
 
 /**
@@ -100,4 +101,11 @@ function desiredFrameOverhead(): number {
  */
 export function desiredFrameBytes(serving: unknown): number {
   return desiredFrameOverhead() + jsonUtf8Length(serving);
+}
+
+/** A frame's UTF-8 size when it is over `max`, else 0 (counted exactly only for text near it). */
+export function bytesOver(text: string, max: number): number {
+  if (text.length * 3 <= max) return 0;
+  const bytes = utf8Length(text);
+  return bytes > max ? bytes : 0;
 }

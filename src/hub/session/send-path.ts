@@ -1,4 +1,4 @@
-import { buildFrame, CloseCode, HubSendQueue, newId, utf8Length, type MessageType, type OutboundSequencer, type Payload } from '../../protocol';
+import { buildFrame, bytesOver, CloseCode, HubSendQueue, newId, type MessageType, type OutboundSequencer, type Payload } from '../../protocol';
 import type { HubConfig } from '../config';
 import { describeError } from '../db/errors';
 import { sendableFrameBytes } from '../frame-budget';
@@ -246,7 +246,7 @@ export class SendPath {
     const { frame } = outbound.stamp((seq) => {
       const ack = this.host.cursor();
       const text = buildFrame({ type, payload, seq, ack, reply_to: replyTo, id });
-      tooLarge = oversize(text, this.maxFrameBytes);
+      tooLarge = bytesOver(text, this.maxFrameBytes);
       if (tooLarge === 0) return text;
       return buildFrame({ type: 'error', payload: notSent(type, payload, tooLarge, this.maxFrameBytes), seq, ack, reply_to: replyTo, id });
     });
@@ -269,13 +269,6 @@ export class SendPath {
     if (o.revision !== undefined) meta.desiredWatermark = Math.max(meta.desiredWatermark, o.revision);
     if (o.effect) applyEffect(meta, o.effect);
   }
-}
-
-/** The frame's UTF-8 size when it is over `max`, else 0 (the exact count only for frames near it). */
-function oversize(text: string, max: number): number {
-  if (text.length * 3 <= max) return 0;
-  const bytes = utf8Length(text);
-  return bytes > max ? bytes : 0;
 }
 
 function subjectOf(type: MessageType, payload: Payload<MessageType>): Record<string, unknown> {

@@ -1,5 +1,6 @@
 import { DurableObject } from 'cloudflare:workers';
-import { answerableId, buildFrame, canonicalPong, CloseCode, newId, readFrame, utf8Length } from '../../protocol';
+import { answerableId, buildFrame, bytesOver, canonicalPong, CloseCode, newId, readFrame } from '../../protocol';
+import { HELD_FRAMES_OF_MAX_SIZE, HeldFrames } from './held-frames';
 import { hubConfig, type HubConfig } from '../config';
 import type { DesiredChange } from '../db/desired';
 import { describeError } from '../db/errors';
@@ -55,9 +56,7 @@ export class SessionObject extends DurableObject<HubEnv> {
   /** What the hello under way claimed, and whether a connection ended without publishing it. */
   private helloClaim: SessionRef | null = null;
   private disconnectHeld = false;
-  private deferred: [WebSocket, string | ArrayBuffer][] = [];
-  /** UTF-16 units of the frames in `deferred`. */
-  private deferredChars = 0;
+  private readonly held: HeldFrames;
   /** Changes whenever the object is constructed again (no ULID: construction is on the idle path). */
   private readonly instance = `${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`;
   private readonly clock!: SessionClock;
@@ -65,6 +64,7 @@ export class SessionObject extends DurableObject<HubEnv> {
   constructor(ctx: DurableObjectState, env: HubEnv) {
     super(ctx, env);
     const cfg = (this.cfg = hubConfig(env));
+    this.held = new HeldFrames(HELD_FRAMES_OF_MAX_SIZE * cfg.MAX_FRAME_BYTES);
     this.baseLog = createLogger({ component: 'session' });
     if ((this.gate = new ResidencyGate(ctx.id, cfg, this.baseLog, ctx.storage)).misplaced) return;
     const sql = new SessionSql(ctx.storage.sql);
@@ -189,20 +189,15 @@ export class SessionObject extends DurableObject<HubEnv> {
   }
 
   /**
-   * Hold a frame until the hello in progress settles (it may change which connection carries the
-   * session). What needs no session is answered at once (binary, over the size limit), and what
-   * waits is bounded: a claim can wait seconds on Postgres, and frames held meanwhile are memory
-   * of an isolate other clusters' objects share. Past the bound the sender is told to come back
+   * Hold a frame until the hello in progress settles (held-frames.ts). What needs no session is
+   * answered at once (binary, over the size limit); past the bound the sender is told to come back
    * (1013), as when too many frames wait to be applied.
    */
   private defer(ws: WebSocket, message: string | ArrayBuffer): void {
-    if (typeof message !== 'string' || frameTooBig(message, this.cfg.MAX_FRAME_BYTES)) return this.dispatch(ws, message);
-    this.deferredChars += message.length;
-    if (this.deferredChars > DEFERRED_MAX_FRAMES_OF_MAX_SIZE * this.cfg.MAX_FRAME_BYTES) {
-      this.deferredChars -= message.length;
-      return this.sockets.refuse(ws, CloseCode.TRY_AGAIN_LATER, null, 'unavailable', 'too many frames sent while a handshake was in progress; reconnect and replay', true);
+    if (typeof message !== 'string' || bytesOver(message, this.cfg.MAX_FRAME_BYTES) > 0) return this.dispatch(ws, message);
+    if (!this.held.hold(ws, message)) {
+      this.sockets.refuse(ws, CloseCode.TRY_AGAIN_LATER, null, 'unavailable', 'too many frames sent while a handshake was in progress; reconnect and replay', true);
     }
-    this.deferred.push([ws, message]);
   }
 
   override async webSocketClose(ws: WebSocket, code: number, reason: string): Promise<void> {
@@ -311,7 +306,7 @@ export class SessionObject extends DurableObject<HubEnv> {
     const att = this.sockets.attachment(ws);
     if (!att) return this.sockets.close(ws, CloseCode.INTERNAL, 'unknown connection');
     if (typeof message !== 'string') return this.sockets.protocolError(ws, null, 'binary frames are not part of the protocol');
-    if (frameTooBig(message, this.cfg.MAX_FRAME_BYTES)) {
+    if (bytesOver(message, this.cfg.MAX_FRAME_BYTES) > 0) {
       this.sockets.sendError(ws, null, 'invalid', `frame exceeds max_frame_bytes ${this.cfg.MAX_FRAME_BYTES}`, false);
       return this.sockets.close(ws, CloseCode.TOO_BIG, 'frame too big');
     }
@@ -324,17 +319,11 @@ export class SessionObject extends DurableObject<HubEnv> {
       this.helloInProgress = this.hello(ws, att, message).finally(() => {
         this.helloInProgress = null;
         this.settleHello();
-        const queued = this.deferred;
-        this.deferred = [];
-        this.deferredChars = 0;
-        for (const [w, m] of queued) {
+        for (const [w, m] of this.held.take()) {
           // A frame whose socket closed meanwhile (its own hello refused) is dropped: its
           // attachment still says handshake, and it would be taken for a first frame.
           if (this.sockets.ended(w)) continue;
-          if (this.helloInProgress) {
-            this.deferred.push([w, m]);
-            this.deferredChars += typeof m === 'string' ? m.length : 0;
-          }
+          if (this.helloInProgress) this.defer(w, m);
           else this.dispatch(w, m);
         }
       });
@@ -544,11 +533,4 @@ export class SessionObject extends DurableObject<HubEnv> {
       wakes: this.wakes.snapshot(),
     });
   }
-}
-
-/** How much may wait for a hello to settle: this many frames of the largest size. */
-const DEFERRED_MAX_FRAMES_OF_MAX_SIZE = 8;
-
-function frameTooBig(message: string, maxBytes: number): boolean {
-  return message.length * 3 > maxBytes && utf8Length(message) > maxBytes;
 }
