@@ -103,6 +103,21 @@ describe('answers owed to the operator survive a disconnect and an eviction', ()
     again.close();
   }, 30_000);
 
+  it('the admin view counts answers owed in the session\'s send queue', async () => {
+    const { c, peer } = await fullWindow();
+    const live = async () => (await h.admin('GET', `/clusters/${c.name}`)).json.session.live as { send_queue_frames: number; last_sent_seq: number };
+    const before = await live();
+    expect(before.send_queue_frames).toBeGreaterThan(0);
+    // Neither frame acknowledges anything, so the window stays full and both answers wait.
+    sendUnknown(peer, 1);
+    peer.sendRaw(buildFrame({ type: 'node.observed', payload: { ...node(''), node_id: '' } as never, seq: 2, ack: 0, reply_to: null, id: newId() }));
+    await peer.ackedThrough(2);
+    const after = await live();
+    expect(after.last_sent_seq).toBe(before.last_sent_seq);
+    expect(after.send_queue_frames).toBe(before.send_queue_frames + 2);
+    peer.close();
+  }, 30_000);
+
   it('the answer outlives an eviction of the session object while the session waits for its resume', async () => {
     const { c, peer, sessionId } = await fullWindow();
     const unknownId = sendUnknown(peer, 1);

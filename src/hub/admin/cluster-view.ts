@@ -24,7 +24,7 @@ const SessionSchema = z
     last_poll_at: z.string().nullable(),
     live: z.record(z.string(), z.unknown()).openapi({
       description:
-        'the session object\'s view: hub_cursor, operator_cursor, last_sent_seq, replay_buffer_frames/bytes, send_queue_frames, pending_apply, held_subjects, apply_statements_in_flight, last_frame_at, counters',
+        'the session object\'s view: hub_cursor, operator_cursor, last_sent_seq, replay_buffer_frames/bytes, send_queue_frames (frames waiting to be numbered, answers owed to the operator included), pending_apply, held_subjects, apply_statements_in_flight, last_frame_at, counters',
     }),
     source: z.enum(['object', 'poll']).openapi({ description: 'object: asked the session now; poll: its last ownership poll' }),
   })

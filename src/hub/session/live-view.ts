@@ -42,6 +42,7 @@ export interface LiveViewInput {
   pendingApply: number;
   heldSubjects: number;
   applyInFlight: number;
+  /** Frames waiting to be numbered: the queue and the answers owed to the operator. */
   sendQueue: number;
   lastSeen: number;
   wakes: WakeStats;

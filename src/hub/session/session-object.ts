@@ -528,7 +528,7 @@ export class SessionObject extends DurableObject<HubEnv> {
       pendingApply: this.ingest.size,
       heldSubjects: this.ingest.heldSubjects,
       applyInFlight: this.ingest.statementsInFlight,
-      sendQueue: this.sendPath.queue.length,
+      sendQueue: this.sendPath.pending,
       lastSeen: active ? this.sockets.lastSeen(active, state.lastFrameAt) : state.lastFrameAt,
       wakes: this.wakes.snapshot(),
     });
