@@ -56,7 +56,12 @@ interface Running {
 }
 
 const MESSAGE_MAX = 2048;
-const cut = (s: string, n = MESSAGE_MAX) => (s.length > n ? s.slice(0, n - 1) + '…' : s);
+/** At most `n` characters as the protocol counts them (code points): never half a surrogate pair. */
+function cut(s: string, n = MESSAGE_MAX): string {
+  if (s.length <= n) return s;
+  const chars = Array.from(s);
+  return chars.length <= n ? s : chars.slice(0, n - 1).join('') + '…';
+}
 
 export class OperationBook {
   private readonly records = new Map<string, OperationRecord>();

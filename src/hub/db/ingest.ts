@@ -190,23 +190,26 @@ oe_add as (
   returning 1
 ),
 op_raw as (
-  select operation_id, accepted, progressed, outcome, message, outcome_seq as ord
+  -- took: the operator took the operation on (accepted it, reported progress, or ran it to a result).
+  select operation_id, accepted, progressed, outcome, message, outcome_seq as ord,
+    (accepted or progressed or outcome is not null) as took
   from jsonb_to_recordset($14::jsonb) as x(operation_id text, accepted boolean, progressed boolean, outcome text, message text, outcome_seq bigint)
   union all
-  -- An error answering an operation.start concludes it as failed (e.g. a deadline it cannot meet).
-  select operation_id, false, false, 'failed', 'operator error ' || coalesce(phase, '') || ': ' || message, seq
+  -- An error answering an operation.start concludes it as failed (e.g. a deadline it cannot meet);
+  -- it is a refusal, not an acceptance.
+  select operation_id, false, false, 'failed', 'operator error ' || coalesce(phase, '') || ': ' || message, seq, false
   from oe_in where kind = 'error' and operation_id is not null
 ),
 -- Within a batch as across batches, the first concluding frame (by seq) concludes.
 op_agg as (
-  select operation_id, bool_or(accepted) as accepted, bool_or(progressed) as progressed,
+  select operation_id, bool_or(accepted) as accepted, bool_or(progressed) as progressed, bool_or(took) as took,
     (array_agg(outcome order by ord) filter (where outcome is not null))[1] as outcome,
     (array_agg(message order by ord) filter (where outcome is not null))[1] as message
   from op_raw group by operation_id
 ),
 op_up as (
   update operations p set
-    accepted_at = case when a.accepted or a.progressed or a.outcome is not null then coalesce(p.accepted_at, now()) else p.accepted_at end,
+    accepted_at = case when a.took then coalesce(p.accepted_at, now()) else p.accepted_at end,
     state = case
       when p.concluded_at is not null then p.state
       when a.outcome is not null then a.outcome
@@ -312,7 +315,7 @@ select (select ok from live) as fenced,
 `;
 
 /** Prepared once per connection (bump the suffix when the text changes). */
-const INGEST_STATEMENT = 'wingsmith_ingest_v7';
+const INGEST_STATEMENT = 'wingsmith_ingest_v8';
 
 /** The full statement's parameters for one batch, in order ($1…$18). */
 export function ingestParams(fence: SessionFence, b: IngestBatch): unknown[] {

@@ -213,6 +213,9 @@ export function buildBatch(
     }
 
     const m = item.message;
+    // Human-readable text (messages, an event's reason, an operation's phase) is mended, not
+    // refused: a state or an operation's conclusion must not be lost to a NUL or half an emoji in
+    // its message. Other fields the database refuses still make the frame poison.
     switch (m.type) {
       case 'cluster.observed':
         batch.cluster = { ...m.payload, seq: item.seq };
@@ -230,7 +233,7 @@ export function buildBatch(
         devices.remove(m.payload.device_id);
         break;
       case 'deployment.observed':
-        deployments.upsert(m.payload.deployment_id, { ...m.payload, seq: item.seq });
+        deployments.upsert(m.payload.deployment_id, { ...m.payload, message: storableText(m.payload.message, 2048), seq: item.seq });
         break;
       case 'deployment.removed':
         deployments.remove(m.payload.deployment_id);
@@ -238,7 +241,14 @@ export function buildBatch(
       case 'node.event':
       case 'device.event':
       case 'deployment.event':
-        batch.events.push({ frame_id: item.id, kind: m.type.slice(0, m.type.indexOf('.')), ...m.payload, seq: item.seq });
+        batch.events.push({
+          frame_id: item.id,
+          kind: m.type.slice(0, m.type.indexOf('.')),
+          ...m.payload,
+          reason: storableText(m.payload.reason, 128),
+          message: storableText(m.payload.message, 2048),
+          seq: item.seq,
+        });
         break;
       case 'link.stats':
         batch.linkStats = m.payload;
@@ -249,14 +259,14 @@ export function buildBatch(
         break;
       case 'operation.progress':
         op(m.payload.operation_id).progressed = true;
-        batch.operationEvents.push(opEvent(item, m.payload.operation_id, 'progress', m.payload.phase, m.payload.message));
+        batch.operationEvents.push(opEvent(item, m.payload.operation_id, 'progress', storableText(m.payload.phase, 64), m.payload.message));
         break;
       case 'operation.result': {
         const u = op(m.payload.operation_id);
         // The first result concludes; a redelivered one changes nothing.
         if (u.outcome === null) {
           u.outcome = m.payload.outcome;
-          u.message = m.payload.message;
+          u.message = storableText(m.payload.message, 2048);
           u.outcome_seq = item.seq;
         }
         batch.operationEvents.push(opEvent(item, m.payload.operation_id, 'result', m.payload.outcome, m.payload.message));
@@ -280,7 +290,7 @@ export function buildBatch(
             frame_id: item.id,
             kind: 'error',
             phase: m.payload.code,
-            message: m.payload.message,
+            message: storableText(m.payload.message, 2048),
             seq: item.seq,
           });
         }
@@ -397,5 +407,5 @@ function opEvent(
   phase: string | null,
   message: string,
 ): OperationEvent {
-  return { operation_id: operationId, reply_to: null, frame_id: item.id, kind, phase, message, seq: item.seq };
+  return { operation_id: operationId, reply_to: null, frame_id: item.id, kind, phase, message: storableText(message, 2048), seq: item.seq };
 }

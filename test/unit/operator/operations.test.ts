@@ -149,3 +149,35 @@ describe('operation book', () => {
     expect(book.get(p.operation_id)).toBeUndefined();
   });
 });
+
+describe('operation text as the protocol counts it', () => {
+  // Schema: message ≤ 2048 characters, phase 1–64, counted in code points. A cut by UTF-16 units
+  // kept the high half of an emoji that straddled it: a lone surrogate, which Postgres refuses.
+  const lone = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+  it("a handler's long error message with an emoji at the cut is sent whole-charactered and within 2048 code points", async () => {
+    // One of two lengths a unit apart puts the cut inside a pair, whatever the SDK's prefix.
+    for (const pad of [2000, 2001]) {
+      const text = 'x'.repeat(pad) + '\u{1F525}'.repeat(100);
+      const { book, sent, timers } = setup([], async () => {
+        throw new Error(text);
+      });
+      await book.start(start(timers), ctx());
+      await flush();
+      const result = sent.find((s) => s.type === 'operation.result');
+      const message = (result?.payload as Payload<'operation.result'>).message;
+      expect(lone.test(message), `pad ${pad}`).toBe(false);
+      expect(Array.from(message).length).toBeLessThanOrEqual(2048);
+      expect(message.endsWith('…')).toBe(true);
+    }
+  });
+
+  it('a message of 2048 emoji (4096 UTF-16 units, 2048 characters) is sent uncut', async () => {
+    const text = '\u{1F525}'.repeat(2048);
+    const { book, sent, timers } = setup([], async () => ({ outcome: 'succeeded', message: text }));
+    await book.start(start(timers), ctx());
+    await flush();
+    const result = sent.find((s) => s.type === 'operation.result');
+    expect((result?.payload as Payload<'operation.result'>).message).toBe(text);
+  });
+});
