@@ -109,3 +109,22 @@ export function bytesOver(text: string, max: number): number {
   const bytes = utf8Length(text);
   return bytes > max ? bytes : 0;
 }
+
+/**
+ * An upper bound on the UTF-8 size of the operation.start frame for an operation of this kind,
+ * target and params, whatever its id, deadline, seq and ack (each at its longest).
+ */
+export function operationStartFrameBytes(op: { kind: string; target: string; params: Record<string, unknown> }): number {
+  const ulid = '0'.repeat(26);
+  const frame = buildFrame({
+    type: 'operation.start',
+    payload: { operation_id: ulid, kind: op.kind, target: '', params: {}, deadline: '+275760-09-13T00:00:00.000Z' } as never,
+    seq: Number.MAX_SAFE_INTEGER,
+    ack: Number.MAX_SAFE_INTEGER,
+    reply_to: ulid,
+    id: ulid,
+    now: 0,
+  });
+  // The frame above holds an empty target ('""') and params ('{}'): add theirs in their place.
+  return utf8Length(frame) - 4 + jsonUtf8Length(op.target) + jsonUtf8Length(op.params);
+}

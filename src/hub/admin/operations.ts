@@ -1,8 +1,11 @@
 import { createRoute, z } from '@hono/zod-openapi';
-import { newId, OPERATION_KINDS, OperationParams, ULID_RE } from '../../protocol';
+import { newId, OPERATION_KINDS, OperationParams, operationStartFrameBytes, ULID_RE } from '../../protocol';
+import { hubConfig } from '../config';
 import { gatewayWriteDesired } from '../db/gateway';
 import { getOperation, listOperations, OPERATION_EVENT_KINDS, OPERATION_STATES, type OperationKey } from '../db/reads-history';
+import { sendableFrameBytes } from '../frame-budget';
 import { jsonError } from '../http-errors';
+import { MAX_BODY_BYTES } from './body-guard';
 import { adminRouter, commonResponses, errorResponse, TimestampSchema as Timestamp } from './app';
 import { ClusterIdParam } from './clusters';
 import { cursorCodec, KeyText, KeyTimestamp, LimitParam, pageRequest, pageSchema, toResponsePage } from './paging';
@@ -99,11 +102,19 @@ export const operationsRouter = adminRouter()
         },
         400: errorResponse('invalid body or Idempotency-Key'),
         404: errorResponse('no such cluster'),
+        413: errorResponse(`too_large: the operation.start frame would exceed max_frame_bytes (field: params); payload_too_large: the body is over ${MAX_BODY_BYTES} bytes`),
         422: errorResponse('idempotency_key_reused: the Idempotency-Key already started a different operation (kind, target or params) on this cluster'),
       },
     }),
     async (c) => {
       const body = c.req.valid('json');
+      // The session could neither store nor send a larger start, and an operation cannot be
+      // replaced or withdrawn: refused here, while the caller can still shorten it.
+      const max = sendableFrameBytes(hubConfig(c.env));
+      const bytes = operationStartFrameBytes(body);
+      if (bytes > max) {
+        return jsonError(c, 413, 'too_large', `params: its operation.start frame could be ${bytes} bytes, over the ${max} a frame may be (max_frame_bytes); JSON escapes count (a control character is 6 bytes)`, 'params') as never;
+      }
       const key = c.req.valid('header')['idempotency-key'] ?? null;
       const operation = { operation_id: newId(), ...body, idempotency_key: key };
       const created = await gatewayWriteDesired(c.env, { op: 'operation', cluster: c.req.valid('param').id, operation });

@@ -6,7 +6,7 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { buildFrame, desiredFrameBytes, jsonUtf8Length, MAX_REPLICAS, utf8Length } from '../../../src/protocol';
+import { buildFrame, desiredFrameBytes, jsonUtf8Length, MAX_REPLICAS, newId, operationStartFrameBytes, utf8Length } from '../../../src/protocol';
 
 const anyString = fc.string({ unit: 'binary' });
 const escapes = fc.string({ unit: fc.constantFrom('"', '\\', '\n', '\u0001', '\u001f', '\u2028', 'é', '€', '😀', '\ud800', '\udc00', 'a') });
@@ -49,5 +49,31 @@ describe('desiredFrameBytes', () => {
     expect(desiredFrameBytes(serving)).toBe(utf8Length(frame));
     const small = buildFrame({ type: 'deployment.desired', payload: { deployment_id: 'd', workload_id: 'w', revision: 1, min_replicas: 0, max_replicas: 1, serving, deleted: false }, seq: 1, ack: 0 });
     expect(desiredFrameBytes(serving)).toBeGreaterThan(utf8Length(small));
+  });
+});
+
+describe('operationStartFrameBytes', () => {
+  it('bounds the operation.start frame for any target and params, with any id, deadline, seq, ack and reply_to', () => {
+    const scalar = fc.oneof(anyString, escapes, fc.integer(), fc.double({ noNaN: true, noDefaultInfinity: true }), fc.boolean(), fc.constant(null));
+    fc.assert(
+      fc.property(
+        fc.oneof(anyString, escapes),
+        fc.dictionary(fc.oneof(anyString, escapes), scalar, { maxKeys: 6 }),
+        fc.integer({ min: 1, max: Number.MAX_SAFE_INTEGER }),
+        fc.integer({ min: 0, max: 8.64e15 }),
+        (target, params, seq, deadlineMs) => {
+          const op = { kind: 'model.prefetch', target, params };
+          const frame = buildFrame({
+            type: 'operation.start',
+            payload: { operation_id: newId(), ...op, deadline: new Date(deadlineMs).toISOString() } as never,
+            seq,
+            ack: seq - 1,
+            reply_to: newId(),
+          });
+          expect(operationStartFrameBytes(op)).toBeGreaterThanOrEqual(utf8Length(frame));
+        },
+      ),
+      { numRuns: 1_000 },
+    );
   });
 });
