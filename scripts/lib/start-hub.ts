@@ -171,8 +171,8 @@ async function waitHealthy(origin: string, timeoutMs: number): Promise<void> {
     try {
       const res = await fetch(`${origin}/healthz`, { signal: AbortSignal.timeout(5_000) });
       if (res.ok) return;
-      const body = (await res.json().catch(() => null)) as { error?: unknown } | null;
-      last = `HTTP ${res.status}${body?.error ? `: ${JSON.stringify(body.error)}` : ''}`;
+      // The answer names no reason (it is public); the hub's log above says why.
+      last = `HTTP ${res.status}${res.status === 503 ? ', the database is unavailable to the hub (its log says why)' : ''}`;
     } catch (err) {
       last = err instanceof Error ? err.message : String(err);
     }
