@@ -11,6 +11,11 @@ import type { SessionSql } from './schema';
  * about ten seconds after its last event, so nothing is lost to an eviction, and a burst of
  * wakes (frames, desired pokes) costs one write. Sooner when the object writes its alarm anyway
  * (`flushPending`): then the counts join that commit instead of making one of their own.
+ *
+ * Written only beside a session's own storage: an object that holds no session (one never
+ * opened, one whose storage retention deleted) keeps its counts in memory. Every fresh session is
+ * a new object, so a row written there would outlive the session for good, with no alarm left to
+ * delete it.
  */
 export interface WakeStats {
   wakes: number;
@@ -54,9 +59,10 @@ export class WakeCounter {
     if (this.timer) this.flush();
   }
 
-  /** After the object's storage is deleted. */
+  /** After the object's storage is deleted: nothing is written until a session writes again. */
   reinit(): void {
-    this.flush();
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
   }
 
   private load(): WakeStats {
@@ -76,7 +82,7 @@ export class WakeCounter {
       clearTimeout(this.timer);
       this.timer = null;
     }
-    if (!this.stats) return;
+    if (!this.stats || this.sql.fresh) return;
     trimRecent(this.stats);
     this.sql.exec('insert into wakes (k, doc) values (1, ?) on conflict (k) do update set doc = excluded.doc', JSON.stringify(this.stats));
   }
