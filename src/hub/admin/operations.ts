@@ -57,7 +57,7 @@ const OperationSchema = z
     deadline: Timestamp,
     state: z.enum(OPERATION_STATES).openapi({
       description:
-        'pending (not yet sent) → sent → accepted → running → succeeded | failed | cancelled; deadline_exceeded: not concluded by its deadline (computed when read)',
+        'pending (not yet sent) → sent → accepted → running → succeeded | failed | cancelled; deadline_exceeded: not concluded by its deadline (computed when read, never stored: a conclusion the operator reached but could only deliver later, after a link outage say, replaces it, since the outcome is what happened in the cluster)',
     }),
     outcome_message: z.string().nullable(),
     created_at: Timestamp,
