@@ -89,7 +89,7 @@ export async function claimCluster(sql: Sql, args: ClaimArgs): Promise<ClaimResu
     args.contention.quietMs,
     args.pollShard,
     args.watermark,
-  ], 'wingsmith_claim_v1');
+  ], 'wingsmith_claim_v2');
   const r = rows[0];
   if (!r) throw new Error('claim returned no row');
   const previous = r.prev_session_id !== null && r.prev_session_id !== r.session_id ? r.prev_session_id : null;
@@ -107,9 +107,29 @@ export async function claimCluster(sql: Sql, args: ClaimArgs): Promise<ClaimResu
 // $1 cluster, $2 token hash, $3 fresh session id, $4 live view, $5 session to resume, $6 its
 // generation, $7 remote address, $8 operator version, $9 window ms, $10 threshold, $11 quiet ms,
 // $12 poll shard, $13 the session's desired watermark.
+//
+// Locks, in the order every statement that locks both rows keeps (cluster_owners, then clusters;
+// the session fence `fenceCte` locks them in that order too): first the owner row (`held`), which
+// is where a claim waits while an ingest batch's fence or another claim holds it; only then the
+// cluster row, FOR SHARE (`c`). The registry must be read with a lock, not from the statement's
+// snapshot: a rotate-token or disable that commits while this claim waits for the owner row (and
+// answers the admin 200) would otherwise be missed, and the hello welcomed on a token or cluster
+// the admin was just told is dead. A locking read under READ COMMITTED returns the newest
+// committed row version, and FOR SHARE conflicts with the update of a rotation or disable: one
+// still in flight is waited for (then seen), and one that starts after this lock waits for the
+// claim's commit, after which its own look for the session to cut (registry.ts) finds this claim.
+// `c` reads `held` so that it is evaluated after it; the count is never negative (the condition
+// only orders the two locks). The owner row may not exist (the cluster's first claim): then the
+// insert below may wait for a concurrent first claim's insert while holding the cluster row FOR
+// SHARE, which blocks no holder of an owner row: they want the cluster row only FOR SHARE or KEY
+// SHARE (the fence, foreign-key checks), and no statement updates it while holding an owner row.
 const CLAIM_SQL = `
-with c as (
-  select uid, token_hash, disabled_at, desired_revision from clusters where uid = $1
+with held as (
+  select 1 from cluster_owners where cluster_uid = $1 for no key update
+), c as (
+  select uid, token_hash, disabled_at, desired_revision from clusters
+  where uid = $1 and (select count(*) from held) >= 0
+  for share
 ), ok as (
   select uid from c where token_hash = decode($2, 'hex') and disabled_at is null
 ), recent as (
@@ -252,6 +272,8 @@ export async function checkSession(
  * The fence every session write carries, as a CTE named `fence`: one row when this session
  * still owns the cluster on a current token. `FOR SHARE` makes a concurrent claim wait for the
  * write (and the write re-check a claim that committed first), so a displaced session writes nothing.
+ * It locks the owner row, then the cluster row (the order of its FROM list): the order the claim
+ * keeps too (CLAIM_SQL), so the two never wait for each other crosswise.
  */
 export function fenceCte(p: { cluster: string; session: string; generation: string; tokenHash: string }): string {
   return `fence as (

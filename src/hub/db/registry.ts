@@ -1,6 +1,10 @@
 import { z } from 'zod';
 import { LocationHintSchema, placementHint, type Jurisdiction, type LocationHint } from '../region';
+import { createLogger } from '../log';
+import { describeError } from './errors';
 import type { Sql } from './sql';
+
+const log = createLogger({ component: 'registry' });
 
 /** The cluster registry: one statement per operation. Token hashes travel as hex. */
 export interface ClusterRow {
@@ -71,32 +75,56 @@ export async function listClusters(sql: Sql, after: string | null, limit: number
   return rows;
 }
 
-/**
- * The session shown holding the cluster's claim on a live connection, read in the same statement
- * as a revocation so the admin route can cut it without a second round trip.
- */
-const LIVE_SESSION = `(select o.session_id from cluster_owners o where o.cluster_uid = clusters.uid and o.connected) as live_session`;
-
 /** A revoked cluster, with the session the revocation must cut (null: none connected). */
 export type RevokedRow = ClusterRow & { live_session: string | null };
 
-/** Rotate: the old token stops working at once; its live session is cut by the caller (revoke.ts). */
-export async function rotateToken(sql: Sql, idOrName: string, tokenHashHex: string): Promise<RevokedRow | null> {
-  const { rows } = await sql.query<RevokedRow>(
-    `update clusters set token_hash = decode($2, 'hex'), token_issued_at = now()
-     where uid = $1 or name = $1 returning ${COLUMNS}, ${LIVE_SESSION}`,
-    [idOrName, tokenHashHex],
-  );
-  return rows[0] ?? null;
+/**
+ * The session shown holding the cluster's claim on a live connection, read by its own statement
+ * once the revocation's update has committed, not in that update's RETURNING: a claim holds the
+ * cluster row FOR SHARE (ownership.ts CLAIM_SQL) until it commits, so the update may have waited
+ * for a claim, and its statement's snapshot (taken before that wait) would not show the session
+ * that claim made (a new owner row, or a new session in the old one). That session, welcomed on
+ * the token just revoked, would then be cut only by the next fleet poll. A statement begun after
+ * the update sees every claim that locked the row before it; every claim after it sees the
+ * revocation and is refused. Not a locking read inside the update either: that would take the
+ * owner row while holding the cluster row, the reverse of the order the claim, the session fence
+ * and the session check (owner row, then cluster row) keep, and could deadlock with them.
+ */
+async function revoked(sql: Sql, row: ClusterRow | undefined): Promise<RevokedRow | null> {
+  if (!row) return null;
+  try {
+    const { rows } = await sql.query<{ session_id: string }>(
+      `select session_id from cluster_owners where cluster_uid = $1 and connected`,
+      [row.uid],
+    );
+    return { ...row, live_session: rows[0]?.session_id ?? null };
+  } catch (err) {
+    // The revocation has committed: its answer (a rotation's new token, shown only there) must
+    // not be lost to this read. Unpoked, the live session is cut by its fleet poll.
+    log.warn('could not read the live session of a revoked cluster; its fleet poll will cut it', { cluster: row.uid, error: describeError(err) });
+    return { ...row, live_session: null };
+  }
 }
 
+/** Rotate: the old token stops working at once; its live session is cut by the caller (revoke.ts). */
+export async function rotateToken(sql: Sql, idOrName: string, tokenHashHex: string): Promise<RevokedRow | null> {
+  const { rows } = await sql.query<ClusterRow>(
+    `update clusters set token_hash = decode($2, 'hex'), token_issued_at = now()
+     where uid = $1 or name = $1 returning ${COLUMNS}`,
+    [idOrName, tokenHashHex],
+  );
+  return revoked(sql, rows[0]);
+}
+
+/** Disable (its live session is cut by the caller, revoke.ts) or enable (nothing to cut: live_session null). */
 export async function setDisabled(sql: Sql, idOrName: string, disabled: boolean): Promise<RevokedRow | null> {
-  const { rows } = await sql.query<RevokedRow>(
+  const { rows } = await sql.query<ClusterRow>(
     `update clusters set disabled_at = case when $2 then coalesce(disabled_at, now()) else null end
-     where uid = $1 or name = $1 returning ${COLUMNS}, ${LIVE_SESSION}`,
+     where uid = $1 or name = $1 returning ${COLUMNS}`,
     [idOrName, disabled],
   );
-  return rows[0] ?? null;
+  if (!disabled) return rows[0] ? { ...rows[0], live_session: null } : null;
+  return revoked(sql, rows[0]);
 }
 
 export interface TokenLookup {
