@@ -12,9 +12,22 @@ import { askSession, ClusterSchema, clusterView, HintSchema, VIEW_SQL, viewParam
 import { cursorCodec, KeyText, LimitParam } from './paging';
 import { cutLiveSession } from './revoke';
 
+/**
+ * Refused here, not by Postgres: text cannot hold U+0000, so such an id can never name a cluster,
+ * and binding it would cost a round trip and come back as a database refusal without the field.
+ * A 400 naming `id`, as an id over the length limit is.
+ */
 export const ClusterIdParam = z.object({
-  id: z.string().min(1).max(253).openapi({ description: 'the cluster uid or name', example: 'gpu-east-1' }),
+  id: z
+    .string()
+    .min(1)
+    .max(253)
+    .refine((s) => !s.includes('\0'), { message: 'a cluster uid or name never contains U+0000' })
+    .openapi({ description: 'the cluster uid or name', example: 'gpu-east-1' }),
 });
+
+/** What a route with a cluster {id} answers for one that can never name a cluster. */
+export const badClusterId = errorResponse('invalid {id} (over 253 characters, or a character no uid or name has); the field is `id`');
 
 const CreatedSchema = z
   .object({ uid: z.string(), name: z.string(), enrollment_token: z.string().openapi({ description: 'shown once; stored only as a hash' }) })
@@ -25,7 +38,13 @@ const clusterCursor = cursorCodec<readonly [uid: string]>('cl', z.tuple([KeyText
 const ListQuery = z.object({
   limit: LimitParam,
   cursor: clusterCursor.param,
-  after: z.string().max(64).optional().openapi({ description: 'deprecated (one release): the last uid of the previous page; use cursor' }),
+  // Bound into the statement like a cursor's key (KeyText), so refused here what Postgres would.
+  after: z
+    .string()
+    .max(64)
+    .refine((s) => !s.includes('\0'), { message: 'a uid never contains U+0000' })
+    .optional()
+    .openapi({ description: 'deprecated (one release): the last uid of the previous page; use cursor' }),
 });
 
 export const clustersRouter = adminRouter()

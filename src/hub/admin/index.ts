@@ -1,11 +1,11 @@
-import { OpenAPIHono } from '@hono/zod-openapi';
+import { OpenAPIHono, z } from '@hono/zod-openapi';
 import { HTTPException } from 'hono/http-exception';
 import { classifyDbError, describeError, failureLine } from '../db/errors';
 import { jsonError } from '../http-errors';
 import { createLogger } from '../log';
 import { adminAuth, errorResponse, requestPg, type AdminEnv } from './app';
 import { jsonBodyGuard, MAX_BODY_BYTES } from './body-guard';
-import { clustersRouter } from './clusters';
+import { badClusterId, clustersRouter } from './clusters';
 import { desiredRouter } from './desired';
 import { diagnosticsRouter } from './diagnostics';
 import { fleetRouter } from './fleet';
@@ -30,6 +30,46 @@ function documentBodyGuard(admin: OpenAPIHono<AdminEnv>): void {
       415: errorResponse('unsupported_media_type: the body is not application/json'),
       ...def.route.responses,
     };
+  }
+}
+
+const IfNoneMatch = {
+  'if-none-match': z.string().optional().openapi({ description: 'the ETag of an answer already held: 304 while it is still the answer' }),
+};
+
+/**
+ * What answers for every GET, whichever router defines it, documented on each GET here: the poll
+ * cache's ETag and 304 (poll-cache.ts), so a client generated from openapi.json can poll cheaply,
+ * and onError's 500 for an answer too large to relay.
+ */
+function documentReads(admin: OpenAPIHono<AdminEnv>): void {
+  for (const def of admin.openAPIRegistry.definitions) {
+    if (def.type !== 'route' || def.route.method !== 'get') continue;
+    const ok = def.route.responses[200];
+    if (ok && !('$ref' in ok)) {
+      def.route.responses[200] = {
+        ...ok,
+        headers: { etag: { description: 'a strong tag of this body: send it back as If-None-Match', schema: { type: 'string' } } },
+      };
+    }
+    def.route.responses = {
+      304: { description: 'not modified: If-None-Match names the ETag the answer would carry (no body)' },
+      500: errorResponse('internal: the answer is larger than the hub can relay from its database; ask for fewer items (?limit=)'),
+      ...def.route.responses,
+    };
+    // Documentation only: the route's validators were bound when it was defined.
+    const request = def.route.request ?? {};
+    const headers = request.headers;
+    if (headers !== undefined && !(headers instanceof z.ZodObject)) continue;
+    def.route.request = { ...request, headers: (headers ?? z.object({})).extend(IfNoneMatch) };
+  }
+}
+
+/** ClusterIdParam refuses an {id} no cluster can have with a 400 naming `id`, on every route that takes one. */
+function documentClusterId(admin: OpenAPIHono<AdminEnv>): void {
+  for (const def of admin.openAPIRegistry.definitions) {
+    if (def.type !== 'route' || !def.route.path.includes('{id}')) continue;
+    def.route.responses = { 400: badClusterId, ...def.route.responses };
   }
 }
 
@@ -58,6 +98,8 @@ export function adminApp(): OpenAPIHono<AdminEnv> {
   admin.route('/', diagnosticsRouter);
   admin.route('/', fleetRouter);
   documentBodyGuard(admin);
+  documentReads(admin);
+  documentClusterId(admin);
   admin.onError((err, c) => {
     // The framework's own refusals (a body it could not read, …) in the API's JSON shape.
     if (err instanceof HTTPException) {
@@ -66,9 +108,16 @@ export function adminApp(): OpenAPIHono<AdminEnv> {
       const status = err.status >= 400 && err.status < 500 ? err.status : 400;
       return jsonError(c, status as 400, status === 415 ? 'unsupported_media_type' : 'invalid', err.message || 'invalid request');
     }
-    // A request the runtime cannot relay to a gateway shard (RPC carries 32 MiB at most): the
-    // body guard's bound keeps bodies under it, so this is a backstop; a retry can never succeed.
+    // A value the runtime cannot relay to or from a gateway shard (RPC carries 32 MiB at most).
+    // A backstop both ways: the body guard bounds what a write sends, and the lists whose items
+    // can be large (deployments, nodes) bound their pages in bytes. For a write it was the
+    // request (413); a read sends nothing large, so it was the answer, the hub's fault and not
+    // the client's (500: a retry of the same page fails the same way, a smaller ?limit= may not).
     if (err instanceof Error && RPC_TOO_LARGE.test(err.message)) {
+      if (c.req.method === 'GET' || c.req.method === 'HEAD') {
+        log.error('admin read answer too large to relay', { path: c.req.path, error: describeError(err) });
+        return jsonError(c, 500, 'internal', 'the answer is larger than the hub can relay from its database; ask for fewer items (?limit=)');
+      }
       log.warn('admin request too large to relay', { path: c.req.path, error: describeError(err) });
       return jsonError(c, 413, 'payload_too_large', 'the request is larger than the hub can relay to its database; send fewer items per request');
     }

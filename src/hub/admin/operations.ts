@@ -78,7 +78,10 @@ const HistoryEntry = z
   })
   .openapi('OperationHistoryEntry');
 
-const OperationDetailSchema = OperationSchema.extend({ history: z.array(HistoryEntry) }).openapi('OperationDetail');
+const OperationDetailSchema = OperationSchema.extend({
+  history: z.array(HistoryEntry).openapi({ description: 'the first 100 entries and the latest 100, in the order the operator reported them' }),
+  history_omitted: z.number().int().openapi({ description: 'entries left out between the first and the latest 100 (0: history is all of it)' }),
+}).openapi('OperationDetail');
 
 const operationCursor = cursorCodec<OperationKey>('op', z.tuple([KeyTimestamp, KeyText]));
 

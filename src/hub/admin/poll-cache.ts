@@ -12,7 +12,7 @@ import type { AdminEnv } from './app';
  *   instead of running their own statement. So N pollers of one view cost at most about two
  *   statements a second per isolate, not N. A request without that header (every other client)
  *   always runs the handler: read-after-write stays exact for them.
- * - Any admin write clears the shared answers of this isolate, so a dashboard sees its own
+ * - Any admin write (any method but GET, HEAD and OPTIONS) clears the shared answers of this isolate, so a dashboard sees its own
  *   action on the next poll. Clearing `answers` alone is not enough: a read that began before the
  *   write (its statement saw the old state) may finish after it. So every write bumps `writes`,
  *   and a read shares or stores its answer only if no write began while it ran; a poll after a
@@ -70,8 +70,22 @@ function remember(key: string, answer: Answer): void {
   answers.set(key, answer);
 }
 
+/**
+ * Methods that change nothing. HEAD is answered by the GET handler (Hono dispatches it as GET and
+ * drops the body), so it is a read like GET: counted as a write, every monitoring probe's HEAD
+ * would clear the answers the dashboards share and void the reads in flight.
+ */
+const READS = new Set(['GET', 'HEAD']);
+const SAFE = new Set(['GET', 'HEAD', 'OPTIONS']);
+
 export const pollCache: MiddlewareHandler<AdminEnv> = async (c, next) => {
-  if (c.req.method !== 'GET') {
+  const method = c.req.method;
+  // OPTIONS neither reads an answer nor changes state: it passes through untouched.
+  if (!READS.has(method) && SAFE.has(method)) {
+    await next();
+    return;
+  }
+  if (!READS.has(method)) {
     writes++;
     answers.clear();
     computing.clear();

@@ -49,3 +49,49 @@ export function toPage<R, T, K>(
 export const num = (v: string | number): number => Number(v);
 export const numOrNull = (v: string | number | null): number | null => (v === null ? null : Number(v));
 
+
+/**
+ * Bytes a page of a list whose rows can be large (deployments with their replica sets, nodes with
+ * their labels) carries at most, besides its first row. Every page crosses the gateway's RPC, which
+ * carries 32 MiB at most: a page bounded only in rows (500 deployments of 4,096 replica ids each,
+ * all within the protocol's limits) could never be read. The largest row (a replica set, a serving
+ * configuration and a message, each at most a frame) is a few MiB, and a string can take twice its
+ * UTF-8 bytes in the RPC's encoding, so a page stays well under the limit.
+ */
+export const READ_PAGE_BYTES = 4 * 1024 * 1024;
+
+/**
+ * `sized` (a CTE with at most limit + 1 rows, each with `sz`, its estimated bytes) cut to the first
+ * rows whose bytes before them are under READ_PAGE_BYTES: the first row always, so a page overshoots
+ * by at most one row and one row larger than the budget still moves. One running sum in key order
+ * (`key` orders the rows exactly as the CTE's own limit did).
+ */
+export function byteCut(sized: string, key: string): string {
+  return `select b.* from (
+    select s.*, sum(s.sz) over (order by s.${key} rows between unbounded preceding and current row) as through_bytes
+    from ${sized} s
+  ) b where b.through_bytes = b.sz or b.through_bytes - b.sz < ${READ_PAGE_BYTES}`;
+}
+
+/** A row of a byte-cut page: `page_rows` is how many rows the row limit fetched (before the cut). */
+export interface ByteCutRow {
+  page_rows: string | number | null;
+}
+
+/**
+ * toPage for a byte-cut page: more rows follow exactly when fewer were returned than the row limit
+ * fetched (limit + 1 fetched, or the byte budget cut the rest), so no empty page is ever issued.
+ */
+export function toByteCutPage<R extends ByteCutRow, T, K>(
+  rows: R[],
+  limit: number,
+  present: (r: R) => boolean,
+  item: (r: R) => T,
+  key: (r: R) => K,
+): KeyedPage<T, K> | null {
+  if (rows.length === 0) return null;
+  const page = rows.filter(present).slice(0, limit);
+  const last = page[page.length - 1];
+  const fetched = Number(rows[0]?.page_rows ?? 0);
+  return { items: page.map(item), next: fetched > page.length && last !== undefined ? key(last) : null };
+}

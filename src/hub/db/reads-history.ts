@@ -181,8 +181,20 @@ export interface OperationHistoryEntry {
 }
 
 export interface OperationDetail extends OperationView {
+  /** The first HISTORY_EDGE entries and the latest HISTORY_EDGE, in order (all of them when no more). */
   history: OperationHistoryEntry[];
+  /** Entries left out between the first and the latest (0: `history` is the whole of it). */
+  history_omitted: number;
 }
+
+/**
+ * How many of an operation's first and of its latest history entries a read returns. The history
+ * is the operator's to write (a progress frame per entry, up to 2 KB each, for as long as the
+ * deadline allows: up to a week), so all of it would be an answer of any size; the beginning
+ * (accepted, the first phases) and the end (the latest phase, the outcome) are what a person
+ * reads. At most 200 entries, about 400 KB.
+ */
+export const HISTORY_EDGE = 100;
 
 /** Newest first by creation, then by id. */
 export type OperationKey = readonly [created_at: string, operation_id: string];
@@ -220,21 +232,30 @@ function toOperation(r: OperationRow): OperationView {
 /**
  * History in the order the operator reported it: by arrival time, then by the operator's seq
  * (frames applied in one batch share an arrival time, and seq is their order on the wire even if
- * the operator's frame ids are not monotonic), then by frame id.
+ * the operator's frame ids are not monotonic), then by frame id. Only its two ends are read, each
+ * by the index in that order (migration 0018); the union drops what both ends hold (a short
+ * history), and the count is an index-only scan.
  */
+const HISTORY_ENTRY = `jsonb_build_object('frame_id', e.frame_id, 'kind', e.kind, 'phase', e.phase,
+  'message', e.message, 'at', ${iso('e.at')}, 'seq', e.seq)`;
 const OPERATION_SQL = `
 select ${OPERATION_COLS},
+  (select count(*) from operation_events e where e.operation_id = o.operation_id) as history_total,
   coalesce((
-    select jsonb_agg(jsonb_build_object('frame_id', e.frame_id, 'kind', e.kind, 'phase', e.phase,
-      'message', e.message, 'at', ${iso('e.at')}, 'seq', e.seq) order by e.at, e.seq, e.frame_id)
-    from operation_events e where e.operation_id = o.operation_id
+    select jsonb_agg(h.entry order by h.at, h.seq, h.frame_id) from (
+      (select e.at, e.seq, e.frame_id, ${HISTORY_ENTRY} as entry from operation_events e
+       where e.operation_id = o.operation_id order by e.at, e.seq, e.frame_id limit ${HISTORY_EDGE})
+      union
+      (select e.at, e.seq, e.frame_id, ${HISTORY_ENTRY} as entry from operation_events e
+       where e.operation_id = o.operation_id order by e.at desc, e.seq desc, e.frame_id desc limit ${HISTORY_EDGE})
+    ) h
   ), '[]'::jsonb) as history
 from operations o where o.operation_id = $1`;
 
 export async function getOperation(sql: Sql, operationId: string): Promise<OperationDetail | null> {
-  const { rows } = await sql.query<OperationRow & { history: OperationHistoryEntry[] }>(OPERATION_SQL, [operationId]);
+  const { rows } = await sql.query<OperationRow & { history: OperationHistoryEntry[]; history_total: string }>(OPERATION_SQL, [operationId]);
   const r = rows[0];
-  return r ? { ...toOperation(r), history: r.history } : null;
+  return r ? { ...toOperation(r), history: r.history, history_omitted: num(r.history_total) - r.history.length } : null;
 }
 
 const OPERATIONS_SQL = `

@@ -1,6 +1,6 @@
 import type { Payload } from '../../protocol';
 import type { Sql } from './sql';
-import { CLUSTER_CTE, iso, num, numOrNull, toPage, type KeyedPage, type PageRequest } from './read-paging';
+import { byteCut, CLUSTER_CTE, iso, num, numOrNull, toByteCutPage, toPage, type ByteCutRow, type KeyedPage, type PageRequest } from './read-paging';
 
 export type { KeyedPage, PageRequest } from './read-paging';
 
@@ -39,7 +39,7 @@ export interface DeploymentView {
 
 export type DeploymentKey = readonly [deployment_id: string];
 
-interface DeploymentRow {
+interface DeploymentRow extends ByteCutRow {
   deployment_id: string | null;
   has_desired: boolean | null;
   workload_id: string | null;
@@ -67,6 +67,11 @@ interface DeploymentRow {
  * the first `limit` of each side that has it, so the cut changes nothing and both sides are read
  * by primary key range. Without `include_withdrawn` a tombstone counts as no desired entry (a
  * withdrawn deployment the operator still runs shows as observed with `desired: null`).
+ *
+ * The page is then cut in bytes too (byteCut): a deployment may carry thousands of replica ids.
+ * Each row's size is estimated from its large parts (the replica ids, read by the primary key
+ * index, the serving configuration, the messages) before any replica array is built, and the
+ * arrays are built only for the rows kept.
  */
 const DEPLOYMENTS_SQL = `
 with ${CLUSTER_CTE},
@@ -91,14 +96,26 @@ page as (
     d.last_refusal, d.refusals
   from d full outer join o on o.deployment_id = d.deployment_id
   order by 1 limit $4
-)
-select p.*,
+),
+sized as (
+  select p.*,
+    400 + octet_length(p.deployment_id) + coalesce(octet_length(p.workload_id), 0)
+      + coalesce(octet_length(p.serving::text), 0) + coalesce(octet_length(p.message), 0)
+      + coalesce(octet_length(p.last_refusal::text), 0)
+      + case when p.has_observed then coalesce((
+          select sum(octet_length(r.replica_id) + 4) from replicas r
+          where r.cluster_uid = (select uid from cl) and r.deployment_id = p.deployment_id), 0)
+        else 0 end as sz
+  from page p
+),
+kept as (${byteCut('sized', 'deployment_id')})
+select k.*, (select count(*) from page) as page_rows,
   -- Code-point order, so the set reads the same whatever the database's collation.
   array(select r.replica_id from replicas r
-        where p.has_observed and r.cluster_uid = cl.uid and r.deployment_id = p.deployment_id
+        where k.has_observed and r.cluster_uid = cl.uid and r.deployment_id = k.deployment_id
         order by r.replica_id collate "C") as replica_ids
-from cl left join page p on true
-order by p.deployment_id`;
+from cl left join kept k on true
+order by k.deployment_id`;
 
 export async function listDeployments(
   sql: Sql,
@@ -106,7 +123,7 @@ export async function listDeployments(
   opts: PageRequest<DeploymentKey> & { includeWithdrawn: boolean },
 ): Promise<KeyedPage<DeploymentView, DeploymentKey> | null> {
   const { rows } = await sql.query<DeploymentRow>(DEPLOYMENTS_SQL, [idOrName, opts.includeWithdrawn, opts.after?.[0] ?? null, opts.limit + 1]);
-  return toPage(
+  return toByteCutPage(
     rows,
     opts.limit,
     (r) => r.deployment_id !== null,
@@ -164,7 +181,7 @@ export interface NodeView {
 
 export type NodeKey = readonly [node_id: string];
 
-interface NodeRow {
+interface NodeRow extends ByteCutRow {
   node_id: string | null;
   name: string;
   ready: boolean;
@@ -180,22 +197,26 @@ interface NodeRow {
   updated_at: string;
 }
 
+/** Cut in bytes too (byteCut): a node's labels and taints are each up to a frame. */
 const NODES_SQL = `
 with ${CLUSTER_CTE},
 page as (
   select t.node_id, t.name, t.ready, t.schedulable, t.labels, t.taints, t.gpus, t.cpu_millis, t.memory_mb,
-    ${iso('t.updated_at')} as updated_at
+    ${iso('t.updated_at')} as updated_at,
+    300 + octet_length(t.node_id) + octet_length(t.name) + octet_length(t.labels::text) + octet_length(t.taints::text) as sz
   from nodes t
   where t.cluster_uid = (select uid from cl) and ($2::text is null or t.node_id > $2)
   order by t.node_id limit $3
-)
-select p.*, (select count(*) from devices dv where dv.cluster_uid = cl.uid and dv.node_id = p.node_id) as devices
-from cl left join page p on true
-order by p.node_id`;
+),
+kept as (${byteCut('page', 'node_id')})
+select k.*, (select count(*) from page) as page_rows,
+  (select count(*) from devices dv where dv.cluster_uid = cl.uid and dv.node_id = k.node_id) as devices
+from cl left join kept k on true
+order by k.node_id`;
 
 export async function listNodes(sql: Sql, idOrName: string, opts: PageRequest<NodeKey>): Promise<KeyedPage<NodeView, NodeKey> | null> {
   const { rows } = await sql.query<NodeRow>(NODES_SQL, [idOrName, opts.after?.[0] ?? null, opts.limit + 1]);
-  return toPage(
+  return toByteCutPage(
     rows,
     opts.limit,
     (r) => r.node_id !== null,
