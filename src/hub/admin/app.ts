@@ -74,7 +74,8 @@ export const adminAuth: MiddlewareHandler<AdminEnv> = async (c, next) => {
     return jsonError(c, 503, 'unconfigured', 'ADMIN_TOKEN has characters no HTTP header can carry (use printable ASCII, no leading or trailing space)');
   }
   const sent = BEARER.exec(c.req.header('authorization') ?? '')?.[1];
-  // timingSafeEqual hashes both sides first, so neither the length nor a prefix leaks.
+  // timingSafeEqual compares SHA-256 digests of both sides, so no prefix leaks; its loop runs
+  // over the longer string, which a caller could time only to learn the token's length.
   if (sent === undefined || !(await timingSafeEqual(sent, token))) {
     c.header('www-authenticate', 'Bearer realm=""');
     return jsonError(c, 401, 'unauthorized', 'a valid admin bearer token is required');

@@ -83,6 +83,8 @@ export const clustersRouter = adminRouter()
       const token = generateEnrollmentToken();
       const row = await createCluster(c.var.pg, ulid(), name, toHex(await hashToken(token)), location_hint ?? null);
       if (!row) return jsonError(c, 409, 'conflict', `a cluster named ${name} already exists`, 'name') as never;
+      // The token is shown once: no cache on the way may keep a copy.
+      c.header('cache-control', 'no-store');
       return c.json({ uid: row.uid, name: row.name, enrollment_token: token }, 201);
     },
   )
@@ -192,6 +194,8 @@ export const clustersRouter = adminRouter()
       const row = await rotateToken(c.var.pg, c.req.valid('param').id, toHex(await hashToken(token)));
       if (!row) return jsonError(c, 404, 'not_found', 'no such cluster') as never;
       c.executionCtx.waitUntil(cutLiveSession(c.env, row.uid, row.live_session, 'token'));
+      // The token is shown once: no cache on the way may keep a copy.
+      c.header('cache-control', 'no-store');
       return c.json({ enrollment_token: token }, 200);
     },
   )
