@@ -48,6 +48,8 @@ export class SendPath {
   readonly queue: HubSendQueue<Outgoing>;
   /** Since when frames have waited for the operator to release its replay window. */
   windowFullSince: number | null = null;
+  /** The connection and the operator's ack when the window was found full: the wait goes on while both stand. */
+  private windowFullAt: { ws: WebSocket; ack: number } | null = null;
   private readonly drainer: CoalescedRun;
   /** Inside `batch`: enqueues wait for its end to be drained together. */
   private holding = 0;
@@ -190,14 +192,23 @@ export class SendPath {
     const frames: string[] = [];
     const desiredSent: [string, string, number][] = [];
     let effects = 0;
+    // A drain that stops at the full window again, with the operator's ack where it was, continues
+    // the same wait: every desired change drains, and restarting the wait at each one would let an
+    // operator that never acknowledges hold its session (and the changes) for as long as changes come.
+    const at = this.windowFullAt;
+    const waiting = at !== null && at.ws === ws && at.ack === outbound.peerAck ? this.windowFullSince : null;
     this.windowFullSince = null;
     const windowFull = (): boolean => outbound.unacked >= cfg.REPLAY_BUFFER_FRAMES || outbound.store.bytes >= cfg.REPLAY_BUFFER_BYTES;
+    const stopAtWindow = (): void => {
+      this.windowFullSince = waiting ?? Date.now();
+      this.windowFullAt = { ws, ack: outbound.peerAck };
+    };
     // Answers owed first: the frames they reply to are older than anything queued now.
     const owed = store.owed.list();
     let owedWritten = 0;
     for (const a of owed) {
       if (windowFull()) {
-        this.windowFullSince = Date.now();
+        stopAtWindow();
         break;
       }
       this.write({ kind: 'frame', type: 'error', payload: () => a.payload, replyTo: a.replyTo, id: a.id }, meta, frames, desiredSent);
@@ -206,7 +217,7 @@ export class SendPath {
     for (let o = this.queue.peek(); o !== undefined; o = this.queue.peek()) {
       if (o.kind === 'frame' && windowFull()) {
         // The operator has not released the replay window; frames wait in the queue.
-        this.windowFullSince = Date.now();
+        stopAtWindow();
         break;
       }
       this.queue.shift();
