@@ -67,6 +67,9 @@ export class DesiredPump {
   private knownRevision: number;
   private pumping = false;
   private again = false;
+  /** A failed fetch's own retry: nothing else may come (see `retryLater`). */
+  private retryTimer: ReturnType<typeof setTimeout> | null = null;
+  private failures = 0;
 
   constructor(
     private readonly host: PumpHost,
@@ -128,7 +131,7 @@ export class DesiredPump {
     return true;
   }
 
-  /** Fetch what is owed and queue it. A failure is logged; the fleet poll pokes until the watermark catches up. */
+  /** Fetch what is owed and queue it. A failure is logged and retried (`retryLater`). */
   async run(): Promise<void> {
     if (this.pumping) {
       this.again = true;
@@ -142,14 +145,39 @@ export class DesiredPump {
           // keep going while there is work and room
         }
       } while (this.again);
+      this.failures = 0;
     } catch (err) {
       // Nothing of a failed step was queued (operation starts are recorded before they are).
-      // A warning while Postgres is away (the fleet poll pokes until it is back), an error for a fault.
+      // A warning while Postgres is away, an error for a fault.
       const line = failureLine('desired-state fetch or operation record', err);
-      this.host.log()[line.level](`${line.message}; nothing of it was sent; retried when the session is next poked`, line.fields);
+      const retryMs = this.retryLater();
+      this.host.log()[line.level](`${line.message}; nothing of it was sent; retried in ${retryMs} ms or when the session is next poked`, line.fields);
     } finally {
       this.pumping = false;
     }
+  }
+
+  /**
+   * Run again after a failure, with backoff, while something is owed. The fleet poll pokes a
+   * session only when the cluster's desired revision passes what it has seen, which a hub resync
+   * left open does not show (a cluster at revision 0 never moves): without this, a resync whose
+   * page read failed would wait for the next admin write or reconnect, its stream.end never sent.
+   */
+  private retryLater(): number {
+    const base = Math.min(30_000, this.host.cfg.POLL_INTERVAL_MS * 2 ** Math.min(this.failures, 16));
+    const delay = Math.round(base / 2 + (Math.random() * base) / 2);
+    this.failures++;
+    if (this.retryTimer === null && this.owes()) {
+      this.retryTimer = setTimeout(() => {
+        this.retryTimer = null;
+        void this.run();
+      }, delay);
+    }
+    return delay;
+  }
+
+  private owes(): boolean {
+    return this.progress.stage !== 'done' || this.knownRevision > this.progress.changesAfter;
   }
 
   /** One fetch; true when another may follow at once. */
