@@ -43,6 +43,8 @@ interface FetchState {
   /** Operations are redelivered in revision order; restarting this after an eviction only repeats some. */
   opsAfter: number;
   changesAfter: number;
+  /** The highest revision a snapshot page carried (pages read after the claim can carry later ones). */
+  snapshotMax: number;
 }
 
 function fetchStateFrom(meta: SessionMeta | null): FetchState {
@@ -52,6 +54,7 @@ function fetchStateFrom(meta: SessionMeta | null): FetchState {
     snapshotAfter: r?.after ?? null,
     opsAfter: 0,
     changesAfter: meta?.desiredWatermark ?? 0,
+    snapshotMax: 0,
   };
 }
 
@@ -270,6 +273,7 @@ export class DesiredPump {
     for (const p of rows) {
       if (!this.host.enqueue(frame('deployment.desired', p, resync.beginId, { t: 'resync_item', deploymentId: p.deployment_id }))) return false;
       f.snapshotAfter = p.deployment_id;
+      if (p.revision > f.snapshotMax) f.snapshotMax = p.revision;
     }
     if (more) return true;
     f.stage = 'ops';
@@ -286,6 +290,10 @@ export class DesiredPump {
   private finishResync(f: FetchState, resync: HubResync): boolean {
     f.stage = 'done';
     f.changesAfter = Math.max(f.changesAfter, resync.revision);
+    // A page read after the claim may have carried a deployment at a revision above it: the
+    // changes up to there are fetched (as Postgres holds them now), not taken from a poke that
+    // carries a deployment as it was when written, which could be older than the one just sent.
+    this.learn(f.snapshotMax);
     return this.host.enqueue({ kind: 'marker', effect: { t: 'resync_done' } });
   }
 

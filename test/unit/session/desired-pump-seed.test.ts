@@ -144,3 +144,24 @@ describe('a fresh session seeded with its claim page', () => {
     expect(kinds(queued)).toEqual(['resync.begin', 'deployment.desired', 'stream.end', 'marker:resync_done']);
   });
 });
+
+describe('changes after a resync whose pages carried newer revisions than its claim', () => {
+  it('a late poke for a revision the snapshot already passed never sends a deployment older than the one sent', async () => {
+    // Claimed at revision 5. The next page, read later, carries c at revision 7 (written after the
+    // claim); a poke for revision 6 (c as it was then) arrives only after the resync ended.
+    const row = (id: string, revision: number) => ({ kind: 'deployment', revision: String(revision), deployment_id: id, workload_id: 'w', min_replicas: 1, max_replicas: 2, serving, deleted: false, held: true });
+    const { pump, queued } = harness(5, [
+      [row('c', 7)], // the snapshot's next page
+      [], // open operations: none
+      [row('c', 7)], // changes above 5, as Postgres holds them now
+    ]);
+    pump.seed({ deployments: [dep('a', 1), dep('b', 2)], openOperations: false }, 2);
+    await settle();
+    pump.poke(6, [{ kind: 'deployment', revision: 6, payload: dep('c', 6) }]);
+    await settle();
+    const sentC = queued.flatMap((o) => (o.kind === 'frame' && o.type === 'deployment.desired' ? [o.payload() as Payload<'deployment.desired'>] : [])).filter((p) => p.deployment_id === 'c');
+    expect(sentC.length).toBeGreaterThan(0);
+    const revisions = sentC.map((p) => p.revision);
+    expect(revisions, `c was sent at revisions ${revisions.join(', ')}`).toEqual([...revisions].sort((x, y) => x - y));
+  });
+});
