@@ -54,7 +54,7 @@ describe('hub backpressure (spec: Backpressure, hub → operator)', () => {
     await again.hello({ cluster_id: c.name, session_id: w.payload.session_id as string, resume_from: 0 });
     const ids: string[] = [];
     for (;;) {
-      const f = await again.next((x) => x.seq !== null, 10_000);
+      const f = await again.next((x) => x.seq !== null, 10_000).catch((e: unknown) => { throw new Error(`after ${seen.join(",")}: ${String(e)}`); });
       again.send('ack', {}, { ack: f.seq });
       if (f.type === 'deployment.desired') ids.push(f.payload.deployment_id as string);
       if (f.type === 'stream.end') {
@@ -77,7 +77,7 @@ describe('hub backpressure (spec: Backpressure, hub → operator)', () => {
     expect((await peer.closedWith()).code).toBe(CloseCode.SEND_QUEUE_FULL);
   });
 
-  it('replay-buffer overflow makes the next resume a full resync, never a silent loss', async () => {
+  it('a window full in bytes holds frames back rather than pushing unacknowledged ones out of the replay buffer: the next resume replays them, no full resync', async () => {
     const c = await h.newCluster();
     const big = Math.floor(cfg.REPLAY_BUFFER_BYTES / 2);
     for (let i = 0; i < 3; i++) expect((await h.admin('PUT', `/clusters/${c.name}/deployments/big${i}`, desired(i, big))).status).toBe(200);
@@ -85,11 +85,23 @@ describe('hub backpressure (spec: Backpressure, hub → operator)', () => {
     const w = await peer.hello({ cluster_id: c.name });
     await peer.next((f) => f.type === 'deployment.desired', 10_000);
     await new Promise((r) => setTimeout(r, 300));
+    // Only what the buffer can keep went out: a second large frame waits for an ack.
+    const first = peer.frames.filter((f) => f.seq !== null).map((f) => f.seq);
+    expect(first).toEqual([1, 2]);
     peer.close();
     await peer.closed;
     const again = await h.connect(c.token, w.payload.session_id as string);
     const w2 = await again.hello({ cluster_id: c.name, session_id: w.payload.session_id as string, resume_from: 0 });
-    expect(w2.payload.full_resync).toBe(true);
+    expect(w2.payload.full_resync).toBe(false);
+    // Replayed with their numbers, then the rest as the operator acknowledges.
+    const seen: string[] = [];
+    for (;;) {
+      const f = await again.next((x) => x.seq !== null, 10_000).catch((e: unknown) => { throw new Error(`after ${seen.join(",")}: ${String(e)}`); });
+      seen.push(f.type === 'deployment.desired' ? `${f.seq}:${String(f.payload.deployment_id)}` : `${f.seq}:${f.type}`);
+      again.send('ack', {}, { ack: f.seq as number });
+      if (f.type === 'stream.end') break;
+    }
+    expect(seen).toEqual(['1:resync.begin', '2:big0', '3:big1', '4:big2', '5:stream.end']);
     again.close();
   });
 });

@@ -1,4 +1,4 @@
-import type { MessageType, Payload } from '../../protocol';
+import { jsonUtf8Length, type MessageType, type Payload } from '../../protocol';
 
 /**
  * One frame waiting in the hub's send queue. Not numbered yet: sequence numbers are assigned
@@ -32,8 +32,12 @@ export type Effect =
   | { t: 'resync_done' }
   | { t: 'watermark'; revision: number };
 
-/** A rough size for the queue's byte bound; the frame's exact size is known only when written. */
+/**
+ * The frame's size in UTF-8, its payload counted exactly and its envelope at the most it takes
+ * (256 bytes: ids, seq, ack, reply_to, ts), without serializing it: the queue's byte bound and
+ * the replay window (send-path.ts) are judged by it before the frame is written.
+ */
 export function estimateBytes(o: Outgoing): number {
   if (o.kind === 'marker') return 0;
-  return (o.bytes ??= 256 + JSON.stringify(o.payload()).length);
+  return (o.bytes ??= 256 + jsonUtf8Length(o.payload()));
 }

@@ -198,7 +198,14 @@ export class SendPath {
     const at = this.windowFullAt;
     const waiting = at !== null && at.ws === ws && at.ack === outbound.peerAck ? this.windowFullSince : null;
     this.windowFullSince = null;
-    const windowFull = (): boolean => outbound.unacked >= cfg.REPLAY_BUFFER_FRAMES || outbound.store.bytes >= cfg.REPLAY_BUFFER_BYTES;
+    // The window is the replay buffer: a frame goes out only if the buffer can keep it with every
+    // frame not yet acknowledged. Stamping one that does not fit would push the oldest unacknowledged
+    // frame out of the buffer, and the next resume (a dropped link) would have to be a full resync.
+    // Sized before it is written (estimateBytes: exact for the payload, the envelope at its
+    // largest), never more than a frame may be; an empty window takes any frame.
+    const windowFull = (o: Outgoing): boolean =>
+      outbound.unacked >= cfg.REPLAY_BUFFER_FRAMES ||
+      (outbound.unacked > 0 && outbound.store.bytes + Math.min(this.maxFrameBytes, estimateBytes(o)) > cfg.REPLAY_BUFFER_BYTES);
     const stopAtWindow = (): void => {
       this.windowFullSince = waiting ?? Date.now();
       this.windowFullAt = { ws, ack: outbound.peerAck };
@@ -207,15 +214,16 @@ export class SendPath {
     const owed = store.owed.list();
     let owedWritten = 0;
     for (const a of owed) {
-      if (windowFull()) {
+      const answer: Outgoing = { kind: 'frame', type: 'error', payload: () => a.payload, replyTo: a.replyTo, id: a.id };
+      if (windowFull(answer)) {
         stopAtWindow();
         break;
       }
-      this.write({ kind: 'frame', type: 'error', payload: () => a.payload, replyTo: a.replyTo, id: a.id }, meta, frames, desiredSent);
+      this.write(answer, meta, frames, desiredSent);
       owedWritten++;
     }
     for (let o = this.queue.peek(); o !== undefined; o = this.queue.peek()) {
-      if (o.kind === 'frame' && windowFull()) {
+      if (o.kind === 'frame' && windowFull(o)) {
         // The operator has not released the replay window; frames wait in the queue.
         stopAtWindow();
         break;
