@@ -54,7 +54,7 @@ describe('hub backpressure (spec: Backpressure, hub → operator)', () => {
     await again.hello({ cluster_id: c.name, session_id: w.payload.session_id as string, resume_from: 0 });
     const ids: string[] = [];
     for (;;) {
-      const f = await again.next((x) => x.seq !== null, 10_000).catch((e: unknown) => { throw new Error(`after ${seen.join(",")}: ${String(e)}`); });
+      const f = await again.next((x) => x.seq !== null, 10_000);
       again.send('ack', {}, { ack: f.seq });
       if (f.type === 'deployment.desired') ids.push(f.payload.deployment_id as string);
       if (f.type === 'stream.end') {
@@ -96,7 +96,7 @@ describe('hub backpressure (spec: Backpressure, hub → operator)', () => {
     // Replayed with their numbers, then the rest as the operator acknowledges.
     const seen: string[] = [];
     for (;;) {
-      const f = await again.next((x) => x.seq !== null, 10_000).catch((e: unknown) => { throw new Error(`after ${seen.join(",")}: ${String(e)}`); });
+      const f = await again.next((x) => x.seq !== null, 10_000);
       seen.push(f.type === 'deployment.desired' ? `${f.seq}:${String(f.payload.deployment_id)}` : `${f.seq}:${f.type}`);
       again.send('ack', {}, { ack: f.seq as number });
       if (f.type === 'stream.end') break;
