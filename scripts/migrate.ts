@@ -2,7 +2,10 @@
  * `npm run migrate`: applies the pending migrations to DATABASE_URL.
  *
  * A local or self-hosted Postgres is reached through an in-process WebSocket proxy, so the
- * migrations run over the same driver and protocol path as the hub; a Neon URL goes directly.
+ * migrations run over the same driver and protocol path as the hub; a Neon URL goes directly
+ * (its direct host: a `-pooler` host is refused, see poolerRefusal). Each migration waits for a
+ * lock at most briefly and retries for a bounded time (scripts/lib/migrations.ts), so running it
+ * beside a serving hub does not hold the hub's writes; it fails naming the migration instead.
  */
 import { migrate } from './lib/migrations';
 import { isNeonUrl, pgTarget, probeTcp, redactUrl } from './lib/pg-node';
@@ -32,7 +35,8 @@ async function main(): Promise<void> {
     proxy = await startPgWsProxy({ target });
   }
   try {
-    const { applied, alreadyApplied } = await migrate(databaseUrl, proxy?.url);
+    const { applied, alreadyApplied, checksumsRecorded } = await migrate(databaseUrl, proxy?.url);
+    if (checksumsRecorded.length > 0) console.log(`recorded the checksums of ${checksumsRecorded.length} migrations applied before the ledger kept them`);
     for (const m of applied) console.log(`applied ${m.file}`);
     console.log(
       applied.length === 0

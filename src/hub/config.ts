@@ -1,5 +1,6 @@
 import { z } from 'zod';
-import { minSendQueueBytes } from './frame-budget';
+import { releaseMajor } from '../protocol/operator-version';
+import { minSendQueueBytes, QUEUE_RESERVE_BYTES, REPLAY_ROW_MAX_BYTES } from './frame-budget';
 import { hintOutsideJurisdiction, JURISDICTIONS, LOCATION_HINTS, REGION_NAME_RE } from './region';
 
 /**
@@ -12,13 +13,38 @@ const optional = <T extends z.ZodType>(t: T) => z.preprocess((v) => (v === '' ? 
 const flag = z.preprocess((v) => (v === '' || v === undefined ? false : v), z.union([z.boolean(), z.enum(['1', 'true', '0', 'false'])]))
   .transform((v) => v === true || v === '1' || v === 'true');
 
+/**
+ * The liveness timers an operator accepts from a welcome (src/operator/handshake.ts,
+ * boundedLimits, after the spec's "ping every 10s" and "no frame of any kind for 30s"): a ping
+ * interval of 1–10 s and an idle limit of two ping intervals to 30 s. Outside them the SDK uses
+ * the spec's own 10 s and 30 s instead, so a hub whose silence rule is shorter than two of the
+ * pings it actually gets cuts idle, healthy sessions again and again. Kept here rather than imported so the hub does not
+ * depend on the SDK; test/unit/hub-config-refusals.test.ts holds the two to the same bounds.
+ */
+export const PING_INTERVAL_BOUNDS_MS = [1_000, 10_000] as const;
+export const IDLE_TIMEOUT_MAX_MS = 30_000;
+
+/**
+ * The most a desired-state page (its bytes, one frame it may overshoot by, and the send queue's
+ * reserve) may come to. Pages come back from the gateway object over Durable Object RPC, which
+ * refuses a value over 32 MiB; the rest is room for what the RPC's serialization adds to the
+ * frames' own bytes (row objects, strings that are not one byte per character).
+ */
+export const DESIRED_PAGE_RPC_BUDGET_BYTES = 24 << 20;
+
 const ConfigSchema = z.object({
-  HUB_VERSION: z.string().min(1).default('0.1.0'),
+  /**
+   * The plane's release line: every hello's operator_version is checked against its major, which
+   * throws for a version that is not release-shaped, so such a value would refuse every operator.
+   */
+  HUB_VERSION: z.string().max(128, 'at most 128 characters')
+    .refine((v) => releaseMajor(v) !== null, 'must be a release version, x.y.z (e.g. 0.1.0): operators are admitted by its major')
+    .default('0.1.0'),
   /** No hello within this long after the upgrade: close 4408. */
   HANDSHAKE_TIMEOUT_MS: ms(10_000),
-  /** The ping cadence advertised to operators. */
+  /** The ping cadence advertised to operators (1–10 s); the hub itself only advertises it. */
   PING_INTERVAL_MS: ms(10_000),
-  /** No frame of any kind for this long: the connection is dead (4408). */
+  /** No frame of any kind for this long: the connection is dead (4408). Two ping intervals to 30 s. */
   IDLE_TIMEOUT_MS: ms(30_000),
   /** The fleet poll's interval: claim, registration, disablement, token rotation, desired revision. */
   POLL_INTERVAL_MS: ms(5_000),
@@ -40,8 +66,12 @@ const ConfigSchema = z.object({
   /** Sized for a rolling restart, not a network hiccup. */
   REPLAY_BUFFER_FRAMES: ms(50_000),
   REPLAY_BUFFER_BYTES: ms(64 << 20),
-  /** Frames waiting for the operator to release the replay window; full → 4429. */
-  SEND_QUEUE_FRAMES: ms(20_000),
+  /**
+   * Frames waiting for the operator to release the replay window; full → 4429. At least 3: a
+   * desired page is what is left after the frames queued and the two a resync adds around it
+   * (resync.begin, stream.end), so with fewer no resync could ever start.
+   */
+  SEND_QUEUE_FRAMES: ms(20_000).pipe(z.number().min(3, 'must be at least 3 (a resync.begin, one deployment and a stream.end)')),
   SEND_QUEUE_BYTES: ms(32 << 20),
   /** Most frames one ingest statement carries. */
   INGEST_BATCH_FRAMES: ms(2_000),
@@ -50,7 +80,8 @@ const ConfigSchema = z.object({
   /**
    * Bytes (of frames, roughly) per desired-state query, besides its rows: a page crosses the
    * gateway's RPC (32 MiB at most) and must fit the send queue's free bytes. A page always
-   * carries at least one deployment.
+   * carries at least one deployment. With the largest frame and the queue's reserve, at most
+   * DESIRED_PAGE_RPC_BUDGET_BYTES.
    */
   DESIRED_PAGE_BYTES: ms(4 << 20),
   /**
@@ -59,7 +90,10 @@ const ConfigSchema = z.object({
    * 0: none, and the session fetches its resync after the welcome, page by page.
    */
   CLAIM_SNAPSHOT_ROWS: z.coerce.number().int().nonnegative().default(100),
-  /** …and up to about this many bytes: the page rides back with the claim's answer. */
+  /**
+   * …and up to about this many bytes: the page rides back with the claim's answer. Needs no
+   * bound of its own: the claim's page is also held to a desired page's (claimPageBytes).
+   */
   CLAIM_SNAPSHOT_BYTES: z.coerce.number().int().nonnegative().default(1 << 20),
   PG_QUERY_TIMEOUT_MS: ms(10_000),
   /** A session's ingest statement waits this long for a row lock (at most half PG_QUERY_TIMEOUT_MS). */
@@ -91,6 +125,30 @@ const ConfigSchema = z.object({
   // Smaller, and one large frame could never be queued: the session would close 4429 on every resume.
   if (c.SEND_QUEUE_BYTES < minSendQueueBytes(c)) {
     ctx.addIssue({ code: 'custom', path: ['SEND_QUEUE_BYTES'], message: `must be at least ${minSendQueueBytes(c)} (two of the largest frames, MAX_FRAME_BYTES)` });
+  }
+  const [pingMin, pingMax] = PING_INTERVAL_BOUNDS_MS;
+  if (c.PING_INTERVAL_MS < pingMin || c.PING_INTERVAL_MS > pingMax) {
+    ctx.addIssue({ code: 'custom', path: ['PING_INTERVAL_MS'], message: `must be ${pingMin}–${pingMax} (operators ignore a cadence outside it and ping every 10 s)` });
+  } else if (c.IDLE_TIMEOUT_MS < 2 * c.PING_INTERVAL_MS) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['IDLE_TIMEOUT_MS'],
+      message: `must be at least twice PING_INTERVAL_MS, ${2 * c.PING_INTERVAL_MS} (an idle operator is heard only by its pings, and operators ignore a shorter limit: the hub would cut idle, healthy sessions)`,
+    });
+  } else if (c.IDLE_TIMEOUT_MS > IDLE_TIMEOUT_MAX_MS) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['IDLE_TIMEOUT_MS'],
+      message: `must be at most ${IDLE_TIMEOUT_MAX_MS} (the spec's silence limit; operators ignore a longer one and use 30 s)`,
+    });
+  }
+  const pageRpcBytes = c.DESIRED_PAGE_BYTES + Math.min(c.MAX_FRAME_BYTES, REPLAY_ROW_MAX_BYTES) + QUEUE_RESERVE_BYTES;
+  if (pageRpcBytes > DESIRED_PAGE_RPC_BUDGET_BYTES) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['DESIRED_PAGE_BYTES'],
+      message: `must be at most ${DESIRED_PAGE_RPC_BUDGET_BYTES - (pageRpcBytes - c.DESIRED_PAGE_BYTES)} with this MAX_FRAME_BYTES (a page, one frame more and 64 KiB must stay within ${DESIRED_PAGE_RPC_BUDGET_BYTES} bytes: the gateway's RPC refuses over 32 MiB)`,
+    });
   }
   // The rule the admin API applies to a cluster's hint: the gateway shards live in the jurisdiction too.
   const outside = c.DB_GATEWAY_LOCATION_HINT ? hintOutsideJurisdiction(c.DB_GATEWAY_LOCATION_HINT, c.HUB_JURISDICTION) : null;

@@ -17,7 +17,7 @@ export function sendableFrameBytes(cfg: HubConfig): number {
 }
 
 /** Room kept in the send queue for what follows a page (resync.begin, stream.end, error replies). */
-const QUEUE_RESERVE_BYTES = 64 << 10;
+export const QUEUE_RESERVE_BYTES = 64 << 10;
 
 /**
  * How many bytes of desired state the next page may fetch with `queuedBytes` already waiting in

@@ -4,7 +4,7 @@ import { desired, FAST_TIMERS, node, sleep, useHub } from './support/hub';
 
 const h = useHub();
 const cfg = {
-  PING_INTERVAL_MS: 10_000,
+  PING_INTERVAL_MS: Number(FAST_TIMERS.PING_INTERVAL_MS),
   IDLE_TIMEOUT_MS: Number(FAST_TIMERS.IDLE_TIMEOUT_MS),
   POLL_INTERVAL_MS: Number(FAST_TIMERS.POLL_INTERVAL_MS),
 };

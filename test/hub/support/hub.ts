@@ -15,6 +15,9 @@ export { desired, device, eventually, node, Peer, sleep, type Closed, type Frame
 /** Timers fast enough to exercise every timeout in seconds; the real values have their own file. */
 export const FAST_TIMERS = {
   HANDSHAKE_TIMEOUT_MS: '1500',
+  // Advertised only (the hub does not ping): an idle limit under two ping intervals is refused
+  // at startup, since operators ignore it (src/hub/config.ts).
+  PING_INTERVAL_MS: '1000',
   IDLE_TIMEOUT_MS: '3000',
   POLL_INTERVAL_MS: '300',
   HOLE_TIMEOUT_MS: '2500',

@@ -1,0 +1,121 @@
+/**
+ * Worker vars that would break the hub at its first hello, wedge sessions, or make the operators
+ * ignore what the welcome advertises are refused when the configuration is parsed (hubConfig,
+ * src/hub/config.ts), naming the var, so `npm run check:deploy` and the first request fail
+ * instead: a HUB_VERSION that is not a release (every hello would throw), a send queue too small
+ * to carry a resync, liveness timers outside what the operator SDK accepts (boundedLimits), and a
+ * desired page larger than the gateway's RPC carries. The first four tests came from a review and
+ * failed before (each value was accepted); the rest pin the edges.
+ */
+import { readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { checkDeployConfig } from '../../scripts/lib/deploy-config';
+import { DESIRED_PAGE_RPC_BUDGET_BYTES, hubConfig, IDLE_TIMEOUT_MAX_MS, PING_INTERVAL_BOUNDS_MS } from '../../src/hub/config';
+import { claimPageBytes, REPLAY_ROW_MAX_BYTES } from '../../src/hub/frame-budget';
+import { checkHello } from '../../src/hub/session/handshake';
+import { boundedLimits } from '../../src/operator/handshake';
+
+const BASE = { HUB_VERSION: '0.1.0' };
+
+describe('hub configuration refused at startup', () => {
+  it('HUB_VERSION that is not a release (x.y.z) is refused, not accepted until every hello throws', () => {
+    // What happens now with HUB_VERSION = "1.0" (or "latest"): the config parses, check:deploy
+    // passes, /healthz is ok, and every operator's hello throws inside checkOperatorVersion
+    // ("plane release line ... is not release-shaped"), so no operator can ever connect.
+    const hello = readFileSync(new URL('../../fixtures/hello.json', import.meta.url), 'utf8');
+    const cluster = { uid: 'gpu-east-1', name: 'gpu-east-1' };
+    expect(checkHello(hello, cluster, '0.1.0').ok).toBe(true);
+    expect(() => checkHello(hello, cluster, '1.0')).toThrow(/not release-shaped/); // a valid hello, under HUB_VERSION "1.0"
+    for (const v of ['1.0', 'latest']) {
+      expect(() => hubConfig({ ...BASE, HUB_VERSION: v }), `HUB_VERSION=${v}`).toThrow(/HUB_VERSION/);
+    }
+    const raw = {
+      name: 'wingsmith-hub',
+      vars: { HUB_VERSION: '1.0' },
+      durable_objects: { bindings: [{ name: 'SESSIONS', class_name: 'SessionObject' }, { name: 'DB_GATEWAY', class_name: 'DbGateway' }] },
+      migrations: [{ tag: 'v1', new_sqlite_classes: ['SessionObject'] }, { tag: 'v2', new_sqlite_classes: ['DbGateway'] }],
+    };
+    expect(checkDeployConfig(raw).problems.join('\n')).toMatch(/HUB_VERSION/);
+  });
+
+  it('SEND_QUEUE_FRAMES too small to carry a resync (resync.begin, a deployment, stream.end) is refused', () => {
+    // desired-pump.ts step(): page = min(DESIRED_PAGE_ROWS, SEND_QUEUE_FRAMES - queued - 2); with
+    // 2 (or 1) it is 0 on an empty queue, step() returns false before even the resync.begin, and
+    // the claim's snapshot is 0 rows (hello.ts): every fresh session is welcomed with
+    // full_resync and never sent its resync. The bytes of the queue are checked at startup
+    // (minSendQueueBytes); its frames are not.
+    for (const n of ['1', '2']) {
+      expect(() => hubConfig({ ...BASE, SEND_QUEUE_FRAMES: n }), `SEND_QUEUE_FRAMES=${n}`).toThrow(/SEND_QUEUE_FRAMES/);
+    }
+  });
+
+  it('an idle limit the operator SDK cannot keep (IDLE_TIMEOUT_MS under two ping intervals) is refused', () => {
+    // The hub closes a session silent for IDLE_TIMEOUT_MS (4408); an idle operator is heard only
+    // by its pings. With PING_INTERVAL_MS 10000 and IDLE_TIMEOUT_MS 5000 the SDK pings every 10 s
+    // and replaces the advertised idle limit by the spec's 30 s (boundedLimits: the limit must
+    // be at least twice the ping interval), so the hub cuts every idle, healthy session every
+    // few seconds, and it reconnects, forever.
+    const cfgText = { ...BASE, PING_INTERVAL_MS: '10000', IDLE_TIMEOUT_MS: '5000' };
+    const { adjusted } = boundedLimits({ ping_interval_s: 10, idle_timeout_s: 5, max_frame_bytes: 1 << 20, replay_buffer_frames: 1, replay_buffer_bytes: 1 });
+    expect(adjusted.map((a) => a.field)).toEqual(['idle_timeout_s']); // what the SDK does with it
+    expect(() => hubConfig(cfgText)).toThrow(/IDLE_TIMEOUT_MS|PING_INTERVAL_MS/);
+  });
+
+  it('DESIRED_PAGE_BYTES beyond what the gateway RPC carries (32 MiB) is refused', () => {
+    // Desired-state pages are read through the gateway shards (the pump's sql is gatewaySql) and
+    // come back over Durable Object RPC, which refuses a value over 32 MiB. desiredPageBytes()
+    // bounds a page by DESIRED_PAGE_BYTES "which keeps a page well inside the 32 MiB", but the
+    // var itself has no upper bound: with a large send queue a cluster whose desired state
+    // exceeds 32 MiB gets a page the RPC refuses, the pump logs a warning and retries the same
+    // page at every poke, and its resync never completes.
+    expect(() => hubConfig({ ...BASE, DESIRED_PAGE_BYTES: String(48 << 20), SEND_QUEUE_BYTES: String(256 << 20) })).toThrow(/DESIRED_PAGE_BYTES/);
+  });
+
+  it('HUB_VERSION: a release with a v, a pre-release or build part is accepted; over 128 characters is refused', () => {
+    for (const v of ['0.1.0', 'v0.4.2', '1.2.3-rc.1', '2.0.0+build.5']) expect(hubConfig({ HUB_VERSION: v }).HUB_VERSION).toBe(v);
+    expect(() => hubConfig({ HUB_VERSION: '' })).toThrow(/HUB_VERSION/);
+    expect(() => hubConfig({ HUB_VERSION: `1.2.3-${'x'.repeat(128)}` })).toThrow(/HUB_VERSION: at most 128/);
+  });
+
+  it('SEND_QUEUE_FRAMES of 3 (begin, one deployment, end) is accepted', () => {
+    expect(hubConfig({ ...BASE, SEND_QUEUE_FRAMES: '3' }).SEND_QUEUE_FRAMES).toBe(3);
+  });
+
+  it('the liveness timers the hub accepts are exactly those the operator SDK keeps as advertised', () => {
+    const sdkAdjusts = (pingMs: number, idleMs: number) =>
+      boundedLimits({ ping_interval_s: pingMs / 1000, idle_timeout_s: idleMs / 1000, max_frame_bytes: 1 << 20, replay_buffer_frames: 1, replay_buffer_bytes: 1 }).adjusted.length > 0;
+    const [lo, hi] = PING_INTERVAL_BOUNDS_MS;
+    const accepted: Array<[number, number]> = [[lo, 2 * lo], [1_000, 3_000], [3_000, 30_000], [hi, 2 * hi], [hi, IDLE_TIMEOUT_MAX_MS]];
+    const refused: Array<[number, number, RegExp]> = [
+      [lo - 1, 3_000, /PING_INTERVAL_MS/],
+      [hi + 1, IDLE_TIMEOUT_MAX_MS, /PING_INTERVAL_MS/],
+      [1_000, 1_999, /IDLE_TIMEOUT_MS: must be at least twice/],
+      [hi, 2 * hi - 1, /IDLE_TIMEOUT_MS: must be at least twice/],
+      [hi, IDLE_TIMEOUT_MAX_MS + 1, /IDLE_TIMEOUT_MS: must be at most/],
+    ];
+    for (const [ping, idle] of accepted) {
+      expect(sdkAdjusts(ping, idle), `${ping}/${idle}`).toBe(false);
+      expect(hubConfig({ PING_INTERVAL_MS: String(ping), IDLE_TIMEOUT_MS: String(idle) })).toMatchObject({ PING_INTERVAL_MS: ping, IDLE_TIMEOUT_MS: idle });
+    }
+    for (const [ping, idle, why] of refused) {
+      expect(sdkAdjusts(ping, idle), `${ping}/${idle}`).toBe(true);
+      expect(() => hubConfig({ PING_INTERVAL_MS: String(ping), IDLE_TIMEOUT_MS: String(idle) }), `${ping}/${idle}`).toThrow(why);
+    }
+    // The defaults are the spec's own values.
+    expect(hubConfig({})).toMatchObject({ PING_INTERVAL_MS: 10_000, IDLE_TIMEOUT_MS: 30_000 });
+  });
+
+  it('DESIRED_PAGE_BYTES is accepted up to the RPC budget less the largest frame and the reserve, and a claim page stays within it', () => {
+    const frame = Math.min(1 << 20, REPLAY_ROW_MAX_BYTES);
+    const largest = DESIRED_PAGE_RPC_BUDGET_BYTES - frame - (64 << 10);
+    const big = { SEND_QUEUE_BYTES: String(256 << 20) };
+    const cfg = hubConfig({ ...big, DESIRED_PAGE_BYTES: String(largest) });
+    expect(cfg.DESIRED_PAGE_BYTES).toBe(largest);
+    expect(() => hubConfig({ ...big, DESIRED_PAGE_BYTES: String(largest + 1) })).toThrow(/DESIRED_PAGE_BYTES: must be at most/);
+    // A smaller largest frame leaves room for a larger page.
+    expect(hubConfig({ ...big, MAX_FRAME_BYTES: String(1 << 16), DESIRED_PAGE_BYTES: String(largest + 1) }).DESIRED_PAGE_BYTES).toBe(largest + 1);
+    // CLAIM_SNAPSHOT_BYTES needs no bound of its own: the claim's page is held to a desired page's.
+    const claim = hubConfig({ ...big, DESIRED_PAGE_BYTES: String(largest), CLAIM_SNAPSHOT_BYTES: String(1 << 30) });
+    expect(claimPageBytes(claim)).toBe(largest);
+  });
+});
