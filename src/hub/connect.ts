@@ -8,10 +8,16 @@ import { lookupToken, type TokenLookup } from './db/registry';
 import type { HubEnv } from './env';
 import { jsonError } from './http-errors';
 import { createLogger } from './log';
+import { LogBudget } from './log-budget';
 import { inRegion } from './region';
 import { hashToken, isEnrollmentTokenShaped, toHex } from './tokens';
 
 const log = createLogger({ component: 'connect' });
+/**
+ * Refusals anyone with a well-formed token can provoke, as fast as they can connect: per isolate
+ * and per reason, the first lines of a window are written and the rest summarised (log-budget.ts).
+ */
+const refusals = new LogBudget();
 
 /** Header an operator sets to resume: the session_id its last welcome named. */
 export const SESSION_HINT_HEADER = 'Wingsmith-Session';
@@ -29,6 +35,9 @@ export async function connect(c: Context<{ Bindings: HubEnv }>): Promise<Respons
   if (c.req.header('upgrade')?.toLowerCase() !== 'websocket') {
     return jsonError(c, 426, 'upgrade_required', 'connect with a WebSocket upgrade');
   }
+  // Cloudflare sets it; locally it is absent. Named on refusals, and handed to the session object
+  // for contention reports: which operator is where.
+  const remoteAddr = c.req.header('cf-connecting-ip')?.slice(0, 64) ?? null;
   const tokenHash = toHex(await hashToken(m[1] as string));
   const cfg = hubConfig(c.env);
   let cluster;
@@ -38,19 +47,19 @@ export async function connect(c: Context<{ Bindings: HubEnv }>): Promise<Respons
   } catch (err) {
     // The operator is told to retry either way (a fix or a migration will come); the log tells
     // an outage from a fault someone must look at.
+    // Every connect during an outage would write one: budgeted like the refusals.
     const line = failureLine('token lookup', err);
-    log[line.level](line.message, line.fields);
+    refusals.write(log, { kind: `lookup-${line.level}`, level: line.level, msg: line.message, fields: { ...line.fields, remote_addr: remoteAddr }, reason: line.fields.error });
     c.header('Retry-After', '5');
     return jsonError(c, 503, 'unavailable', 'the cluster registry is unavailable; retry with backoff');
   }
   // Each region has its own registry: a token from another region's is unknown here, and the
   // message says where the operator dialled.
-  if (!cluster) return refuseSocket('not_found', `enrollment token is not valid${inRegion(cfg)} (unknown or rotated)`);
-  if (cluster.disabled) return refuseSocket('conflict', 'cluster is disabled', cluster.uid);
+  if (!cluster) return refuseSocket('not_found', `enrollment token is not valid${inRegion(cfg)} (unknown or rotated)`, remoteAddr);
+  if (cluster.disabled) return refuseSocket('conflict', 'cluster is disabled', remoteAddr, cluster.uid);
   if (cluster.ignored_hint) noteIgnoredHint(cluster.uid, cluster.ignored_hint, cfg.HUB_JURISDICTION);
 
   const routeKey = resumableKey(cluster, c.req.header(SESSION_HINT_HEADER)) ?? newRouteKey(cluster.placement_generation);
-  const remoteAddr = c.req.header('cf-connecting-ip')?.slice(0, 64) ?? null;
   const stub = sessionStub(c.env, { clusterUid: cluster.uid, routeKey, locationHint: cluster.location_hint });
   // A fresh request: nothing the operator sent besides the upgrade reaches the object.
   return stub.fetch('https://session.internal/connect', {
@@ -60,7 +69,6 @@ export async function connect(c: Context<{ Bindings: HubEnv }>): Promise<Respons
       [INTERNAL_HEADERS.clusterName]: cluster.name,
       [INTERNAL_HEADERS.tokenHash]: tokenHash,
       [INTERNAL_HEADERS.routeKey]: routeKey,
-      // For contention reports: which operator is where. Cloudflare sets it; locally it is absent.
       ...(remoteAddr ? { [INTERNAL_HEADERS.remoteAddr]: remoteAddr } : {}),
     },
   });
@@ -94,13 +102,15 @@ function noteIgnoredHint(clusterUid: string, hint: string, jurisdiction: string 
 }
 
 /** A typed refusal over the socket (error frame, then 4403); no session object is involved. */
-function refuseSocket(code: ErrorCode, message: string, cluster?: string): Response {
+function refuseSocket(code: ErrorCode, message: string, remoteAddr: string | null, cluster?: string): Response {
   const pair = new WebSocketPair();
   const client = pair[0];
   const server = pair[1];
   server.accept();
   server.send(buildFrame({ type: 'error', payload: { code, message, retryable: false } }));
   server.close(CloseCode.REFUSED, message);
-  log.warn('connect refused', { ...(cluster ? { cluster } : {}), reason: message });
+  // Budgeted per reason code: an unknown token is anyone's to send, a disabled cluster's
+  // operator retries by itself; either can repeat as fast as the caller connects.
+  refusals.write(log, { kind: code, level: 'warn', msg: 'connect refused', fields: { ...(cluster ? { cluster } : {}), remote_addr: remoteAddr, reason: message }, reason: remoteAddr ? `${message} (from ${remoteAddr})` : message });
   return new Response(null, { status: 101, webSocket: client });
 }

@@ -1,4 +1,5 @@
 import { Client, neonConfig } from '@neondatabase/serverless';
+import { sqlState } from './db/errors';
 import { withDeadline } from './deadline';
 
 /** What the hub needs to reach Postgres. */
@@ -29,9 +30,21 @@ export class QueryTimeoutError extends Error {
   }
 }
 
-/** Raised when the connection died under a query. */
+/**
+ * Raised when the connection died under a query, or could not be opened. When the server itself
+ * refused the connection it carries the server's SQLSTATE (`code`): a role that does not exist
+ * (28000), a wrong password (28P01), a database that does not exist (3D000) are faults someone
+ * must fix, not an outage, and the log says so (failureKind). Retrying is still decided by
+ * classifyDbError, which treats every such code as transient: a fix may come without a restart.
+ */
 export class ConnectionLostError extends Error {
   override readonly name = 'ConnectionLostError';
+  readonly code: string | undefined;
+
+  constructor(message: string, code?: string | null) {
+    super(message);
+    this.code = code ?? undefined;
+  }
 }
 
 let proxyConfigured: string | undefined;
@@ -185,7 +198,7 @@ export class Pg {
       })
       .catch((err: unknown) => {
         client.end().catch(() => undefined);
-        throw new ConnectionLostError(err instanceof Error ? err.message : String(err));
+        throw new ConnectionLostError(err instanceof Error ? err.message : String(err), sqlState(err));
       })
       .finally(() => {
         this.connecting = null;

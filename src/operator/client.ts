@@ -47,6 +47,12 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
   private readonly opts: OperatorClientOptions;
   private readonly timers: Timers;
   private readonly log: Logger;
+  /**
+   * `log` naming the session too, for lines about the hub's frames (seq numbers restart in every
+   * fresh session: a seq without its session points at nothing). Rebuilt when the session is
+   * restored and at each welcome, not per frame.
+   */
+  private sessionLog: Logger;
   private readonly outbox: Outbox;
   private readonly buffer: OutboundLog;
   private readonly counters: ClientStats;
@@ -71,6 +77,7 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
     this.opts = options;
     const timers = (this.timers = options.timers ?? systemTimers);
     const log = (this.log = (options.logger ?? jsonLogger()).child({ cluster: options.clusterId }));
+    this.sessionLog = log;
     const capacity = options.sendQueueCapacity ?? 4096;
     const outbox = (this.outbox = new Outbox(capacity, options.controlQueueLimit ?? Math.max(capacity, 64)));
     const buffer = (this.buffer = options.outboundLog ?? new MemoryOutboundLog());
@@ -94,8 +101,12 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
         this.checkDrained();
       },
     });
+    const sessionLog = () => this.sessionLog;
     this.receiver = new Receiver({
-      timers, log, counters,
+      timers, counters,
+      get log() {
+        return sessionLog();
+      },
       retryPolicy: { baseMs: 500, capMs: 30_000, ...options.retry },
       inbound: () => session.inbound,
       outbound: () => session.outbound,
@@ -253,6 +264,7 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
     const record = await this.record.load();
     this.record.persistedCursor = record.cursor;
     this.sendSide.resyncAfterOpen = this.s.restore(record, this.log).resyncAfterOpen;
+    this.sessionLog = this.log.child({ session: this.s.id });
     this.book = new OperationBook(record.operations, this.operationHost(), this.opts.handlers, this.opts.operations);
     this.book.recover();
     // From here on a crash must be detectable: the record says "not clean" until a graceful stop.
@@ -301,6 +313,7 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
       link.lastAckSent = this.record.persistedCursor;
       this.log.info('session resumed', { session: w.session_id, ack_seq: w.ack_seq, replaying: plan.replay.length });
     }
+    this.sessionLog = this.log.child({ session: w.session_id });
     link.welcome();
     this.counters.sessionsOpened++;
     this.setState('open');
@@ -319,7 +332,7 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
       book: this.book,
       streams: this.s.streams,
       appliedRevision: this.s.appliedRevision,
-      logger: this.log.child({ session: this.s.id }),
+      logger: this.sessionLog,
       counters: this.counters,
       send: (item) => this.sendSide.enqueue(item),
       canReply: () => this.outbox.canApply(),

@@ -11,7 +11,7 @@ import type { RecordKeeper } from './durable';
 import { dialHeaders, helloFor } from './handshake';
 import { Link } from './link';
 import type { Logger } from './logger';
-import { classifyClose, httpRefusalError, refusalLogLine } from './refusal';
+import { afterRetryAfter, classifyClose, httpRefusalError, refusalLogLine, retryAfterMs } from './refusal';
 import type { SessionState } from './session';
 import type { Timers } from './timers';
 import type { Dialer } from './transport';
@@ -126,9 +126,9 @@ export class Connection {
         {
           onOpen: () => this.onOpen(link),
           onMessage: (text, binary) => h.onMessage(link, text, binary),
-          onClose: (code, reason, httpStatus, httpBody) => {
-            if (httpStatus !== undefined && httpBody) link.connectionError = httpRefusalError(httpBody);
-            this.onClosed(link, code, reason, httpStatus ?? null);
+          onClose: (code, reason, httpStatus, httpBody, retryAfter) => {
+            if (httpStatus !== undefined && httpBody) link.connectionError = httpRefusalError(httpBody, httpStatus);
+            this.onClosed(link, code, reason, httpStatus ?? null, retryAfterMs(retryAfter, h.timers.now()));
           },
         },
       );
@@ -155,7 +155,7 @@ export class Connection {
     });
   }
 
-  private onClosed(link: Link, code: number, reason: string, httpStatus: number | null): void {
+  private onClosed(link: Link, code: number, reason: string, httpStatus: number | null, retryAfter: number | null = null): void {
     const h = this.host;
     if (!link.end() || this.link !== link) return;
     this.link = null;
@@ -176,7 +176,10 @@ export class Connection {
     h.emit('closed', { code, reason, httpStatus, welcomed, error });
     if (h.stopping()) return;
     if (welcomed && h.timers.now() - link.welcomedAt >= (h.opts.stableAfterMs ?? 10_000)) h.backoff.reset();
-    if (!refusal) return this.scheduleReconnect(h.backoff.next());
+    // A hub that said when to come back (Retry-After, with a 503 or 429 at the upgrade) is not
+    // asked sooner, within the backoff's cap (refusal.ts).
+    const capMs = h.backoff.policy.capMs;
+    if (!refusal) return this.scheduleReconnect(afterRetryAfter(h.backoff.next(), retryAfter, capMs));
     if (refusal.forgetSession && h.session.id !== null) {
       // Resuming would take the cluster back from the operator that holds it now. The record
       // keeps the old id for diagnostics; the next hello asks for a new session. Saved now, not
@@ -185,7 +188,7 @@ export class Connection {
       h.record.markChanged();
       h.record.persist().catch((err: unknown) => h.log.error('could not save the record after a displacement', { err }));
     }
-    const delay = refusal.waitCap ? h.backoff.refusal() : h.backoff.next();
+    const delay = afterRetryAfter(refusal.waitCap ? h.backoff.refusal() : h.backoff.next(), retryAfter, capMs);
     const line = refusalLogLine(refusal, delay);
     const displaced = refusal.forgetSession ? h.session.displaced : undefined;
     h.log[line.level](line.msg, { ...line.fields, session: h.session.id, displaced_session: displaced });

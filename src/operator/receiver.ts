@@ -22,6 +22,7 @@ export function retryDelay(policy: BackoffPolicy, attempt: number): number {
 
 export interface ReceiverHost {
   readonly timers: Timers;
+  /** Names the cluster and the current session (rebuilt at each welcome). */
   readonly log: Logger;
   readonly counters: ClientStats;
   readonly retryPolicy: BackoffPolicy;
@@ -127,21 +128,22 @@ export class Receiver {
     const arrival = inbound.arrive(seq);
     if (arrival === 'duplicate') {
       h.counters.duplicates++;
-      h.log.debug('duplicate frame dropped', { seq, type: frame.envelope.type, expected: inbound.expected });
+      h.log.debug('duplicate frame dropped', { seq, type: frame.envelope.type, id: frame.envelope.id, expected: inbound.expected });
       return;
     }
     if (arrival === 'gap') {
       h.counters.gaps++;
       return h.protocolError(link, `gap: expected seq ${inbound.expected}, got ${seq}`);
     }
-    this.enqueue(() => this.apply(link, frame, 0));
+    this.enqueue(frame, () => this.apply(link, frame, 0));
   }
 
-  private enqueue(task: () => Promise<void>): void {
+  private enqueue(frame: ReadableFrame, task: () => Promise<void>): void {
     this.pending++;
+    const { seq, type, id } = frame.envelope;
     this.chain = this.chain
       .then(task)
-      .catch((err: unknown) => this.host.log.error('inbound processing failed', { err }))
+      .catch((err: unknown) => this.host.log.error('inbound processing failed', { err, seq, type, id }))
       .finally(() => {
         this.pending--;
         this.host.settled();
@@ -159,7 +161,7 @@ export class Receiver {
       result = await dispatch(h.dispatchHost(), frame, attempt);
     } catch (err) {
       // A bug of ours: unsure means transient, so the frame is retried rather than lost.
-      h.log.error('applying a frame failed unexpectedly; treated as transient', { err, seq, type: frame.envelope.type });
+      h.log.error('applying a frame failed unexpectedly; treated as transient', { err, seq, type: frame.envelope.type, id: frame.envelope.id });
       result = { settle: 'failed', reason: `internal error: ${err instanceof Error ? err.message : String(err)}`, cause: 'internal' };
     }
     if (link.ended) return;
@@ -175,6 +177,7 @@ export class Receiver {
     h.log.warn('frame not applied (transient): ack withheld, retrying', {
       seq,
       type: frame.envelope.type,
+      id: frame.envelope.id,
       reason: result.reason,
       cause: result.cause,
       attempt: attempt + 1,
@@ -182,7 +185,7 @@ export class Receiver {
     });
     const cancel = h.timers.schedule(() => {
       this.retries.delete(cancel);
-      this.enqueue(() => this.apply(link, frame, attempt + 1));
+      this.enqueue(frame, () => this.apply(link, frame, attempt + 1));
     }, delay);
     this.retries.add(cancel);
   }

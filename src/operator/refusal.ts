@@ -11,6 +11,11 @@
  * Every other close (network, 4408, 1013 after welcome, 4400 for a gap…) is not a refusal: the
  * operator reconnects with the ordinary backoff and resumes.
  *
+ * An HTTP 5xx or 429 at the upgrade is the hub (or something in front of it) unable to take the
+ * connection now: during a registry outage the hub answers 503 with a JSON body and Retry-After.
+ * Retryable whatever the body says: the ordinary backoff, Retry-After honoured within its bounds
+ * (`afterRetryAfter`), and a warning, not the error line of a refusal that needs a person.
+ *
  * What follows a refusal: one `refused` event and one log line; when the hub said it will not
  * change its mind by itself (`retryable: false`, 4403, 4409, 401/403) the next attempt is drawn
  * under the whole backoff cap (full jitter, never past the cap); there is still no maximum retry
@@ -67,8 +72,16 @@ export function classifyClose(link: ClosedLink): Refusal | null {
   return null;
 }
 
-/** The JSON error body of an HTTP refusal (`{"error": {"code", "message"}}`), if it is one. */
-export function httpRefusalError(body: string): RefusalError | null {
+/** An HTTP status at the upgrade that says "not now" (5xx, 429) rather than "not you" (401, 403). */
+export function isRetryableHttpStatus(status: number | null | undefined): boolean {
+  return typeof status === 'number' && (status === 429 || (status >= 500 && status <= 599));
+}
+
+/**
+ * The JSON error body of an HTTP refusal (`{"error": {"code", "message"}}`), if it is one;
+ * retryable when the status says "not now" (isRetryableHttpStatus).
+ */
+export function httpRefusalError(body: string, status?: number): RefusalError | null {
   let json: unknown;
   try {
     json = JSON.parse(body);
@@ -77,7 +90,30 @@ export function httpRefusalError(body: string): RefusalError | null {
   }
   const e = (json as { error?: { code?: unknown; message?: unknown } } | null)?.error;
   if (!e || typeof e.code !== 'string' || typeof e.message !== 'string') return null;
-  return { code: e.code.slice(0, 64), message: e.message.slice(0, 2048), retryable: false };
+  return { code: e.code.slice(0, 64), message: e.message.slice(0, 2048), retryable: isRetryableHttpStatus(status) };
+}
+
+/**
+ * Retry-After (RFC 9110: delay-seconds or an HTTP-date) in milliseconds, or null when absent or
+ * unreadable. `now` is for the date form.
+ */
+export function retryAfterMs(header: string | null | undefined, now: number): number | null {
+  if (!header) return null;
+  const text = header.trim();
+  if (/^\d{1,10}$/.test(text)) return Number(text) * 1000;
+  const at = Date.parse(text);
+  return Number.isFinite(at) ? Math.max(0, at - now) : null;
+}
+
+/**
+ * The wait before the next dial when the hub asked for `retryAfter` ms: no sooner than it asked,
+ * plus the backoff's own full-jitter draw (`drawn`) so a fleet turned away together does not come
+ * back together, and never past the backoff cap (the spec bounds every reconnect at 30 s by
+ * default): a hub asking for longer is asked again at the cap.
+ */
+export function afterRetryAfter(drawn: number, retryAfter: number | null, capMs: number): number {
+  if (retryAfter === null) return drawn;
+  return Math.min(capMs, Math.min(retryAfter, capMs) + drawn);
 }
 
 /**

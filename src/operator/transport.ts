@@ -18,9 +18,10 @@ export interface TransportEvents {
   /**
    * The link is gone, for whatever reason (closed by either side, failed to connect, refused at
    * the HTTP level). Called exactly once per dial. `httpStatus` is set when the upgrade was
-   * answered with an HTTP status instead, and `httpBody` is (the start of) that answer's body.
+   * answered with an HTTP status instead, `httpBody` is (the start of) that answer's body, and
+   * `retryAfter` its Retry-After header, if any.
    */
-  onClose(code: number, reason: string, httpStatus?: number, httpBody?: string): void;
+  onClose(code: number, reason: string, httpStatus?: number, httpBody?: string, retryAfter?: string): void;
 }
 
 export interface DialRequest {

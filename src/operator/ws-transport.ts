@@ -18,10 +18,10 @@ const MAX_REFUSAL_BODY = 4096;
 export function wsDialer(options: WsDialerOptions = {}): Dialer {
   return ({ url, headers }, events) => {
     let closed = false;
-    const finish = (code: number, reason: string, httpStatus?: number, httpBody?: string) => {
+    const finish = (code: number, reason: string, httpStatus?: number, httpBody?: string, retryAfter?: string) => {
       if (closed) return;
       closed = true;
-      events.onClose(code, reason, httpStatus, httpBody);
+      events.onClose(code, reason, httpStatus, httpBody, retryAfter);
     };
     const ws = new WebSocket(url, {
       headers,
@@ -46,7 +46,8 @@ export function wsDialer(options: WsDialerOptions = {}): Dialer {
       const done = () => {
         clearTimeout(bodyTimer);
         ws.terminate();
-        finish(1006, `upgrade refused with HTTP ${status}`, status, Buffer.concat(chunks).toString('utf8'));
+        const retryAfter = res.headers['retry-after'];
+        finish(1006, `upgrade refused with HTTP ${status}`, status, Buffer.concat(chunks).toString('utf8'), typeof retryAfter === 'string' ? retryAfter : undefined);
       };
       const bodyTimer = setTimeout(done, 2_000);
       bodyTimer.unref();

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { ERROR_CODES } from './codes';
 import { HEADER_SAFE_RE, namesTime, RFC3339_RE, ULID_RE } from './envelope';
 import { FAST_PAYLOADS, isHotType } from './fast-payloads';
+import { fieldPath } from './field-path';
 import { DEPLOYMENT_PHASES, DEVICE_HEALTH, IDENT_RE, IDENT_RULE, LIMITS, MAX_REPLICAS, RESYNC_KINDS, SEVERITIES, TAINT_EFFECTS } from './vocabulary';
 
 export { DEPLOYMENT_PHASES, DEVICE_HEALTH, MAX_REPLICAS, RESYNC_KINDS, SEVERITIES } from './vocabulary';
@@ -400,7 +401,8 @@ export function decodePayloadWithZod(type: MessageType, payload: unknown): Paylo
   const parsed = CATALOG[type].schema.safeParse(payload);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
-    const field = issue?.path.join('.') || 'payload';
+    // A record's key is the sender's text: cut, as the fast validators cut it (field-path.ts).
+    const field = issue ? fieldPath(issue.path) : 'payload';
     return { ok: false, unknownType: false, reason: `${type} ${field}: ${issue?.message ?? 'invalid'}` };
   }
   return { ok: true, message: { type, payload: parsed.data } as TypedMessage };

@@ -11,10 +11,12 @@
  * zod counts them. test/unit/protocol/fast-payloads.property.test.ts proves it over generated
  * frames, with its generators read off the schemas, so a schema change that is not followed here
  * fails that test. A rejection names the field, as the zod path does (poison frames are logged
- * and recorded with it); its wording is this module's own.
+ * and recorded with it), a long key cut the same way (field-path.ts); its wording is this
+ * module's own.
  */
 import type { Payload } from './catalog';
 import { namesTime, ULID_RE } from './envelope';
+import { pathSegment } from './field-path';
 import { DEPLOYMENT_PHASES, DEVICE_HEALTH, IDENT_RE, IDENT_RULE, LIMITS, MAX_REPLICAS, SEVERITIES, TAINT_EFFECTS } from './vocabulary';
 
 export type FastResult<T> = { ok: true; value: T } | { ok: false; field: string; message: string };
@@ -148,9 +150,9 @@ function labels(v: unknown, field: string): Record<string, string> | Bad {
   let n = 0;
   for (const key of Object.keys(v)) {
     if (key === '__proto__') continue;
-    if (!isName(key, LIMITS.labelKey)) return bad(`${field}.${key}`, `label key ${textProblem(key, 1, LIMITS.labelKey)}`);
+    if (!isName(key, LIMITS.labelKey)) return bad(`${field}.${pathSegment(key)}`, `label key ${textProblem(key, 1, LIMITS.labelKey)}`);
     const value = v[key];
-    if (!isText(value, LIMITS.labelValue)) return bad(`${field}.${key}`, textProblem(value, 0, LIMITS.labelValue));
+    if (!isText(value, LIMITS.labelValue)) return bad(`${field}.${pathSegment(key)}`, textProblem(value, 0, LIMITS.labelValue));
     out[key] = value;
     n++;
   }

@@ -6,3 +6,4 @@ export * from './queues';
 export * from './operator-version';
 export * from './frames';
 export * from './frame-size';
+export * from './field-path';

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { classifyDbError, describeError, failureKind, failureLine } from '../../src/hub/db/errors';
+import { ConnectionLostError } from '../../src/hub/pg';
 
 function pgError(code: string, message: string): Error {
   return Object.assign(new Error(message), { code });
@@ -61,6 +62,20 @@ describe('failureKind (an outage or a fault, for the log of a failed lookup)', (
     for (const code of ['42P01', '42703', '42601', '42501', '0A000', '28P01']) expect(failureKind(pgError(code, 'x'))).toBe('fault');
     // Relayed by a gateway shard with its SQLSTATE.
     expect(failureKind(relayed('relation "clusters" does not exist', '42P01', 'error'))).toBe('fault');
+  });
+
+  it('a connection the server refuses for what the URL says keeps its SQLSTATE: a fault, still retried', () => {
+    // Pg.connect wraps every connect failure; it used to drop the code, so a role that does not
+    // exist was logged "database unavailable" at warn, forever.
+    const role = new ConnectionLostError('role "nobody" does not exist', '28000');
+    expect(failureKind(role)).toBe('fault');
+    expect(classifyDbError(role)).toBe('transient');
+    expect(describeError(role)).toBe('28000: role "nobody" does not exist');
+    expect(failureKind(new ConnectionLostError('database "nowhere" does not exist', '3D000'))).toBe('fault');
+    expect(failureKind(pgError('3D000', 'database "nowhere" does not exist'))).toBe('fault');
+    // A connection that never reached the server is an outage, as before.
+    expect(failureKind(new ConnectionLostError('[object ErrorEvent]'))).toBe('outage');
+    expect(failureKind(new ConnectionLostError('connect ECONNREFUSED', null))).toBe('outage');
   });
 
   it('a programming error is a fault, thrown here or relayed by name from a gateway shard', () => {

@@ -33,10 +33,11 @@ export function isIsolatable(err: unknown): boolean {
   return state !== null && ISOLATABLE_STATES.has(state);
 }
 
-// A statement the database refused for what it says (a missing table or column, a syntax or
-// permission error), not for its condition: retrying waits on a deploy or a migration, not on
-// the database coming back.
-const STATEMENT_CLASSES = new Set(['42', '0A', '3F', '28']);
+// A statement or connection the database refused for what it says (a missing table or column,
+// a syntax or permission error, a role or password it does not know (28), a database that does
+// not exist (3D)), not for its condition: retrying waits on a deploy, a migration or a fixed
+// DATABASE_URL, not on the database coming back.
+const STATEMENT_CLASSES = new Set(['42', '0A', '3F', '28', '3D']);
 // What JavaScript throws for a programming error, locally or relayed by name from a gateway shard.
 const CODE_ERRORS = new Set(['TypeError', 'ReferenceError', 'SyntaxError', 'RangeError', 'EvalError', 'URIError', 'ResidencyError']);
 

@@ -7,6 +7,7 @@
 import { answerableId, type Arrival, type Incoming, type Payload, type Settlement } from '../../protocol';
 import type { IngestResult } from '../db/ingest';
 import type { Logger } from '../log';
+import type { LogBudget } from '../log-budget';
 import { storableText } from '../storable-text';
 import type { BuiltBatch, InboundItem } from './ingest-batch';
 import type { Outgoing } from './outgoing';
@@ -110,8 +111,34 @@ export function addCounters(into: SessionCounters, add: Partial<SessionCounters>
   for (const [k, v] of Object.entries(add) as [keyof SessionCounters, number][]) into[k] += v;
 }
 
-/** What a committed batch says about the operator, for the log. */
-export function logCommitted(log: Logger, built: BuiltBatch, result: IngestResult): void {
+// What of an operator's text a log line quotes: enough to recognise, never the frame's content.
+const LOG_TYPE_CHARS = 128;
+const LOG_TEXT_CHARS = 512;
+const LOG_ID_CHARS = 64;
+
+/** Operator text as a log line quotes it (cut between code points, NUL and lone surrogates mended). */
+export function logText(s: string | null | undefined, max = LOG_TEXT_CHARS): string | null {
+  return typeof s === 'string' ? storableText(s, max) : null;
+}
+
+/** The line for a connection-level error frame from the operator: its code and (cut) message. */
+export function logPeerError(log: Logger, budget: LogBudget, payload: Payload<'error'> | null, replyTo: string | null): void {
+  budget.write(log, {
+    kind: 'peer-error',
+    level: 'warn',
+    msg: 'connection error from operator',
+    fields: payload
+      ? { code: payload.code, message: logText(payload.message), retryable: payload.retryable, reply_to: logText(replyTo, LOG_ID_CHARS) }
+      : { payload: null, reply_to: logText(replyTo, LOG_ID_CHARS) },
+    reason: payload ? logText(payload.message, 200) : null,
+  });
+}
+
+/**
+ * What a committed batch says about the operator, for the log. The lines an operator can provoke
+ * once per frame (its error frames, its refusals, poison) go through the session's log budget.
+ */
+export function logCommitted(log: Logger, budget: LogBudget, built: BuiltBatch, result: IngestResult): void {
   for (const s of built.streams) {
     log.info(s.complete ? 'operator resync complete; pruned absent rows' : 'operator resync incomplete; nothing pruned', {
       seq: s.seq,
@@ -121,21 +148,59 @@ export function logCommitted(log: Logger, built: BuiltBatch, result: IngestResul
     });
   }
   for (const e of built.peerErrors) {
-    log.warn('error frame from operator', { seq: e.seq, reply_to: e.replyTo, code: e.payload.code, message: e.payload.message });
+    budget.write(log, {
+      kind: 'peer-error',
+      level: 'warn',
+      msg: 'error frame from operator',
+      fields: { seq: e.seq, reply_to: logText(e.replyTo, LOG_ID_CHARS), code: e.payload.code, message: logText(e.payload.message) },
+      seq: e.seq,
+      reason: logText(e.payload.message, 200),
+    });
   }
   for (const r of built.batch.desiredRefusals) {
-    log.warn('operator refused desired state; recorded on the deployment', { seq: r.seq, deployment_id: r.deployment_id, revision: r.revision, code: r.code, message: r.message });
+    budget.write(log, {
+      kind: 'desired-refusal',
+      level: 'warn',
+      msg: 'operator refused desired state; recorded on the deployment',
+      fields: { seq: r.seq, deployment_id: r.deployment_id, revision: r.revision, code: r.code, message: logText(r.message) },
+      seq: r.seq,
+      reason: logText(r.message, 200),
+    });
   }
   for (const r of result.unknownOperations) {
-    log.error('POISON FRAME: names an operation this cluster does not have; acknowledged, dropped, recorded', { seq: r.seq, type: r.type, frame_id: r.frame_id, reason: r.reason });
+    budget.write(log, {
+      kind: 'poison',
+      level: 'error',
+      msg: 'POISON FRAME: names an operation this cluster does not have; acknowledged, dropped, recorded',
+      fields: { seq: r.seq, type: logText(r.type, LOG_TYPE_CHARS), frame_id: logText(r.frame_id, LOG_ID_CHARS), reason: logText(r.reason) },
+      seq: r.seq,
+      reason: logText(r.reason, 200),
+    });
   }
 }
 
-/** What an accepted frame says about the operator, for the log (unknown types and poison, loudly). */
-export function logAccepted(log: Logger, item: InboundItem): void {
+/**
+ * What an accepted frame says about the operator, for the log: unknown types and poison, loudly,
+ * within the session's log budget, and quoting at most a few hundred characters of what it sent.
+ */
+export function logAccepted(log: Logger, budget: LogBudget, item: InboundItem): void {
   if (item.kind === 'unknown') {
-    log.warn('unknown message type; dropped, acknowledged and answered', { seq: item.seq, type: item.type.slice(0, 256) });
+    budget.write(log, {
+      kind: 'unknown',
+      level: 'warn',
+      msg: 'unknown message type; dropped, acknowledged and answered',
+      fields: { seq: item.seq, type: logText(item.type, LOG_TYPE_CHARS) },
+      seq: item.seq,
+      reason: logText(item.type, LOG_TYPE_CHARS),
+    });
   } else if (item.kind === 'poison') {
-    log.error('POISON FRAME: accepted, acknowledged, dropped and recorded', { seq: item.seq, type: item.type, frame_id: item.id, reason: item.reason });
+    budget.write(log, {
+      kind: 'poison',
+      level: 'error',
+      msg: 'POISON FRAME: accepted, acknowledged, dropped and recorded',
+      fields: { seq: item.seq, type: logText(item.type, LOG_TYPE_CHARS), frame_id: logText(item.id, LOG_ID_CHARS), reason: logText(item.reason) },
+      seq: item.seq,
+      reason: logText(item.reason, 200),
+    });
   }
 }

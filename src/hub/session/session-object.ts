@@ -10,13 +10,14 @@ import type { IngestResult } from '../db/ingest';
 import type { Sql } from '../db/sql';
 import type { HubEnv } from '../env';
 import { createLogger, type Logger } from '../log';
+import { LogBudget } from '../log-budget';
 import { Pg } from '../pg';
 import { dueNow, phaseCheckOffset, type ClockState } from './clock';
 import { DesiredPump } from './desired-pump';
 import { FleetMember, type SessionRef } from './fleet-member';
 import { admitConnect } from './handshake';
 import { answerHello, claimSnapshotRows } from './hello';
-import { logAccepted, logCommitted, settleCommitted, triageFrame } from './inbound';
+import { logAccepted, logCommitted, logPeerError, settleCommitted, triageFrame } from './inbound';
 import type { BuiltBatch, InboundItem } from './ingest-batch';
 import { IngestPipeline } from './ingest-pipeline';
 import { buildLiveView, type LiveView } from './live-view';
@@ -57,6 +58,8 @@ export class SessionObject extends DurableObject<HubEnv> {
   private helloClaim: SessionRef | null = null;
   private disconnectHeld = false;
   private readonly held: HeldFrames;
+  /** Lines the operator can provoke once per frame (poison, unknown types, error frames): log-budget.ts. */
+  private readonly logBudget = new LogBudget();
   /** Changes whenever the object is constructed again (no ULID: construction is on the idle path). */
   private readonly instance = `${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`;
   private readonly clock!: SessionClock;
@@ -102,7 +105,8 @@ export class SessionObject extends DurableObject<HubEnv> {
       cursor: () => state.inbound.cursor,
       socket: () => sockets.active(),
       send: (ws, frame) => sockets.send(ws, frame),
-      closeActive: (code, reason) => sockets.closeActive(code, reason),
+      // Every close the send path makes follows a line of its own saying why.
+      closeActive: (code, reason) => sockets.closeActive(code, reason, 'logged'),
       log,
       written: (queued) => {
         this.syncAutoPong();
@@ -237,6 +241,7 @@ export class SessionObject extends DurableObject<HubEnv> {
   private async runDue(what: string): Promise<void> {
     let forgotten = false;
     try {
+      this.logBudget.flush(this.state.log);
       forgotten = await this.onAlarm();
     } catch (err) {
       this.state.log.error(`${what} failed`, { error: describeError(err) });
@@ -259,7 +264,7 @@ export class SessionObject extends DurableObject<HubEnv> {
       else if (due.t === 'window') {
         // A peer that stays alive but never acknowledges would stall desired state forever.
         state.log.warn('operator has not released the replay window; closing so resume sorts it out', { unacked: state.outbound.unacked });
-        sockets.closeActive(CloseCode.SEND_QUEUE_FULL, 'replay window not released');
+        sockets.closeActive(CloseCode.SEND_QUEUE_FULL, 'replay window not released', 'logged');
       } else if (due.t === 'hole' && active) {
         sockets.refuse(active, CloseCode.TRY_AGAIN_LATER, null, 'unavailable', 'frames could not be applied in time; reconnect and replay', true);
       } else if (due.t === 'resend' && active) {
@@ -404,7 +409,7 @@ export class SessionObject extends DurableObject<HubEnv> {
         sockets.send(ws, canonicalPong(state.inbound.cursor));
         return this.syncAutoPong();
       case 'peer-error':
-        return state.log.warn('connection error from operator', { payload: action.payload });
+        return logPeerError(state.log, this.logBudget, action.payload, f.envelope.reply_to);
       case 'duplicate':
         meta.counters.duplicates++;
         return;
@@ -414,7 +419,7 @@ export class SessionObject extends DurableObject<HubEnv> {
         meta.counters.framesIn++;
         if (action.note === 'unknown') meta.counters.unknownTypes++;
         if (action.note === 'poison') meta.counters.rejections++;
-        logAccepted(state.log, action.item);
+        logAccepted(state.log, this.logBudget, action.item);
         this.ingest.push(action.item);
         if (this.ingest.size > this.cfg.INGEST_BATCH_FRAMES * 50) {
           sockets.refuse(ws, CloseCode.TRY_AGAIN_LATER, null, 'unavailable', 'too many frames waiting to be applied; reconnect and replay', true);
@@ -428,7 +433,8 @@ export class SessionObject extends DurableObject<HubEnv> {
     if (!state.meta) return;
     const settled = settleCommitted(items, built, result);
     state.settle(settled, built.resyncs);
-    logCommitted(state.log, built, result);
+    logCommitted(state.log, this.logBudget, built, result);
+    this.logBudget.flush(state.log);
     // Stored in this turn's commit with the cursor that passes their frames.
     this.sendPath.owe(settled.answers);
     const ws = this.sockets.active();
@@ -439,6 +445,7 @@ export class SessionObject extends DurableObject<HubEnv> {
   // --- Connection state ------------------------------------------------------------------------
 
   private onConnectionEnded(why: string): void {
+    this.logBudget.flush(this.state.log, true);
     this.resetOutgoing();
     this.syncAutoPong();
     const meta = this.state.meta;

@@ -1,6 +1,12 @@
 import { buildFrame, canonicalPing, canonicalPong, CloseCode, type ErrorCode } from '../../protocol';
 import { describeError } from '../db/errors';
 import type { Logger } from '../log';
+import { storableText } from '../storable-text';
+
+/** Closes that lose the peer's work, or mean it misbehaves or stalls: logged at warn. */
+const WARN_CLOSES: ReadonlySet<number> = new Set([CloseCode.TOO_BIG, CloseCode.TIMEOUT, CloseCode.SEND_QUEUE_FULL, CloseCode.INTERNAL]);
+/** A close reason can quote the peer (a frame's reason): the log line quotes this much of it. */
+const CLOSE_REASON_LOG_CHARS = 512;
 
 /** What the object keeps with each WebSocket; it survives hibernation with the socket. */
 export interface Attachment {
@@ -127,29 +133,43 @@ export class Sockets {
     this.send(ws, buildFrame({ type: 'error', payload: { code, message, retryable }, reply_to: replyTo, ack: this.hooks.ack() }));
   }
 
-  /** A typed error, then the close. */
+  /** A typed error, then the close; this line is the close's line. */
   refuse(ws: WebSocket, close: number, replyTo: string | null, code: ErrorCode, message: string, retryable = false): void {
-    this.hooks.log().warn('connection refused', { ...this.whose(ws), close, reason: message });
+    this.hooks.log().warn('connection refused', { ...this.whose(ws), close, reason: storableText(message, CLOSE_REASON_LOG_CHARS) });
     this.sendError(ws, replyTo, code, message, retryable);
-    this.close(ws, close, message);
+    this.close(ws, close, message, 'logged');
   }
 
   protocolError(ws: WebSocket, replyTo: string | null, message: string): void {
-    this.hooks.log().warn('protocol error; closing 4400', { ...this.whose(ws), reason: message });
+    this.hooks.log().warn('protocol error; closing 4400', { ...this.whose(ws), close: CloseCode.PROTOCOL_ERROR, reason: storableText(message, CLOSE_REASON_LOG_CHARS) });
     this.sendError(ws, replyTo, 'invalid', message, false);
-    this.close(ws, CloseCode.PROTOCOL_ERROR, message);
+    this.close(ws, CloseCode.PROTOCOL_ERROR, message, 'logged');
   }
 
   /**
-   * Which cluster and connection a line is about. Before a hello opens the session the object's
-   * logger names no cluster, and a refusal at the handshake is exactly the line someone looks for.
+   * Which cluster, session and connection a line is about. Before a hello opens the session the
+   * object's logger names no cluster, and a refusal at the handshake is exactly the line someone
+   * looks for.
    */
-  private whose(ws: WebSocket): { cluster?: string; connection?: string } {
+  private whose(ws: WebSocket): { cluster?: string; session?: string; connection?: string } {
     const att = this.attachment(ws);
-    return att ? { cluster: att.clusterUid, connection: att.cid } : {};
+    if (!att) return {};
+    return att.sessionId ? { cluster: att.clusterUid, session: att.sessionId, connection: att.cid } : { cluster: att.clusterUid, connection: att.cid };
   }
 
-  close(ws: WebSocket, code: number, reason: string): void {
+  /**
+   * Close a connection from the hub's side. Every close the hub initiates leaves one line naming
+   * the cluster, session (once known), connection, close code and reason: here, unless the caller
+   * already wrote the line that explains it (`'logged'`: a refusal, a protocol error, a full send
+   * queue). A close that loses the peer's work or means it misbehaves or stalls (1009, 4408, 4429,
+   * 1011) is a warning; the others (a superseded connection) are info.
+   */
+  close(ws: WebSocket, code: number, reason: string, line: 'log' | 'logged' = 'log'): void {
+    // A connection already ended (closed by the peer meanwhile) is not closed by us: no line.
+    if (line === 'log' && !this.endedSockets.has(ws)) {
+      const level = WARN_CLOSES.has(code) ? 'warn' : 'info';
+      this.hooks.log()[level]('hub closed the connection', { ...this.whose(ws), close: code, reason: storableText(reason, CLOSE_REASON_LOG_CHARS) });
+    }
     try {
       // Close reasons are limited to 123 bytes.
       ws.close(code, reason.slice(0, 120));
@@ -164,9 +184,9 @@ export class Sockets {
     return this.endedSockets.has(ws);
   }
 
-  closeActive(code: number, reason: string): void {
+  closeActive(code: number, reason: string, line: 'log' | 'logged' = 'log'): void {
     const ws = this.active();
-    if (ws) this.close(ws, code, reason);
+    if (ws) this.close(ws, code, reason, line);
   }
 
   /** The connection ended (or is ending): stop tracking it and tell the session. */

@@ -189,9 +189,9 @@ export class WireTap {
           const out = this.incoming(link, text);
           if (out !== null) events.onMessage(out, binary);
         },
-        onClose: (code, reason, httpStatus, httpBody) => {
+        onClose: (code, reason, httpStatus, httpBody, retryAfter) => {
           link.close ??= { code, reason, httpStatus: httpStatus ?? null };
-          events.onClose(code, reason, httpStatus, httpBody);
+          events.onClose(code, reason, httpStatus, httpBody, retryAfter);
         },
       });
       const tapped: Transport = {

@@ -107,6 +107,34 @@ describe('refusals reach the application', () => {
     expect(errorLines(t)).toHaveLength(1);
   });
 
+  it('an HTTP 503 at the upgrade (registry unavailable, JSON body, Retry-After: 5) is retried after Retry-After plus the backoff draw, with a warning', async () => {
+    // It used to be a non-retryable handshake refusal: an error line and a wait drawn under the
+    // whole cap, as if the operator were refused for good.
+    hub.refuseWith = 503;
+    hub.refuseBody = JSON.stringify({ error: { code: 'unavailable', message: 'the cluster registry is unavailable; retry with backoff' } });
+    hub.refuseHeaders = { 'Retry-After': '5' };
+    const t = track(makeClient(hub, { random: () => 0.5 }));
+    const refused = watch(t);
+    await t.client.start();
+    // Not sooner than the hub asked (5 s), plus the ordinary first draw (500 ms).
+    expect(await waiting(t)).toBe(5_500);
+    expect(refused).toEqual([expect.objectContaining({ kind: 'handshake', httpStatus: 503, error: expect.objectContaining({ code: 'unavailable', retryable: true }), retryInMs: 5_500 })]);
+    expect(errorLines(t)).toEqual([]);
+    expect(t.logger.records.filter((r) => r.level === 'warn' && r.msg === 'the hub turned this connection away for now; retrying')).toEqual([
+      expect.objectContaining({ http_status: 503, error_code: 'unavailable', retryable: true, retry_in_ms: 5_500 }),
+    ]);
+  });
+
+  it('a Retry-After past the backoff cap waits the cap; a 429 or a 5xx without a JSON body is retried too, never an error line', async () => {
+    hub.refuseWith = 429;
+    hub.refuseHeaders = { 'Retry-After': '600' };
+    const t = track(makeClient(hub, { random: () => 0.5 }));
+    await t.client.start();
+    expect(await waiting(t)).toBe(30_000);
+    expect(errorLines(t)).toEqual([]);
+    expect(t.logger.records.find((r) => r.msg === 'link closed')).toMatchObject({ level: 'info', http_status: 429 });
+  });
+
   it("a live session refused by the hub's ownership poll (error, then 4403) reports the refusal with the hub's error", async () => {
     const t = track(makeClient(hub, { random: () => 0.999999 }));
     const refused = watch(t);

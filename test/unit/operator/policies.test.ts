@@ -9,7 +9,7 @@ import { decideWelcome, dialHeaders, helloFor } from '../../../src/operator/hand
 import { triage } from '../../../src/operator/frame-triage';
 import { silence } from '../../../src/operator/link';
 import { retryDelay } from '../../../src/operator/receiver';
-import { classifyClose, httpRefusalError, refusalLogLine, type ClosedLink } from '../../../src/operator/refusal';
+import { afterRetryAfter, classifyClose, httpRefusalError, refusalLogLine, retryAfterMs, type ClosedLink } from '../../../src/operator/refusal';
 import { MemoryOutboundLog } from '../../../src/operator/outbound-log';
 import { emptyRecord } from '../../../src/operator/cursor-store';
 import { silentLogger } from '../../../src/operator/logger';
@@ -116,6 +116,27 @@ describe('refusal classification', () => {
     });
     expect(httpRefusalError('<html>')).toBeNull();
     expect(httpRefusalError('{"error":"nope"}')).toBeNull();
+  });
+
+  it('an HTTP 5xx or 429 at the upgrade says "not now": retryable, the ordinary backoff, a warning', () => {
+    const body = '{"error":{"code":"unavailable","message":"the cluster registry is unavailable; retry with backoff"}}';
+    for (const status of [500, 502, 503, 429]) expect(httpRefusalError(body, status)).toMatchObject({ retryable: true });
+    for (const status of [400, 401, 403, 404]) expect(httpRefusalError(body, status)).toMatchObject({ retryable: false });
+    const outage = classifyClose(closed({ httpStatus: 503, error: httpRefusalError(body, 503) }))!;
+    expect(outage).toMatchObject({ kind: 'handshake', waitCap: false, forgetSession: false });
+    expect(refusalLogLine(outage, 5_500)).toMatchObject({ level: 'warn', fields: { http_status: 503, retryable: true } });
+  });
+
+  it('Retry-After: seconds or a date; honoured within the cap, with the backoff draw on top', () => {
+    expect(retryAfterMs('5', 0)).toBe(5_000);
+    expect(retryAfterMs(' 0 ', 0)).toBe(0);
+    expect(retryAfterMs(new Date(12_000).toUTCString(), 2_000)).toBe(10_000);
+    expect(retryAfterMs('soon', 0)).toBeNull();
+    expect(retryAfterMs(undefined, 0)).toBeNull();
+    expect(afterRetryAfter(500, null, 30_000)).toBe(500);
+    expect(afterRetryAfter(500, 5_000, 30_000)).toBe(5_500);
+    expect(afterRetryAfter(500, 29_800, 30_000)).toBe(30_000);
+    expect(afterRetryAfter(500, 3_600_000, 30_000)).toBe(30_000);
   });
 
   it('one log line, naming the displacement for what it is', () => {

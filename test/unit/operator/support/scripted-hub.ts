@@ -179,6 +179,9 @@ export class ScriptedHub {
   private taken = 0;
   /** Answer the upgrade with this HTTP status instead of accepting it. */
   refuseWith: number | null = null;
+  /** With `refuseWith`: the answer's body (else the status text) and extra headers (Retry-After). */
+  refuseBody: string | null = null;
+  refuseHeaders: Record<string, string> | null = null;
   /** Upgrade attempts answered (accepted or refused). */
   attempts = 0;
   upgrades = 0;
@@ -196,7 +199,7 @@ export class ScriptedHub {
       path: '/v1/connect',
       verifyClient: (_info, cb) => {
         if (hub) hub.attempts++;
-        if (hub?.refuseWith) cb(false, hub.refuseWith);
+        if (hub?.refuseWith) cb(false, hub.refuseWith, hub.refuseBody ?? undefined, hub.refuseHeaders ?? undefined);
         else cb(true);
       },
     });
