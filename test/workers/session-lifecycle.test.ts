@@ -134,7 +134,9 @@ describe('deferred frames of a connection whose hello failed', () => {
     const c = await newCluster('life-def');
     if (!/^[0-9A-Za-z_-]+$/.test(c.uid)) throw new Error('uid');
     const name = `wingsmith_test_fault_${c.uid.toLowerCase()}`;
+    // Slow, then failing: the hello's claim is surely under way when the next frame arrives.
     await sql(`create function ${name}() returns trigger language plpgsql as $$ begin
+       perform pg_sleep(0.5);
        raise exception 'relation "%" does not exist (simulated)', tg_table_name using errcode = '42P01'; end $$`);
     await sql(`create trigger ${name} before insert or update on cluster_owners for each row when (new.cluster_uid = '${c.uid}') execute function ${name}()`);
     const warn = vi.spyOn(console, 'warn');
@@ -142,6 +144,9 @@ describe('deferred frames of a connection whose hello failed', () => {
     try {
       const p = await connect(c.token);
       p.send('hello', { cluster_id: c.name, operator_version: '0.1.0', session_id: null, resume_from: null, lossy: false });
+      // Sent while the claim runs (not in the same instant as the hello: under a full suite's load
+      // the runtime has delivered two back-to-back frames of a new connection out of order).
+      await sleep(150);
       p.send('node.observed', node('n1'), { seq: 1 });
       expect((await p.closedWith(10_000)).code).toBe(CloseCode.TRY_AGAIN_LATER);
       await sleep(500);
