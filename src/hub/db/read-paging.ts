@@ -39,11 +39,23 @@ export function toPage<R, T, K>(
   item: (r: R) => T,
   key: (r: R) => K,
 ): KeyedPage<T, K> | null {
+  return pageOf(rows, limit, present, item, key, (hits) => hits);
+}
+
+/** A page of the present rows; more follow when the rows fetched (`fetched`) outnumber it. */
+function pageOf<R, T, K>(
+  rows: R[],
+  limit: number,
+  present: (r: R) => boolean,
+  item: (r: R) => T,
+  key: (r: R) => K,
+  fetched: (hits: number) => number,
+): KeyedPage<T, K> | null {
   if (rows.length === 0) return null;
   const hits = rows.filter(present);
   const page = hits.slice(0, limit);
   const last = page[page.length - 1];
-  return { items: page.map(item), next: hits.length > limit && last !== undefined ? key(last) : null };
+  return { items: page.map(item), next: fetched(hits.length) > page.length && last !== undefined ? key(last) : null };
 }
 
 export const num = (v: string | number): number => Number(v);
@@ -89,9 +101,5 @@ export function toByteCutPage<R extends ByteCutRow, T, K>(
   item: (r: R) => T,
   key: (r: R) => K,
 ): KeyedPage<T, K> | null {
-  if (rows.length === 0) return null;
-  const page = rows.filter(present).slice(0, limit);
-  const last = page[page.length - 1];
-  const fetched = Number(rows[0]?.page_rows ?? 0);
-  return { items: page.map(item), next: fetched > page.length && last !== undefined ? key(last) : null };
+  return pageOf(rows, limit, present, item, key, () => Number(rows[0]?.page_rows ?? 0));
 }
