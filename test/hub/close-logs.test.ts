@@ -10,26 +10,12 @@ import WebSocket from 'ws';
 import { describe, expect, it } from 'vitest';
 import { generateEnrollmentToken } from '../../src/hub/tokens';
 import { FAST_TIMERS, node, sleep, useHub } from './support/hub';
+import { captureHubLines, type HubLine } from './support/hub-lines';
 
-type Line = Record<string, unknown> & { level: string; msg: string };
+type Line = HubLine;
 
 process.env.E2E_HUB_LOG = 'log';
-const lines: Line[] = [];
-for (const k of ['log', 'info', 'warn', 'error', 'debug'] as const) {
-  const orig = console[k].bind(console);
-  (console as unknown as Record<string, (...a: unknown[]) => void>)[k] = (...args: unknown[]) => {
-    const text = args.map(String).join(' ').replace(/\x1b\[[0-9;]*m/g, '');
-    const at = text.indexOf('{"ts"');
-    if (at >= 0) {
-      try {
-        lines.push(JSON.parse(text.slice(at, text.lastIndexOf('}') + 1)) as Line);
-      } catch {
-        // not one of the hub's lines
-      }
-    }
-    orig(...args);
-  };
-}
+const lines = captureHubLines();
 
 const h = useHub({ ...FAST_TIMERS });
 const about = (cluster: string) => lines.filter((l) => l.cluster === cluster);

@@ -10,24 +10,10 @@
  */
 import { describe, expect, it } from 'vitest';
 import { FAST_TIMERS, sleep, useHub } from './support/hub';
+import { captureHubLines, type HubLine } from './support/hub-lines';
 
-type Line = Record<string, unknown> & { level: string; msg: string };
-const lines: Line[] = [];
-for (const k of ['log', 'info', 'warn', 'error', 'debug'] as const) {
-  const orig = console[k].bind(console);
-  (console as unknown as Record<string, (...a: unknown[]) => void>)[k] = (...args: unknown[]) => {
-    const text = args.map(String).join(' ').replace(/\x1b\[[0-9;]*m/g, '');
-    const at = text.indexOf('{"ts"');
-    if (at >= 0) {
-      try {
-        lines.push(JSON.parse(text.slice(at, text.lastIndexOf('}') + 1)) as Line);
-      } catch {
-        // not one of the hub's lines
-      }
-    }
-    orig(...args);
-  };
-}
+type Line = HubLine;
+const lines = captureHubLines();
 
 const h = useHub({ ...FAST_TIMERS, DATABASE_URL: 'postgresql://rv_no_such_role@127.0.0.1:5432/test' });
 
