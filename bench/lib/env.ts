@@ -124,6 +124,8 @@ export class BenchEnv {
       fastValidators: (await read('src/protocol/fast-payloads.ts')) ? 1 : 0,
       /** A second ingest statement goes out behind the first (the schedule's `behind`). */
       pipelinedIngest: (await read('src/hub/session/ingest-schedule.ts')).includes('  behind(') ? 1 : 0,
+      /** When the first of the two commits, the second takes its place and another is queued behind it. */
+      slidingIngest: (await read('src/hub/session/ingest-schedule.ts')).includes('  promoteBehind(') ? 1 : 0,
       /** A batch of observed rows only is written by a lean statement (`ingestStatement`). */
       leanIngest: (await read('src/hub/db/ingest.ts')).includes('export function leanSections(') ? 1 : 0,
       /** A fresh connection's upgrade writes nothing to its session object (the handshake clock in memory). */

@@ -10,8 +10,17 @@ import { IngestPipeline, type IngestHost } from '../../src/hub/session/ingest-pi
 
 const item = (seq: number): InboundItem => ({ kind: 'unknown', seq, id: `f${seq}`, replyTo: null, type: 'future.thing', arrivedAt: Date.now() });
 
-async function settle(): Promise<void> {
+/** Microtasks only: what runs in the same turn. */
+async function sameTurn(): Promise<void> {
   for (let i = 0; i < 50; i++) await Promise.resolve();
+}
+
+/** The pipeline ends its turn after settling a commit (the ack leaves first): let it go on. */
+async function settle(): Promise<void> {
+  for (let i = 0; i < 4; i++) {
+    await sameTurn();
+    await new Promise((r) => setTimeout(r, 0));
+  }
 }
 
 function harness(onCommitted: (seqs: number[], pipeline: IngestPipeline) => void = () => {}) {
@@ -119,6 +128,70 @@ describe('ingest pipeline: a second statement in flight', () => {
     expect(h.committed.at(-1)).toEqual([5]);
     expect(h.pipeline.size).toBe(0);
     expect(h.pipeline.statementsInFlight).toBe(0);
+  });
+
+  it('slides: when the first commits while the second runs, a third goes out behind the second at once', async () => {
+    const h = scripted(2);
+    for (let seq = 1; seq <= 7; seq++) h.pipeline.push(item(seq));
+    await settle();
+    expect(h.pending.length).toBe(2);
+    h.pending[0]?.resolve();
+    await settle();
+    // The database is never left without the next statement: [5, 6] is queued behind [3, 4].
+    expect(h.committed).toEqual([[1, 2]]);
+    expect(h.pending.length).toBe(3);
+    expect(h.pipeline.statementsInFlight).toBe(2);
+    h.pending[1]?.resolve();
+    await settle();
+    expect(h.committed).toEqual([
+      [1, 2],
+      [3, 4],
+    ]);
+    expect(h.pending.length).toBe(4);
+    h.pending[2]?.resolve();
+    await settle();
+    h.pending[3]?.resolve();
+    await settle();
+    expect(h.committed).toEqual([[1, 2], [3, 4], [5, 6], [7]]);
+    expect(h.pipeline.size).toBe(0);
+    expect(h.pipeline.statementsInFlight).toBe(0);
+  });
+
+  it('builds the next statement only after the turn that settled a commit has ended, so the ack is not held behind the build', async () => {
+    const h = scripted(2);
+    for (let seq = 1; seq <= 7; seq++) h.pipeline.push(item(seq));
+    await settle();
+    h.pending[0]?.resolve();
+    await sameTurn();
+    // Settled (cursor written, ack sent) in this turn; [5, 6] is not built in it.
+    expect(h.committed).toEqual([[1, 2]]);
+    expect(h.pending.length).toBe(2);
+    await settle();
+    expect(h.pending.length).toBe(3);
+  });
+
+  it('a promoted statement that fails leaves the one behind it to settle on its own outcome', async () => {
+    const h = scripted(2);
+    for (let seq = 1; seq <= 6; seq++) h.pipeline.push(item(seq));
+    await settle();
+    h.pending[0]?.resolve();
+    await settle();
+    expect(h.pending.length).toBe(3);
+    // [3, 4] fails; [5, 6], sent behind it, commits: it stays applied, [3, 4] is retried.
+    h.pending[1]?.reject(new Error('database socket error'));
+    h.pending[2]?.resolve();
+    await settle();
+    expect(h.committed).toEqual([
+      [1, 2],
+      [5, 6],
+    ]);
+    expect(h.pipeline.statementsInFlight).toBe(0);
+    await new Promise((r) => setTimeout(r, 120));
+    expect(h.pending.length).toBe(4);
+    h.pending[3]?.resolve();
+    await settle();
+    expect(h.committed.at(-1)).toEqual([3, 4]);
+    expect(h.pipeline.size).toBe(0);
   });
 
   it('when the first fails and the one behind commits, that one stays applied and the first is retried after the backoff', async () => {

@@ -8,6 +8,13 @@ import type { OpResync } from './store';
 
 type Outcome = { result: IngestResult } | { error: unknown };
 
+/** A statement sent: its frames, what was built from them, and its outcome to come. */
+interface Sent {
+  chunk: InboundItem[];
+  built: BuiltBatch;
+  outcome: Promise<Outcome>;
+}
+
 export interface IngestHost {
   sql: Sql;
   fence(): SessionFence | null;
@@ -28,8 +35,10 @@ export interface IngestHost {
  * forms the next one, so one round trip carries many frames. Ack means applied: nothing is
  * settled until its batch commits. Which frames a statement carries is the schedule's decision
  * (ingest-schedule.ts); this class runs statements and sleeps. In the steady state a second
- * statement goes out behind the first (on the same connection, so Postgres runs them one after
- * the other, with no idle gap between), and the two are settled in the order they were sent.
+ * statement is queued behind the first on the same connection (the driver sends it as soon as the
+ * first's answer arrives, so Postgres waits one hop, not for this object to settle and build);
+ * statements are settled in the order they were sent, and when the first commits the second
+ * becomes the first and another is queued behind it.
  *
  * - A transient failure one frame can cause (lock, statement timeout, serialization): the batch
  *   is split until that frame is alone; its subject is held and retried with backoff while every
@@ -113,46 +122,87 @@ export class IngestPipeline {
     try {
       // Let frames that arrive in the same tick join the first batch.
       await Promise.resolve();
-      while (!this.stopping) {
-        const plan = this.schedule.next(Date.now());
-        if ('idle' in plan) return;
-        if ('waitUntil' in plan) {
-          await this.sleep(plan.waitUntil - Date.now());
+      // The statement whose outcome is settled next; already in flight when it was sent behind
+      // one that has since committed.
+      let ahead: Sent | null = null;
+      for (;;) {
+        if (!ahead) {
+          if (this.stopping) return;
+          const plan = this.schedule.next(Date.now());
+          if ('idle' in plan) return;
+          if ('waitUntil' in plan) {
+            await this.sleep(plan.waitUntil - Date.now());
+            continue;
+          }
+          const fence = this.host.fence();
+          if (!fence) return;
+          const built = buildBatch(plan.run, this.host.resyncs(), this.host.sentDesired);
+          ahead = { chunk: plan.run, built, outcome: this.apply(fence, built) };
+        }
+        // The next statement is queued now, so the database runs it straight after this one
+        // instead of idling while this object settles the first and builds the second.
+        const behind = this.sendBehind(ahead);
+        const first = this.settle(ahead.chunk, ahead.built, await ahead.outcome, () => this.schedule.succeeded(), (kind, now) => this.schedule.failed(kind, now), true);
+        if (!behind) {
+          ahead = null;
+          if (first === 'stop') return;
+          if (first === 'committed') await this.letAckOut();
           continue;
         }
-        const fence = this.host.fence();
-        if (!fence) return;
-        const chunk = plan.run;
-        const resyncs = this.host.resyncs();
-        const built = buildBatch(chunk, resyncs, this.host.sentDesired);
-        const ahead = this.apply(fence, built);
-        // The next statement goes out now, so the database runs it straight after this one
-        // instead of idling while this object settles the first and builds the second. Not while
-        // an operator resync stream is open: the second's counts would assume the first applied.
-        const behindChunk = Object.keys(resyncs).length === 0 ? this.schedule.behind(Date.now()) : null;
-        const behindBuilt = behindChunk ? buildBatch(behindChunk, built.resyncs, this.host.sentDesired) : null;
-        const behind = behindBuilt ? this.apply(fence, behindBuilt) : null;
-        const first = this.settle(chunk, built, await ahead, () => this.schedule.succeeded(), (kind, now) => this.schedule.failed(kind, now), true);
-        if (behind && behindChunk && behindBuilt) {
-          const outcome = await behind;
-          if (first === 'stop') return;
-          const committed = first === 'committed';
-          const second = this.settle(
-            behindChunk,
-            behindBuilt,
-            outcome,
-            () => this.schedule.behindSucceeded(),
-            (kind, now) => this.schedule.behindFailed(kind, now, committed),
-            committed,
-          );
-          if (second === 'stop') return;
-        } else if (first === 'stop') return;
+        if (first === 'committed' && !this.stopping) {
+          // The one behind becomes the one ahead while it runs, and the next goes out behind
+          // it: the database always has the next statement queued, never a gap between batches.
+          this.schedule.promoteBehind();
+          ahead = behind;
+          await this.letAckOut();
+          continue;
+        }
+        const outcome = await behind.outcome;
+        ahead = null;
+        if (first === 'stop') return;
+        const committed = first === 'committed';
+        const second = this.settle(
+          behind.chunk,
+          behind.built,
+          outcome,
+          () => this.schedule.behindSucceeded(),
+          (kind, now) => this.schedule.behindFailed(kind, now, committed),
+          committed,
+        );
+        if (second === 'stop') return;
+        if (second === 'committed') await this.letAckOut();
       }
     } finally {
       // Cleared in the same turn as the last look at the schedule: a `.finally()` on the promise
       // would clear it a microtask later, and a frame pushed in between would wait for the next push.
       this.running = null;
     }
+  }
+
+  /**
+   * Ends the turn after a commit was settled, before the next statement is built. The settle
+   * wrote the cursor and sent the ack, and the ack leaves only once this turn's write has been
+   * committed, after the turn: building 2,000 frames' statement first held it (and so the
+   * operator's next frames, which wait for it) for the build's duration, while the database,
+   * already running the statement behind, needed nothing from this object.
+   */
+  private letAckOut(): Promise<void> {
+    if (this.schedule.size === 0) return Promise.resolve();
+    return new Promise((resolve) => setTimeout(resolve, 0));
+  }
+
+  /**
+   * A second statement behind `ahead`, when the schedule offers one. Not while an operator
+   * resync stream is open: the second's counts would assume the first applied.
+   */
+  private sendBehind(ahead: Sent): Sent | null {
+    if (this.stopping || Object.keys(this.host.resyncs()).length !== 0) return null;
+    const fence = this.host.fence();
+    if (!fence) return null;
+    const chunk = this.schedule.behind(Date.now());
+    if (!chunk) return null;
+    const built = buildBatch(chunk, ahead.built.resyncs, this.host.sentDesired);
+    return { chunk, built, outcome: this.apply(fence, built) };
   }
 
   private apply(fence: SessionFence, built: BuiltBatch): Promise<Outcome> {

@@ -101,6 +101,11 @@ export class IngestSchedule {
   private lastRunWasRetryOf: string | null = null;
   /** The frames of the statement sent behind the last plan's (see `behind`). */
   private behindRun: InboundItem[] = [];
+  /** The subjects `behindRun` carries, kept for when it is promoted and another goes behind it. */
+  private behindKeys: Set<string> | null = null;
+  /** The subjects of `aheadKeysOf` (a promoted statement's frames), worked out when it was sent behind. */
+  private aheadKeys: Set<string> | null = null;
+  private aheadKeysOf: InboundItem[] | null = null;
 
   constructor(private readonly limits: ScheduleLimits = DEFAULT_SCHEDULE_LIMITS) {
     this.chunkLimit = limits.maxBatch;
@@ -134,6 +139,9 @@ export class IngestSchedule {
     this.lastRun = [];
     this.lastRunWasRetryOf = null;
     this.behindRun = [];
+    this.behindKeys = null;
+    this.aheadKeys = null;
+    this.aheadKeysOf = null;
   }
 
   /** Replace a frame the database refused with its rejection (same seq, same place). */
@@ -249,29 +257,55 @@ export class IngestSchedule {
     if (n === 0 || this.pending.length <= n || this.held.size > 0 || now < this.backoffUntil) return null;
     if (this.chunkLimit < this.limits.maxBatch || this.lastRunWasRetryOf !== null) return null;
     if (this.pending[0] !== ahead[0] || this.pending[n - 1] !== ahead[n - 1]) return null;
-    const taken = new Set<string>();
-    for (const item of ahead) {
-      if (isBarrier(item)) return null;
-      const key = subjectOf(item);
-      if (key !== null) taken.add(key);
+    // A promoted statement's subjects were worked out when it was sent behind (and it holds no
+    // boundary): working them out again was a string and a set entry per frame.
+    let taken = this.aheadKeysOf === ahead ? this.aheadKeys : null;
+    if (taken === null) {
+      taken = new Set<string>();
+      for (const item of ahead) {
+        if (isBarrier(item)) return null;
+        const key = subjectOf(item);
+        if (key !== null) taken.add(key);
+      }
     }
     const run: InboundItem[] = [];
+    const keys = new Set<string>();
     for (let i = n; i < this.pending.length && run.length < this.chunkLimit; i++) {
       const item = this.pending[i] as InboundItem;
       if (isBarrier(item)) break;
       const key = subjectOf(item);
-      if (key !== null && taken.has(key)) continue;
+      if (key !== null) {
+        if (taken.has(key)) continue;
+        keys.add(key);
+      }
       run.push(item);
     }
     if (run.length === 0) return null;
     this.behindRun = run;
+    this.behindKeys = keys;
     return run;
+  }
+
+  /**
+   * The statement ahead committed while the one behind is still in flight: that one is now the
+   * statement ahead (its outcome read with `succeeded` / `failed`), and `behind` may offer another
+   * to go behind it. Its frames are the queue's head unless it skipped a subject of the one that
+   * committed; then `behind` offers nothing and the two settle as a pair.
+   */
+  promoteBehind(): void {
+    this.lastRun = this.behindRun;
+    this.lastRunWasRetryOf = null;
+    this.aheadKeys = this.behindKeys;
+    this.aheadKeysOf = this.behindRun;
+    this.behindRun = [];
+    this.behindKeys = null;
   }
 
   /** The statement behind committed: its frames are applied (whatever became of the one ahead). */
   behindSucceeded(): InboundItem[] {
     const run = this.behindRun;
     this.behindRun = [];
+    this.behindKeys = null;
     const n = run.length;
     // The usual case: the one ahead committed and nothing was skipped, so these are the head now.
     if (n > 0 && this.pending[0] === run[0] && this.pending[n - 1] === run[n - 1]) this.pending.splice(0, n);
@@ -290,6 +324,7 @@ export class IngestSchedule {
   behindFailed(kind: FailureKind, now: number, aheadCommitted: boolean): InboundItem | null {
     const run = this.behindRun;
     this.behindRun = [];
+    this.behindKeys = null;
     if (!aheadCommitted) return null;
     this.lastRun = run;
     this.lastRunWasRetryOf = null;
