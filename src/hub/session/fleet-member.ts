@@ -30,9 +30,13 @@ export interface MemberHost {
 /**
  * The session's part in the fleet poll (DESIGN decision 4): it joins at its claim, checks its
  * claim, registration, disablement, token and desired revision when poked, and leaves when its
- * connection ends. Nothing here runs on a timer of the session's own.
+ * connection ends. Nothing here runs on a timer of the session's own but the retry of a join that
+ * failed.
  */
 export class FleetMember {
+  private pollJoinTimer: ReturnType<typeof setTimeout> | null = null;
+  private pollJoinFailures = 0;
+
   constructor(private readonly host: MemberHost) {}
 
   /**
@@ -41,14 +45,48 @@ export class FleetMember {
    */
   claimed(clusterUid: string, routeKey: string, previous: string | null): void {
     const { env, cfg, baseLog } = this.host;
-    pollerStub(env, clusterUid)
-      .ensurePolling(pollShardOf(clusterUid, cfg.DB_GATEWAY_SHARDS))
-      .catch((err: unknown) => baseLog.warn('could not reach the fleet poller; the next claim retries', { cluster: clusterUid, error: describeError(err) }));
+    const sessionId = this.host.state.meta?.sessionId;
+    this.pollJoinFailures = 0;
+    if (sessionId) this.joinPoll(clusterUid, sessionId);
     const prevKey = routeKeyOf(previous);
     if (!previous || !prevKey || prevKey === routeKey || !cfg.DISPLACEMENT_POKE) return;
     sessionStub(env, { clusterUid, routeKey: prevKey })
       .check(previous, 'claim')
       .catch((err: unknown) => baseLog.warn('could not poke the displaced session; the fleet poll will', { cluster: clusterUid, error: describeError(err) }));
+  }
+
+  /**
+   * Make sure the cluster's poller runs. A poller that found its shard empty has stopped, and only
+   * a claim starts it again: were this call lost, nothing would look at this session's claim,
+   * token or registration (an admin's poke lost too would leave a revoked session open, and one
+   * that ended silently shown connected) until another session of the shard claimed. So it is
+   * retried, with backoff, for as long as this session is open on a connection.
+   */
+  private joinPoll(clusterUid: string, sessionId: string): void {
+    const { env, cfg, baseLog } = this.host;
+    if (this.pollJoinTimer !== null) clearTimeout(this.pollJoinTimer);
+    this.pollJoinTimer = null;
+    pollerStub(env, clusterUid)
+      .ensurePolling(pollShardOf(clusterUid, cfg.DB_GATEWAY_SHARDS))
+      .then(
+        () => {
+          this.pollJoinFailures = 0;
+        },
+        (err: unknown) => {
+          const open = this.host.state.meta?.sessionId === sessionId && this.host.sockets.active() !== null;
+          const fields = { cluster: clusterUid, session: sessionId, error: describeError(err) };
+          if (!open) return baseLog.warn('could not reach the fleet poller; the session has ended meanwhile', fields);
+          const base = Math.min(30_000, cfg.POLL_INTERVAL_MS * 2 ** Math.min(this.pollJoinFailures, 16));
+          const retryMs = Math.round(base / 2 + (Math.random() * base) / 2);
+          this.pollJoinFailures++;
+          baseLog.warn('could not reach the fleet poller; retrying', { ...fields, retry_ms: retryMs, failures: this.pollJoinFailures });
+          if (this.pollJoinTimer !== null) clearTimeout(this.pollJoinTimer);
+          this.pollJoinTimer = setTimeout(() => {
+            this.pollJoinTimer = null;
+            if (this.host.state.meta?.sessionId === sessionId && this.host.sockets.active() !== null) this.joinPoll(clusterUid, sessionId);
+          }, retryMs);
+        },
+      );
   }
 
   /**
