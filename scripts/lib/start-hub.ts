@@ -2,6 +2,7 @@
  * The process that does `npm start`'s work (see scripts/start.ts for the overview, and
  * ./supervise.ts for why it runs as a child of a small supervisor).
  */
+import { z } from 'zod';
 import net from 'node:net';
 import path from 'node:path';
 import { existsSync } from 'node:fs';
@@ -163,7 +164,10 @@ async function prepareDatabase(url: string | undefined, dataDir: string): Promis
   }
 }
 
-/** The hub answers /healthz 200 once the Worker runs and reaches Postgres. */
+/** What /healthz says of the schema when the database answers (src/hub/db/schema-version.ts). */
+const HealthSchema = z.object({ schema: z.enum(['ok', 'behind', 'missing']), schema_applied: z.string().nullable().optional(), schema_required: z.string().optional() });
+
+/** The hub answers /healthz 200 once the Worker runs, reaches Postgres, and finds it migrated. */
 async function waitHealthy(origin: string, timeoutMs: number): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   let last = 'no answer';
@@ -171,8 +175,12 @@ async function waitHealthy(origin: string, timeoutMs: number): Promise<void> {
     try {
       const res = await fetch(`${origin}/healthz`, { signal: AbortSignal.timeout(5_000) });
       if (res.ok) return;
-      // The answer names no reason (it is public); the hub's log above says why.
-      last = `HTTP ${res.status}${res.status === 503 ? ', the database is unavailable to the hub (its log says why)' : ''}`;
+      const schema = HealthSchema.safeParse(await res.json().catch(() => null));
+      // An unreachable database's reason is not in the answer (it is public); the hub's log above says why.
+      last =
+        schema.success && schema.data.schema !== 'ok'
+          ? `HTTP ${res.status}, the database is not migrated for this hub (schema ${schema.data.schema}, applied ${schema.data.schema_applied ?? 'none'}, required ${schema.data.schema_required}; npm run migrate)`
+          : `HTTP ${res.status}${res.status === 503 ? ', the database is unavailable to the hub (its log says why)' : ''}`;
     } catch (err) {
       last = err instanceof Error ? err.message : String(err);
     }

@@ -8,8 +8,15 @@
  */
 import { describe, expect, it } from 'vitest';
 import { migrate, parseMigration, poolerRefusal, readMigrations } from '../../scripts/lib/migrations';
+import { SCHEMA_REQUIRED } from '../../src/hub/db/schema-version';
 
 describe('migration files', () => {
+  it("the hub's required schema (what /healthz checks) is the newest migration file: a new migration must raise it", async () => {
+    const files = await readMigrations();
+    expect(files.length).toBeGreaterThan(0);
+    expect(SCHEMA_REQUIRED).toBe(files[files.length - 1]!.version);
+  });
+
   it('a plain file is one transactional step; a no-transaction file is split at its step lines', () => {
     expect(parseMigration('0001_a.sql', 'create table t (x int);\ncreate index on t (x);\n')).toEqual({
       transaction: true,

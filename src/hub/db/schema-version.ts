@@ -1,0 +1,29 @@
+import { sqlState } from './errors';
+import type { Sql } from './sql';
+
+/**
+ * The newest migration this code's statements need (`migrations/NNNN_*.sql`; a unit test keeps it
+ * equal to the newest file there). The README's deploy order is migrate, then deploy, so a
+ * database ahead of it is normal (the old Worker still serving while new code rolls out) and
+ * only one behind it is not ready.
+ */
+export const SCHEMA_REQUIRED = '0018';
+
+export type SchemaState = { schema: 'ok' } | { schema: 'behind'; schema_applied: string | null; schema_required: string } | { schema: 'missing'; schema_required: string };
+
+/** Whether the database has the migrations this code needs: one statement on the migration ledger. */
+export async function readSchemaState(sql: Sql): Promise<SchemaState> {
+  try {
+    const { rows } = await sql.query<{ latest: string | null; has: boolean | null }>(
+      'select max(version) as latest, coalesce(bool_or(version = $1), false) as has from schema_migrations',
+      [SCHEMA_REQUIRED],
+    );
+    const r = rows[0];
+    if (r?.has) return { schema: 'ok' };
+    return { schema: 'behind', schema_applied: r?.latest ?? null, schema_required: SCHEMA_REQUIRED };
+  } catch (err) {
+    // undefined_table: a database never migrated (no ledger at all); anything else is the database's.
+    if (sqlState(err) === '42P01') return { schema: 'missing', schema_required: SCHEMA_REQUIRED };
+    throw err;
+  }
+}
