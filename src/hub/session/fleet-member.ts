@@ -36,6 +36,8 @@ export interface MemberHost {
 export class FleetMember {
   private pollJoinTimer: ReturnType<typeof setTimeout> | null = null;
   private pollJoinFailures = 0;
+  /** Pokes that came while a hello was under way, answered when it ends (by session, the latest reason). */
+  private readonly pokedDuringHello = new Map<string, PokeReason>();
 
   constructor(private readonly host: MemberHost) {}
 
@@ -97,8 +99,14 @@ export class FleetMember {
    */
   async poked(sessionId: string, why: PokeReason): Promise<boolean> {
     // A hello under way decides what this object carries (its claim may be for this very
-    // session, not installed yet): the poll pokes again.
-    if (this.host.handshaking()) return false;
+    // session, committed but not installed yet): the poke is answered once it has (`afterHello`).
+    // Left to the poll, a revocation that committed just behind the claim would leave the session
+    // it names open on the revoked token for up to a poll interval, or for good were the poll's
+    // own poke lost too. A sweep's is not kept: the poll sweeps again.
+    if (this.host.handshaking()) {
+      if (why !== 'sweep') this.pokedDuringHello.set(sessionId, why);
+      return false;
+    }
     const meta = this.host.state.meta;
     if (meta?.sessionId !== sessionId) {
       await leaveFleetPoll(this.host.sql, sessionId).catch((err: unknown) => {
@@ -144,13 +152,18 @@ export class FleetMember {
     this.host.owed(r.desiredRevision);
   }
 
-  /** The connection ended: tell the admin views, and leave the fleet poll. */
   /**
-   * After every hello: Postgres must not show connected what no connection carries. A claim the
+   * After every hello: the pokes that came while it ran are answered, now that it is known what
+   * this object carries. And Postgres must not show connected what no connection carries. A claim the
    * hello made but did not open (its socket closed meanwhile, its resume point moved) and a
    * disconnect held back while it ran (`held`) are published now, instead of waiting for the sweep.
    */
   afterHello(claim: SessionRef | null, held: boolean): void {
+    const owed = [...this.pokedDuringHello];
+    this.pokedDuringHello.clear();
+    for (const [sessionId, why] of owed) {
+      this.poked(sessionId, why).catch((err: unknown) => this.host.baseLog.warn('a poke kept through a hello failed; the fleet poll pokes again', { session: sessionId, why, error: describeError(err) }));
+    }
     const meta = this.host.state.meta;
     // A fresh session claimed and never opened: the object holds no record of it.
     if (claim && claim.sessionId !== meta?.sessionId) void this.disconnected(claim);
@@ -159,6 +172,7 @@ export class FleetMember {
     if (meta && !this.host.sockets.active() && (held || claim?.sessionId === meta.sessionId)) void this.disconnected(meta);
   }
 
+  /** The connection ended: tell the admin views, and leave the fleet poll. */
   async disconnected(session: SessionMeta | SessionRef): Promise<void> {
     const r = 'tokenHashHex' in session ? session : ref(session);
     try {

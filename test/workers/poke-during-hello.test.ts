@@ -1,0 +1,68 @@
+/**
+ * A revocation that commits just behind a hello's claim: the admin's rotate-token waits for the
+ * claim (it holds the cluster row FOR SHARE), then names the session that claim made and pokes its
+ * object, which may still be finishing that hello. The poke must not be dropped there: the
+ * session was granted on a token that is no longer current, and the poll (the spec's bound) is
+ * the only other thing that would cut it, within one interval, or never should its poke be lost
+ * too.
+ *
+ * Here the poller never runs (its start is stubbed out), so only the poke can cut the session;
+ * the rotation commits with the claim (written by the claim's own transaction, in a trigger that
+ * also holds the claim for 0.8 s), and the poke is the object's own RPC that disable and
+ * rotate-token send (`cutLiveSession`), delivered while the hello waits for its claim.
+ */
+import { afterEach, describe, expect, it, vi, type MockInstance } from 'vitest';
+import { routeKeyOf, sessionStub } from '../../src/hub/address';
+import { DbGateway } from '../../src/hub/db/gateway';
+import { CloseCode } from '../../src/protocol';
+import { connect, eventually, hubEnv, newCluster, sql } from './support/peer';
+
+const spies: MockInstance[] = [];
+afterEach(() => {
+  for (const s of spies.splice(0)) s.mockRestore();
+});
+
+describe('a poke that arrives during a hello', () => {
+  it('is answered once the hello has opened the session: a token rotated behind the claim cuts it 4403', async () => {
+    spies.push(vi.spyOn(DbGateway.prototype, 'ensurePolling').mockResolvedValue(undefined));
+    const c = await newCluster('poke-hello');
+    const a = await connect(c.token);
+    const s = (await a.hello({ cluster_id: c.name })).payload.session_id as string;
+    await a.next((f) => f.type === 'stream.end');
+    a.close();
+    await eventually(async () => (await sql<{ connected: boolean }>('select connected from cluster_owners where cluster_uid = $1', [c.uid]))[0]?.connected === false, 5_000);
+
+    if (!/^[0-9A-Z]+$/.test(c.uid)) throw new Error('uid');
+    const name = `wingsmith_test_rotate_${c.uid.toLowerCase()}`;
+    // The resume's claim updates the owner row: the trigger holds it, then rotates the token in
+    // the claim's own transaction (the claim has read the old one), so both commit together.
+    await sql(`create function ${name}() returns trigger language plpgsql as $$ begin
+      perform pg_sleep(0.8);
+      update clusters set token_hash = decode('${'00'.repeat(32)}', 'hex') where uid = new.cluster_uid;
+      return new; end $$`);
+    await sql(`create trigger ${name} before update on cluster_owners for each row when (new.cluster_uid = '${c.uid}' and new.connected) execute function ${name}()`);
+    try {
+      const b = await connect(c.token, s);
+      b.send('hello', { cluster_id: c.name, operator_version: '0.1.0', session_id: s, resume_from: a.hubCursor, lossy: false });
+      // The claim is in its trigger's sleep: the object is in the hello, waiting for it.
+      await eventually(
+        async () => (await sql<{ n: number }>(`select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event = 'PgSleep' and query ilike '%cluster_owners%'`))[0]!.n > 0,
+        5_000,
+        20,
+      );
+      // The revocation's poke, while the object is still in the hello.
+      const answered = await sessionStub(hubEnv, { clusterUid: c.uid, routeKey: routeKeyOf(s) as string }).check(s, 'token');
+      expect(answered).toBe(false);
+      const welcome = await b.next((f) => f.type === 'welcome' || f.type === 'error', 5_000);
+      expect(welcome.type, 'the claim read the token before it was rotated').toBe('welcome');
+      const closed = await b.closedWith(5_000).then(
+        (x) => x.code,
+        () => 'still open 5 s after a poke about its rotated token',
+      );
+      expect(closed).toBe(CloseCode.REFUSED);
+    } finally {
+      await sql(`drop trigger if exists ${name} on cluster_owners`);
+      await sql(`drop function if exists ${name}()`);
+    }
+  });
+});
