@@ -8,12 +8,16 @@
  * Each test file has a Miniflare of its own, so the cluster's poller here has never run: the
  * session's own claim is what must start it.
  */
+import { runDurableObjectAlarm, runInDurableObject } from 'cloudflare:test';
 import { afterEach, describe, expect, it, vi, type MockInstance } from 'vitest';
+import { routeKeyOf, sessionStub } from '../../src/hub/address';
 import { DbGateway } from '../../src/hub/db/gateway';
 import { CloseCode } from '../../src/protocol';
-import { connect, eventually, newCluster, sql } from './support/peer';
+import { connect, eventually, hubEnv, newCluster, sql } from './support/peer';
 
 const spies: MockInstance[] = [];
+/** A token hash no cluster has (token hashes are unique). */
+const randomHash = () => [...crypto.getRandomValues(new Uint8Array(32))].map((b) => b.toString(16).padStart(2, '0')).join('');
 afterEach(() => {
   for (const s of spies.splice(0)) s.mockRestore();
 });
@@ -38,11 +42,44 @@ describe('joining the fleet poll', () => {
     expect(JSON.parse(retried as string)).toMatchObject({ cluster: c.uid, session: w.payload.session_id, failures: 1 });
 
     // The rotation is written straight to Postgres: no admin poke, only the fleet poll can see it.
-    await sql(`update clusters set token_hash = decode($2, 'hex') where uid = $1`, [c.uid, '00'.repeat(32)]);
+    await sql(`update clusters set token_hash = decode($2, 'hex') where uid = $1`, [c.uid, randomHash()]);
     const closed = await peer.closedWith(5_000).then(
       (x) => x.code,
       () => 'still open 5 s after its token was rotated',
     );
     expect(closed).toBe(CloseCode.REFUSED);
+  });
+
+  it("a join still owed is stored, and tried again at the session's next alarm (an eviction drops the retry's timer)", async () => {
+    const failing = vi.spyOn(DbGateway.prototype, 'ensurePolling').mockRejectedValue(new Error('poller unreachable (simulated)'));
+    spies.push(failing);
+    const c = await newCluster('join-alarm');
+    const peer = await connect(c.token);
+    const s = (await peer.hello({ cluster_id: c.name })).payload.session_id as string;
+    await peer.next((f) => f.type === 'stream.end');
+    const stub = sessionStub(hubEnv, { clusterUid: c.uid, routeKey: routeKeyOf(s) as string });
+    type Fleet = { pollJoinTimer: ReturnType<typeof setTimeout> | null };
+    const stored = () =>
+      runInDurableObject(stub, (_i, state) => {
+        const row = state.storage.sql.exec<{ doc: string }>('select doc from meta where k = 1').toArray()[0];
+        return row ? (JSON.parse(row.doc) as { pollJoinOwed?: boolean }).pollJoinOwed ?? false : null;
+      });
+    await eventually(async () => failing.mock.calls.length >= 1 && (await stored()) === true, 5_000);
+
+    // What an eviction does to the retry: its timer is gone; the stored debt is all that is left.
+    failing.mockRestore();
+    const ensure = vi.spyOn(DbGateway.prototype, 'ensurePolling');
+    spies.push(ensure);
+    await runInDurableObject(stub, (instance) => {
+      const fleet = (instance as unknown as { fleet: Fleet }).fleet;
+      if (fleet.pollJoinTimer !== null) clearTimeout(fleet.pollJoinTimer);
+      fleet.pollJoinTimer = null;
+    });
+    expect(await runDurableObjectAlarm(stub), 'an open session has its silence alarm armed').toBe(true);
+    await eventually(async () => ensure.mock.calls.length >= 1 && (await stored()) === false, 5_000);
+
+    // The poller now runs: a rotation with no poke is found by the poll.
+    await sql(`update clusters set token_hash = decode($2, 'hex') where uid = $1`, [c.uid, randomHash()]);
+    expect((await peer.closedWith(5_000)).code).toBe(CloseCode.REFUSED);
   });
 });

@@ -73,11 +73,13 @@ export class FleetMember {
       .then(
         () => {
           this.pollJoinFailures = 0;
+          if (this.host.state.meta?.sessionId === sessionId) this.host.state.notePollJoin(false);
         },
         (err: unknown) => {
           const open = this.host.state.meta?.sessionId === sessionId && this.host.sockets.active() !== null;
           const fields = { cluster: clusterUid, session: sessionId, error: describeError(err) };
           if (!open) return baseLog.warn('could not reach the fleet poller; the session has ended meanwhile', fields);
+          this.host.state.notePollJoin(true);
           const base = Math.min(30_000, cfg.POLL_INTERVAL_MS * 2 ** Math.min(this.pollJoinFailures, 16));
           const retryMs = Math.round(base / 2 + (Math.random() * base) / 2);
           this.pollJoinFailures++;
@@ -89,6 +91,16 @@ export class FleetMember {
           }, retryMs);
         },
       );
+  }
+
+  /**
+   * At an alarm: a join still owed (its retry's timer may have gone with an eviction) is tried
+   * again, unless a retry is already waiting.
+   */
+  retryOwedJoin(): void {
+    const meta = this.host.state.meta;
+    if (!meta?.pollJoinOwed || this.pollJoinTimer !== null || this.host.sockets.active() === null) return;
+    this.joinPoll(meta.clusterUid, meta.sessionId);
   }
 
   /**

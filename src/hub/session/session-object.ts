@@ -235,6 +235,7 @@ export class SessionObject extends DurableObject<HubEnv> {
     if (this.gate.refuses('alarm')) return this.gate.discard();
     this.wakes.note('alarm');
     this.clock.lapsed();
+    this.fleet.retryOwedJoin();
     await this.runDue('alarm');
   }
 

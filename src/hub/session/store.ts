@@ -36,6 +36,12 @@ export interface SessionMeta {
    * when nothing waits. Stored, because an object waiting on an ack may be evicted between pings.
    */
   ackWaitSince?: number | null;
+  /**
+   * The claim could not reach the cluster's fleet poller, and no retry has yet: retried while the
+   * session is open, from every alarm too, since an eviction drops the retry's timer. Absent when
+   * nothing is owed.
+   */
+  pollJoinOwed?: boolean;
   counters: SessionCounters;
 }
 
