@@ -70,3 +70,60 @@ describe('resync across a hole and a resume', () => {
     }
   });
 });
+
+/**
+ * The session's counters (the cluster view's `session.live.counters`) across the same hole and
+ * resume: frames committed past the hole are committed again when replayed, harmlessly, and must
+ * be counted once (before: counted on each arrival, so the replayed unknown type and poison frame
+ * were counted twice, and so was every frame in).
+ */
+describe('session counters across a hole and a resume', () => {
+  it.skipIf(EMBEDDED)('frames in, unknown types and rejections count each frame once', async () => {
+    const c = await h.newCluster();
+    const { peer, sessionId } = await h.openFresh(c);
+    peer.send('node.observed', node('n1')); // seq 1: the row exists, so it can be held
+    await peer.ackedThrough(1);
+
+    const release = await holdLock("select 1 from nodes where cluster_uid = $1 and node_id = 'n1' for update", [c.uid]);
+    let released = false;
+    const frames: { type: string; payload: unknown; id: string; seq: number }[] = [];
+    try {
+      for (const [type, payload] of [
+        ['node.observed', node('n1')], // seq 2: waits on the lock (a hole)
+        ['node.observed', node('n2')], // seq 3: applied past the hole
+        ['recipe.desired', { name: 'not a type of this protocol' }], // seq 4: an unknown type
+        ['node.observed', { ...node('n3'), node_id: '' }], // seq 5: poison (a rejection)
+      ] as const) {
+        const seq = peer.nextSeq;
+        const id = peer.send(type as any, payload as any);
+        frames.push({ type, payload, id, seq });
+      }
+      await eventually(async () => (await nodesOf(c.uid)).includes('n2') || undefined, 10_000);
+      const pinger = setInterval(() => peer.send('ping', {}), 500);
+      let closed;
+      try {
+        closed = await peer.closedWith(Number(FAST_TIMERS.HOLE_TIMEOUT_MS) + 5_000);
+      } finally {
+        clearInterval(pinger);
+      }
+      expect(closed.code).toBe(CloseCode.TRY_AGAIN_LATER);
+
+      const again = await h.connect(c.token, sessionId);
+      const w = await again.hello({ cluster_id: c.name, session_id: sessionId, resume_from: peer.hubCursor });
+      expect(w.payload.full_resync).toBe(false);
+      const ackSeq = w.payload.ack_seq as number;
+      expect(ackSeq).toBe(1);
+      await release();
+      released = true;
+      again.hubCursor = peer.hubCursor;
+      for (const f of frames.filter((x) => x.seq > ackSeq)) again.send(f.type as any, f.payload as any, { seq: f.seq, id: f.id });
+      await again.ackedThrough(5, 10_000);
+      const view = await h.admin('GET', `/clusters/${c.name}`);
+      expect(view.json.session.live.counters).toMatchObject({ framesIn: 5, unknownTypes: 1, rejections: 1 });
+      again.close();
+    } finally {
+      if (!released) await release();
+    }
+  });
+});
+

@@ -9,7 +9,7 @@ import type { IngestResult } from '../db/ingest';
 import type { Logger } from '../log';
 import type { LogBudget } from '../log-budget';
 import { storableText } from '../storable-text';
-import type { BuiltBatch, InboundItem } from './ingest-batch';
+import { countOnceIn, type BuiltBatch, type InboundItem } from './ingest-batch';
 import type { Outgoing } from './outgoing';
 import type { SessionCounters } from './store';
 
@@ -21,8 +21,8 @@ export type FrameAction =
   | { do: 'peer-error'; payload: Payload<'error'> | null }
   | { do: 'nothing' }
   | { do: 'duplicate' }
-  /** Accepted: apply it (in a batch); answer at once when `answer` is set; count and log `note`. */
-  | { do: 'apply'; item: InboundItem; answer: Outgoing | null; note: 'unknown' | 'poison' | null };
+  /** Accepted: apply it (in a batch; counted when committed); answer at once when `answer` is set. */
+  | { do: 'apply'; item: InboundItem; answer: Outgoing | null };
 
 /** After the envelope's ack was taken: what to do with this frame. */
 export function triageFrame(f: Exclude<Incoming, { kind: 'fatal' }>, arrive: (seq: number) => Arrival, expected: () => number, now: number): FrameAction {
@@ -62,10 +62,10 @@ export function triageFrame(f: Exclude<Incoming, { kind: 'fatal' }>, arrive: (se
       replyTo: answerableId(env.id),
       answers: seq,
     };
-    return { do: 'apply', item: { ...base, kind: 'unknown' }, answer, note: 'unknown' };
+    return { do: 'apply', item: { ...base, kind: 'unknown' }, answer };
   }
-  if (f.kind === 'poison') return { do: 'apply', item: { ...base, kind: 'poison', reason: f.reason }, answer: null, note: 'poison' };
-  return { do: 'apply', item: { ...base, kind: 'message', message: f.message }, answer: null, note: null };
+  if (f.kind === 'poison') return { do: 'apply', item: { ...base, kind: 'poison', reason: f.reason }, answer: null };
+  return { do: 'apply', item: { ...base, kind: 'message', message: f.message }, answer: null };
 }
 
 export interface Settled {
@@ -77,18 +77,34 @@ export interface Settled {
   answers: Outgoing[];
 }
 
-/** A batch committed in Postgres: how its frames settle, what to count, and what to answer. */
-export function settleCommitted(items: readonly InboundItem[], built: BuiltBatch, result: IngestResult): Settled {
+/**
+ * A batch committed in Postgres: how its frames settle, what to count, and what to answer.
+ * `counted` holds the seqs past the cursor already counted (`SessionMeta.countedAhead`): a frame
+ * committed past a hole is sent again after a resume (the operator replays from the cursor) and
+ * committed again, harmlessly, but is counted once.
+ */
+export function settleCommitted(items: readonly InboundItem[], built: BuiltBatch, result: IngestResult, counted: [number, number][]): Settled {
   const rejected = [...built.batch.rejections.filter((x) => x.answer), ...result.unknownOperations];
+  let framesIn = 0;
+  let unknownTypes = 0;
+  let poison = 0;
+  for (const i of items) {
+    if (!countOnceIn(counted, i.seq)) continue;
+    framesIn++;
+    if (i.kind === 'unknown') unknownTypes++;
+    else if (i.kind === 'poison') poison++;
+  }
   return {
     outcomes: items.map((i) => [i.seq, i.kind === 'message' ? 'applied' : 'dropped']),
     counters: {
+      framesIn,
+      unknownTypes,
       pruned: result.pruned,
       resyncsCompleted: built.streams.filter((s) => s.complete).length,
       resyncsIncomplete: built.streams.filter((s) => !s.complete).length,
       // As the database counted them: a frame replayed after a resume was counted when first applied.
       desiredRefusals: result.desiredRefusalsCounted ?? built.batch.desiredRefusals.length,
-      rejections: result.unknownOperationsRecorded ?? result.unknownOperations.length,
+      rejections: poison + (result.unknownOperationsRecorded ?? result.unknownOperations.length),
       answeredRejections: rejected.length,
     },
     answers: rejected.map(rejectionAnswer),

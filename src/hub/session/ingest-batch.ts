@@ -134,7 +134,15 @@ export const MAX_OPEN_RESYNCS = 16;
 export function countOnce(stream: OpResync, seq: number): boolean {
   const r = stream.counted;
   if (!r) return true;
-  // The ranges stay few: members arrive in runs, interleaved only with frames outside the stream.
+  return countOnceIn(r, seq);
+}
+
+/**
+ * Note `seq` in sorted, disjoint, inclusive ranges; false when it was there already. The ranges
+ * stay few: seqs arrive in runs (a stream's members interleaved only with frames outside it, a
+ * session's frames in order but for a replay), and a seq past the last range costs one compare.
+ */
+export function countOnceIn(r: [number, number][], seq: number): boolean {
   let i = r.length;
   while (i > 0 && (r[i - 1] as [number, number])[0] > seq) i--;
   const prev = r[i - 1];

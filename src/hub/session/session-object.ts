@@ -417,9 +417,6 @@ export class SessionObject extends DurableObject<HubEnv> {
       case 'apply':
         // Owing the operator too many answers closes the link with this frame unapplied (replayed).
         if (!this.sendPath.admit(action.answer)) return;
-        meta.counters.framesIn++;
-        if (action.note === 'unknown') meta.counters.unknownTypes++;
-        if (action.note === 'poison') meta.counters.rejections++;
         logAccepted(state.log, this.logBudget, action.item);
         this.ingest.push(action.item);
         if (this.ingest.size > this.cfg.INGEST_BATCH_FRAMES * 50) {
@@ -432,7 +429,7 @@ export class SessionObject extends DurableObject<HubEnv> {
   private onCommitted(items: InboundItem[], built: BuiltBatch, result: IngestResult): void {
     const { state } = this;
     if (!state.meta) return;
-    const settled = settleCommitted(items, built, result);
+    const settled = settleCommitted(items, built, result, (state.meta.countedAhead ??= []));
     state.settle(settled, built.resyncs);
     logCommitted(state.log, this.logBudget, built, result);
     this.logBudget.flush(state.log);

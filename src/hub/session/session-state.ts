@@ -108,6 +108,7 @@ export class SessionState {
     for (const [seq, outcome] of settled.outcomes) this.inbound.settle(seq, outcome);
     meta.inCursor = this.inbound.cursor;
     forgetCountedThrough(resyncs, meta.inCursor);
+    if (meta.countedAhead) meta.countedAhead = meta.countedAhead.filter(([, last]) => last > meta.inCursor);
     meta.opResyncs = resyncs;
     addCounters(meta.counters, settled.counters);
     meta.lastFrameAt = this.lastFrameAt;

@@ -42,6 +42,12 @@ export interface SessionMeta {
    * nothing is owed.
    */
   pollJoinOwed?: boolean;
+  /**
+   * Seqs past `inCursor` whose frames `counters` already counts (committed past a hole), as
+   * sorted, disjoint, inclusive ranges: a resume replays them and they are not counted again.
+   * Absent on a record of an older hub.
+   */
+  countedAhead?: [number, number][];
   counters: SessionCounters;
 }
 

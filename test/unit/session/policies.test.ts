@@ -148,7 +148,7 @@ describe('an open session frame', () => {
   it('strict order: the expected seq is applied, a duplicate dropped, a gap a protocol error', () => {
     const inbound = new InboundSequencer();
     const t = (seq: number) => triageFrame(read(frameFrom(fixture('node.observed'), { seq })), (n) => inbound.arrive(n), () => inbound.expected, 0);
-    expect(t(1)).toMatchObject({ do: 'apply', item: { seq: 1, kind: 'message' }, answer: null, note: null });
+    expect(t(1)).toMatchObject({ do: 'apply', item: { seq: 1, kind: 'message' }, answer: null });
     expect(t(1)).toEqual({ do: 'duplicate' });
     expect(t(3)).toMatchObject({ do: 'protocol-error', reason: 'gap: expected seq 2, got 3' });
   });
@@ -158,10 +158,10 @@ describe('an open session frame', () => {
     const id = newId();
     const unknown = JSON.stringify({ ...JSON.parse(frameFrom(fixture('node.observed'), { seq: 1, id })), type: 'recipe.desired' });
     const u = triageFrame(read(unknown), (n) => inbound.arrive(n), () => inbound.expected, 0);
-    expect(u).toMatchObject({ do: 'apply', item: { kind: 'unknown', seq: 1 }, note: 'unknown', answer: { type: 'error', replyTo: id } });
+    expect(u).toMatchObject({ do: 'apply', item: { kind: 'unknown', seq: 1 }, answer: { type: 'error', replyTo: id } });
     if (u.do === 'apply' && u.answer?.kind === 'frame') expect(u.answer.payload()).toMatchObject({ code: 'invalid', retryable: false, unknown_type: 'recipe.desired' });
     const poison = frameFrom(fixture('node.observed'), { seq: 2, payload: { node_id: '' } });
-    expect(triageFrame(read(poison), (n) => inbound.arrive(n), () => inbound.expected, 0)).toMatchObject({ do: 'apply', item: { kind: 'poison' }, note: 'poison', answer: null });
+    expect(triageFrame(read(poison), (n) => inbound.arrive(n), () => inbound.expected, 0)).toMatchObject({ do: 'apply', item: { kind: 'poison' }, answer: null });
   });
 
   it('a committed batch settles each frame, counts, and answers every rejection it did not answer already', () => {
@@ -173,9 +173,35 @@ describe('an open session frame', () => {
       return a.item;
     });
     const built = buildBatch(items, {});
-    const settled = settleCommitted(items, built, { fenced: true, pruned: 0, unknownOperations: [{ seq: 9, frame_id: newId(), type: 'operation.result', reason: 'no such operation' }] });
+    const settled = settleCommitted(items, built, { fenced: true, pruned: 0, unknownOperations: [{ seq: 9, frame_id: newId(), type: 'operation.result', reason: 'no such operation' }] }, []);
     expect(settled.outcomes).toEqual([[1, 'applied'], [2, 'dropped'], [3, 'applied']]);
-    expect(settled.counters).toMatchObject({ rejections: 1, answeredRejections: 2, desiredRefusals: 0 });
+    // The poison frame (seq 2) and the operation result for no operation (seq 9) are both rejections.
+    expect(settled.counters).toMatchObject({ framesIn: 3, unknownTypes: 0, rejections: 2, answeredRejections: 2, desiredRefusals: 0 });
     expect(settled.answers).toHaveLength(2);
+  });
+
+  it('frames committed past a hole and committed again after a resume are counted once', () => {
+    // Cursor at 2; seq 3 is held (a hole); 4 (unknown type), 5 (poison) and 6 commit past it.
+    const arrive = (seqs: number[]) => {
+      const inbound = new InboundSequencer();
+      for (let n = 1; n < seqs[0]!; n++) inbound.arrive(n), inbound.settle(n, 'applied');
+      return seqs.map((seq) => {
+        const frame =
+          seq === 4
+            ? JSON.stringify({ ...JSON.parse(frameFrom(fixture('node.observed'), { seq })), type: 'recipe.desired' })
+            : frameFrom(fixture('node.observed'), { seq, ...(seq === 5 ? { payload: { node_id: '' } } : {}) });
+        const a = triageFrame(read(frame), (n) => inbound.arrive(n), () => inbound.expected, 0);
+        if (a.do !== 'apply') throw new Error(`not applied: ${JSON.stringify(a)}`);
+        return a.item;
+      });
+    };
+    const committed = { fenced: true, pruned: 0, unknownOperations: [] };
+    const counted: [number, number][] = [];
+    const past = arrive([4, 5, 6]);
+    expect(settleCommitted(past, buildBatch(past, {}), committed, counted).counters).toMatchObject({ framesIn: 3, unknownTypes: 1, rejections: 1 });
+    // The resume: the operator replays from the cursor, 3 through 6.
+    const replayed = arrive([3, 4, 5, 6]);
+    expect(settleCommitted(replayed, buildBatch(replayed, {}), committed, counted).counters).toMatchObject({ framesIn: 1, unknownTypes: 0, rejections: 0 });
+    expect(counted).toEqual([[3, 6]]);
   });
 });
