@@ -1,12 +1,41 @@
 import { describe, expect, inject, it } from 'vitest';
 import { CloseCode } from '../../src/protocol';
-import { eventually, FAST_TIMERS, holdLock, node, useHub } from './support/hub';
+import { eventually, FAST_TIMERS, holdLock, node, useHub, type Peer, type TestCluster } from './support/hub';
 
 const h = useHub();
 const EMBEDDED = inject('embeddedPostgres');
 
 async function nodesOf(uid: string): Promise<string[]> {
   return (await h.sql<{ node_id: string }>('select node_id from nodes where cluster_uid = $1 order by 1', [uid])).map((r) => r.node_id);
+}
+
+type Replayable = { type: string; payload: unknown; id: string; seq: number; reply_to?: string | null };
+
+/**
+ * With 'n1' held (a hole) and 'n2' sent after it: wait until n2 is applied past the hole, keep the
+ * link alive with pings until the hub closes it for the hole (1013), resume, let the hold go, and
+ * replay every frame after the hub's cursor with its original id and seq, until all are acked.
+ */
+async function holeCloseThenReplay(c: TestCluster, sessionId: string, peer: Peer, frames: Replayable[], release: () => Promise<void>): Promise<{ again: Peer; ackSeq: number }> {
+  await eventually(async () => (await nodesOf(c.uid)).includes('n2') || undefined, 10_000);
+  const pinger = setInterval(() => peer.send('ping', {}), 500);
+  let closed;
+  try {
+    closed = await peer.closedWith(Number(FAST_TIMERS.HOLE_TIMEOUT_MS) + 5_000);
+  } finally {
+    clearInterval(pinger);
+  }
+  expect(closed.code).toBe(CloseCode.TRY_AGAIN_LATER);
+
+  const again = await h.connect(c.token, sessionId);
+  const w = await again.hello({ cluster_id: c.name, session_id: sessionId, resume_from: peer.hubCursor });
+  expect(w.payload.full_resync).toBe(false);
+  const ackSeq = w.payload.ack_seq as number;
+  await release();
+  again.hubCursor = peer.hubCursor;
+  for (const f of frames.filter((x) => x.seq > ackSeq)) again.send(f.type as any, f.payload as any, { seq: f.seq, id: f.id, reply_to: f.reply_to ?? null });
+  await again.ackedThrough(Math.max(...frames.map((f) => f.seq)), 10_000);
+  return { again, ackSeq };
 }
 
 /**
@@ -38,28 +67,11 @@ describe('resync across a hole and a resume', () => {
         const id = peer.send(type as any, payload as any, { reply_to: begin });
         frames.push({ type: type as any, payload, id, seq, reply_to: begin });
       }
-      // n2 is applied past the hole (reading does not stop at a hole).
-      await eventually(async () => (await nodesOf(c.uid)).includes('n2') || undefined, 10_000);
-      const pinger = setInterval(() => peer.send('ping', {}), 500);
-      let closed;
-      try {
-        closed = await peer.closedWith(Number(FAST_TIMERS.HOLE_TIMEOUT_MS) + 5_000);
-      } finally {
-        clearInterval(pinger);
-      }
-      expect(closed.code).toBe(CloseCode.TRY_AGAIN_LATER);
-
-      // Resume and replay everything after the hub's cursor, with the original ids and seqs.
-      const again = await h.connect(c.token, sessionId);
-      const w = await again.hello({ cluster_id: c.name, session_id: sessionId, resume_from: peer.hubCursor });
-      expect(w.payload.full_resync).toBe(false);
-      const ackSeq = w.payload.ack_seq as number;
+      const { again, ackSeq } = await holeCloseThenReplay(c, sessionId, peer, frames, () => {
+        released = true;
+        return release();
+      });
       expect(ackSeq).toBe(3);
-      await release();
-      released = true;
-      again.hubCursor = peer.hubCursor;
-      for (const f of frames.filter((x) => x.seq > ackSeq)) again.send(f.type as any, f.payload, { seq: f.seq, id: f.id, reply_to: f.reply_to });
-      await again.ackedThrough(6, 10_000);
       // The snapshot carried n1 and n2, said so (count 2), and ended complete: 'stale' must be gone.
       const view = await h.admin('GET', `/clusters/${c.name}`);
       expect.soft(view.json.session.live.counters).toMatchObject({ resyncsCompleted: 1, resyncsIncomplete: 0 });
@@ -98,26 +110,11 @@ describe('session counters across a hole and a resume', () => {
         const id = peer.send(type as any, payload as any);
         frames.push({ type, payload, id, seq });
       }
-      await eventually(async () => (await nodesOf(c.uid)).includes('n2') || undefined, 10_000);
-      const pinger = setInterval(() => peer.send('ping', {}), 500);
-      let closed;
-      try {
-        closed = await peer.closedWith(Number(FAST_TIMERS.HOLE_TIMEOUT_MS) + 5_000);
-      } finally {
-        clearInterval(pinger);
-      }
-      expect(closed.code).toBe(CloseCode.TRY_AGAIN_LATER);
-
-      const again = await h.connect(c.token, sessionId);
-      const w = await again.hello({ cluster_id: c.name, session_id: sessionId, resume_from: peer.hubCursor });
-      expect(w.payload.full_resync).toBe(false);
-      const ackSeq = w.payload.ack_seq as number;
+      const { again, ackSeq } = await holeCloseThenReplay(c, sessionId, peer, frames, () => {
+        released = true;
+        return release();
+      });
       expect(ackSeq).toBe(1);
-      await release();
-      released = true;
-      again.hubCursor = peer.hubCursor;
-      for (const f of frames.filter((x) => x.seq > ackSeq)) again.send(f.type as any, f.payload as any, { seq: f.seq, id: f.id });
-      await again.ackedThrough(5, 10_000);
       const view = await h.admin('GET', `/clusters/${c.name}`);
       expect(view.json.session.live.counters).toMatchObject({ framesIn: 5, unknownTypes: 1, rejections: 1 });
       again.close();

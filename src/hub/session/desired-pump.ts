@@ -15,6 +15,7 @@ import type { Sql } from '../db/sql';
 import type { Logger } from '../log';
 import { estimateBytes, type Effect, type Outgoing } from './outgoing';
 import type { HubResync, SessionMeta } from './store';
+import { sessionRetryDelay } from './retry-delay';
 
 export interface PumpHost {
   cfg: HubConfig;
@@ -167,8 +168,7 @@ export class DesiredPump {
    * page read failed would wait for the next admin write or reconnect, its stream.end never sent.
    */
   private retryLater(): number {
-    const base = Math.min(30_000, this.host.cfg.POLL_INTERVAL_MS * 2 ** Math.min(this.failures, 16));
-    const delay = Math.round(base / 2 + (Math.random() * base) / 2);
+    const delay = sessionRetryDelay(this.host.cfg.POLL_INTERVAL_MS, this.failures);
     this.failures++;
     if (this.retryTimer === null && this.owes()) {
       this.retryTimer = setTimeout(() => {

@@ -12,6 +12,7 @@ import type { LiveView } from './live-view';
 import type { SessionState } from './session-state';
 import type { SessionMeta } from './store';
 import type { Sockets } from './sockets';
+import { sessionRetryDelay } from './retry-delay';
 
 export interface MemberHost {
   env: HubEnv;
@@ -80,8 +81,7 @@ export class FleetMember {
           const fields = { cluster: clusterUid, session: sessionId, error: describeError(err) };
           if (!open) return baseLog.warn('could not reach the fleet poller; the session has ended meanwhile', fields);
           this.host.state.notePollJoin(true);
-          const base = Math.min(30_000, cfg.POLL_INTERVAL_MS * 2 ** Math.min(this.pollJoinFailures, 16));
-          const retryMs = Math.round(base / 2 + (Math.random() * base) / 2);
+          const retryMs = sessionRetryDelay(cfg.POLL_INTERVAL_MS, this.pollJoinFailures);
           this.pollJoinFailures++;
           baseLog.warn('could not reach the fleet poller; retrying', { ...fields, retry_ms: retryMs, failures: this.pollJoinFailures });
           if (this.pollJoinTimer !== null) clearTimeout(this.pollJoinTimer);
