@@ -15,7 +15,7 @@ import { afterEach, describe, expect, it, vi, type MockInstance } from 'vitest';
 import { routeKeyOf, sessionStub } from '../../src/hub/address';
 import { DbGateway } from '../../src/hub/db/gateway';
 import { CloseCode } from '../../src/protocol';
-import { connect, eventually, hubEnv, newCluster, sql } from './support/peer';
+import { connect, eventually, hubEnv, newCluster, sql, withOwnerTrigger } from './support/peer';
 
 const spies: MockInstance[] = [];
 afterEach(() => {
@@ -32,16 +32,13 @@ describe('a poke that arrives during a hello', () => {
     a.close();
     await eventually(async () => (await sql<{ connected: boolean }>('select connected from cluster_owners where cluster_uid = $1', [c.uid]))[0]?.connected === false, 5_000);
 
-    if (!/^[0-9A-Z]+$/.test(c.uid)) throw new Error('uid');
-    const name = `wingsmith_test_rotate_${c.uid.toLowerCase()}`;
     // The resume's claim updates the owner row: the trigger holds it, then rotates the token in
     // the claim's own transaction (the claim has read the old one), so both commit together.
-    await sql(`create function ${name}() returns trigger language plpgsql as $$ begin
+    const HOLD_AND_ROTATE = `if tg_op = 'UPDATE' then
       perform pg_sleep(0.8);
-      update clusters set token_hash = decode('${'00'.repeat(32)}', 'hex') where uid = new.cluster_uid;
-      return new; end $$`);
-    await sql(`create trigger ${name} before update on cluster_owners for each row when (new.cluster_uid = '${c.uid}' and new.connected) execute function ${name}()`);
-    try {
+      update clusters set token_hash = decode(md5(random()::text) || md5(random()::text), 'hex') where uid = new.cluster_uid;
+    end if; return new;`;
+    await withOwnerTrigger(c.uid, 'rotate', HOLD_AND_ROTATE, ' and new.connected', async () => {
       const b = await connect(c.token, s);
       b.send('hello', { cluster_id: c.name, operator_version: '0.1.0', session_id: s, resume_from: a.hubCursor, lossy: false });
       // The claim is in its trigger's sleep: the object is in the hello, waiting for it.
@@ -60,9 +57,6 @@ describe('a poke that arrives during a hello', () => {
         () => 'still open 5 s after a poke about its rotated token',
       );
       expect(closed).toBe(CloseCode.REFUSED);
-    } finally {
-      await sql(`drop trigger if exists ${name} on cluster_owners`);
-      await sql(`drop function if exists ${name}()`);
-    }
+    });
   });
 });

@@ -18,7 +18,7 @@ import { runInDurableObject } from 'cloudflare:test';
 import { afterEach, describe, expect, it, vi, type MockInstance } from 'vitest';
 import { routeKeyOf, sessionStub } from '../../src/hub/address';
 import { CloseCode } from '../../src/protocol';
-import { admin, connect, eventually, hubEnv, newCluster, node, sleep, sql } from './support/peer';
+import { admin, connect, eventually, hubEnv, newCluster, node, sleep, sql, withOwnerTrigger } from './support/peer';
 
 const spies: MockInstance[] = [];
 afterEach(() => {
@@ -160,18 +160,6 @@ describe('deferred frames of a connection whose hello failed', () => {
 });
 
 /** A trigger on the cluster's `cluster_owners` row for the length of `body` (names are per cluster). */
-async function withOwnerTrigger<T>(uid: string, tag: string, plpgsql: string, when: string, body: () => Promise<T>): Promise<T> {
-  if (!/^[0-9A-Za-z_-]+$/.test(uid)) throw new Error('uid');
-  const name = `wingsmith_test_${tag}_${uid.toLowerCase()}`;
-  await sql(`create function ${name}() returns trigger language plpgsql as $$ begin ${plpgsql} end $$`);
-  await sql(`create trigger ${name} before insert or update on cluster_owners for each row when (new.cluster_uid = '${uid}'${when}) execute function ${name}()`);
-  try {
-    return await body();
-  } finally {
-    await sql(`drop trigger if exists ${name} on cluster_owners`);
-    await sql(`drop function if exists ${name}()`);
-  }
-}
 // A claim is an insert (a cluster's first) or an insert that conflicts and updates (both triggers
 // fire): each sleeps once, within the statement's 1.5 s timeout.
 const SLOW_CLAIM = 'perform pg_sleep(0.8); return new;';

@@ -67,3 +67,21 @@ export async function connectVia(fetchHub: (req: Request) => Promise<Response>, 
     onClose: (fn) => ws.addEventListener('close', (e) => fn({ code: e.code, reason: e.reason })),
   });
 }
+
+/**
+ * Run `body` with a trigger on the cluster's owner row (`before insert or update`, for the rows
+ * where `new.cluster_uid` is this cluster's and `when` holds): `plpgsql` is its body. It holds or
+ * fails a claim, whose statement inserts the row (a cluster's first) or updates it.
+ */
+export async function withOwnerTrigger<T>(uid: string, tag: string, plpgsql: string, when: string, body: () => Promise<T>): Promise<T> {
+  if (!/^[0-9A-Za-z_-]+$/.test(uid)) throw new Error('uid');
+  const name = `wingsmith_test_${tag}_${uid.toLowerCase()}`;
+  await sql(`create function ${name}() returns trigger language plpgsql as $$ begin ${plpgsql} end $$`);
+  await sql(`create trigger ${name} before insert or update on cluster_owners for each row when (new.cluster_uid = '${uid}'${when}) execute function ${name}()`);
+  try {
+    return await body();
+  } finally {
+    await sql(`drop trigger if exists ${name} on cluster_owners`);
+    await sql(`drop function if exists ${name}()`);
+  }
+}
