@@ -9,10 +9,7 @@
  *   restart resumes (lossy false, same session) and replays what was unacknowledged.
  * - Graceful stop: acks drained first, so even with the in-memory buffer the restart resumes.
  */
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { MemoryCursorStore } from '../../src/operator/cursor-store';
 import { Churn } from './support/churn';
 import { converge } from './support/converge';
@@ -22,11 +19,6 @@ import { SeededRandom, suiteSeed } from './support/rng';
 
 const e = useE2E();
 const SEED = suiteSeed(0xc4a54);
-const dirs: string[] = [];
-afterAll(async () => {
-  await Promise.all(dirs.map((d) => rm(d, { recursive: true, force: true })));
-});
-
 describe(`operator crash versus graceful restart (seed ${SEED})`, () => {
   it('crash with an in-memory outbound buffer: the next hello is lossy, the hub grants a fresh session, both sides resync and the plane converges', async () => {
     const rng = new SeededRandom(SEED);
@@ -70,8 +62,7 @@ describe(`operator crash versus graceful restart (seed ${SEED})`, () => {
     const proxy = await e.proxy();
     // Slow operation steps: the prefetch below is still running when the process dies.
     const sim = e.cluster(reg.name, { stepMs: 400 });
-    const dir = await mkdtemp(path.join(tmpdir(), 'wingsmith-e2e-op-'));
-    dirs.push(dir);
+    const dir = await e.tempDir('wingsmith-e2e-op-');
     const tuning = { ...E2E_CLIENT, random: rng.fn() };
     await sim.startOperator({ hubUrl: proxy.url, token: reg.token, storage: { kind: 'files', dir }, tuning });
     await e.admin.putDesired(reg.name, 'd1', desiredBody({ min_replicas: 2, max_replicas: 3 }));

@@ -26,7 +26,12 @@ const children: ChildProcess[] = [];
 const dirs: string[] = [];
 
 afterAll(async () => {
-  for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+  // Wait for each child to exit before removing its directory: a still-writing child fails the rm.
+  await Promise.all(
+    children
+      .filter((c) => c.exitCode === null && c.signalCode === null)
+      .map((c) => new Promise<void>((r) => (c.once('exit', () => r()), c.kill('SIGKILL')))),
+  );
   await Promise.all(dirs.map((d) => rm(d, { recursive: true, force: true })));
 });
 

@@ -8,21 +8,15 @@
  * stream.end nobody had open, and a deployment withdrawn while no operator listened was never
  * pruned from the cluster. Found by a review of the stop path.
  */
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { converge } from './support/converge';
 import { E2E_CLIENT, sleep, until, useE2E } from './support/e2e';
 import { desiredBody } from './support/plane';
 
 const e = useE2E();
-const dirs: string[] = [];
-afterAll(async () => {
-  await Promise.all(dirs.map((d) => rm(d, { recursive: true, force: true })));
-});
-
 async function deadUrl(): Promise<string> {
   const srv = createServer();
   await new Promise<void>((r) => srv.listen(0, '127.0.0.1', () => r()));
@@ -50,8 +44,7 @@ describe('a hub snapshot cut by a graceful stop', () => {
 
     // A new operator with file stores: a fresh session, whose hub snapshot is [begin, d1, end].
     // The stop lands before its stream.end (dropped on the way in, as if still in flight).
-    const dir = await mkdtemp(path.join(tmpdir(), 'wingsmith-e2e-snapcut-'));
-    dirs.push(dir);
+    const dir = await e.tempDir('wingsmith-e2e-snapcut-');
     let endDropped = false;
     sim.tap.onceIn((f) => {
       if (f.type !== 'stream.end') return undefined;

@@ -70,6 +70,11 @@ export interface E2E {
    * instance restarted); else on fresh storage (a new instance). Proxies are re-pointed at it.
    */
   restartHub(options: { keepState: boolean }): Promise<Hub>;
+  /**
+   * A temporary directory removed after the file, once its operator processes have stopped: a
+   * file's own afterAll runs before this one's and would race a still-running operator's writes.
+   */
+  tempDir(prefix: string): Promise<string>;
 }
 
 export function useE2E(vars: Record<string, string> = { ...E2E_VARS }, prepare?: () => Promise<Record<string, string>>): E2E {
@@ -81,8 +86,8 @@ export function useE2E(vars: Record<string, string> = { ...E2E_VARS }, prepare?:
   const clusters: SimCluster[] = [];
   const proxies: LinkProxy[] = [];
 
-  const newDir = async () => {
-    const d = await mkdtemp(path.join(tmpdir(), 'wingsmith-e2e-do-'));
+  const newDir = async (prefix = 'wingsmith-e2e-do-') => {
+    const d = await mkdtemp(path.join(tmpdir(), prefix));
     dirs.push(d);
     return d;
   };
@@ -138,6 +143,7 @@ export function useE2E(vars: Record<string, string> = { ...E2E_VARS }, prepare?:
       for (const p of proxies) p.setUpstream(hub.wsUrl);
       return hub;
     },
+    tempDir: (prefix) => newDir(prefix),
   };
   return e;
 }
