@@ -190,26 +190,33 @@ oe_add as (
   returning 1
 ),
 op_raw as (
-  -- took: the operator took the operation on (accepted it, reported progress, or ran it to a result).
-  select operation_id, accepted, progressed, outcome, message, outcome_seq as ord,
-    (accepted or progressed or outcome is not null) as took
+  select operation_id, accepted, progressed, outcome, message, outcome_seq as ord
   from jsonb_to_recordset($14::jsonb) as x(operation_id text, accepted boolean, progressed boolean, outcome text, message text, outcome_seq bigint)
   union all
   -- An error answering an operation.start concludes it as failed (e.g. a deadline it cannot meet);
   -- it is a refusal, not an acceptance.
-  select operation_id, false, false, 'failed', 'operator error ' || coalesce(phase, '') || ': ' || message, seq, false
+  select operation_id, false, false, 'failed', 'operator error ' || coalesce(phase, '') || ': ' || message, seq
   from oe_in where kind = 'error' and operation_id is not null
 ),
 -- Within a batch as across batches, the first concluding frame (by seq) concludes.
-op_agg as (
-  select operation_id, bool_or(accepted) as accepted, bool_or(progressed) as progressed, bool_or(took) as took,
+op_first as (
+  select operation_id, bool_or(accepted) as accepted, bool_or(progressed) as progressed,
     (array_agg(outcome order by ord) filter (where outcome is not null))[1] as outcome,
-    (array_agg(message order by ord) filter (where outcome is not null))[1] as message
+    (array_agg(message order by ord) filter (where outcome is not null))[1] as message,
+    min(ord) filter (where outcome is not null) as outcome_ord
   from op_raw group by operation_id
+),
+-- took: the operator took the operation on (accepted it, reported progress, or ran it to a
+-- result). It counts only frames up to the concluding one: what follows a conclusion (a result after
+-- a refusal, in this batch or a later one) changes none of its timestamps.
+op_agg as (
+  select f.*, exists (select 1 from oe_in e where e.operation_id = f.operation_id and e.kind <> 'error'
+                      and (f.outcome_ord is null or e.seq <= f.outcome_ord)) as took
+  from op_first f
 ),
 op_up as (
   update operations p set
-    accepted_at = case when a.took then coalesce(p.accepted_at, now()) else p.accepted_at end,
+    accepted_at = case when a.took and p.concluded_at is null then coalesce(p.accepted_at, now()) else p.accepted_at end,
     state = case
       when p.concluded_at is not null then p.state
       when a.outcome is not null then a.outcome
@@ -315,7 +322,7 @@ select (select ok from live) as fenced,
 `;
 
 /** Prepared once per connection (bump the suffix when the text changes). */
-const INGEST_STATEMENT = 'wingsmith_ingest_v8';
+const INGEST_STATEMENT = 'wingsmith_ingest_v9';
 
 /** The full statement's parameters for one batch, in order ($1…$18). */
 export function ingestParams(fence: SessionFence, b: IngestBatch): unknown[] {
