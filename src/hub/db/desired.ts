@@ -247,6 +247,14 @@ export async function fetchOpenOperations(
   return { rows: rows.map(toChange) as Extract<DesiredChange, { kind: 'operation' }>[], more: morePast(rows, limit, maxBytes) };
 }
 
+/**
+ * How many of an operation's start frames are remembered, newest first kept: each fresh session
+ * delivers an open operation again, and an operator that reconnects fresh as fast as it can must
+ * not grow the row (and its GIN index) for as long as a deadline of up to a week. An error
+ * answering an older start frame than these is recorded as a rejection, as any unknown reply_to.
+ */
+export const START_FRAMES_KEPT = 16;
+
 /** Record which start frames carried which operations, fenced by the session's claim. */
 export async function markOperationsSent(
   sql: Sql,
@@ -259,14 +267,14 @@ export async function markOperationsSent(
        update operations o set
          state = case when o.state = 'pending' then 'sent' else o.state end,
          sent_at = coalesce(o.sent_at, now()),
-         start_frame_ids = o.start_frame_ids || array[s.frame_id],
+         start_frame_ids = (o.start_frame_ids || array[s.frame_id])[greatest(1, cardinality(o.start_frame_ids) + 2 - $6::int):],
          updated_at = now()
        from jsonb_to_recordset($5::jsonb) as s(operation_id text, frame_id text)
        where o.operation_id = s.operation_id and o.cluster_uid = $1 and exists (select 1 from fence)
        returning 1
      )
      select exists (select 1 from fence) as fenced, (select count(*) from upd) as n`,
-    [fence.clusterUid, fence.sessionId, fence.generation, fence.tokenHash, JSON.stringify(sent)],
+    [fence.clusterUid, fence.sessionId, fence.generation, fence.tokenHash, JSON.stringify(sent), START_FRAMES_KEPT],
   );
   return rows[0]?.fenced === true;
 }
