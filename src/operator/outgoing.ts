@@ -10,7 +10,7 @@ export interface OutItem {
   replyTo: string | null;
   /** Preassigned id (a resync.begin's id is known before it is written, its stream refers to it). */
   id?: string;
-  /** Told the seq the frame got once it is numbered and durable, written to the socket or waiting in the replay buffer for a resume (operation conclusions track their delivery by it). */
+  /** Told the seq the frame got when the writer numbers it, whatever then becomes of its batch (operation conclusions track their delivery by it). */
   onWritten?: (seq: number) => void;
 }
 

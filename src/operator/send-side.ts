@@ -106,7 +106,6 @@ export class SendSide {
   /** Frames reached the socket: a written `stream.end` may let a queued snapshot start. */
   wrote(written: readonly { item: OutItem; seq: number }[]): void {
     for (const w of written) {
-      w.item.onWritten?.(w.seq);
       if (w.item.type !== 'stream.end') continue;
       this.host.log.info('observed resync written', { seq: w.seq, ...(w.item.payload as object) });
       this.runQueued();

@@ -173,6 +173,11 @@ export class Writer {
         break;
       }
       outbound.stamp(() => text);
+      // What waits on the numbering learns it now, before any await: an operation's conclusion is
+      // tracked by its seq from here (delivered when acked, sent again when a fresh session drops
+      // the buffer). Told later, a fresh session granted meanwhile would already have cleared what
+      // it tracks, and the seq of the old numbering would be read against the new one's acks.
+      item.onWritten?.(seq);
       h.outbox.wrote(item);
       texts.push(text);
       written.push({ item, seq });
@@ -193,13 +198,8 @@ export class Writer {
       if (h.link() === link) h.closeLink(link, CloseCode.INTERNAL, 'local storage failure');
       return;
     }
-    if (h.link() !== link || !link.open) {
-      // Numbered frames wait in the buffer for the resume. What waits on their numbering learns
-      // it now: an operation's conclusion is tracked by its seq from here (delivered when acked,
-      // sent again if a fresh session drops the buffer), never left marked as still queued.
-      for (const w of written) w.item.onWritten?.(w.seq);
-      return;
-    }
+    // Numbered frames wait in the buffer for the resume (their seq was told when numbered).
+    if (h.link() !== link || !link.open) return;
 
     for (const t of texts) this.write(link, t);
     if (texts.length > 0) link.wroteSequenced();
