@@ -395,6 +395,8 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
       await new Promise<void>((resolve) => {
         cancelTimeout = this.timers.schedule(resolve, timeoutMs);
         this.drainWaiters.push(resolve);
+        // An operation that ends moves nothing else the drain watches while the link is down.
+        void this.book.whenIdle().then(() => this.checkDrained());
         // Acks go out at once from here on.
         this.writer.ackNow(this.conn.link?.lastAckSent ?? 0);
         this.writer.request();

@@ -14,9 +14,13 @@ export interface DrainView {
   cursor: number;
 }
 
-/** Everything sent is acknowledged, everything read is settled and its cursor acked. */
+/**
+ * Everything sent is acknowledged, everything read is settled and its cursor acked. Without a
+ * link nothing more can drain, but the operations asked to stop still settle: the conclusion they
+ * reach must be in the final record, not replaced by "interrupted" in the next process.
+ */
 export function isDrained(v: DrainView): boolean {
-  if (!v.linkOpen) return true;
+  if (!v.linkOpen) return v.runningOperations === 0;
   return v.outboxEmpty && v.unacked === 0 && v.inboundPending === 0 && v.runningOperations === 0 && v.lastAckSent >= v.cursor;
 }
 

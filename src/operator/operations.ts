@@ -77,6 +77,8 @@ export class OperationBook {
   private readonly retentionMs: number;
   private readonly maxRecords: number;
   private idleWaiters: (() => void)[] = [];
+  /** A graceful stop asked every operation to stop: none is accepted from here on. */
+  private stopping = false;
 
   constructor(
     initial: readonly OperationRecord[],
@@ -170,6 +172,11 @@ export class OperationBook {
       }
     }
 
+    // A graceful stop began while the gate decided: no operation starts in a process that is
+    // going away (abortAll could not reach it); the ack is withheld and the hub replays the start
+    // to the next process.
+    if (this.stopping) return { settle: 'failed', reason: 'the operator is stopping: the start is left to the next process' };
+
     this.records.set(record.operationId, record);
     this.host.changed();
     // Recorded before the handler runs: a crash after it started and before the record was saved
@@ -181,6 +188,13 @@ export class OperationBook {
       this.records.delete(record.operationId);
       this.host.logger.error('could not record an accepted operation durably; the start is retried', { operation_id: record.operationId, err });
       return { settle: 'failed', reason: 'the operation could not be recorded durably' };
+    }
+    if (this.stopping) {
+      // The stop began during the save: forget it again (the stop's final save drops it; a crash
+      // before that leaves it recorded as running, which the next process concludes as failed).
+      this.records.delete(record.operationId);
+      this.host.changed();
+      return { settle: 'failed', reason: 'the operator is stopping: the start is left to the next process' };
     }
     this.host.send(outItem('operation.accepted', { operation_id: record.operationId }, record.startId));
     this.run(record, payload);
@@ -216,6 +230,7 @@ export class OperationBook {
 
   /** Ask every running operation to stop (the client is stopping). */
   abortAll(reason: string): void {
+    this.stopping = true;
     for (const run of this.running.values()) run.abort.abort(new Error(reason));
   }
 
