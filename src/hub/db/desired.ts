@@ -248,10 +248,12 @@ export async function fetchOpenOperations(
 }
 
 /**
- * How many of an operation's start frames are remembered, newest first kept: each fresh session
- * delivers an open operation again, and an operator that reconnects fresh as fast as it can must
- * not grow the row (and its GIN index) for as long as a deadline of up to a week. An error
- * answering an older start frame than these is recorded as a rejection, as any unknown reply_to.
+ * How many of an operation's start frames are remembered: the first (an operator that keeps its
+ * operations durably answers the start it first accepted, across reconnects and restarts) and the
+ * newest after it. Each fresh session delivers an open operation again, and an operator that
+ * reconnects fresh as fast as it can must not grow the row (and its GIN index) for as long as a
+ * deadline of up to a week. An error answering a start frame not kept is recorded as a rejection,
+ * as any unknown reply_to.
  */
 export const START_FRAMES_KEPT = 16;
 
@@ -267,7 +269,8 @@ export async function markOperationsSent(
        update operations o set
          state = case when o.state = 'pending' then 'sent' else o.state end,
          sent_at = coalesce(o.sent_at, now()),
-         start_frame_ids = (o.start_frame_ids || array[s.frame_id])[greatest(1, cardinality(o.start_frame_ids) + 2 - $6::int):],
+         start_frame_ids = case when cardinality(o.start_frame_ids) < $6::int then o.start_frame_ids || array[s.frame_id]
+           else o.start_frame_ids[1:1] || o.start_frame_ids[cardinality(o.start_frame_ids) - $6::int + 3:] || array[s.frame_id] end,
          updated_at = now()
        from jsonb_to_recordset($5::jsonb) as s(operation_id text, frame_id text)
        where o.operation_id = s.operation_id and o.cluster_uid = $1 and exists (select 1 from fence)
