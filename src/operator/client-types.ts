@@ -76,6 +76,13 @@ export interface OperatorClientOptions {
    * operation progress is dropped. Default: `sendQueueCapacity`, at least 64.
    */
   controlQueueLimit?: number;
+  /**
+   * A hub frame whose handling (your `desired`, `pruneDesired` or `admitOperation` handler) has
+   * not returned after this long is reported: an error line and the `stalled` event, again each
+   * time the wait doubles (at most every 5 min), and a line when it returns. Frames are applied in
+   * order, so none behind it is applied meanwhile. Default 30 s.
+   */
+  handlerStallMs?: number;
   /** Retry delays for a frame whose handler failed transiently. Default 500 ms → 30 s. */
   retry?: Partial<BackoffPolicy>;
   operations?: OperationBookOptions;
@@ -115,6 +122,11 @@ export interface ClientEvents {
    */
   refused: [RefusedEvent];
   hubError: [{ payload: Payload<'error'>; replyTo: string | null; seq: number | null }];
+  /**
+   * A hub frame's handler has not returned after `handlerStallMs` (and again as the wait
+   * doubles): no later hub frame is applied until it does. Alert on it, or restart the process.
+   */
+  stalled: [{ seq: number; type: string; id: string; heldMs: number }];
   /** Local desired deployments were pruned against a complete hub snapshot. */
   pruned: [{ keep: ReadonlySet<string> }];
   stopped: [];

@@ -123,6 +123,8 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
       },
       snapshotChanged: () => record.markChanged(),
       handlerFailed: () => this.sendSide.scheduleStats(),
+      handlerStallMs: options.handlerStallMs ?? 30_000,
+      stalled: (info) => this.safeEmit('stalled', info),
       cursorAdvanced: () => this.writer.cursorAdvanced(),
       settled: () => this.checkDrained(),
       stopping,

@@ -42,6 +42,10 @@ export interface ReceiverHost {
   snapshotChanged(): void;
   /** An application handler failed transiently (counted for link.stats). */
   handlerFailed(): void;
+  /** Handling one frame this long without settling is reported as a stall (`stallReport`). */
+  readonly handlerStallMs: number;
+  /** A frame's handling has held the stream this long (the `stalled` event). */
+  stalled(info: StallInfo): void;
   cursorAdvanced(): void;
   /** A frame settled (a graceful stop may be drained). */
   settled(): void;
@@ -53,6 +57,17 @@ export interface ReceiverHost {
    */
   stopping(): boolean;
 }
+
+/** A hub frame whose handling has not settled: no later frame is applied until it does. */
+export interface StallInfo {
+  seq: number;
+  type: string;
+  id: string;
+  heldMs: number;
+}
+
+/** Reports of one stall come at the threshold and at each doubling after it, at most this far apart. */
+const STALL_REPORT_CAP_MS = 5 * 60_000;
 
 export class Receiver {
   /** Hub frames read and not yet settled. */
@@ -138,6 +153,34 @@ export class Receiver {
     this.enqueue(frame, () => this.apply(link, frame, 0));
   }
 
+  /**
+   * Frames are applied one at a time, so a handler that never returns holds every frame behind
+   * it and the cursor with them: a cluster no longer managed, with nothing else to show it. The
+   * SDK cannot run the handler again beside the one still running, so it does not time it out; it
+   * says so, loudly and again as the wait doubles, and says when the handler returns.
+   */
+  private watchStall(env: Envelope): () => void {
+    const h = this.host;
+    const started = h.timers.now();
+    const what = { seq: env.seq as number, type: env.type, id: env.id };
+    let reported = false;
+    let cancel: (() => void) | null = null;
+    const arm = (inMs: number) => {
+      cancel = h.timers.schedule(() => {
+        const heldMs = h.timers.now() - started;
+        reported = true;
+        h.log.error('a handler has held the hub stream: no later frame is applied until it returns', { ...what, held_ms: heldMs });
+        h.stalled({ ...what, heldMs });
+        arm(Math.min(Math.max(heldMs, h.handlerStallMs), STALL_REPORT_CAP_MS));
+      }, inMs);
+    };
+    arm(h.handlerStallMs);
+    return () => {
+      cancel?.();
+      if (reported) h.log.warn('the held handler returned; the hub stream moves again', { ...what, held_ms: h.timers.now() - started });
+    };
+  }
+
   private enqueue(frame: ReadableFrame, task: () => Promise<void>): void {
     this.pending++;
     const { seq, type, id } = frame.envelope;
@@ -157,12 +200,15 @@ export class Receiver {
     if (link.ended || h.stopping()) return;
     const seq = frame.envelope.seq as number;
     let result: Settled;
+    const unwatch = this.watchStall(frame.envelope);
     try {
       result = await dispatch(h.dispatchHost(), frame, attempt);
     } catch (err) {
       // A bug of ours: unsure means transient, so the frame is retried rather than lost.
       h.log.error('applying a frame failed unexpectedly; treated as transient', { err, seq, type: frame.envelope.type, id: frame.envelope.id });
       result = { settle: 'failed', reason: `internal error: ${err instanceof Error ? err.message : String(err)}`, cause: 'internal' };
+    } finally {
+      unwatch();
     }
     if (link.ended) return;
     if (frame.envelope.type === 'resync.begin' || frame.envelope.type === 'stream.end') h.snapshotChanged();
