@@ -20,7 +20,8 @@ import type { InboundResyncs } from './resync';
 
 export type Settled =
   | { settle: 'applied' }
-  | { settle: 'failed'; reason: string; cause: 'handler' | 'backpressure' | 'internal' }
+  /** `retryBy`: retry no later than this (wall clock), whatever the backoff says. */
+  | { settle: 'failed'; reason: string; cause: 'handler' | 'backpressure' | 'internal'; retryBy?: number }
   /** Already answered (error frame queued) and logged. */
   | { settle: 'dropped'; reason: string };
 

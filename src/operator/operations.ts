@@ -38,8 +38,8 @@ export interface OperationHost {
 
 export type StartSettlement =
   | { settle: 'applied' }
-  /** Withhold the ack: the gate asked for a retry. */
-  | { settle: 'failed'; reason: string }
+  /** Withhold the ack: the gate asked for a retry, at the latest at `retryBy` (the deadline, to answer it on time). */
+  | { settle: 'failed'; reason: string; retryBy?: number }
   /** Accepted and dropped (refused permanently); the error frame is already queued. */
   | { settle: 'dropped'; reason: string };
 
@@ -164,7 +164,7 @@ export class OperationBook {
 
     if (this.handlers.admitOperation) {
       const gate = await runHandler(() => this.handlers.admitOperation?.(payload, ctx));
-      if (!gate.ok && gate.retryable) return { settle: 'failed', reason: gate.reason };
+      if (!gate.ok && gate.retryable) return { settle: 'failed', reason: gate.reason, retryBy: deadline };
       if (!gate.ok) {
         this.records.set(record.operationId, record);
         this.conclude(record, { frame: 'error', code: gate.code ?? 'invalid', message: cut(gate.reason) });

@@ -219,7 +219,10 @@ export class Receiver {
     h.inbound().settle(seq, 'failed');
     h.counters.transientFailures++;
     if (result.cause === 'handler') h.handlerFailed();
-    const delay = retryDelay(h.retryPolicy, attempt);
+    // An operation the gate keeps deferring is retried at its deadline at the latest, so the
+    // deadline's error goes out then, not up to a backoff cap later.
+    const backoff = retryDelay(h.retryPolicy, attempt);
+    const delay = result.retryBy === undefined ? backoff : Math.max(0, Math.min(backoff, result.retryBy - h.timers.now()));
     h.log.warn('frame not applied (transient): ack withheld, retrying', {
       seq,
       type: frame.envelope.type,

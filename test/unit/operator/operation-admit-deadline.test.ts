@@ -1,0 +1,64 @@
+/**
+ * An `admitOperation` gate that keeps answering `transient` leaves the start unacknowledged and
+ * retried with the backoff (500 ms doubling to 30 s). The deadline's `error {code: "deadline"}`
+ * is decided at a retry, so it went out at the first retry after the deadline: up to the backoff
+ * cap late (here 7.5 s after the start against a 5 s deadline). A deferred start is now retried at
+ * its deadline at the latest, and the error goes out then.
+ */
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { transient } from '../../../src/operator/handlers';
+import { newId } from '../../../src/protocol';
+import { makeClient, readResync, type TestClient } from './support/harness';
+import { eventually, ScriptedHub } from './support/scripted-hub';
+
+let hub: ScriptedHub;
+let t: TestClient | null = null;
+
+beforeEach(async () => {
+  hub = await ScriptedHub.start();
+});
+afterEach(async () => {
+  await t?.client.stop({ graceful: false });
+  t = null;
+  await hub.stop();
+});
+
+describe('an operation whose admission keeps being deferred', () => {
+  it('is answered with the deadline error at its deadline, not at the next backoff retry', async () => {
+    let gateCalls = 0;
+    t = makeClient(hub, {
+      handlers: {
+        admitOperation: () => {
+          gateCalls++;
+          return transient('the cluster is busy');
+        },
+        operation: () => ({ outcome: 'succeeded', message: 'never runs' }),
+      },
+    });
+    await t.client.start();
+    const conn = await hub.nextConnection();
+    await conn.nextOf('hello');
+    conn.welcome({ session_id: 'S-admit' });
+    await readResync(conn);
+
+    const start = t.timers.now();
+    const operationId = newId();
+    const sent = conn.sendSeq('operation.start', { operation_id: operationId, kind: 'node.drain', target: 'node-a', params: {}, deadline: new Date(start + 5_000).toISOString() });
+    await eventually(() => gateCalls === 1, 'the gate to be asked');
+    const deadlineError = () => conn.frames.find((f) => f.type === 'error' && f.reply_to === sent.id);
+
+    // Retries at 0.5, 1.5 and 3.5 s: still before the deadline, still deferred.
+    for (const at of [500, 1_500, 3_500]) {
+      t.timers.advance(at - (t.timers.now() - start));
+      await eventually(() => gateCalls >= 2 + [500, 1_500, 3_500].indexOf(at), `the retry at ${at} ms`);
+    }
+    t.timers.advance(5_000 - (t.timers.now() - start) - 1);
+    await new Promise((r) => setTimeout(r, 20));
+    expect(deadlineError(), 'nothing before the deadline').toBeUndefined();
+
+    t.timers.advance(1);
+    const err = await eventually(deadlineError, 'the deadline error at the deadline');
+    expect(err.payload).toMatchObject({ code: 'deadline', retryable: false });
+    expect(gateCalls, 'the gate is not asked once the deadline has passed').toBe(4);
+  });
+});
