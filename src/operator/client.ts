@@ -382,6 +382,7 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
 
   private async stopNow(graceful: boolean, timeoutMs: number): Promise<void> {
     this.stopping = true;
+    this.sendSide.stopBegins();
     if (this.starting) await this.starting.catch(() => {});
     if (!this.starting || !this.book) {
       // Never started (or failed to load): nothing to drain or persist.

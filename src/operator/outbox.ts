@@ -5,6 +5,11 @@
  * 3. the coalescing send queue from the protocol core (replace same-key state, drop events from
  *    the tail, evict the oldest; every loss counted for `link.stats`).
  *
+ * While the application's `snapshot()` is being taken, a state frame queued after it was asked for
+ * waits at the head of the queue (`holdReports`): the snapshot lists the state at some moment
+ * inside that call, so such a report may be newer than the snapshot and must reach the hub after
+ * the stream, never before it (where the snapshot would overwrite or prune it).
+ *
  * Bounded: state and event frames by the queue's capacity (what happens at it is the queue's
  * policy above). Control frames (error replies, operation reports) are never replaced or
  * evicted, so they have a bound of their own, `controlLimit` frames waiting at once: the queue
@@ -30,6 +35,11 @@ export class Outbox {
   private stream: ObservedResync | null = null;
   /** Control frames waiting in the queue, the overflow and `held` (not the resync stream's). */
   private control = 0;
+  /** Pushes so far, and the push count each queued frame was pushed at. */
+  private pushes = 0;
+  private readonly pushedAt = new WeakMap<OutItem, number>();
+  /** A snapshot is being taken: state frames pushed after this count wait (see the header). */
+  private holdAfter: number | null = null;
 
   constructor(
     capacity: number,
@@ -89,7 +99,18 @@ export class Outbox {
       }
       return 'appended';
     }
+    this.pushedAt.set(item, ++this.pushes);
     return this.queue.push({ value: item, class: q.class, key: q.key });
+  }
+
+  /** A snapshot is being asked for: state frames pushed from now on wait until `releaseReports`. */
+  holdReports(): void {
+    this.holdAfter = this.pushes;
+  }
+
+  /** The snapshot was taken (its stream now goes first) or will not be streamed: the queue flows. */
+  releaseReports(): void {
+    this.holdAfter = null;
   }
 
   /** Start streaming a snapshot; one already in progress is abandoned (the new one supersedes it). */
@@ -116,6 +137,10 @@ export class Outbox {
     }
     const fromStream = this.stream?.next() ?? null;
     if (fromStream) return fromStream;
+    if (this.holdAfter !== null) {
+      const head = this.queue.peek();
+      if (head && queueClassOf(head.type) === 'state' && (this.pushedAt.get(head) ?? 0) > this.holdAfter) return null;
+    }
     const item = this.queue.shift() ?? null;
     if (item && isControl(item)) this.control--;
     this.refill();

@@ -1,4 +1,4 @@
-import { CATALOG, coalescingKey, queueClassOf, type MessageType, type Payload, type QueueClass, type TypedMessage } from '../protocol';
+import { CATALOG, coalescingKey, isKnownType, queueClassOf, type MessageType, type Payload, type QueueClass, type TypedMessage } from '../protocol';
 
 /**
  * A frame waiting to be written. It has no seq yet: numbers are assigned when it is written, so
@@ -25,6 +25,8 @@ export function outItem<T extends MessageType>(
 
 /** Validate an application-supplied payload against the catalog; throws on a programming error. */
 export function checkedPayload<T extends MessageType>(type: T, payload: unknown): Payload<T> {
+  // A JavaScript caller (or a cast) can name a type the catalog does not have.
+  if (!isKnownType(type)) throw new TypeError(`unknown message type ${String(type)}`);
   const parsed = CATALOG[type].schema.safeParse(payload);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];

@@ -210,10 +210,13 @@ export class SendSide {
     const sessionGen = h.sessionGen();
     let snapshot: ObservedSnapshot;
     this.snapshotting = true;
+    // A report made from here on may be newer than what snapshot() lists: it goes after the stream.
+    if (!h.stopping()) h.outbox.holdReports();
     try {
       snapshot = await h.snapshot();
     } catch (err) {
       this.snapshotting = false;
+      this.releaseReports();
       if (h.stopping()) return;
       // Taken for a session that has since been replaced: the new one asked for its own (queued).
       if (sessionGen !== h.sessionGen()) return this.runQueued();
@@ -221,17 +224,42 @@ export class SendSide {
       return;
     }
     this.snapshotting = false;
-    if (h.stopping()) return;
-    if (sessionGen !== h.sessionGen()) return this.runQueued();
+    if (h.stopping() || sessionGen !== h.sessionGen()) {
+      this.releaseReports();
+      if (h.stopping()) return;
+      return this.runQueued();
+    }
+    let stream: ObservedResync;
+    try {
+      stream = new ObservedResync(snapshot, () => newId(h.timers.now()));
+    } catch (err) {
+      // Not an ObservedSnapshot (a list missing, nothing at all): the application's error, refused
+      // like a snapshot() that threw, never an unhandled rejection.
+      this.releaseReports();
+      this.snapshotFailed(new TypeError(`snapshot() did not answer an ObservedSnapshot: ${err instanceof Error ? err.message : String(err)}`), reason);
+      return;
+    }
     this.snapshotFailures = 0;
-    const stream = new ObservedResync(snapshot, () => newId(h.timers.now()));
     if (stream.problems.length > 0) {
       const problems = stream.problems.slice(0, 10);
       h.log.error('observed snapshot has invalid objects: the stream will be marked incomplete', { problems });
     }
     h.log.info('streaming observed resync', { reason, begin: stream.beginId, scope: stream.scope });
     h.counters.resyncsSent++;
+    // The stream goes out whole before the queue: what was held follows its stream.end.
     h.outbox.startResync(stream);
+    h.outbox.releaseReports();
     h.requestPump();
+  }
+
+  /** The queue flows again (no snapshot is streamed now, so nothing waits for one). */
+  private releaseReports(): void {
+    this.host.outbox.releaseReports();
+    this.host.requestPump();
+  }
+
+  /** A stop begins: a snapshot taken now is not streamed, so reports no longer wait for it. */
+  stopBegins(): void {
+    this.releaseReports();
   }
 }
