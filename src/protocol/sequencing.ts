@@ -147,7 +147,9 @@ export class OutboundSequencer {
   /**
    * Number a frame and keep it for replay. `build` receives the seq and returns the frame text.
    * When the buffer is over its bounds the oldest frames leave it and the next resume from
-   * before them must be a full resync: never a silent loss.
+   * before them must be a full resync: never a silent loss. The frame just numbered always stays,
+   * even alone over the byte bound: it is about to be sent, and a frame sent from no buffer
+   * could only ever be recovered by a full resync.
    */
   stamp(build: (seq: number) => string): { seq: number; frame: string; overflowed: number } {
     const seq = this.state.nextSeq++;
@@ -155,7 +157,7 @@ export class OutboundSequencer {
     const bytes = utf8Length(frame);
     this.store.append({ seq, frame, bytes });
     let overflowed = 0;
-    while (this.store.frames > this.limits.frames || this.store.bytes > this.limits.bytes) {
+    while (this.store.frames > this.limits.frames || (this.store.frames > 1 && this.store.bytes > this.limits.bytes)) {
       const gone = this.store.shiftOldest();
       if (!gone) break;
       this.state.lostThrough = Math.max(this.state.lostThrough, gone.seq);
