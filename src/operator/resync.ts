@@ -103,6 +103,12 @@ interface OpenStream {
   /** Distinct seqs seen carrying the begin's id: a replay after a reconnect is not counted twice. */
   seqs: Set<number>;
   deploymentIds: Set<string>;
+  /**
+   * Deployments the hub sent after the begin other than as members (the changes that follow a
+   * snapshot, another stream's members). Not counted; kept by the prune all the same: a prune
+   * retried after a transient failure runs after them, and the hub does not send them again.
+   */
+  laterDeploymentIds: Set<string>;
   /** Distinct seqs that could not be read (a frame withheld for room is dispatched again). */
   unreadable: Set<number>;
 }
@@ -127,7 +133,7 @@ export class InboundResyncs {
       const oldest = this.open.keys().next().value;
       if (oldest !== undefined) this.open.delete(oldest);
     }
-    if (!this.open.has(beginId)) this.open.set(beginId, { scope, seqs: new Set(), deploymentIds: new Set(), unreadable: new Set() });
+    if (!this.open.has(beginId)) this.open.set(beginId, { scope, seqs: new Set(), deploymentIds: new Set(), laterDeploymentIds: new Set(), unreadable: new Set() });
   }
 
   /** Whether `replyTo` names an open stream (the frame then belongs to its snapshot). */
@@ -141,6 +147,14 @@ export class InboundResyncs {
     if (!s) return;
     s.seqs.add(seq);
     if (deploymentId !== null) s.deploymentIds.add(deploymentId);
+  }
+
+  /**
+   * A deployment.desired was dispatched, as a member of stream `replyTo` or of none: no other
+   * open stream's prune may remove it.
+   */
+  mentioned(replyTo: string | null, deploymentId: string): void {
+    for (const [beginId, s] of this.open) if (beginId !== replyTo) s.laterDeploymentIds.add(deploymentId);
   }
 
   /** A frame in the stream could not be read: the snapshot cannot be pruned against. */
@@ -158,7 +172,8 @@ export class InboundResyncs {
     if (!end.complete) return { prune: false, reason: 'the sender marked the snapshot incomplete' };
     if (end.count !== s.seqs.size) return { prune: false, reason: `count ${end.count} but ${s.seqs.size} frames seen` };
     if (s.unreadable.size > 0) return { prune: false, reason: `${s.unreadable.size} unreadable frame(s) in the snapshot` };
-    return { prune: true, scope: s.scope, keepDeployments: s.deploymentIds };
+    if (s.laterDeploymentIds.size === 0) return { prune: true, scope: s.scope, keepDeployments: s.deploymentIds };
+    return { prune: true, scope: s.scope, keepDeployments: new Set([...s.deploymentIds, ...s.laterDeploymentIds]) };
   }
 
   close(replyTo: string | null): void {

@@ -1,0 +1,62 @@
+/**
+ * The hub's resync of a fresh session (desired-pump.ts): resync.begin, every deployment with
+ * reply_to = the begin's id, stream.end {complete, count}, then the changes made since, as
+ * ordinary deployment.desired frames (reply_to null). A pruneDesired that fails transiently at the
+ * stream.end is retried while the frames after it are applied ("reading does not stop at a
+ * hole"). The retry used to prune against the snapshot's ids alone, deleting a deployment the hub
+ * created after its snapshot and had already delivered (and will not send again): the cluster
+ * lost a deployment the hub still wants until the next full resync.
+ */
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { applied, transient } from '../../../src/operator/handlers';
+import { cursorReaches, desiredPayload, makeClient, readResync, type TestClient } from './support/harness';
+import { eventually, ScriptedHub } from './support/scripted-hub';
+
+let hub: ScriptedHub;
+const clients: TestClient[] = [];
+beforeEach(async () => {
+  hub = await ScriptedHub.start();
+});
+afterEach(async () => {
+  for (const t of clients.splice(0)) await t.client.stop({ graceful: false });
+  await hub.stop();
+});
+
+describe('a prune retried after later desired frames were applied', () => {
+  it('does not remove a deployment delivered after the snapshot while the prune was waiting for its retry', async () => {
+    // The application's desired deployments, as pruneDesired and desired act on them.
+    const local = new Set<string>(['old']);
+    let pruneAttempts = 0;
+    const t = makeClient(hub, {
+      handlers: {
+        desired: (p) => {
+          if (p.deleted) local.delete(p.deployment_id);
+          else local.add(p.deployment_id);
+          return applied();
+        },
+        pruneDesired: (keep) => {
+          pruneAttempts++;
+          if (pruneAttempts === 1) return transient('apiserver: connection refused');
+          for (const id of [...local]) if (!keep.has(id)) local.delete(id);
+          return applied();
+        },
+      },
+    });
+    clients.push(t);
+    await t.client.start();
+    const conn = await hub.nextConnection();
+    await conn.nextOf('hello');
+    conn.welcome({ session_id: 'S1', full_resync: true });
+    // As the real hub: the snapshot first, then the change written after it.
+    const begin = conn.sendSeq('resync.begin', { scope: ['deployment'] });
+    conn.sendSeq('deployment.desired', desiredPayload('d1', 1), { reply_to: begin.id });
+    conn.sendSeq('stream.end', { complete: true, count: 1 }, { reply_to: begin.id });
+    conn.sendSeq('deployment.desired', desiredPayload('e1', 2));
+    await readResync(conn);
+    await eventually(() => local.has('e1') && pruneAttempts === 1, 'e1 applied behind the failed prune');
+    t.timers.advance(500);
+    await cursorReaches(t, 4);
+    expect(pruneAttempts).toBe(2);
+    expect([...local].sort()).toEqual(['d1', 'e1']);
+  });
+});
