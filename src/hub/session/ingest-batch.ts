@@ -170,6 +170,41 @@ export function forgetCountedThrough(resyncs: Record<string, OpResync>, cursor: 
   }
 }
 
+/**
+ * Where a run must end early: before a stream.end whose stream carried an operation frame earlier
+ * in the same run. Such a frame is found to be a rejection (it names an operation this cluster does
+ * not have) only by the statement, and a snapshot with a rejected frame inside it must not be
+ * pruned against: ended before the stream.end, the commit marks the stream (`markRejectedMembers`)
+ * before its end is read. Null when the run may go whole.
+ */
+export function cutBeforeUncertainEnd(run: readonly InboundItem[]): number | null {
+  let opStreams: Set<string> | null = null;
+  for (let i = 0; i < run.length; i++) {
+    const item = run[i] as InboundItem;
+    if (item.replyTo === null) continue;
+    if (item.type === 'stream.end') {
+      if (i > 0 && opStreams?.has(item.replyTo)) return i;
+    } else if (item.kind === 'message' && item.type.startsWith('operation.')) {
+      (opStreams ??= new Set()).add(item.replyTo);
+    }
+  }
+  return null;
+}
+
+/**
+ * A committed batch's operation frames the statement rejected (an operation this cluster does not
+ * have): each one inside a resync stream leaves that stream tainted, as a poison member does.
+ */
+export function markRejectedMembers(items: readonly InboundItem[], built: BuiltBatch, unknownOperations: readonly { seq: number }[]): void {
+  if (unknownOperations.length === 0) return;
+  const rejected = new Set(unknownOperations.map((u) => u.seq));
+  for (const item of items) {
+    if (!rejected.has(item.seq)) continue;
+    const stream = openStream(built.resyncs, item.replyTo);
+    if (stream) stream.tainted = true;
+  }
+}
+
 export function buildBatch(
   items: readonly InboundItem[],
   resyncsIn: Record<string, OpResync>,

@@ -2,7 +2,7 @@ import { applyIngestBatch, type IngestResult, type SessionFence } from '../db/in
 import { classifyDbError, describeError, failureKind, isIsolatable, NOT_AN_OUTAGE } from '../db/errors';
 import type { Sql } from '../db/sql';
 import type { Logger } from '../log';
-import { buildBatch, plainerRecord, writesNothing, type BuiltBatch, type InboundItem, type SentDesiredLookup } from './ingest-batch';
+import { buildBatch, cutBeforeUncertainEnd, markRejectedMembers, plainerRecord, writesNothing, type BuiltBatch, type InboundItem, type SentDesiredLookup } from './ingest-batch';
 import { DEFAULT_SCHEDULE_LIMITS, IngestSchedule, type FailureKind, type ScheduleLimits } from './ingest-schedule';
 import type { OpResync } from './store';
 
@@ -136,8 +136,11 @@ export class IngestPipeline {
           }
           const fence = this.host.fence();
           if (!fence) return;
-          const built = buildBatch(plan.run, this.host.resyncs(), this.host.sentDesired);
-          ahead = { chunk: plan.run, built, outcome: this.apply(fence, built) };
+          // A stream.end waits for the commit of an operation frame its stream carried (it may be a rejection).
+          const cut = cutBeforeUncertainEnd(plan.run);
+          const run = cut === null ? plan.run : this.schedule.trimLast(cut);
+          const built = buildBatch(run, this.host.resyncs(), this.host.sentDesired);
+          ahead = { chunk: run, built, outcome: this.apply(fence, built) };
         }
         // The next statement is queued now, so the database runs it straight after this one
         // instead of idling while this object settles the first and builds the second.
@@ -252,6 +255,7 @@ export class IngestPipeline {
     }
     succeeded();
     this.transientFailures = 0;
+    markRejectedMembers(chunk, built, result.unknownOperations);
     this.host.committed(chunk, built, result);
     return 'committed';
   }

@@ -184,6 +184,12 @@ export class IngestSchedule {
     return { waitUntil: Math.min(...[...this.held.values()].map((h) => h.until)) };
   }
 
+  /** Shorten the last plan's run to its first `n` frames: the rest stay queued where they are. */
+  trimLast(n: number): InboundItem[] {
+    this.lastRun = this.lastRun.slice(0, n);
+    return this.lastRun;
+  }
+
   /** The last plan's statement committed: those frames are applied. */
   succeeded(): InboundItem[] {
     const run = this.lastRun;
