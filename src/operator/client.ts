@@ -412,7 +412,7 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
     const clean = isCleanStop(graceful, this.drainView()) && !this.s.lossy;
     this.writer.reset();
     this.sendSide.dispose();
-    this.receiver.cancelRetries();
+    this.receiver.dispose();
     this.book.dispose();
     try {
       this.record.cleanOnSave = clean;

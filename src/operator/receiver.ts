@@ -74,6 +74,9 @@ export class Receiver {
   pending = 0;
   private chain: Promise<void> = Promise.resolve();
   private readonly retries = new Set<() => void>();
+  /** Cancels the stall watch of the frame being applied (one at a time). */
+  private endStallWatch: (() => void) | null = null;
+  private disposed = false;
 
   constructor(private readonly host: ReceiverHost) {}
 
@@ -137,6 +140,14 @@ export class Receiver {
     this.retries.clear();
   }
 
+  /** The client stopped: no retry and no stall report outlives it (a timer would keep Node running). */
+  dispose(): void {
+    this.cancelRetries();
+    this.disposed = true;
+    this.endStallWatch?.();
+    this.endStallWatch = null;
+  }
+
   private sequenced(link: Link, frame: ReadableFrame, seq: number): void {
     const h = this.host;
     const inbound = h.inbound();
@@ -166,6 +177,7 @@ export class Receiver {
     let reported = false;
     let cancel: (() => void) | null = null;
     const arm = (inMs: number) => {
+      if (this.disposed) return;
       cancel = h.timers.schedule(() => {
         const heldMs = h.timers.now() - started;
         reported = true;
@@ -175,8 +187,10 @@ export class Receiver {
       }, inMs);
     };
     arm(h.handlerStallMs);
+    this.endStallWatch = () => cancel?.();
     return () => {
       cancel?.();
+      this.endStallWatch = null;
       if (reported) h.log.warn('the held handler returned; the hub stream moves again', { ...what, held_ms: h.timers.now() - started });
     };
   }

@@ -63,6 +63,24 @@ describe('a handler that does not return', () => {
     expect(stalls.length, 'no report after it returned').toBe(3);
   });
 
+  it('a stop ends the reports: no stall timer outlives the client (it would keep the process running)', async () => {
+    t = makeClient(hub, { handlerStallMs: 1_000, desiredResult: () => new Promise<HandlerResult>(() => undefined) });
+    const stalls: unknown[] = [];
+    t.client.on('stalled', (s) => stalls.push(s));
+    await t.client.start();
+    const conn = await hub.nextConnection();
+    await conn.nextOf('hello');
+    conn.welcome({ session_id: 'S-stop' });
+    conn.sendSeq('deployment.desired', desiredPayload('stuck'));
+    await eventually(() => t!.calls.desired.length === 1, 'the stuck handler to be called');
+    t.timers.advance(1_000);
+    expect(stalls.length).toBe(1);
+    await t.client.stop({ graceful: false });
+    expect(t.timers.pending, 'timers left after stop').toBe(0);
+    t.timers.advance(600_000);
+    expect(stalls.length).toBe(1);
+  });
+
   it('a handler that returns in time is never reported', async () => {
     t = makeClient(hub, { handlerStallMs: 1_000 });
     const stalls: unknown[] = [];
