@@ -8,10 +8,8 @@
  * conformance audit, 2026-12-03).
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { MemoryCursorStore, type DurableRecord } from '../../../src/operator/cursor-store';
-import type { OperationContext } from '../../../src/operator/handlers';
-import { newId, type Payload } from '../../../src/protocol';
 import { cursorReaches, makeClient, readResync, reconnectAfterBackoff, type TestClient } from './support/harness';
+import { GatedStore, heldOperations, openSession, operationStart } from './support/operations';
 import { eventually, ScriptedHub } from './support/scripted-hub';
 
 let hub: ScriptedHub;
@@ -25,52 +23,18 @@ afterEach(async () => {
   await hub.stop();
 });
 
-/** A cursor store whose saves can be held (a slow disk). */
-class GatedStore extends MemoryCursorStore {
-  private gate: Promise<void> | null = null;
-  private open: (() => void) | null = null;
-  held = 0;
-  hold(): void {
-    this.gate = new Promise((r) => (this.open = r));
-  }
-  release(): void {
-    this.open?.();
-    this.gate = null;
-  }
-  override async save(record: DurableRecord): Promise<void> {
-    if (this.gate) {
-      this.held++;
-      await this.gate;
-    }
-    return super.save(record);
-  }
-}
-
 describe('an operation conclusion numbered on a link that closed before it was written', () => {
   it('is still reported to the hub after the hub grants a fresh session', async () => {
     const store = new GatedStore();
-    const running: ((outcome: 'succeeded') => void)[] = [];
+    const { running, operation } = heldOperations();
     const t = makeClient(hub, {
       cursorStore: store,
-      handlers: {
-        operation: (_p: Payload<'operation.start'>, _ctx: OperationContext) =>
-          new Promise((resolve) => running.push((outcome) => resolve({ outcome, message: 'done' }))),
-      },
+      handlers: { operation },
     });
     clients.push(t);
-    await t.client.start();
-    const conn = await hub.nextConnection();
-    await conn.nextOf('hello');
-    conn.welcome({ session_id: 'S1' });
-    await readResync(conn);
+    const conn = await openSession(hub, t, 'S1');
 
-    const start: Payload<'operation.start'> = {
-      operation_id: newId(),
-      kind: 'node.cordon',
-      target: 'node-a',
-      params: {},
-      deadline: new Date(t.timers.now() + 600_000).toISOString(),
-    };
+    const start = operationStart(t.timers.now(), { kind: 'node.cordon' });
     conn.sendSeq('operation.start', start);
     await conn.nextOf('operation.accepted');
     await eventually(() => running.length === 1, 'the operation to run');

@@ -8,9 +8,8 @@
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { MemoryCursorStore, type DurableRecord } from '../../../src/operator/cursor-store';
-import type { OperationContext } from '../../../src/operator/handlers';
-import { newId, type Payload } from '../../../src/protocol';
 import { cursorReaches, makeClient, readResync, reconnectAfterBackoff, type TestClient } from './support/harness';
+import { heldOperations, openSession, operationStart } from './support/operations';
 import { eventually, ScriptedHub } from './support/scripted-hub';
 
 let hub: ScriptedHub;
@@ -41,28 +40,15 @@ class FailingStore extends MemoryCursorStore {
 describe('an operation conclusion in a write batch whose save failed', () => {
   it('is still reported to the hub in the fresh session that follows', async () => {
     const store = new FailingStore();
-    const running: ((outcome: 'succeeded') => void)[] = [];
+    const { running, operation } = heldOperations();
     const t = makeClient(hub, {
       cursorStore: store,
-      handlers: {
-        operation: (_p: Payload<'operation.start'>, _ctx: OperationContext) =>
-          new Promise((resolve) => running.push((outcome) => resolve({ outcome, message: 'done' }))),
-      },
+      handlers: { operation },
     });
     clients.push(t);
-    await t.client.start();
-    const conn = await hub.nextConnection();
-    await conn.nextOf('hello');
-    conn.welcome({ session_id: 'S1' });
-    await readResync(conn);
+    const conn = await openSession(hub, t, 'S1');
 
-    const start: Payload<'operation.start'> = {
-      operation_id: newId(),
-      kind: 'node.cordon',
-      target: 'node-a',
-      params: {},
-      deadline: new Date(t.timers.now() + 600_000).toISOString(),
-    };
+    const start = operationStart(t.timers.now(), { kind: 'node.cordon' });
     conn.sendSeq('operation.start', start);
     await conn.nextOf('operation.accepted');
     await eventually(() => running.length === 1, 'the operation to run');

@@ -8,10 +8,9 @@
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { MemoryCursorStore } from '../../../src/operator/cursor-store';
-import type { OperationContext } from '../../../src/operator/handlers';
 import { MemoryOutboundLog } from '../../../src/operator/outbound-log';
-import { newId, type Payload } from '../../../src/protocol';
 import { ackAll, makeClient, readResync, reconnectAfterBackoff, type TestClient } from './support/harness';
+import { heldOperations, openSession, operationStart } from './support/operations';
 import { eventually, ScriptedHub } from './support/scripted-hub';
 
 let hub: ScriptedHub;
@@ -49,29 +48,16 @@ describe('an operation conclusion whose batch was still syncing when a fresh ses
   it('is sent in the fresh session and is not counted delivered by its acks', async () => {
     const store = new MemoryCursorStore();
     const log = new SlowLog();
-    const running: ((outcome: 'succeeded') => void)[] = [];
+    const { running, operation } = heldOperations();
     const t = makeClient(hub, {
       cursorStore: store,
       outboundLog: log,
-      handlers: {
-        operation: (_p: Payload<'operation.start'>, _ctx: OperationContext) =>
-          new Promise((resolve) => running.push((outcome) => resolve({ outcome, message: 'done' }))),
-      },
+      handlers: { operation },
     });
     clients.push(t);
-    await t.client.start();
-    const conn = await hub.nextConnection();
-    await conn.nextOf('hello');
-    conn.welcome({ session_id: 'S1' });
-    await readResync(conn);
+    const conn = await openSession(hub, t, 'S1');
 
-    const start: Payload<'operation.start'> = {
-      operation_id: newId(),
-      kind: 'node.cordon',
-      target: 'node-a',
-      params: {},
-      deadline: new Date(t.timers.now() + 600_000).toISOString(),
-    };
+    const start = operationStart(t.timers.now(), { kind: 'node.cordon' });
     const startFrame = conn.sendSeq('operation.start', start);
     await conn.nextOf('operation.accepted');
     await eventually(() => running.length === 1, 'the operation to run');

@@ -7,11 +7,11 @@
  * false and the stop did not finish until the drain timeout.
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { MemoryCursorStore, type DurableRecord } from '../../../src/operator/cursor-store';
 import type { OperationContext } from '../../../src/operator/handlers';
 import { applied } from '../../../src/operator/handlers';
-import { newId, type Payload } from '../../../src/protocol';
-import { ackAll, makeClient, readResync, type TestClient } from './support/harness';
+import { type Payload } from '../../../src/protocol';
+import { ackAll, makeClient, type TestClient } from './support/harness';
+import { GatedStore, openSession, operationStart } from './support/operations';
 import { eventually, ScriptedHub } from './support/scripted-hub';
 
 let hub: ScriptedHub;
@@ -24,37 +24,9 @@ afterEach(async () => {
   await hub.stop();
 });
 
-class GatedStore extends MemoryCursorStore {
-  private gate: Promise<void> | null = null;
-  private open: (() => void) | null = null;
-  held = 0;
-  hold(): void {
-    this.gate = new Promise((r) => (this.open = r));
-  }
-  release(): void {
-    this.open?.();
-    this.gate = null;
-  }
-  override async save(record: DurableRecord): Promise<void> {
-    if (this.gate) {
-      this.held++;
-      await this.gate;
-    }
-    return super.save(record);
-  }
-}
-
-function startPayload(now: number): Payload<'operation.start'> {
-  return { operation_id: newId(), kind: 'node.drain', target: 'node-a', params: {}, deadline: new Date(now + 600_000).toISOString() };
-}
-
 async function open(t: TestClient) {
   clients.push(t);
-  await t.client.start();
-  const conn = await hub.nextConnection();
-  await conn.nextOf('hello');
-  conn.welcome({ session_id: 'S1' });
-  await readResync(conn);
+  const conn = await openSession(hub, t, 'S1');
   await conn.seen((f) => f.type === 'link.stats', 'link.stats');
   ackAll(conn);
   await eventually(() => t.client.stats.unacked === 0, 'everything acked');
@@ -81,7 +53,7 @@ describe('a graceful stop that begins while an operation.start is being accepted
     const conn = await open(t);
 
     store.hold();
-    const payload = startPayload(t.timers.now());
+    const payload = operationStart(t.timers.now());
     const frame = conn.sendSeq('operation.start', payload);
     await eventually(() => store.held > 0, 'the record save under way');
     let stopped = false;
@@ -115,7 +87,7 @@ describe('a graceful stop that begins while an operation.start is being accepted
     });
     const conn = await open(t);
 
-    conn.sendSeq('operation.start', startPayload(t.timers.now()));
+    conn.sendSeq('operation.start', operationStart(t.timers.now()));
     await eventually(() => admit !== null, 'the gate deciding');
     let stopped = false;
     const stopping = t.client.stop({ graceful: true, timeoutMs: 60_000 }).then(() => (stopped = true));

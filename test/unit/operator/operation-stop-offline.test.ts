@@ -9,8 +9,9 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { MemoryCursorStore } from '../../../src/operator/cursor-store';
 import type { OperationContext } from '../../../src/operator/handlers';
-import { newId, type Payload } from '../../../src/protocol';
-import { makeClient, readResync, type TestClient } from './support/harness';
+import { type Payload } from '../../../src/protocol';
+import { makeClient, type TestClient } from './support/harness';
+import { openSession, operationStart } from './support/operations';
 import { eventually, ScriptedHub } from './support/scripted-hub';
 
 let hub: ScriptedHub;
@@ -38,19 +39,9 @@ describe('a graceful stop while the hub is unreachable', () => {
       },
     });
     clients.push(t);
-    await t.client.start();
-    const conn = await hub.nextConnection();
-    await conn.nextOf('hello');
-    conn.welcome({ session_id: 'S1' });
-    await readResync(conn);
+    const conn = await openSession(hub, t, 'S1');
 
-    const start: Payload<'operation.start'> = {
-      operation_id: newId(),
-      kind: 'node.drain',
-      target: 'node-a',
-      params: {},
-      deadline: new Date(t.timers.now() + 600_000).toISOString(),
-    };
+    const start = operationStart(t.timers.now());
     conn.sendSeq('operation.start', start);
     await conn.nextOf('operation.accepted');
     await eventually(() => started.length === 1, 'the operation to run');
