@@ -42,7 +42,7 @@ export interface ReceiverHost {
   snapshotChanged(): void;
   /** An application handler failed transiently (counted for link.stats). */
   handlerFailed(): void;
-  /** Handling one frame this long without settling is reported as a stall (`stallReport`). */
+  /** Handling one frame this long without settling is reported as a stall (`stalled`). */
   readonly handlerStallMs: number;
   /** A frame's handling has held the stream this long (the `stalled` event). */
   stalled(info: StallInfo): void;
@@ -66,6 +66,14 @@ export interface StallInfo {
   heldMs: number;
 }
 
+interface Applying {
+  what: { seq: number; type: string; id: string };
+  started: number;
+  /** When the next report is due, if the frame is still being applied. */
+  nextAt: number;
+  reports: number;
+}
+
 /** Reports of one stall come at the threshold and at each doubling after it, at most this far apart. */
 const STALL_REPORT_CAP_MS = 5 * 60_000;
 
@@ -74,8 +82,10 @@ export class Receiver {
   pending = 0;
   private chain: Promise<void> = Promise.resolve();
   private readonly retries = new Set<() => void>();
-  /** Cancels the stall watch of the frame being applied (one at a time). */
-  private endStallWatch: (() => void) | null = null;
+  /** The frame being applied (one at a time), for the stall watch. */
+  private applying: Applying | null = null;
+  /** Cancels the stall watch's timer, armed while frames are being applied. */
+  private stallTimer: (() => void) | null = null;
   private disposed = false;
 
   constructor(private readonly host: ReceiverHost) {}
@@ -144,8 +154,8 @@ export class Receiver {
   dispose(): void {
     this.cancelRetries();
     this.disposed = true;
-    this.endStallWatch?.();
-    this.endStallWatch = null;
+    this.stallTimer?.();
+    this.stallTimer = null;
   }
 
   private sequenced(link: Link, frame: ReadableFrame, seq: number): void {
@@ -168,31 +178,40 @@ export class Receiver {
    * Frames are applied one at a time, so a handler that never returns holds every frame behind
    * it and the cursor with them: a cluster no longer managed, with nothing else to show it. The
    * SDK cannot run the handler again beside the one still running, so it does not time it out; it
-   * says so, loudly and again as the wait doubles, and says when the handler returns.
+   * says so, loudly and again as the wait doubles, and says when the handler returns. Per frame
+   * this only notes what is being applied: one timer, armed while frames are applied, looks.
    */
   private watchStall(env: Envelope): () => void {
     const h = this.host;
     const started = h.timers.now();
-    const what = { seq: env.seq as number, type: env.type, id: env.id };
-    let reported = false;
-    let cancel: (() => void) | null = null;
-    const arm = (inMs: number) => {
-      if (this.disposed) return;
-      cancel = h.timers.schedule(() => {
-        const heldMs = h.timers.now() - started;
-        reported = true;
-        h.log.error('a handler has held the hub stream: no later frame is applied until it returns', { ...what, held_ms: heldMs });
-        h.stalled({ ...what, heldMs });
-        arm(Math.min(Math.max(heldMs, h.handlerStallMs), STALL_REPORT_CAP_MS));
-      }, inMs);
-    };
-    arm(h.handlerStallMs);
-    this.endStallWatch = () => cancel?.();
+    const entry: Applying = { what: { seq: env.seq as number, type: env.type, id: env.id }, started, nextAt: started + h.handlerStallMs, reports: 0 };
+    this.applying = entry;
+    if (this.stallTimer === null) this.armStall(h.handlerStallMs);
     return () => {
-      cancel?.();
-      this.endStallWatch = null;
-      if (reported) h.log.warn('the held handler returned; the hub stream moves again', { ...what, held_ms: h.timers.now() - started });
+      if (this.applying === entry) this.applying = null;
+      if (entry.reports > 0) h.log.warn('the held handler returned; the hub stream moves again', { ...entry.what, held_ms: h.timers.now() - started });
     };
+  }
+
+  private armStall(inMs: number): void {
+    if (this.disposed) return;
+    this.stallTimer = this.host.timers.schedule(() => this.checkStall(), inMs);
+  }
+
+  private checkStall(): void {
+    this.stallTimer = null;
+    const a = this.applying;
+    // Nothing being applied: the next frame arms the timer again.
+    if (!a) return;
+    const h = this.host;
+    const now = h.timers.now();
+    if (now < a.nextAt) return this.armStall(a.nextAt - now);
+    const heldMs = now - a.started;
+    a.reports++;
+    h.log.error('a handler has held the hub stream: no later frame is applied until it returns', { ...a.what, held_ms: heldMs });
+    h.stalled({ ...a.what, heldMs });
+    a.nextAt = now + Math.min(Math.max(heldMs, h.handlerStallMs), STALL_REPORT_CAP_MS);
+    this.armStall(a.nextAt - now);
   }
 
   private enqueue(frame: ReadableFrame, task: () => Promise<void>): void {
