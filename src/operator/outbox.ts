@@ -35,11 +35,8 @@ export class Outbox {
   private stream: ObservedResync | null = null;
   /** Control frames waiting in the queue, the overflow and `held` (not the resync stream's). */
   private control = 0;
-  /** Pushes so far, and the push count each queued frame was pushed at. */
-  private pushes = 0;
-  private readonly pushedAt = new WeakMap<OutItem, number>();
-  /** A snapshot is being taken: state frames pushed after this count wait (see the header). */
-  private holdAfter: number | null = null;
+  /** While a snapshot is being taken: the frames pushed since it was asked for (see the header). */
+  private pushedDuringSnapshot: WeakSet<OutItem> | null = null;
 
   constructor(
     capacity: number,
@@ -99,18 +96,18 @@ export class Outbox {
       }
       return 'appended';
     }
-    this.pushedAt.set(item, ++this.pushes);
+    this.pushedDuringSnapshot?.add(item);
     return this.queue.push({ value: item, class: q.class, key: q.key });
   }
 
   /** A snapshot is being asked for: state frames pushed from now on wait until `releaseReports`. */
   holdReports(): void {
-    this.holdAfter = this.pushes;
+    this.pushedDuringSnapshot = new WeakSet();
   }
 
   /** The snapshot was taken (its stream now goes first) or will not be streamed: the queue flows. */
   releaseReports(): void {
-    this.holdAfter = null;
+    this.pushedDuringSnapshot = null;
   }
 
   /** Start streaming a snapshot; one already in progress is abandoned (the new one supersedes it). */
@@ -137,9 +134,9 @@ export class Outbox {
     }
     const fromStream = this.stream?.next() ?? null;
     if (fromStream) return fromStream;
-    if (this.holdAfter !== null) {
+    if (this.pushedDuringSnapshot !== null) {
       const head = this.queue.peek();
-      if (head && queueClassOf(head.type) === 'state' && (this.pushedAt.get(head) ?? 0) > this.holdAfter) return null;
+      if (head && queueClassOf(head.type) === 'state' && this.pushedDuringSnapshot.has(head)) return null;
     }
     const item = this.queue.shift() ?? null;
     if (item && isControl(item)) this.control--;
