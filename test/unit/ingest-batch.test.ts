@@ -101,7 +101,7 @@ describe('ingest batch: a stream member is counted once', () => {
   });
 
   it('counted seqs at or below the cursor are forgotten, the count kept', async () => {
-    const { forgetCountedThrough } = await import('../../src/hub/session/ingest-batch');
+    const { forgetCountedThrough } = await import('../../src/hub/session/ingest-streams');
     const begin = newId();
     const b = buildBatch(
       [item(3, 'resync.begin', { scope: ['node'] }, null, begin), item(4, 'node.observed', node('a'), begin), item(5, 'node.observed', node('b')), item(6, 'node.observed', node('c'), begin), item(8, 'node.observed', node('d'), begin)],
@@ -115,7 +115,7 @@ describe('ingest batch: a stream member is counted once', () => {
 
 describe('ingest batch: countOnce keeps the counted seqs as disjoint ranges', () => {
   it('counts each seq once in any arrival order, and the ranges are exactly the seqs counted', async () => {
-    const { countOnce } = await import('../../src/hub/session/ingest-batch');
+    const { countOnce } = await import('../../src/hub/session/ingest-streams');
     fc.assert(
       fc.property(fc.array(fc.integer({ min: 1, max: 80 }), { maxLength: 300 }), (seqs) => {
         const s = { beginSeq: 0, scope: ['node'], count: 0, tainted: false, counted: [] as [number, number][] };
@@ -139,7 +139,7 @@ describe('ingest batch: countOnce keeps the counted seqs as disjoint ranges', ()
 
 describe('ingest batch: open resync streams are bounded', () => {
   it('a begin past the bound ends the oldest open stream incomplete; a begin already open replaces itself', async () => {
-    const { MAX_OPEN_RESYNCS } = await import('../../src/hub/session/ingest-batch');
+    const { MAX_OPEN_RESYNCS } = await import('../../src/hub/session/ingest-streams');
     const ids = Array.from({ length: MAX_OPEN_RESYNCS + 1 }, () => newId());
     const b = buildBatch(
       ids.map((id, i) => item(i + 1, 'resync.begin', { scope: ['node'] }, null, id)),

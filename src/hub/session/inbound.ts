@@ -9,7 +9,8 @@ import type { IngestResult } from '../db/ingest';
 import type { Logger } from '../log';
 import type { LogBudget } from '../log-budget';
 import { storableText } from '../storable-text';
-import { countOnceIn, type BuiltBatch, type InboundItem } from './ingest-batch';
+import type { BuiltBatch, InboundItem } from './ingest-batch';
+import { countOnceIn } from './ingest-streams';
 import type { Outgoing } from './outgoing';
 import type { SessionCounters } from './store';
 

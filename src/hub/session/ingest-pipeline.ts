@@ -2,7 +2,8 @@ import { applyIngestBatch, type IngestResult, type SessionFence } from '../db/in
 import { classifyDbError, describeError, failureKind, isIsolatable, NOT_AN_OUTAGE } from '../db/errors';
 import type { Sql } from '../db/sql';
 import type { Logger } from '../log';
-import { buildBatch, cutBeforeUncertainEnd, markRejectedMembers, plainerRecord, writesNothing, type BuiltBatch, type InboundItem, type SentDesiredLookup } from './ingest-batch';
+import { buildBatch, plainerRecord, writesNothing, type BuiltBatch, type InboundItem, type SentDesiredLookup } from './ingest-batch';
+import { cutBeforeUncertainEnd, markRejectedMembers } from './ingest-streams';
 import { DEFAULT_SCHEDULE_LIMITS, IngestSchedule, type FailureKind, type ScheduleLimits } from './ingest-schedule';
 import type { OpResync } from './store';
 

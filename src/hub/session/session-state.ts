@@ -3,7 +3,7 @@ import type { HubConfig } from '../config';
 import type { SessionFence } from '../db/ingest';
 import type { Logger } from '../log';
 import { addCounters, type Settled } from './inbound';
-import { forgetCountedThrough } from './ingest-batch';
+import { forgetCountedThrough } from './ingest-streams';
 import type { SessionSql } from './schema';
 import type { OpResync } from './store';
 import { SessionStore, type SessionMeta } from './store';
