@@ -10,9 +10,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import { FAST_TIMERS, sleep, useHub } from './support/hub';
-import { captureHubLines, type HubLine } from './support/hub-lines';
+import { captureHubLines } from './support/hub-lines';
 
-type Line = HubLine;
 const lines = captureHubLines();
 
 const h = useHub({ ...FAST_TIMERS, DATABASE_URL: 'postgresql://rv_no_such_role@127.0.0.1:5432/test' });

@@ -23,6 +23,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { TestProject } from 'vitest/node';
+import { chromiumExecutable } from '../browser/support/chromium';
 import { pickDatabaseUrlForTests, startDevStack, TEST_DATABASE_PREFIX, testDatabaseName } from '../../scripts/lib/dev-stack';
 
 declare module 'vitest' {
@@ -57,6 +58,13 @@ export default async function setup(project: TestProject): Promise<() => Promise
   project.provide('pgWsProxy', stack.pgWsProxy);
   project.provide('embeddedPostgres', stack.embedded);
   project.provide('databaseTemplate', stack.templateDatabase);
+
+  // Unpacked here, once, because test files running side by side raced to unpack it (chromium.ts).
+  if (project.vitest.matchesProjectFilter('browser')) {
+    const unpacking = Date.now();
+    await chromiumExecutable();
+    console.log(`[global-setup] chromium ready (${Date.now() - unpacking} ms)`);
+  }
 
   return async () => {
     try {

@@ -5,7 +5,7 @@
  */
 import { asciiText, storableText } from '../storable-text';
 import { CATALOG, type Payload, type ResyncKind, type TypedMessage } from '../../protocol';
-import type { DesiredRefusal, IngestBatch, OperationEvent, OperationUpdate, Rejection, WithSeq } from '../db/ingest';
+import type { IngestBatch, OperationEvent, OperationUpdate, Rejection, WithSeq } from '../db/ingest';
 import { countOnce, MAX_OPEN_RESYNCS, openStream } from './ingest-streams';
 import type { OpResync } from './store';
 

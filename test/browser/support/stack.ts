@@ -5,14 +5,13 @@
  * the hub's own embedded one), read through its printed banner, stopped with Ctrl-C.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import chromium from '@sparticuz/chromium';
 import { chromium as playwright, type Browser } from 'playwright-core';
+import { chromiumArgs, chromiumExecutable } from './chromium';
 import { startDevStack, testDatabaseName, type DevStack } from '../../../scripts/lib/dev-stack';
 
 const REPO = fileURLToPath(new URL('../../../', import.meta.url));
@@ -105,20 +104,7 @@ export async function startStack(opts: { serverUrl: string | undefined; vars?: R
   return { url, adminToken, output: () => out, stop };
 }
 
-/**
- * Headless Chromium from the @sparticuz/chromium npm package (unpacked under /tmp on first
- * use), or a system /usr/bin/chromium when the packaged one cannot be had.
- */
+/** Headless Chromium (test/browser/support/chromium.ts says which). */
 export async function launchBrowser(): Promise<Browser> {
-  let executablePath: string;
-  try {
-    executablePath = await chromium.executablePath();
-  } catch (err) {
-    if (!existsSync('/usr/bin/chromium')) throw err;
-    executablePath = '/usr/bin/chromium';
-  }
-  // The package's serverless defaults include --disable-web-security; a user's browser has its
-  // same-origin policy, and so must the one that tests the page.
-  const args = chromium.args.filter((a) => a !== '--disable-web-security');
-  return playwright.launch({ executablePath, args, headless: true });
+  return playwright.launch({ executablePath: await chromiumExecutable(), args: chromiumArgs(), headless: true });
 }
