@@ -99,15 +99,15 @@ export async function answerHello(host: HelloHost, ws: WebSocket, att: Attachmen
   host.resetOutgoing();
   if (ws.readyState !== WebSocket.OPEN) return;
 
-  // Only now, with nothing left that could number a frame on the old connection, is the list of
-  // frames to re-send final (taken before the claim, frames numbered meanwhile would be skipped).
-  let replay: { frame: string }[] = [];
+  // Only now, with nothing left that could number a frame on the old connection, is the point to
+  // re-send from final (taken before the claim, frames numbered meanwhile would be skipped).
   if (freshReason === null) {
-    const plan = state.outbound.planResume(hello.resume_from as number);
-    if (!plan.ok) {
-      return sockets.refuse(ws, CloseCode.TRY_AGAIN_LATER, replyTo, 'unavailable', `resume point changed during the handshake (${plan.reason}); reconnect`, true);
+    const resumeFrom = hello.resume_from as number;
+    const problem = state.outbound.resumeProblem(resumeFrom);
+    if (problem !== null) {
+      return sockets.refuse(ws, CloseCode.TRY_AGAIN_LATER, replyTo, 'unavailable', `resume point changed during the handshake (${problem}); reconnect`, true);
     }
-    replay = plan.replay;
+    state.outbound.acknowledge(resumeFrom);
   }
   const now = Date.now();
   const generation = claim.generation as number;
@@ -130,7 +130,9 @@ export async function answerHello(host: HelloHost, ws: WebSocket, att: Attachmen
   const fresh = freshReason !== null;
   const cursor = state.inbound.cursor;
   sockets.send(ws, buildFrame({ type: 'welcome', payload: welcomePayload(cfg, m.sessionId, cursor, fresh), ack: cursor, reply_to: replyTo }));
-  for (const e of replay) sockets.send(ws, e.frame);
+  // Everything the operator has not acknowledged (its resume point released the rest), straight
+  // from storage (store.ts, sendAfter); nothing can number a frame in between: no await since.
+  const replayed = fresh ? 0 : state.store.replay.sendAfter(state.outbound.peerAck, (frame) => sockets.send(ws, frame)).count;
   // After the welcome is out: nothing the operator waits for.
   host.claimed(att.clusterUid, att.routeKey, claim.previousSession);
   state.log.info(fresh ? 'session opened (full resync)' : 'session resumed', {
@@ -138,7 +140,7 @@ export async function answerHello(host: HelloHost, ws: WebSocket, att: Attachmen
     asked: hello.session_id,
     resume_from: hello.resume_from,
     ack_seq: cursor,
-    replayed: replay.length,
+    replayed,
     remote_addr: att.remoteAddr,
     generation: m.generation,
     operator_version: hello.operator_version,

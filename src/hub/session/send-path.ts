@@ -169,18 +169,19 @@ export class SendPath {
     const ws = this.host.socket();
     if (!meta || !ws) return;
     const outbound = this.host.outbound();
-    const frames = outbound.store.entriesAfter(outbound.peerAck);
-    if (frames.length > 0) {
+    const waited = now - (meta.ackWaitSince ?? now);
+    // Straight from storage, one frame at a time (store.ts, sendAfter).
+    const sent = this.host.store.replay.sendAfter(outbound.peerAck, (frame) => this.host.send(ws, frame));
+    if (sent.count > 0) {
       this.host.log().warn('operator has not acknowledged frames while its ack stood still; sending them again', {
-        unacked: frames.length,
-        first_seq: frames[0]?.seq,
-        waited_ms: now - (meta.ackWaitSince ?? now),
+        unacked: sent.count,
+        first_seq: sent.firstSeq,
+        waited_ms: waited,
         operator_cursor: outbound.peerAck,
       });
     }
-    meta.ackWaitSince = frames.length > 0 ? now : null;
+    meta.ackWaitSince = sent.count > 0 ? now : null;
     this.host.store.saveMeta(meta);
-    for (const f of frames) this.host.send(ws, f.frame);
   }
 
   private async drainOnce(): Promise<void> {

@@ -376,6 +376,23 @@ export class SqliteReplayStore implements ReplayStore {
     return { seq: e.seq, frame: e.frame, bytes: e.bytes };
   }
 
+  /**
+   * Send every frame after `after`, in order, straight from the table's cursor: a resume or a
+   * re-send holds one frame at a time, not the whole buffer (up to REPLAY_BUFFER_BYTES, half an
+   * object's memory at the default; twice that as JavaScript strings when a frame is not ASCII).
+   */
+  sendAfter(after: number, send: (frame: string) => void): { count: number; firstSeq: number | null } {
+    this.flush();
+    let count = 0;
+    let firstSeq: number | null = null;
+    for (const row of this.sql.exec<{ seq: number; frame: string }>('select seq, frame from replay where seq > ? order by seq', after)) {
+      firstSeq ??= row.seq;
+      count++;
+      send(row.frame);
+    }
+    return { count, firstSeq };
+  }
+
   entriesAfter(after: number): ReplayEntry[] {
     this.flush();
     return this.sql
