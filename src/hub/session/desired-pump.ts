@@ -99,9 +99,14 @@ export class DesiredPump {
    * fetch path: its start frame's id must be recorded before it is sent.)
    */
   poke(revision: number, changes: readonly DesiredChange[] = []): void {
+    // A later revision already known (a resync page read after the claim carried it, whose
+    // catch-up read then failed; or a later poke came first) may have been sent already: these
+    // changes, as they were written, could then be older than it. The fetch reads them as now.
+    const newest = revision >= this.knownRevision;
     this.learn(revision);
     const f = this.progress;
     const follows =
+      newest &&
       changes.length > 0 &&
       changes.every((c, i) => c.kind === 'deployment' && c.revision === f.changesAfter + 1 + i) &&
       changes[changes.length - 1]?.revision === revision;
