@@ -26,8 +26,20 @@ class FakeStore implements CoalesceHost {
     return { cluster_uid: `uid-${cluster}`, first_revision: first, owner_session: 'owner' };
   }
 
+  /** The next `written` throws (a bug in the poke). */
+  pokeThrows = false;
+  pokeFailures: unknown[] = [];
+
   written(w: BatchWritten, items: readonly DesiredItem[]): void {
+    if (this.pokeThrows) {
+      this.pokeThrows = false;
+      throw new Error('poke bug');
+    }
     this.pokes.push({ first: w.first_revision, ids: items.map((i) => i.deployment_id) });
+  }
+
+  pokeFailed(err: unknown): void {
+    this.pokeFailures.push(err);
   }
 
   itemFault(err: unknown): boolean {
@@ -48,6 +60,19 @@ async function settle(store: FakeStore, ...ps: Promise<unknown>[]): Promise<void
 }
 
 describe('desired PUT coalescing (group commit per cluster)', () => {
+  it('a poke that throws after a commit answers that PUT as written, is reported, and later PUTs of the cluster are still written', async () => {
+    const store = new FakeStore();
+    store.holding = false;
+    store.pokeThrows = true;
+    const c = new PutCoalescer(store);
+    expect(await c.put('a', item('d1'))).toEqual({ cluster_uid: 'uid-a', revision: 1, owner_session: 'owner' });
+    expect(store.pokeFailures).toHaveLength(1);
+    expect(c.pending('a')).toBe(0);
+    const next = await Promise.race([c.put('a', item('d2')), new Promise((r) => setTimeout(() => r('still waiting'), 500))]);
+    expect(next).toEqual({ cluster_uid: 'uid-a', revision: 2, owner_session: 'owner' });
+    expect(store.pokes).toEqual([{ first: 2, ids: ['d2'] }]);
+  });
+
   it('writes a lone PUT at once, alone', async () => {
     const store = new FakeStore();
     const c = new PutCoalescer(store);

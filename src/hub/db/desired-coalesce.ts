@@ -18,6 +18,8 @@ export interface CoalesceHost {
   write(cluster: string, items: readonly DesiredItem[]): Promise<BatchWritten | null>;
   /** After each commit, with everything it wrote (one poke per statement, not per item). */
   written(w: BatchWritten, items: readonly DesiredItem[]): void;
+  /** `written` threw (a bug, not a state): say so; the writes stand. */
+  pokeFailed(err: unknown): void;
   /** The statement failed because of one item's data, and was surely rolled back: each can be retried alone. */
   itemFault(err: unknown): boolean;
 }
@@ -90,11 +92,15 @@ export class PutCoalescer {
       for (const one of batch) one.resolve(null);
       return;
     }
+    // Committed whatever the poke does. A throw here must not end the drain: the cluster would
+    // stay marked as draining and every later PUT of it on this shard would wait forever. The
+    // owner misses this poke only; the fleet poll finds the revision it has not seen.
     try {
       this.host.written(w, items);
-    } finally {
-      batch.forEach((one, i) => one.resolve({ cluster_uid: w.cluster_uid, revision: w.first_revision + i, owner_session: w.owner_session }));
+    } catch (err) {
+      this.host.pokeFailed(err);
     }
+    batch.forEach((one, i) => one.resolve({ cluster_uid: w.cluster_uid, revision: w.first_revision + i, owner_session: w.owner_session }));
   }
 }
 

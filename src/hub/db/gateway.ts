@@ -57,6 +57,7 @@ export class DbGateway extends DurableObject<HubEnv> {
       const changes = putChanges(w.first_revision, items);
       this.pokeOwner({ clusterUid: w.cluster_uid, ownerSession: w.owner_session, revision: w.first_revision + items.length - 1, changes });
     },
+    pokeFailed: (err) => log.error('the poke after a desired write failed; the fleet poll will deliver the change', { error: String(err) }),
     itemFault: (err) => classifyDbError(err) === 'permanent',
   });
   /** Swept sessions that answered alive: recorded by the next poll's statement. */
