@@ -101,6 +101,11 @@ export class FileOutboundLog implements OutboundLog {
   private released: number;
   private session: string | null;
   private rewriteNeeded = false;
+  /**
+   * Bumped by `clear()` and `bindSession()`: a rewrite already on its way to the disk carries the
+   * layout from before them, so it must leave the next sync to rewrite again.
+   */
+  private layout = 0;
   /** Acknowledged frames are still in the file (released since the last rewrite). */
   private releasedInFile = false;
   private fileBytes: number;
@@ -194,11 +199,13 @@ export class FileOutboundLog implements OutboundLog {
     // header that lets the next one resume.
     this.session = null;
     this.rewriteNeeded = true;
+    this.layout++;
   }
 
   bindSession(sessionId: string): void {
     this.session = sessionId;
     this.rewriteNeeded = true;
+    this.layout++;
   }
 
   sync(): Promise<void> {
@@ -251,7 +258,7 @@ export class FileOutboundLog implements OutboundLog {
     const text = this.pending.join('') + commitLine(this.pendingLast);
     const bytes = Buffer.from(text, 'utf8');
     try {
-      await this.fh.write(bytes);
+      await writeAll(this.fh, bytes);
       await this.fh.datasync();
     } catch (err) {
       // What reached the file is unknown: the next sync rewrites it (the batch is in memory).
@@ -269,6 +276,7 @@ export class FileOutboundLog implements OutboundLog {
    * rewrite (a sync finding no handle rewrites).
    */
   private async rewrite(): Promise<void> {
+    const layout = this.layout;
     const live = this.mem.entriesAfter(0);
     const parts = [headerLine(this.session, this.released, this.highest), ...live.map(entryLine)];
     const last = live[live.length - 1];
@@ -282,9 +290,15 @@ export class FileOutboundLog implements OutboundLog {
       await old?.close();
       await writeFileAtomic(this.path, bytes);
       this.fileBytes = bytes.length;
-      this.pending = [];
-      this.rewriteNeeded = false;
-      this.releasedInFile = false;
+      // A fresh session granted while the file was written (the writer awaits this sync while a
+      // new link is welcomed) cleared and rebound the log: what reached the disk is the old
+      // session's, and appending the new one's frames behind its header would leave a file that
+      // vouches for neither. Its frames are all in memory; the next sync rewrites.
+      if (layout === this.layout) {
+        this.pending = [];
+        this.rewriteNeeded = false;
+        this.releasedInFile = false;
+      }
     } finally {
       if (!this.closed) {
         try {
@@ -294,6 +308,19 @@ export class FileOutboundLog implements OutboundLog {
         }
       }
     }
+  }
+}
+
+/**
+ * Write every byte or throw. A write(2) the disk cuts short (it filled part-way) is no error: the
+ * handle reports the bytes written, and a batch whose commit line is missing was never durable.
+ * The next write reports why (ENOSPC, EIO).
+ */
+async function writeAll(fh: FileHandle, bytes: Buffer): Promise<void> {
+  for (let off = 0; off < bytes.length; ) {
+    const { bytesWritten } = await fh.write(bytes, off, bytes.length - off);
+    if (!(bytesWritten > 0)) throw new Error(`outbound log write stored nothing at byte ${off} of ${bytes.length}`);
+    off += bytesWritten;
   }
 }
 
