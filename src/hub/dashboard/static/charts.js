@@ -3,13 +3,36 @@
 // Inline SVG built with the DOM; each carries a text alternative.
 import { h, s } from './dom.js';
 
+/** Bars drawn at most: the rest are summed into one. */
+const MAX_BARS = 12;
+
 /**
+ * Model names are the operator's to choose, one per GPU if it likes, and the hub counts them
+ * without a bound: an operator holding one enrollment token must not be able to make the chart
+ * (drawn on the fleet view too) unbounded. The most numerous are drawn, the rest summed.
  * @param {{model: string, count: number, unhealthy: number}[]} models
+ */
+function boundedModels(models) {
+  if (models.length <= MAX_BARS) return models;
+  const top = [...models].sort((a, b) => b.count - a.count);
+  const rest = top.slice(MAX_BARS - 1);
+  const other = { model: `${rest.length} other models`, count: 0, unhealthy: 0 };
+  for (const m of rest) {
+    other.count += m.count;
+    other.unhealthy += m.unhealthy;
+  }
+  return [...top.slice(0, MAX_BARS - 1), other];
+}
+
+/**
+ * @param {{model: string, count: number, unhealthy: number}[]} all
  * @param {string} title
  */
-export function gpuBars(models, title) {
-  if (models.length === 0) return h('p', { class: 'empty' }, `${title}: no GPUs reported.`);
-  const max = Math.max(...models.map((m) => m.count));
+export function gpuBars(all, title) {
+  if (all.length === 0) return h('p', { class: 'empty' }, `${title}: no GPUs reported.`);
+  const models = boundedModels(all);
+  // A loop, not Math.max(...counts): spread arguments overflow the stack past ~125,000 models.
+  const max = models.reduce((m, x) => Math.max(m, x.count), 1);
   const rowH = 22;
   const labelW = 170;
   const barW = 260;
