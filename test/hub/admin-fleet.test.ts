@@ -2,6 +2,7 @@ import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { MAX_GPU_MODELS } from '../../src/hub/db/fleet';
 import { desired, eventually, node, useHub, type Peer } from './support/hub';
 
 /**
@@ -123,6 +124,34 @@ describe('GET /admin/fleet', () => {
       observed_region: 'us-east4',
       counts: { nodes: 1, gpus: 2, gpus_by_model: [{ model: 'H100', count: 2, unhealthy: 1 }], deployments: 2 },
     });
+    peer.close();
+  });
+
+  it('lists at most MAX_GPU_MODELS models per cluster and in the totals, the most numerous, and sums the rest: one operator cannot make every fleet answer unbounded', async () => {
+    const c = await h.newCluster('many-models');
+    const { peer } = await h.openFresh(c);
+    // 70 models: "big" with 3 GPUs (one unhealthy), 69 with one each.
+    await applied(peer, (p) => {
+      p.send('node.observed', node('n1'));
+      for (let i = 0; i < 3; i++) p.send('device.observed', gpu(`big-${i}`, 'n1', 'big', i === 0 ? 'unhealthy' : 'healthy'));
+      for (let i = 0; i < 69; i++) p.send('device.observed', gpu(`g-${i}`, 'n1', `m-${String(i).padStart(2, '0')}`));
+    });
+    const sum = (list: any[]) => list.reduce((n: number, g: any) => n + g.count, 0);
+    const item = await fleetItem(c.uid);
+    expect(item.gpus).toBe(72);
+    expect(item.gpus_by_model).toHaveLength(MAX_GPU_MODELS);
+    // Listed by name, the most numerous kept: "big" and the first 63 others by name.
+    expect(item.gpus_by_model.map((g: any) => g.model)).toEqual([...Array.from({ length: 63 }, (_, i) => `m-${String(i).padStart(2, '0')}`), 'big'].sort());
+    expect(item.gpus_by_model.find((g: any) => g.model === 'big')).toEqual({ model: 'big', count: 3, unhealthy: 1 });
+    expect(item.gpus_other_models).toEqual({ models: 6, count: 6, unhealthy: 0 });
+
+    const counts = (await h.admin('GET', `/clusters/${c.name}`)).json.counts;
+    expect(counts).toMatchObject({ gpus: 72, gpus_by_model: item.gpus_by_model, gpus_other_models: item.gpus_other_models });
+
+    const totals = (await h.admin('GET', '/fleet?limit=1')).json.totals;
+    expect(totals.gpus_by_model.length).toBeLessThanOrEqual(MAX_GPU_MODELS);
+    expect(sum(totals.gpus_by_model) + totals.gpus_other_models.count).toBe(totals.gpus);
+    expect(totals.gpus_other_models.models).toBeGreaterThanOrEqual(6);
     peer.close();
   });
 

@@ -8,6 +8,8 @@ import { hintsWithin, LOCATION_HINTS, LocationHintSchema, placementHint } from '
 import { knownHint } from '../db/registry';
 import type { LiveView } from '../session/live-view';
 import { connectedSql } from '../db/connected-sql';
+import { gpuModelsSql, MAX_GPU_MODELS } from '../db/fleet';
+import { OtherGpuModels } from './gpu-models';
 
 /**
  * A cluster as the admin API shows it: the registry row, the live session view (from the
@@ -69,7 +71,10 @@ const CountsSchema = z
   .object({
     nodes: z.number().int(),
     gpus: z.number().int(),
-    gpus_by_model: z.array(z.object({ model: z.string(), count: z.number().int(), unhealthy: z.number().int() })).openapi({ description: 'by model name' }),
+    gpus_by_model: z
+      .array(z.object({ model: z.string(), count: z.number().int(), unhealthy: z.number().int() }))
+      .openapi({ description: `by model name; the ${MAX_GPU_MODELS} most numerous models at most (the operator names them), the rest summed in gpus_other_models` }),
+    gpus_other_models: OtherGpuModels,
     deployments: z.number().int().openapi({ description: 'rows of /deployments without include_withdrawn: desired (not withdrawn) or observed' }),
   })
   .openapi('ClusterCounts');
@@ -180,21 +185,20 @@ const ONE_SQL = `
   select v.*,
     (select oc.region from observed_clusters oc where oc.cluster_uid = v.uid) as observed_region,
     (select count(*) from nodes n where n.cluster_uid = v.uid) as n_nodes,
-    (select count(*) from devices d where d.cluster_uid = v.uid) as n_gpus,
-    (select coalesce(json_agg(json_build_object('model', g.model, 'count', g.n, 'unhealthy', g.bad) order by g.model), '[]'::json)
-       from (select d.model, count(*) as n, count(*) filter (where d.health <> 'healthy') as bad
-             from devices d where d.cluster_uid = v.uid group by d.model) g) as gpus_by_model,
+    gm.gpus as n_gpus, gm.gpus_by_model, gm.gpus_other_models,
     (select count(*) from (
        select dd.deployment_id from desired_deployments dd where dd.cluster_uid = v.uid and not dd.deleted
        union
        select od.deployment_id from observed_deployments od where od.cluster_uid = v.uid) x) as n_deployments
-  from (${VIEW_SQL} where c.uid = $4 or c.name = $4) v`;
+  from (${VIEW_SQL} where c.uid = $4 or c.name = $4) v
+  cross join lateral (${gpuModelsSql('d.cluster_uid = v.uid', 'model')}) gm`;
 
 interface OneClusterRow extends ClusterViewRow {
   observed_region: string | null;
   n_nodes: string;
   n_gpus: string;
   gpus_by_model: { model: string; count: string | number; unhealthy: string | number }[];
+  gpus_other_models: { models: string | number; count: string | number; unhealthy: string | number };
   n_deployments: string;
 }
 
@@ -271,6 +275,7 @@ export async function clusterView(sql: Sql, env: HubEnv, idOrName: string): Prom
       nodes: Number(r.n_nodes),
       gpus: Number(r.n_gpus),
       gpus_by_model: r.gpus_by_model.map((g) => ({ model: g.model, count: Number(g.count), unhealthy: Number(g.unhealthy) })),
+      gpus_other_models: { models: Number(r.gpus_other_models.models), count: Number(r.gpus_other_models.count), unhealthy: Number(r.gpus_other_models.unhealthy) },
       deployments: Number(r.n_deployments),
     },
   };

@@ -1,7 +1,8 @@
 import { createRoute, z } from '@hono/zod-openapi';
 import { connectedStaleAfterMs, hubConfig } from '../config';
-import { listConnections, readFleet } from '../db/fleet';
+import { listConnections, MAX_GPU_MODELS, readFleet } from '../db/fleet';
 import { jsonError } from '../http-errors';
+import { OtherGpuModels } from './gpu-models';
 import { adminRouter, commonResponses, errorResponse, TimestampSchema as Timestamp } from './app';
 import { ClusterIdParam } from './clusters';
 import { cursorCodec, KeyBigint, KeyText, LimitParam, pageRequest } from './paging';
@@ -15,6 +16,7 @@ const GpuModelCount = z
     unhealthy: z.number().int().openapi({ description: 'GPUs of this model whose health is not healthy' }),
   })
   .openapi('GpuModelCount');
+
 
 const SyncCounts = z
   .object({
@@ -41,7 +43,8 @@ const FleetCluster = z
     nodes: z.number().int(),
     nodes_ready: z.number().int(),
     gpus: z.number().int(),
-    gpus_by_model: z.array(GpuModelCount),
+    gpus_by_model: z.array(GpuModelCount).openapi({ description: `by model name; the ${MAX_GPU_MODELS} most numerous models at most (the operator names them), the rest summed in gpus_other_models` }),
+    gpus_other_models: OtherGpuModels,
     deployments: SyncCounts,
     rejections_1h: z.number().int().openapi({ description: 'frames rejected in the last hour' }),
     refusals_1h: z.number().int().openapi({ description: "deployments whose latest refusal by the operator (an error answering deployment.desired) came in the last hour" }),
@@ -67,7 +70,8 @@ const FleetSchema = z
         disabled: z.number().int(),
         nodes: z.number().int(),
         gpus: z.number().int(),
-        gpus_by_model: z.array(GpuModelCount).openapi({ description: 'across the fleet, most numerous first' }),
+        gpus_by_model: z.array(GpuModelCount).openapi({ description: `across the fleet, most numerous first; the ${MAX_GPU_MODELS} most numerous models at most, the rest summed in gpus_other_models` }),
+        gpus_other_models: OtherGpuModels,
         deployments: SyncCounts,
         rejections_1h: z.number().int(),
       })

@@ -21,6 +21,36 @@ export interface GpuModelCount {
   unhealthy: number;
 }
 
+/**
+ * Models listed per cluster and in the totals, at most. The operator names each GPU's model, one
+ * per GPU if it likes: one enrollment token must not be able to make every dashboard's fleet
+ * answer (all clusters' rows and the totals) megabytes long. The most numerous are listed; the
+ * rest are summed in `gpus_other_models`.
+ */
+export const MAX_GPU_MODELS = 64;
+
+/** The models left out of `gpus_by_model` (all zero when none were). */
+export interface OtherGpuModels {
+  models: number;
+  count: number;
+  unhealthy: number;
+}
+
+/**
+ * `gpus`, `gpus_by_model` (the MAX_GPU_MODELS most numerous, listed by `order`) and
+ * `gpus_other_models` over the devices `where` selects (on alias `d`), in one scan.
+ */
+export const gpuModelsSql = (where: string, order: 'model' | 'count'): string => `
+  select coalesce(sum(g.n), 0) as gpus,
+    coalesce(json_agg(json_build_object('model', g.model, 'count', g.n, 'unhealthy', g.bad)
+      order by ${order === 'model' ? 'g.model' : 'g.n desc, g.model'}) filter (where g.rank <= ${MAX_GPU_MODELS}), '[]'::json) as gpus_by_model,
+    json_build_object('models', count(*) filter (where g.rank > ${MAX_GPU_MODELS}),
+      'count', coalesce(sum(g.n) filter (where g.rank > ${MAX_GPU_MODELS}), 0),
+      'unhealthy', coalesce(sum(g.bad) filter (where g.rank > ${MAX_GPU_MODELS}), 0)) as gpus_other_models
+  from (select d.model, count(*) as n, count(*) filter (where d.health <> 'healthy') as bad,
+          row_number() over (order by count(*) desc, d.model) as rank
+        from devices d where ${where} group by d.model) g`;
+
 export interface ConnectionChange {
   at: string;
   connected: boolean;
@@ -41,7 +71,9 @@ export interface FleetCluster {
   nodes: number;
   nodes_ready: number;
   gpus: number;
+  /** The MAX_GPU_MODELS most numerous models, by name. */
   gpus_by_model: GpuModelCount[];
+  gpus_other_models: OtherGpuModels;
   deployments: { desired: number; in_sync: number; out_of_sync: number };
   rejections_1h: number;
   /** Deployments whose latest refusal by the operator (an error answering deployment.desired) came in the last hour. */
@@ -62,7 +94,9 @@ export interface FleetTotals {
   disabled: number;
   nodes: number;
   gpus: number;
+  /** The MAX_GPU_MODELS most numerous models, most numerous first. */
   gpus_by_model: GpuModelCount[];
+  gpus_other_models: OtherGpuModels;
   deployments: { desired: number; in_sync: number; out_of_sync: number };
   rejections_1h: number;
 }
@@ -85,6 +119,7 @@ interface FleetRow {
   t_nodes: string;
   t_gpus: string;
   t_gpus_by_model: GpuModelCount[];
+  t_gpus_other_models: OtherGpuModels;
   t_desired: string;
   t_in_sync: string;
   t_rejections_1h: string;
@@ -98,7 +133,9 @@ interface FleetRow {
   last_poll_at: string | null;
   nodes: string;
   nodes_ready: string;
+  gpus: string;
   gpus_by_model: GpuModelCount[];
+  gpus_other_models: OtherGpuModels;
   desired: string;
   in_sync: string;
   rejections_1h: string;
@@ -118,12 +155,11 @@ const TOTALS_SQL = `
     (select count(*) from cluster_owners o where ${LIVE}) as t_connected,
     (select count(*) from clusters where disabled_at is not null) as t_disabled,
     (select count(*) from nodes) as t_nodes,
-    (select count(*) from devices) as t_gpus,
-    (select coalesce(json_agg(json_build_object('model', g.model, 'count', g.n, 'unhealthy', g.bad) order by g.n desc, g.model), '[]'::json)
-       from (select model, count(*) as n, count(*) filter (where health <> 'healthy') as bad from devices group by model) g) as t_gpus_by_model,
+    tg.gpus as t_gpus, tg.gpus_by_model as t_gpus_by_model, tg.gpus_other_models as t_gpus_other_models,
     (select coalesce(sum(desired), 0) from insync) as t_desired,
     (select coalesce(sum(in_sync), 0) from insync) as t_in_sync,
-    (select count(*) from rejections where received_at > now() - interval '1 hour') as t_rejections_1h`;
+    (select count(*) from rejections where received_at > now() - interval '1 hour') as t_rejections_1h
+  from (${gpuModelsSql('true', 'count')}) tg`;
 
 const NO_TOTALS_SQL = `select null as t_clusters`;
 
@@ -156,9 +192,7 @@ items as (
     ${iso('o.polled_at')} as last_poll_at,
     (select count(*) from nodes n where n.cluster_uid = p.uid) as nodes,
     (select count(*) from nodes n where n.cluster_uid = p.uid and n.ready) as nodes_ready,
-    (select coalesce(json_agg(json_build_object('model', g.model, 'count', g.n, 'unhealthy', g.bad) order by g.model), '[]'::json)
-       from (select d.model, count(*) as n, count(*) filter (where d.health <> 'healthy') as bad
-             from devices d where d.cluster_uid = p.uid group by d.model) g) as gpus_by_model,
+    gm.gpus, gm.gpus_by_model, gm.gpus_other_models,
     coalesce(s.desired, 0) as desired, coalesce(s.in_sync, 0) as in_sync,
     (select count(*) from rejections r where r.cluster_uid = p.uid and r.received_at > now() - interval '1 hour') as rejections_1h,
     (select count(*) from desired_deployments dd where dd.cluster_uid = p.uid
@@ -174,6 +208,7 @@ items as (
   left join cluster_owners o on o.cluster_uid = p.uid
   left join observed_clusters oc on oc.cluster_uid = p.uid
   left join insync s on s.cluster_uid = p.uid
+  cross join lateral (${gpuModelsSql('d.cluster_uid = p.uid', 'model')}) gm
 ),
 totals as (${withTotals ? TOTALS_SQL : NO_TOTALS_SQL})
 select ${iso('win.now')} as now, ${iso('win.start')} as window_from, t.*, i.*
@@ -205,6 +240,7 @@ export async function readFleet(
           nodes: n(first.t_nodes),
           gpus: n(first.t_gpus),
           gpus_by_model: first.t_gpus_by_model.map(countOf),
+          gpus_other_models: otherOf(first.t_gpus_other_models),
           deployments: sync(first.t_desired, first.t_in_sync),
           rejections_1h: n(first.t_rejections_1h),
         },
@@ -220,8 +256,9 @@ export async function readFleet(
         last_poll_at: r.last_poll_at,
         nodes: n(r.nodes),
         nodes_ready: n(r.nodes_ready),
-        gpus: r.gpus_by_model.reduce((sum, g) => sum + n(g.count), 0),
+        gpus: n(r.gpus),
         gpus_by_model: r.gpus_by_model.map(countOf),
+        gpus_other_models: otherOf(r.gpus_other_models),
         deployments: sync(r.desired, r.in_sync),
         rejections_1h: n(r.rejections_1h),
         refusals_1h: n(r.refusals_1h),
@@ -237,6 +274,7 @@ export async function readFleet(
 }
 
 const countOf = (g: GpuModelCount): GpuModelCount => ({ model: g.model, count: n(g.count), unhealthy: n(g.unhealthy) });
+const otherOf = (o: OtherGpuModels): OtherGpuModels => ({ models: n(o.models), count: n(o.count), unhealthy: n(o.unhealthy) });
 
 // ---------------------------------------------------------------------------------------------
 // One cluster's connection history, newest first

@@ -7,30 +7,36 @@ import { h, s } from './dom.js';
 const MAX_BARS = 12;
 
 /**
- * Model names are the operator's to choose, one per GPU if it likes, and the hub counts them
- * without a bound: an operator holding one enrollment token must not be able to make the chart
- * (drawn on the fleet view too) unbounded. The most numerous are drawn, the rest summed.
+ * Model names are the operator's to choose, one per GPU if it likes. The hub lists the most
+ * numerous and sums the rest (`other`); the chart draws at most MAX_BARS, the rest in one bar,
+ * so one cluster's operator cannot make the chart (drawn on the fleet view too) unbounded.
  * @param {{model: string, count: number, unhealthy: number}[]} models
+ * @param {{models: number, count: number, unhealthy: number} | undefined} other
  */
-function boundedModels(models) {
-  if (models.length <= MAX_BARS) return models;
+function boundedModels(models, other) {
+  const unlisted = other && other.models > 0 ? other : null;
+  if (models.length <= MAX_BARS && !unlisted) return models;
   const top = [...models].sort((a, b) => b.count - a.count);
-  const rest = top.slice(MAX_BARS - 1);
-  const other = { model: `${rest.length} other models`, count: 0, unhealthy: 0 };
-  for (const m of rest) {
-    other.count += m.count;
-    other.unhealthy += m.unhealthy;
+  const keep = Math.min(top.length, MAX_BARS - 1);
+  const bar = { model: '', count: unlisted?.count ?? 0, unhealthy: unlisted?.unhealthy ?? 0 };
+  let n = unlisted?.models ?? 0;
+  for (const m of top.slice(keep)) {
+    bar.count += m.count;
+    bar.unhealthy += m.unhealthy;
+    n++;
   }
-  return [...top.slice(0, MAX_BARS - 1), other];
+  bar.model = `${n} other model${n === 1 ? '' : 's'}`;
+  return [...top.slice(0, keep), bar];
 }
 
 /**
  * @param {{model: string, count: number, unhealthy: number}[]} all
  * @param {string} title
+ * @param {{models: number, count: number, unhealthy: number}} [other] the models the hub left out of `all`, summed
  */
-export function gpuBars(all, title) {
-  if (all.length === 0) return h('p', { class: 'empty' }, `${title}: no GPUs reported.`);
-  const models = boundedModels(all);
+export function gpuBars(all, title, other) {
+  if (all.length === 0 && !(other && other.models > 0)) return h('p', { class: 'empty' }, `${title}: no GPUs reported.`);
+  const models = boundedModels(all, other);
   // A loop, not Math.max(...counts): spread arguments overflow the stack past ~125,000 models.
   const max = models.reduce((m, x) => Math.max(m, x.count), 1);
   const rowH = 22;

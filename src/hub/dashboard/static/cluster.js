@@ -250,7 +250,7 @@ export function clusterView(name) {
 
   /**
    * @param {{items: any[], truncated: boolean}} list
-   * @param {{gpus: number, gpus_by_model: {model: string, count: number, unhealthy: number}[]} | undefined} counts
+   * @param {{gpus: number, gpus_by_model: {model: string, count: number, unhealthy: number}[], gpus_other_models?: {models: number, count: number, unhealthy: number}} | undefined} counts
    */
   function drawGpus(list, counts) {
     const devices = list.items;
@@ -268,7 +268,7 @@ export function clusterView(name) {
       gpusEl,
       listHead('GPUs', counts?.gpus, list),
       // The hub's counts cover every GPU; the listed ones only as many as were read.
-      gpuBars(counts?.gpus_by_model ?? [...models.values()], `GPUs by model on ${name}`),
+      gpuBars(counts?.gpus_by_model ?? [...models.values()], `GPUs by model on ${name}`, counts?.gpus_other_models),
       table(caption, ['GPU', 'Node', 'Model', 'Health'], unhealthy.map((d) => [h('code', {}, d.device_id), d.node_id, d.model, badge(d.health, 'bad')]), 'every GPU is healthy.'),
     );
   }

@@ -167,7 +167,7 @@ export function fleetView() {
       time(c.last_frame_at),
       c.operator_version ?? '—',
       c.nodes ? ratio(c.nodes_ready, c.nodes) : '0',
-      h('span', { title: c.gpus_by_model.map((/** @type {any} */ g) => `${g.model}: ${g.count}`).join(', ') }, c.gpus_by_model.length ? c.gpus_by_model.map((/** @type {any} */ g) => `${g.count} × ${g.model}`).join(', ') : '0'),
+      gpuCell(c),
       c.deployments.desired ? ratio(c.deployments.in_sync, c.deployments.desired) : '—',
       c.rejections_1h ? h('span', { class: 'warn-text' }, String(c.rejections_1h)) : '0',
       c.refusals === null ? '—' : c.refusals ? h('span', { class: 'warn-text' }, String(c.refusals)) : '0',
@@ -203,7 +203,7 @@ export function fleetView() {
         stat('contended', clusters.filter((c) => c.contention).length),
       ),
     );
-    render(chartEl, gpuBars(t.gpus_by_model, 'GPUs by model across the fleet'));
+    render(chartEl, gpuBars(t.gpus_by_model, 'GPUs by model across the fleet', t.gpus_other_models));
     const models = t.gpus_by_model.map((/** @type {any} */ g) => g.model);
     const current = [...modelSelect.options].slice(1).map((o) => o.value);
     if (models.join('\n') !== current.join('\n')) {
@@ -234,4 +234,16 @@ export function fleetView() {
       draw();
     },
   };
+}
+
+/**
+ * A cluster's GPUs by model, and the models the hub left out of its list (it lists the most
+ * numerous only; older hubs send no `gpus_other_models`).
+ * @param {any} c
+ */
+function gpuCell(c) {
+  const listed = c.gpus_by_model.map((/** @type {any} */ g) => `${g.count} × ${g.model}`);
+  const other = c.gpus_other_models;
+  if (other && other.models > 0) listed.push(`${other.count} × ${other.models} other models`);
+  return h('span', { title: listed.join(', ') }, listed.length ? listed.join(', ') : '0');
 }
