@@ -5,92 +5,9 @@
  * The same behaviour against real workerd and Postgres: test/hub/claim-snapshot.test.ts.
  */
 import { describe, expect, it } from 'vitest';
-import { hubConfig } from '../../../src/hub/config';
-import type { Sql } from '../../../src/hub/db/sql';
-import { createLogger } from '../../../src/hub/log';
-import { DesiredPump } from '../../../src/hub/session/desired-pump';
-import { freshSessionMeta } from '../../../src/hub/session/handshake';
 import type { Outgoing } from '../../../src/hub/session/outgoing';
-import { applyEffect } from '../../../src/hub/session/send-path';
-import { MemoryReplayStore, newId, OutboundSequencer, type Payload } from '../../../src/protocol';
-
-const cfg = hubConfig({});
-const serving = { engine: 'vllm', model: 'm', image: 'img:1', args: [], env: {}, gpus_per_replica: 1, gpu_model: null, port: 8000 };
-const dep = (id: string, revision: number): Payload<'deployment.desired'> => ({
-  deployment_id: id,
-  workload_id: 'w',
-  revision,
-  min_replicas: 1,
-  max_replicas: 2,
-  serving,
-  deleted: false,
-});
-
-/** A session just opened fresh at desired revision `revision`, whose sent frames apply their effects as the send path does. */
-function harness(revision: number, answers: Record<string, unknown>[][] = []) {
-  const meta = freshSessionMeta({
-    sessionId: `${newId()}.${newId()}`,
-    cluster: { uid: 'c1', name: 'c1' },
-    tokenHash: '00',
-    routeKey: newId(),
-    generation: 1,
-    desiredRevision: revision,
-    out: new OutboundSequencer(new MemoryReplayStore(), { frames: 100, bytes: 1 << 20 }).snapshot(),
-    now: Date.now(),
-  });
-  const queued: Outgoing[] = [];
-  /** Each frame's payload as the send path reads it: when it is written, in queue order. */
-  const sent: unknown[] = [];
-  const queries: { text: string; params: unknown[] }[] = [];
-  let holding = 0;
-  let written = 0;
-  const write = () => {
-    for (const o of queued.slice(written)) {
-      sent.push(o.kind === 'frame' ? o.payload() : null);
-      if (o.effect) applyEffect(meta, o.effect);
-    }
-    written = queued.length;
-  };
-  const sql: Sql = {
-    async query<R>(text: string, params: unknown[] = []) {
-      queries.push({ text, params });
-      const rows = answers.shift();
-      if (!rows) throw new Error(`unexpected query: ${text.slice(0, 80)}`);
-      return { rows: rows as R[], rowCount: rows.length };
-    },
-  };
-  const pump = new DesiredPump(
-    {
-      cfg,
-      sql,
-      meta: () => meta,
-      connected: () => true,
-      queued: () => 0,
-      queuedBytes: () => 0,
-      claimLost: () => undefined,
-      enqueue: (o) => {
-        queued.push(o);
-        // Written at once, as the send path does when the operator's window is open; inside a
-        // batch, at its end.
-        if (holding === 0) write();
-        return true;
-      },
-      batch: (queue) => {
-        holding++;
-        try {
-          return queue();
-        } finally {
-          if (--holding === 0) write();
-        }
-      },
-      fence: () => ({ clusterUid: 'c1', sessionId: meta.sessionId, generation: 1, tokenHash: '00' }),
-      log: () => createLogger({ component: 'test' }),
-    },
-    meta,
-  );
-  pump.learn(revision);
-  return { meta, pump, queued, queries, sent };
-}
+import type { Payload } from '../../../src/protocol';
+import { dep, harness, row } from './support/desired-pump-harness';
 
 const settle = () => new Promise((r) => setTimeout(r, 10));
 const kinds = (q: Outgoing[]) => q.map((o) => (o.kind === 'frame' ? o.type : `marker:${o.effect.t}`));
@@ -122,7 +39,7 @@ describe('a fresh session seeded with its claim page', () => {
     const { pump, queued, queries } = harness(9, [
       // desired_deployments after 'b': one more, then the open operations: none.
       // `held`: the session still holds its claim (db/desired.ts reads only while it does).
-      [{ kind: 'deployment', revision: '9', deployment_id: 'c', workload_id: 'w', min_replicas: 1, max_replicas: 2, serving, deleted: false, held: true }],
+      [row('c', 9)],
       [],
     ]);
     pump.seed({ deployments: [dep('a', 1), dep('b', 2)], openOperations: false }, 2);
@@ -149,7 +66,6 @@ describe('changes after a resync whose pages carried newer revisions than its cl
   it('a late poke for a revision the snapshot already passed never sends a deployment older than the one sent', async () => {
     // Claimed at revision 5. The next page, read later, carries c at revision 7 (written after the
     // claim); a poke for revision 6 (c as it was then) arrives only after the resync ended.
-    const row = (id: string, revision: number) => ({ kind: 'deployment', revision: String(revision), deployment_id: id, workload_id: 'w', min_replicas: 1, max_replicas: 2, serving, deleted: false, held: true });
     const { pump, queued } = harness(5, [
       [row('c', 7)], // the snapshot's next page
       [], // open operations: none
