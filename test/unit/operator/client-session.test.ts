@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -208,5 +209,32 @@ describe('resume and fresh sessions', () => {
     const { begin } = await readResync(conn2);
     expect(begin.seq).toBeLessThanOrEqual(2);
     expect(t.client.session.sessionId).toBe('S9');
+  });
+});
+
+const fixture = (type: string) => JSON.parse(readFileSync(new URL(`../../../fixtures/${type}.json`, import.meta.url), 'utf8')) as Record<string, unknown>;
+
+/**
+ * A close reason the SDK builds from the hub's own text: a frame numbered before the welcome is
+ * closed over with `sequenced <type> before welcome`, and `type` is whatever the hub wrote (up to
+ * 256 characters). A close reason is at most 123 bytes of UTF-8 and `ws` throws past that: cut by
+ * characters, 60 two-byte ones threw out of the message handler (the operator process died), and a
+ * process that survived it kept a link closing that never closed, and never dialled again.
+ */
+describe('a close reason built from the hub\'s text', () => {
+  it('a frame numbered before welcome whose type is long non-ASCII text: the link is closed 4400 and the operator dials again', async () => {
+    const t = makeClient(hub);
+    clients.push(t);
+    await t.client.start();
+    const conn = await hub.nextConnection();
+    await conn.nextOf('hello');
+    // The fixture's frame, as a hub that numbers it before any welcome and names it in 120 bytes.
+    conn.sendRaw(JSON.stringify({ ...fixture('deployment.desired'), type: 'é'.repeat(60) }));
+    const closed = await conn.waitClosed();
+    expect(closed.code).toBe(4400);
+    expect(Buffer.byteLength(closed.reason, 'utf8')).toBeLessThanOrEqual(123);
+    await reconnectAfterBackoff(t);
+    const again = await hub.nextConnection();
+    expect((await again.nextOf('hello')).payload).toMatchObject({ session_id: null });
   });
 });
