@@ -412,8 +412,7 @@ export class SessionObject extends DurableObject<HubEnv> {
       case 'peer-error':
         return logPeerError(state.log, this.logBudget, action.payload, f.envelope.reply_to);
       case 'duplicate':
-        meta.counters.duplicates++;
-        return;
+        return state.countDuplicate();
       case 'apply':
         // Owing the operator too many answers closes the link with this frame unapplied (replayed).
         if (!this.sendPath.admit(action.answer)) return;

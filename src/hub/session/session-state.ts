@@ -90,6 +90,17 @@ export class SessionState {
     }
   }
 
+  /**
+   * A frame below the arrival expectation, dropped. Written at once: nothing else need follow it
+   * before an eviction (an idle operator's pings never wake the object), and the admin view's
+   * count is rebuilt from storage.
+   */
+  countDuplicate(): void {
+    if (!this.meta) return;
+    this.meta.counters.duplicates++;
+    this.store.saveMeta(this.meta);
+  }
+
   /** The operator's ack of the hub's stream. */
   acknowledge(ack: number): AckOutcome {
     const verdict = this.outbound.acknowledge(ack);
