@@ -125,8 +125,12 @@ const ALONE_BYTES = FLUSH_CHUNK_BYTES / 2;
 export class SessionStore {
   readonly replay: SqliteReplayStore;
   readonly owed: OwedAnswers;
-  /** Rows in sent_desired, roughly (exact after a trim; counted up from 0 after construction). */
-  private sentDesired = 0;
+  /**
+   * Rows in sent_desired, roughly (exact after a trim); null until the first record after
+   * construction reads it. Counted up from 0 instead, it never reached the trim: an idle session
+   * is constructed again at nearly every wake.
+   */
+  private sentDesired: number | null = null;
 
   constructor(
     private readonly storage: DurableObjectStorage,
@@ -167,6 +171,7 @@ export class SessionStore {
    */
   recordSentDesired(entries: readonly [frameId: string, deploymentId: string, revision: number][]): void {
     if (entries.length === 0) return;
+    this.sentDesired ??= this.sql.fresh ? 0 : this.sql.exec<{ n: number }>('select count(*) as n from sent_desired').one().n;
     this.sql.exec(
       `insert or replace into sent_desired (frame_id, deployment_id, revision)
        select json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]') from json_each(?)`,
