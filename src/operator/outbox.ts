@@ -91,10 +91,14 @@ export class Outbox {
       if (this.control >= this.controlLimit) return 'rejected';
       this.control++;
       // Behind frames already overflowing, so control frames keep their order.
-      if (this.overflow.length > 0 || this.queue.push({ value: item, class: 'control', key: null }) === 'rejected') {
+      const outcome = this.overflow.length > 0 ? 'rejected' : this.queue.push({ value: item, class: 'control', key: null });
+      if (outcome === 'rejected') {
         this.overflow.push(item);
+        return 'appended';
       }
-      return 'appended';
+      // 'evicted_oldest': the control frame took an older state or event frame's place. The caller
+      // must hear of that loss, or its count never reaches the hub in link.stats.
+      return outcome;
     }
     this.pushedDuringSnapshot?.add(item);
     return this.queue.push({ value: item, class: q.class, key: q.key });

@@ -14,6 +14,7 @@ import type { CursorStore, OperationRecord } from '../../../src/operator/cursor-
 import type { OperationContext } from '../../../src/operator/handlers';
 import { newId, type Payload } from '../../../src/protocol';
 import { cursorReaches, desiredPayload, makeClient, readResync, type TestClient } from './support/harness';
+import { operationStart } from './support/operations';
 import { eventually, ScriptedHub, type HubConnection, type SeenFrame } from './support/scripted-hub';
 
 const LIMIT = 5;
@@ -295,5 +296,62 @@ describe('the control-frame bound', () => {
     } finally {
       clearInterval(watcher);
     }
+  });
+});
+
+/**
+ * Drop counts reach the hub (spec, Backpressure: an event "dropped ... is counted and reported";
+ * MESSAGES.md `link.stats`: sent "whenever a counter changed"). A control frame (an answer to a
+ * hub frame, an operation's report) pushed into a full send queue takes the place of the oldest
+ * state or event frame, and that loss is counted like any other: the count must reach the hub.
+ *
+ * The queue fills the way it fills in production: the hub stops acknowledging, so the replay
+ * window holds exactly what the session opens with and every later frame waits in the client.
+ */
+const STATS_QUEUE_CAPACITY = 4;
+const STATS_INTERVAL_MS = 5_000;
+
+describe('link.stats under backpressure', () => {
+  it('an event evicted from the full queue by a control frame is counted and the count reaches the hub', async () => {
+    const t = makeClient(hub, {
+      sendQueueCapacity: STATS_QUEUE_CAPACITY,
+      statsIntervalMs: STATS_INTERVAL_MS,
+      idleTimeoutMs: 3_600_000,
+      pingIntervalMs: 3_600_000,
+    });
+    clients.push(t);
+    await t.client.start();
+    const conn = await hub.nextConnection();
+    await conn.nextOf('hello');
+    conn.welcome({ session_id: 'S1', limits: { replay_buffer_frames: OPENING_FRAMES } });
+    await readResync(conn);
+    await eventually(() => t.client.stats.unacked === OPENING_FRAMES, 'the replay window to fill');
+
+    // The queue fills to its capacity with events: nothing is lost yet.
+    for (let i = 0; i < STATS_QUEUE_CAPACITY; i++) {
+      t.client.emitEvent('node', { subject: 'node-a', reason: `Reason${i}`, message: '', severity: 'info' });
+    }
+    expect(t.client.stats.queue.droppedEvents).toBe(0);
+    expect(t.client.stats.queued).toBe(STATS_QUEUE_CAPACITY);
+
+    // The hub starts an operation: its operation.accepted and operation.result take the place of
+    // the two oldest events.
+    conn.sendSeq('operation.start', operationStart(t.timers.now()), { ack: OPENING_FRAMES });
+    await eventually(() => t.client.stats.queue.droppedEvents === 2, 'two events to be evicted by the operation reports');
+
+    // The hub catches up: everything flows, and the stats interval passes.
+    await eventually(() => {
+      const max = maxSeq(conn);
+      if (max > conn.highestAckFromHub) conn.send('ack', {}, { ack: max });
+      return t.client.stats.queued === 0 && t.client.stats.unacked === 0;
+    }, 'the queue to drain');
+    t.timers.advance(STATS_INTERVAL_MS * 2);
+    await eventually(() => {
+      const max = maxSeq(conn);
+      if (max > conn.highestAckFromHub) conn.send('ack', {}, { ack: max });
+      return conn.frames.some((f) => f.type === 'link.stats' && f.payload.dropped_events === 2);
+    }, 'a link.stats reporting the two dropped events');
+    const last = conn.frames.filter((f) => f.type === 'link.stats').at(-1);
+    expect(last?.payload.dropped_events).toBe(2);
   });
 });
