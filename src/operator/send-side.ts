@@ -95,7 +95,11 @@ export class SendSide {
     this.enqueue(outItem('link.stats', this.host.linkStats.take(this.linkCounters(), this.host.timers.now())));
     if (fresh || this.resyncAfterOpen) {
       void this.startResync(fresh ? 'fresh session' : 'a new process continues the session');
+      return;
     }
+    // A stream.end numbered on the link that closed goes out in the resume's replay, which
+    // `wrote` never sees: a request queued behind that stream would otherwise wait forever.
+    this.runQueued();
   }
 
   /** The link ended: a snapshot retry waits for the next welcome (`resyncAfterOpen` stays set). */

@@ -8,8 +8,7 @@
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { MemoryCursorStore } from '../../../src/operator/cursor-store';
-import { MemoryOutboundLog } from '../../../src/operator/outbound-log';
-import { ackAll, makeClient, readResync, reconnectAfterBackoff, type TestClient } from './support/harness';
+import { ackAll, makeClient, readResync, reconnectAfterBackoff, SlowOutboundLog, type TestClient } from './support/harness';
 import { heldOperations, openSession, operationStart } from './support/operations';
 import { eventually, ScriptedHub } from './support/scripted-hub';
 
@@ -24,30 +23,10 @@ afterEach(async () => {
   await hub.stop();
 });
 
-/** An outbound log whose syncs can be held (a slow fsync). */
-class SlowLog extends MemoryOutboundLog {
-  private gate: Promise<void> | null = null;
-  private open: (() => void) | null = null;
-  held = 0;
-  hold(): void {
-    this.gate = new Promise((r) => (this.open = r));
-  }
-  release(): void {
-    this.open?.();
-    this.gate = null;
-  }
-  override async sync(): Promise<void> {
-    if (this.gate) {
-      this.held++;
-      await this.gate;
-    }
-  }
-}
-
 describe('an operation conclusion whose batch was still syncing when a fresh session began', () => {
   it('is sent in the fresh session and is not counted delivered by its acks', async () => {
     const store = new MemoryCursorStore();
-    const log = new SlowLog();
+    const log = new SlowOutboundLog();
     const { running, operation } = heldOperations();
     const t = makeClient(hub, {
       cursorStore: store,

@@ -9,7 +9,7 @@
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { ObservedSnapshot } from '../../../src/operator/resync';
-import { ackAll, makeClient, SNAPSHOT, type TestClient } from './support/harness';
+import { ackAll, makeClient, readResync, reconnectAfterBackoff, SlowOutboundLog, SNAPSHOT, type TestClient } from './support/harness';
 import { eventually, ScriptedHub } from './support/scripted-hub';
 
 let hub: ScriptedHub;
@@ -82,5 +82,52 @@ describe('overlapping observed resyncs', () => {
     // And the application's snapshot() was never asked twice at once.
     expect(maxInFlight).toBe(1);
     expect(conn.closed).toBeNull();
+  });
+});
+
+/**
+ * One observed snapshot at a time: a resync asked for while one streams "runs after its
+ * stream.end" (send-side.ts). That includes a stream whose stream.end was numbered on a link
+ * that closed before the frame reached the socket: the resumed session replays it, and the
+ * snapshot asked for meanwhile (the application's, or the re-observe after an eviction, which
+ * is how the hub learns again what the full queue threw away) must still be streamed.
+ */
+describe('a resync queued behind a stream cut by a reconnect', () => {
+  it('is streamed after the resumed session replays the stream.end, not forgotten', async () => {
+    const log = new SlowOutboundLog();
+    const t = makeClient(hub, { outboundLog: log, idleTimeoutMs: 3_600_000, pingIntervalMs: 3_600_000 });
+    clients.push(t);
+    await t.client.start();
+    const conn = await hub.nextConnection();
+    await conn.nextOf('hello');
+    conn.welcome({ session_id: 'S1' });
+    await readResync(conn);
+    await eventually(() => t.client.stats.unacked === 6, 'the opening frames');
+    const acked = ackAll(conn);
+    await eventually(() => t.client.stats.unacked === 0, 'the hub to acknowledge them');
+
+    // A reconciliation snapshot, and a second one asked for while the first is taken: it queues.
+    log.hold();
+    t.client.resync();
+    t.client.resync();
+    // The first stream is numbered, begin to stream.end, and waits for its sync.
+    await eventually(() => log.held > 0 && t.client.session.outbound?.nextSeq === acked + 6, 'the stream to be numbered');
+    // The link drops before the batch reaches the socket.
+    conn.close(1001, 'going away');
+    await eventually(() => t.client.state === 'waiting', 'the client to notice the close');
+    log.release();
+
+    await reconnectAfterBackoff(t);
+    const conn2 = await hub.nextConnection();
+    await conn2.nextOf('hello');
+    conn2.welcome({ session_id: 'S1', full_resync: false, ack_seq: acked });
+    // The cut stream is replayed whole…
+    const replayed = await readResync(conn2);
+    expect(replayed.end.payload).toMatchObject({ complete: true, count: 3 });
+    ackAll(conn2);
+    // …and the snapshot asked for meanwhile follows it.
+    const second = await readResync(conn2);
+    expect(second.begin.id).not.toBe(replayed.begin.id);
+    expect(second.end.payload).toMatchObject({ complete: true, count: 3 });
   });
 });

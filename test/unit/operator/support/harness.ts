@@ -2,6 +2,7 @@ import { OperatorClient, type OperatorClientOptions } from '../../../../src/oper
 import { MemoryCursorStore, type CursorStore } from '../../../../src/operator/cursor-store';
 import { applied, type FrameContext, type HandlerResult, type OperatorHandlers } from '../../../../src/operator/handlers';
 import { memoryLogger } from '../../../../src/operator/logger';
+import { MemoryOutboundLog } from '../../../../src/operator/outbound-log';
 import type { ObservedSnapshot } from '../../../../src/operator/resync';
 import type { Payload } from '../../../../src/protocol';
 import { ManualTimers } from './manual-timers';
@@ -149,4 +150,24 @@ export async function reconnectAfterBackoff(t: TestClient): Promise<void> {
   await eventually(() => t.client.state === 'waiting', 'the client to start its backoff');
   const wait = t.client.session.nextReconnectInMs;
   t.timers.advance(wait ?? 0);
+}
+
+/** An in-memory outbound log whose syncs can be held (a slow fsync). */
+export class SlowOutboundLog extends MemoryOutboundLog {
+  private gate: Promise<void> | null = null;
+  private open: (() => void) | null = null;
+  held = 0;
+  hold(): void {
+    this.gate = new Promise((r) => (this.open = r));
+  }
+  release(): void {
+    this.open?.();
+    this.gate = null;
+  }
+  override async sync(): Promise<void> {
+    if (this.gate) {
+      this.held++;
+      await this.gate;
+    }
+  }
 }
