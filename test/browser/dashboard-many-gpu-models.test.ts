@@ -11,7 +11,7 @@
  * allows the fleet read (a real hub waits 10 s).
  */
 import type { Browser, Page, Route } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { useHub } from '../hub/support/hub';
 import { launchBrowser } from './support/stack';
 
@@ -29,7 +29,13 @@ afterAll(async () => {
 
 /** The hub's answer as it is when `hostileUid`'s operator reported MODELS models. */
 async function withHostileModels(route: Route, hostileUid: string): Promise<void> {
-  const res = await route.fetch();
+  let res;
+  try {
+    res = await route.fetch();
+  } catch {
+    // The page polls until its test ends: an answer still in flight when the page closes.
+    return;
+  }
   if (res.status() !== 200) return route.fulfill({ response: res });
   const body = await res.json();
   if (body.totals) body.totals.gpus_by_model = models;
@@ -38,8 +44,16 @@ async function withHostileModels(route: Route, hostileUid: string): Promise<void
   return route.fulfill({ response: res, json: body });
 }
 
+const pages: Page[] = [];
+afterEach(async () => {
+  // The page keeps polling; its routes must not be answering when the browser closes. (Its
+  // context stays open: with the packaged Chromium's single process, closing one ends the browser.)
+  for (const page of pages.splice(0)) await page.unrouteAll({ behavior: 'ignoreErrors' });
+});
+
 async function signedIn(errors: string[], hostileUid: string, hash = ''): Promise<Page> {
   const page = await (await browser.newContext({ viewport: { width: 1280, height: 800 } })).newPage();
+  pages.push(page);
   page.on('pageerror', (e) => errors.push(e.message));
   await page.route((u) => u.pathname === '/admin/fleet' || /^\/admin\/clusters\/[^/]+$/.test(u.pathname), (r) => withHostileModels(r, hostileUid));
   await page.goto(`${h.hub.url}/`);
