@@ -78,6 +78,22 @@ function migrationProblems(where: string, s: Section): string[] {
     });
 }
 
+/**
+ * Per deployment, never vars: the secrets are each region's own (its database in the region, its
+ * admin token), and a var at the top level must be repeated with the same value in every region
+ * (below), so a DATABASE_URL there would put every region on one registry, where a token issued
+ * in one region is admitted in all. PG_WS_PROXY routes Postgres through a local proxy.
+ */
+const NOT_VARS: Record<string, string> = {
+  DATABASE_URL: 'a secret of each deployment (wrangler secret put DATABASE_URL --env <region>): a region uses a database of its own',
+  ADMIN_TOKEN: 'a secret of each deployment (wrangler secret put ADMIN_TOKEN --env <region>)',
+  PG_WS_PROXY: 'for local development only: a deployed Worker talks to its database directly',
+};
+
+function notVarProblems(where: string, vars: Record<string, unknown>): string[] {
+  return Object.keys(vars).filter((k) => k in NOT_VARS).map((k) => `${where}: vars.${k} must not be set: ${NOT_VARS[k]}`);
+}
+
 /** Where hubConfig's complaint about a section's vars would stop the Worker at its first request. */
 function configProblem(where: string, vars: Record<string, unknown>): string | null {
   try {
@@ -88,9 +104,26 @@ function configProblem(where: string, vars: Record<string, unknown>): string | n
   }
 }
 
-function routesOf(s: Section): string[] {
-  const all = [...(s.route !== undefined ? [s.route] : []), ...(s.routes ?? [])];
-  return all.map((r) => (typeof r === 'string' ? r : String((r as { pattern?: unknown }).pattern ?? JSON.stringify(r))));
+/**
+ * The routes a deployment is actually given, as wrangler resolves them (4.86, deploy): `routes`
+ * wins over `route`, and each is inherited from the top level on its own when the environment
+ * leaves it unset. So a region that sets only `route` while the top level sets `routes` gets the
+ * top level's, and one that sets neither gets them whatever its workers_dev says.
+ */
+function effectiveRoutes(s: Section, top: Section | null): unknown[] {
+  const routes = s.routes ?? top?.routes;
+  const route = s.route ?? top?.route;
+  return routes ?? (route !== undefined ? [route] : []);
+}
+
+/**
+ * The hostname a route claims, lowercased as DNS compares it. By host, not by pattern: the hub
+ * serves fixed paths (/v1/connect, /admin), so two deployments on one host (a custom domain and a
+ * `host/*` route, say) always send one's operators to the other.
+ */
+function routeHost(r: unknown): string {
+  const pattern = typeof r === 'string' ? r : String((r as { pattern?: unknown }).pattern ?? JSON.stringify(r));
+  return pattern.split('/')[0]!.toLowerCase();
 }
 
 /** Every deployment wrangler.toml defines, and the problems with its regions (empty: none). */
@@ -103,11 +136,12 @@ export function checkDeployConfig(raw: unknown): { targets: Target[]; problems: 
   const targets: Target[] = [{ env: '', workerName: topName }];
   const topBindings = bindingsOf(top);
   const topVars = top.vars ?? {};
-  const seenRoutes = new Map<string, string>(routesOf(top).map((r) => [r, 'the default deployment']));
+  const seenRoutes = new Map<string, string>(effectiveRoutes(top, null).map((r) => [routeHost(r), 'the default deployment']));
   const seenNames = new Map<string, string>([[topName, 'the default deployment']]);
   // The default deployment is a Worker too: its vars must make a configuration of their own.
   const topProblem = configProblem('top level (the default deployment)', topVars);
   if (topProblem) problems.push(topProblem);
+  problems.push(...notVarProblems('top level', topVars));
   problems.push(...migrationProblems('top level', top));
   const topMigrations = JSON.stringify(top.migrations ?? []);
 
@@ -137,6 +171,8 @@ export function checkDeployConfig(raw: unknown): { targets: Target[]; problems: 
     if (vars.HUB_JURISDICTION_EMULATION !== undefined) {
       problems.push(`${where}: HUB_JURISDICTION_EMULATION is for local development only; remove it from wrangler.toml`);
     }
+    // Not again for a var the top level has: the top level's problem names it.
+    problems.push(...notVarProblems(where, Object.fromEntries(Object.entries(vars).filter(([k]) => !(k in topVars)))));
     const bad = configProblem(where, vars);
     if (bad) problems.push(bad);
 
@@ -146,8 +182,9 @@ export function checkDeployConfig(raw: unknown): { targets: Target[]; problems: 
       problems.push(`${where}: migrations of its own that differ from the top level's (migrations are shared: remove them here)`);
     }
 
-    // Inherited when unset: a region must name its own endpoint, or it would claim another's.
-    const routes = routesOf(s);
+    // Inherited when unset: a region must name its own endpoint, or it would claim another's
+    // (the default deployment's routes are then also this Worker's: a duplicate below).
+    const routes = [...new Set(effectiveRoutes(s, top).map(routeHost))];
     if (routes.length === 0 && s.workers_dev !== true) {
       problems.push(`${where}: no route or routes of its own (routes are inherited from the top level; set this region's hostname)`);
     }

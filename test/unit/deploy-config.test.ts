@@ -136,3 +136,76 @@ describe('wrangler.toml regions', () => {
     expect(checkDeployConfig(config(vars('weur'))).problems).toEqual([]);
   });
 });
+
+/** Regions given as wrangler.toml writes them: the top level's keys, then `env`. */
+const EU_VARS = { HUB_VERSION: '0.1.0', HUB_REGION: 'eu', HUB_JURISDICTION: 'eu' };
+const US_VARS = { HUB_VERSION: '0.1.0', HUB_REGION: 'us', HUB_JURISDICTION: 'us' };
+
+function withRegions(top: Record<string, unknown>, env: Record<string, Record<string, unknown>>): Record<string, unknown> {
+  return { name: 'hub', vars: { HUB_VERSION: '0.1.0' }, durable_objects: BINDINGS, migrations: MIGRATIONS, ...top, env };
+}
+
+/**
+ * check:deploy refuses a region whose Worker would take the hostname of another deployment, as
+ * wrangler 4.86 resolves routes (routes over route, each inherited from the top level when unset),
+ * and as Cloudflare compares hostnames (case-insensitively, whatever the path).
+ */
+describe('check:deploy: a region never deploys onto another deployment\'s hostname', () => {
+  it('a region on workers.dev without routes of its own still inherits the top level\'s routes: refused', () => {
+    const raw = withRegions(
+      { routes: [{ pattern: 'hub.example.com', custom_domain: true }] },
+      { eu: { workers_dev: true, vars: EU_VARS, durable_objects: BINDINGS } },
+    );
+    expect(checkDeployConfig(raw).problems).toEqual([expect.stringMatching(/\[env.eu\]: route hub.example.com is also the default deployment's/)]);
+  });
+
+  it("a region's own `route` is ignored when the top level sets `routes` (wrangler prefers routes, inherited): refused", () => {
+    const raw = withRegions(
+      { routes: [{ pattern: 'hub.example.com', custom_domain: true }] },
+      { eu: { route: 'eu.hub.example.com/*', vars: EU_VARS, durable_objects: BINDINGS } },
+    );
+    expect(checkDeployConfig(raw).problems).toEqual([expect.stringMatching(/\[env.eu\]: route hub.example.com is also the default deployment's/)]);
+  });
+
+  it('two regions on one hostname, spelled differently (case, a custom domain and a host/* route): refused', () => {
+    const raw = withRegions({}, {
+      eu: { routes: [{ pattern: 'eu.hub.example.com', custom_domain: true }], vars: EU_VARS, durable_objects: BINDINGS },
+      us: { routes: [{ pattern: 'EU.hub.example.com/*', zone_name: 'example.com' }], vars: US_VARS, durable_objects: BINDINGS },
+    });
+    expect(checkDeployConfig(raw).problems).toEqual([expect.stringMatching(/\[env.us\]: route eu.hub.example.com is also \[env.eu\]'s/)]);
+  });
+
+  it('control: regions on hostnames of their own, one with several routes on its host, pass', () => {
+    const raw = withRegions({ routes: [{ pattern: 'hub.example.com', custom_domain: true }] }, {
+      eu: { routes: ['eu.hub.example.com/v1/*', 'eu.hub.example.com/admin/*'], vars: EU_VARS, durable_objects: BINDINGS },
+      us: { routes: [{ pattern: 'us.hub.example.com', custom_domain: true }], vars: US_VARS, durable_objects: BINDINGS },
+    });
+    expect(checkDeployConfig(raw).problems).toEqual([]);
+  });
+});
+
+/**
+ * check:deploy refuses a deployment whose database, admin token or Postgres proxy is a var: vars
+ * are committed, and a top-level var must be repeated by every region, so a DATABASE_URL there
+ * would put every region on one registry (a token of one region admitted in all).
+ */
+describe('check:deploy: no deployment takes its database, admin token or Postgres proxy from vars', () => {
+  it('a DATABASE_URL in the top level\'s vars (which every region must repeat: one registry for all regions) is refused', () => {
+    const db = 'postgres://hub@db.example.com/hub';
+    const raw = withRegions({ vars: { HUB_VERSION: '0.1.0', DATABASE_URL: db } }, {
+      eu: { routes: [{ pattern: 'eu.hub.example.com', custom_domain: true }], vars: { ...EU_VARS, DATABASE_URL: db }, durable_objects: BINDINGS },
+      us: { routes: [{ pattern: 'us.hub.example.com', custom_domain: true }], vars: { ...US_VARS, DATABASE_URL: db }, durable_objects: BINDINGS },
+    });
+    expect(checkDeployConfig(raw).problems).toEqual([expect.stringMatching(/top level: vars.DATABASE_URL must not be set/)]);
+  });
+
+  it("a region's ADMIN_TOKEN or PG_WS_PROXY in its vars is refused", () => {
+    const raw = withRegions({}, {
+      eu: { routes: [{ pattern: 'eu.hub.example.com', custom_domain: true }], vars: { ...EU_VARS, ADMIN_TOKEN: 'x', PG_WS_PROXY: '127.0.0.1:1' }, durable_objects: BINDINGS },
+    });
+    expect(checkDeployConfig(raw).problems).toEqual([
+      expect.stringMatching(/\[env.eu\]: vars.ADMIN_TOKEN must not be set/),
+      expect.stringMatching(/\[env.eu\]: vars.PG_WS_PROXY must not be set/),
+    ]);
+  });
+});
