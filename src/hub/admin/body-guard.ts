@@ -59,7 +59,7 @@ interface Problem {
 
 // eslint-disable-next-line no-control-regex
 const NUL = /\u0000/;
-const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+export const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
 function stringProblem(s: string): string | null {
   if (NUL.test(s)) return 'contains a NUL character, which cannot be stored';

@@ -1,5 +1,6 @@
 import { z } from '@hono/zod-openapi';
 import type { KeyedPage, PageRequest } from '../db/read-paging';
+import { LONE_SURROGATE } from './body-guard';
 
 /**
  * Keyset pagination for every admin list that grows with the fleet. A page is
@@ -86,8 +87,15 @@ export const KeyTimestamp = z.string().refine((s) => {
   // Round-trips only for a real calendar instant (no month 13, no 30 February).
   return !Number.isNaN(d.getTime()) && d.toISOString() === ms;
 });
-/** Postgres text cannot hold U+0000. */
-export const KeyText = z.string().min(1).max(512).refine((s) => !s.includes('\0'));
+/**
+ * Postgres text cannot hold U+0000. Nor can UTF-8 carry a lone surrogate (a JSON escape can): it
+ * would be bound as U+FFFD, past every real key, and answer an empty page marked as the last.
+ */
+export const KeyText = z
+  .string()
+  .min(1)
+  .max(512)
+  .refine((s) => !s.includes('\0') && !LONE_SURROGATE.test(s));
 /** A bigserial id, carried as a decimal string so it survives JSON whatever its size. */
 export const KeyBigint = z.string().regex(/^[1-9][0-9]{0,17}$/);
 
