@@ -21,13 +21,24 @@ export function isSequencedType(type: string): boolean {
  */
 export const ANONYMOUS_TYPES: ReadonlySet<string> = new Set(['ping', 'pong']);
 
-export const ULID_RE = /^[0-9A-HJKMNP-TV-Z]{26}$/;
+// 26 Crockford characters hold 130 bits and a ULID is 128: one above 7ZZZ…Z is an overflow the
+// ULID spec refuses, and no generator makes one.
+export const ULID_RE = /^[0-7][0-9A-HJKMNP-TV-Z]{25}$/;
 /** RFC 3339 timestamp in UTC or with an offset; fractional seconds optional. */
 export const RFC3339_RE = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:Z|[+-]\d{2}:\d{2})$/;
 
+const MONTH_DAYS = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31] as const;
+
 /** An RFC 3339 timestamp that names a time: the pattern alone admits hour 25 or minute 61. */
 export function namesTime(s: string): boolean {
-  return RFC3339_RE.test(s) && !Number.isNaN(Date.parse(s));
+  if (!RFC3339_RE.test(s) || Number.isNaN(Date.parse(s))) return false;
+  // Date.parse rolls a day past its month's end over (Feb 31 reads as Mar 3) and takes 24:00 as
+  // the next midnight; RFC 3339 admits neither, so what it accepts is not yet a time.
+  const year = Number(s.slice(0, 4));
+  const month = Number(s.slice(5, 7));
+  const leap = year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0);
+  const days = month === 2 && leap ? 29 : (MONTH_DAYS[month - 1] ?? 0);
+  return Number(s.slice(8, 10)) <= days && Number(s.slice(11, 13)) <= 23;
 }
 
 /** What an HTTP header value may carry of an id sent back in one (printable ASCII, no spaces). */
