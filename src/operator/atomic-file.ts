@@ -1,4 +1,4 @@
-import { open, rename, unlink } from 'node:fs/promises';
+import { open, rename, unlink, type FileHandle } from 'node:fs/promises';
 import path from 'node:path';
 
 /** Test seams for crash simulation; production passes none. */
@@ -48,5 +48,18 @@ export async function fsyncDir(dir: string): Promise<void> {
     if (code !== 'EISDIR' && code !== 'EPERM' && code !== 'EINVAL' && code !== 'EBADF') throw err;
   } finally {
     await fh?.close();
+  }
+}
+
+/**
+ * Write every byte or throw. A write(2) the disk cuts short (it filled part-way) is no error: the
+ * handle reports the bytes written, and a batch whose commit line is missing was never durable.
+ * The next write reports why (ENOSPC, EIO).
+ */
+export async function writeAll(fh: FileHandle, bytes: Buffer): Promise<void> {
+  for (let off = 0; off < bytes.length; ) {
+    const { bytesWritten } = await fh.write(bytes, off, bytes.length - off);
+    if (!(bytesWritten > 0)) throw new Error(`a write stored nothing at byte ${off} of ${bytes.length}`);
+    off += bytesWritten;
   }
 }

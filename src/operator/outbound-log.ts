@@ -25,7 +25,7 @@
 import { open, readFile, type FileHandle } from 'node:fs/promises';
 import { z } from 'zod';
 import { MemoryReplayStore, type ReplayEntry, type ReplayStore } from '../protocol';
-import { writeFileAtomic } from './atomic-file';
+import { writeAll, writeFileAtomic } from './atomic-file';
 import { crc32Hex } from './crc32';
 
 /** What opening a log found on disk. */
@@ -308,19 +308,6 @@ export class FileOutboundLog implements OutboundLog {
         }
       }
     }
-  }
-}
-
-/**
- * Write every byte or throw. A write(2) the disk cuts short (it filled part-way) is no error: the
- * handle reports the bytes written, and a batch whose commit line is missing was never durable.
- * The next write reports why (ENOSPC, EIO).
- */
-async function writeAll(fh: FileHandle, bytes: Buffer): Promise<void> {
-  for (let off = 0; off < bytes.length; ) {
-    const { bytesWritten } = await fh.write(bytes, off, bytes.length - off);
-    if (!(bytesWritten > 0)) throw new Error(`outbound log write stored nothing at byte ${off} of ${bytes.length}`);
-    off += bytesWritten;
   }
 }
 
