@@ -106,11 +106,11 @@ export function readFrameBefore(text: string): { kind: string } {
   const envelope: Envelope = {
     v: e.v,
     type: e.type,
-    id: e.id ?? '',
+    id: typeof e.id === 'string' ? e.id : '',
     seq: e.seq ?? null,
     ack: e.ack ?? null,
-    reply_to: e.reply_to ?? null,
-    ts: e.ts ?? '',
+    reply_to: typeof e.reply_to === 'string' ? e.reply_to : null,
+    ts: typeof e.ts === 'string' ? e.ts : '',
     payload: e.payload,
   };
   const problem = frameProblem(envelope);

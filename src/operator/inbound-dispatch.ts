@@ -11,7 +11,7 @@
  *   application's handler (it threw, or said `transient`: counted in `link.stats`) or
  *   backpressure (the send queue has no room for the answer the frame may need).
  */
-import { ULID_RE, type Envelope, type ErrorCode, type Incoming, type Payload } from '../protocol';
+import { cutText, ULID_RE, type Envelope, type ErrorCode, type Incoming, type Payload } from '../protocol';
 import { runHandler, type FrameContext, type HandlerResult, type OperatorHandlers } from './handlers';
 import type { Logger } from './logger';
 import type { OperationBook } from './operations';
@@ -51,13 +51,16 @@ export interface DispatchCounters {
 }
 
 const MESSAGE_MAX = 2048;
+const UNKNOWN_TYPE_MAX = 256;
 
 /** An `error` frame answering `envelope`, refusing it for good. */
 export function refusal(envelope: Envelope, code: ErrorCode, message: string, unknownType?: string): OutItem {
-  const text = message.length > MESSAGE_MAX ? message.slice(0, MESSAGE_MAX - 1) + '…' : message;
+  const text = message.length > MESSAGE_MAX ? cutText(message, MESSAGE_MAX - 1) + '…' : message;
   return outItem(
     'error',
-    { code, message: text, retryable: false, ...(unknownType !== undefined ? { unknown_type: unknownType } : {}) },
+    // The type as the hub wrote it may be any string, but the error's field holds 256 characters:
+    // longer, and the hub would read this answer as a poison frame of ours.
+    { code, message: text, retryable: false, ...(unknownType !== undefined ? { unknown_type: cutText(unknownType, UNKNOWN_TYPE_MAX) } : {}) },
     // reply_to must be a ULID; a poison frame's own id may not be one.
     ULID_RE.test(envelope.id) ? envelope.id : null,
   );

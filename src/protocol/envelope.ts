@@ -46,8 +46,11 @@ export const HEADER_SAFE_RE = /^[\x21-\x7E]+$/;
 
 /**
  * The envelope layer: only what sequencing needs is fatal when malformed (the object shape, `v`,
- * `type`, `seq` of a sequenced frame, `ack`). `id`, `reply_to` and `ts` are checked by
- * `frameProblem` so that a bad value there makes a poison frame, not a dead connection.
+ * a `type` that is not a string, `seq` of a sequenced frame, `ack`). Any value of `id`,
+ * `reply_to` or `ts` decodes, and a bad one (not a string, longer than any id or time, not a ULID
+ * or a time) makes a poison frame in `frameProblem`: counted, acknowledged and answered, not a
+ * dead connection that a sequenced frame would kill again at every resume. Any type string
+ * decodes too: an empty or overlong one is a type nobody knows, answered as such.
  *
  * This schema is the contract; `decodeEnvelope` checks every frame with `envelopeProblem` below,
  * straight-line code proven to accept exactly what it accepts (test/unit/protocol/
@@ -57,26 +60,31 @@ export const HEADER_SAFE_RE = /^[\x21-\x7E]+$/;
 export const EnvelopeSchema = z.object({
   v: z.number().int(),
   // Any type string decodes: an unknown type is never fatal.
-  type: z.string().min(1).max(256),
-  id: z.string().max(64).nullish(),
+  type: z.string(),
+  id: z.unknown().optional(),
   seq: z.number().int().positive().max(Number.MAX_SAFE_INTEGER).nullish(),
   ack: z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER).nullish(),
-  reply_to: z.string().max(64).nullish(),
-  ts: z.string().max(64).nullish(),
+  reply_to: z.unknown().optional(),
+  ts: z.unknown().optional(),
   // Absent is not fatal: a frame without a payload is one whose payload is unusable (poison,
   // frameProblem), counted and acknowledged; only the envelope is fatal.
   payload: z.unknown().optional(),
 });
 
+/** The longest `id`, `reply_to` or `ts` an envelope keeps; anything longer is unusable anyway. */
+export const ENVELOPE_TEXT_MAX = 64;
+
 /** A decoded envelope. `payload` is still undecoded: only the envelope can be fatal. */
 export interface Envelope {
   v: number;
   type: string;
+  /** '' when absent, null or unusable (not a string, overlong): see `frameProblem`. */
   id: string;
   /** null on unsequenced types. */
   seq: number | null;
   /** The sender's contiguous cursor of what it has durably processed, or null. */
   ack: number | null;
+  /** null when absent or null; '' when unusable (not a string, overlong): never a ULID, so poison. */
   reply_to: string | null;
   ts: string;
   payload: unknown;
@@ -109,20 +117,29 @@ function fits(s: string, max: number): boolean {
   return n <= max;
 }
 
-function optionalText(v: unknown, max: number): boolean {
-  return v === null || v === undefined || (typeof v === 'string' && fits(v, max));
+/** At most `max` characters of `s`, counted and cut between code points, never inside a pair. */
+export function cutText(s: string, max: number): string {
+  if (fits(s, max)) return s;
+  let end = 0;
+  for (let n = 0; n < max && end < s.length; n++) {
+    end += (s.charCodeAt(end) & 0xfc00) === 0xd800 && (s.charCodeAt(end + 1) & 0xfc00) === 0xdc00 ? 2 : 1;
+  }
+  return s.slice(0, end);
+}
+
+/** An envelope text field as decoded: `absent` for null or missing, '' for anything unusable. */
+function envelopeText<T>(v: unknown, absent: T): string | T {
+  if (v === null || v === undefined) return absent;
+  return typeof v === 'string' && fits(v, ENVELOPE_TEXT_MAX) ? v : '';
 }
 
 /** What `EnvelopeSchema` would refuse in a parsed JSON object, as `field: why`, or null. */
 export function envelopeProblem(raw: Record<string, unknown>): string | null {
   const { v, type, seq, ack } = raw;
   if (!Number.isSafeInteger(v)) return 'v: expected an integer';
-  if (typeof type !== 'string' || type.length === 0 || !fits(type, 256)) return 'type: expected a string of 1 to 256 characters';
-  if (!optionalText(raw.id, 64)) return 'id: expected a string of at most 64 characters, or null';
+  if (typeof type !== 'string') return 'type: expected a string';
   if (seq !== null && seq !== undefined && !(Number.isSafeInteger(seq) && (seq as number) > 0)) return 'seq: expected a positive integer, or null';
   if (ack !== null && ack !== undefined && !(Number.isSafeInteger(ack) && (ack as number) >= 0)) return 'ack: expected a non-negative integer, or null';
-  if (!optionalText(raw.reply_to, 64)) return 'reply_to: expected a string of at most 64 characters, or null';
-  if (!optionalText(raw.ts, 64)) return 'ts: expected a string of at most 64 characters, or null';
   return null;
 }
 
@@ -149,7 +166,7 @@ export function decodeEnvelope(text: string): EnvelopeDecode {
   const o = raw as Record<string, unknown>;
   const problem = envelopeProblem(o);
   if (problem !== null) return fail(`envelope field ${problem}`, raw);
-  const e = o as { v: number; type: string; id?: string | null; seq?: number | null; ack?: number | null; reply_to?: string | null; ts?: string | null; payload?: unknown };
+  const e = o as { v: number; type: string; seq?: number | null; ack?: number | null; payload?: unknown };
   if (e.v < MIN_ENVELOPE_VERSION || e.v > ENVELOPE_VERSION) {
     return fail(`envelope version ${e.v} outside [${MIN_ENVELOPE_VERSION}, ${ENVELOPE_VERSION}]`, raw);
   }
@@ -165,11 +182,11 @@ export function decodeEnvelope(text: string): EnvelopeDecode {
     envelope: {
       v: e.v,
       type: e.type,
-      id: e.id ?? '',
+      id: envelopeText(o.id, ''),
       seq: sequenced ? (e.seq as number) : null,
       ack: e.ack ?? null,
-      reply_to: e.reply_to ?? null,
-      ts: e.ts ?? '',
+      reply_to: envelopeText(o.reply_to, null),
+      ts: envelopeText(o.ts, ''),
       payload: e.payload,
     },
   };

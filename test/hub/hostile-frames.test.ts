@@ -64,6 +64,44 @@ describe('hostile frames: payloads the checks must not choke on', () => {
   });
 });
 
+describe('hostile frames: envelope fields of the wrong kind', () => {
+  it('an id, reply_to or ts that is not a string (or overlong) makes a poison frame, and an empty or overlong type an unknown one: each counted, acked and answered; the link stays up', async () => {
+    const c = await h.newCluster();
+    const { peer } = await h.openFresh(c);
+    const frame = (seq: number, over: Record<string, unknown>) =>
+      JSON.stringify({ v: 1, type: 'node.observed', id: newId(), seq, ack: peer.hubCursor, reply_to: null, ts: new Date().toISOString(), payload: node(`n${seq}`), ...over });
+    const bad: Record<string, unknown>[] = [{ id: 5 }, { id: 'A'.repeat(65) }, { reply_to: 7 }, { reply_to: { id: 1 } }, { ts: 1_733_000_000_000 }, { ts: ['2026-12-04T00:00:00.000Z'] }];
+    for (const [i, over] of bad.entries()) peer.sendRaw(frame(i + 1, over));
+    const emptyType = newId();
+    const longType = newId();
+    peer.sendRaw(frame(bad.length + 1, { id: emptyType, type: '' }));
+    peer.sendRaw(frame(bad.length + 2, { id: longType, type: 'x.'.repeat(300) }));
+    peer.nextSeq = bad.length + 3;
+    peer.send('node.observed', node('good'));
+    await peer.ackedThrough(bad.length + 3);
+    expect(peer.isClosed).toBe(false);
+    const reasons = await h.sql<{ seq: string; reason: string }>('select seq, reason from rejections where cluster_uid = $1 order by seq::int', [c.uid]);
+    expect(reasons.map((r) => r.reason)).toEqual([
+      'envelope id is not a ULID',
+      'envelope id is not a ULID',
+      'envelope reply_to is not a ULID',
+      'envelope reply_to is not a ULID',
+      'envelope ts is not an RFC 3339 timestamp',
+      'envelope ts is not an RFC 3339 timestamp',
+      'unknown message type ',
+      `unknown message type ${'x.'.repeat(300)}`,
+    ]);
+    const unknownEmpty = await peer.next((f) => f.type === 'error' && f.reply_to === emptyType);
+    expect(unknownEmpty.payload).toMatchObject({ code: 'invalid', retryable: false, unknown_type: '' });
+    const unknownLong = await peer.next((f) => f.type === 'error' && f.reply_to === longType);
+    expect(unknownLong.payload).toMatchObject({ code: 'invalid', unknown_type: 'x.'.repeat(128) });
+    expect(await nodesOf(c.uid)).toEqual(['good']);
+    const view = await h.admin('GET', `/clusters/${c.name}`);
+    expect(view.json.session.live.counters).toMatchObject({ unknownTypes: 2, rejections: 6 });
+    peer.close();
+  });
+});
+
 describe('hostile frames: __proto__ keys', () => {
   it('an unknown payload field named __proto__ is ignored like any unknown field: applied, not refused', async () => {
     const c = await h.newCluster();

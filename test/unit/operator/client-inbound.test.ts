@@ -2,7 +2,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { OperatorClient } from '../../../src/operator/client';
 import { MemoryCursorStore } from '../../../src/operator/cursor-store';
 import { applied, permanent, PermanentError, transient, type OperatorHandlers } from '../../../src/operator/handlers';
-import { newId } from '../../../src/protocol';
+import { newId, readFrame } from '../../../src/protocol';
 import { ackAll, cursorReaches, desiredPayload, makeClient, readResync, reconnectAfterBackoff, SNAPSHOT, type TestClient } from './support/harness';
 import { eventually, ScriptedHub, type HubConnection } from './support/scripted-hub';
 
@@ -170,6 +170,23 @@ describe('handler outcomes', () => {
     // The next frame is not a gap.
     conn.sendSeq('deployment.desired', desiredPayload('d1'), {});
     await cursorReaches(t, 1);
+  });
+
+  it('an overlong type is answered with unknown_type cut to the 256 characters the error holds, an answer the hub can read; a numeric id is a poison frame, acked', async () => {
+    const { t, conn } = await open();
+    const id = newId();
+    conn.sendRaw(JSON.stringify({ v: 1, type: '😀'.repeat(300), id, seq: 1, ack: null, reply_to: null, ts: new Date().toISOString(), payload: {} }));
+    const err = await conn.nextOf('error');
+    expect(err.reply_to).toBe(id);
+    expect(err.payload).toMatchObject({ code: 'invalid', unknown_type: '😀'.repeat(256) });
+    expect(readFrame(JSON.stringify(err)).kind).toBe('message');
+    conn.sendRaw(JSON.stringify({ v: 1, type: 'deployment.desired', id: 5, seq: 2, ack: null, reply_to: null, ts: new Date().toISOString(), payload: desiredPayload('d1') }));
+    const poison = await conn.nextOf('error');
+    expect(poison.reply_to).toBeNull();
+    expect(poison.payload).toMatchObject({ code: 'invalid', message: 'envelope id is not a ULID' });
+    await cursorReaches(t, 2);
+    expect(t.calls.desired).toHaveLength(0);
+    expect(t.client.stats).toMatchObject({ unknownTypes: 1 });
   });
 
   it('a poison frame (payload breaks an invariant) is acked, dropped and logged at error level', async () => {

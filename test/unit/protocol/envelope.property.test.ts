@@ -6,8 +6,10 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { z } from 'zod';
 import {
   decodeEnvelope,
+  ENVELOPE_TEXT_MAX,
   ENVELOPE_VERSION,
   EnvelopeSchema,
   envelopeProblem,
@@ -17,6 +19,10 @@ import {
   type EnvelopeDecode,
 } from '../../../src/protocol';
 import { arbitraryOf, jsonObject } from './support/schema-arbitraries';
+
+/** id, reply_to and ts as the envelope keeps them: absent stays absent, unusable text is ''. */
+const asText = <T,>(v: unknown, absent: T): string | T =>
+  v === null || v === undefined ? absent : z.string().max(ENVELOPE_TEXT_MAX).safeParse(v).data ?? '';
 
 /** decodeEnvelope as it was with the schema doing the checking: the reference. */
 function decodeWithZod(text: string): EnvelopeDecode {
@@ -45,11 +51,11 @@ function decodeWithZod(text: string): EnvelopeDecode {
     envelope: {
       v: e.v,
       type: e.type,
-      id: e.id ?? '',
+      id: asText(e.id, ''),
       seq: sequenced ? (e.seq as number) : null,
       ack: e.ack ?? null,
-      reply_to: e.reply_to ?? null,
-      ts: e.ts ?? '',
+      reply_to: asText(e.reply_to, null),
+      ts: asText(e.ts, ''),
       payload: e.payload,
     },
   };

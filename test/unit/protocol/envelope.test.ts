@@ -96,6 +96,16 @@ describe('envelope', () => {
     expect(readFrame(text({ ...base, ts: 'yesterday' })).kind).toBe('poison');
   });
 
+  it('an id, reply_to or ts that is not a string, or is overlong, is poison too; an empty or overlong type is an unknown one: none is fatal', () => {
+    for (const over of [{ id: 5 }, { id: 'A'.repeat(65) }, { reply_to: 5 }, { reply_to: [] }, { ts: 0 }, { ts: {} }, { ts: '2'.repeat(65) }]) {
+      const r = readFrame(text({ ...base, ...over }));
+      expect(r.kind, JSON.stringify(over).slice(0, 40)).toBe('poison');
+      expect(r.kind !== 'fatal' && r.envelope.seq).toBe(7);
+    }
+    for (const type of ['', 'x'.repeat(257)]) expect(readFrame(text({ ...base, type })).kind).toBe('unknown');
+    expect(readFrame(text({ ...base, type: 5 })).kind).toBe('fatal');
+  });
+
   it('a fatal decode still reports the frame id when it could be read, so the error can reply to it', () => {
     const r = decodeEnvelope(text({ ...base, v: 9 }));
     expect(r.ok).toBe(false);
