@@ -22,4 +22,5 @@ export type { Timers } from './timers';
 export { connectUrl } from './transport';
 export type { Dialer, DialRequest, Transport, TransportEvents } from './transport';
 export { wsDialer } from './ws-transport';
-export { openFileStores } from './file-stores';
+export { openFileStores, type FileStoresOptions } from './file-stores';
+export { DEFAULT_LOCK_STALE_MS, StateDirLockedError, type StateLockOptions } from './state-lock';

@@ -89,6 +89,8 @@ const NL = 0x0a;
 export interface FileOutboundLogOptions {
   /** Compact once the file is at least this big and mostly released frames. Default 4 MiB. */
   compactAtBytes?: number;
+  /** Runs once the log is closed (the state directory's lock is released here). */
+  afterClose?: () => Promise<void>;
 }
 
 export class FileOutboundLog implements OutboundLog {
@@ -114,6 +116,7 @@ export class FileOutboundLog implements OutboundLog {
   private closed = false;
   private chain: Promise<void> = Promise.resolve();
   private readonly compactAtBytes: number;
+  private readonly afterClose: (() => Promise<void>) | undefined;
 
   private constructor(
     readonly path: string,
@@ -130,6 +133,7 @@ export class FileOutboundLog implements OutboundLog {
     this.fh = fh;
     this.fileBytes = fileBytes;
     this.compactAtBytes = options.compactAtBytes ?? 4 * 1024 * 1024;
+    this.afterClose = options.afterClose;
   }
 
   /** Open (or create) the log and recover what it can vouch for. */
@@ -233,7 +237,11 @@ export class FileOutboundLog implements OutboundLog {
     }
     const fh = this.fh;
     this.fh = null;
-    await fh?.close();
+    try {
+      await fh?.close();
+    } finally {
+      await this.afterClose?.();
+    }
   }
 
   /**

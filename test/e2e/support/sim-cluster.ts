@@ -11,7 +11,7 @@
  */
 import { OperatorClient, type OperatorClientOptions } from '../../../src/operator/client';
 import { MemoryCursorStore, type CursorStore } from '../../../src/operator/cursor-store';
-import { openFileStores } from '../../../src/operator/file-stores';
+import { abandonFileStoresLock, openFileStores } from '../../../src/operator/file-stores';
 import { applied } from '../../../src/operator/handlers';
 import { silentLogger, type Logger } from '../../../src/operator/logger';
 import type { OutboundLog } from '../../../src/operator/outbound-log';
@@ -86,6 +86,8 @@ export interface OperatorProcess {
   readonly client: OperatorClient;
   readonly timers: FreezableTimers;
   readonly token: string;
+  /** The directory of its file stores, when it has them. */
+  readonly stateDir: string | null;
   stopped: boolean;
 }
 
@@ -202,7 +204,7 @@ export class SimCluster {
         },
       },
     });
-    const proc: OperatorProcess = { client, timers, token: opts.token, stopped: false };
+    const proc: OperatorProcess = { client, timers, token: opts.token, stateDir: opts.storage.kind === 'files' ? opts.storage.dir : null, stopped: false };
     this.processes.push(proc);
     this.model.attach({
       cluster: (p) => client.reportCluster(p),
@@ -247,6 +249,9 @@ export class SimCluster {
     p.timers.freeze();
     this.model.detach();
     p.stopped = true;
+    // The state directory's lock stays behind, naming this (still running) pid, as a killed
+    // process's does; the restart takes it over as a container restarted with the same pid would.
+    if (p.stateDir) abandonFileStoresLock(p.stateDir);
     cutNetwork();
     await new Promise((r) => setTimeout(r, 250));
   }

@@ -1,0 +1,158 @@
+/**
+ * One process per state directory. Two operators sharing one (two replicas of a Deployment on
+ * a ReadWriteMany volume, a second process started by hand) would number frames from the same
+ * cursor and overwrite each other's log: each would resume a session the other had moved on,
+ * which the hub can only read as gaps and duplicates. The lock makes the second one fail at
+ * start, naming the holder, instead.
+ *
+ * A lock is a file created exclusively (`O_EXCL`), holding who took it. A holder refreshes its
+ * mtime while it lives, so a lock whose holder vanished without releasing it (a crash, a killed
+ * pod) is taken over: at once when the holder was a process on this host that no longer runs, or
+ * this very pid (a container restarted as pid 1 again), and after `staleMs` without a refresh
+ * when it was another host, whose processes this one cannot see.
+ */
+import { randomUUID } from 'node:crypto';
+import { open, readFile, stat, unlink, utimes } from 'node:fs/promises';
+import { hostname } from 'node:os';
+import { dirname } from 'node:path';
+import { z } from 'zod';
+import { fsyncDir } from './atomic-file';
+
+export const DEFAULT_LOCK_STALE_MS = 60_000;
+
+const Holder = z.object({ pid: z.number().int(), host: z.string(), token: z.string(), since: z.string() });
+type Holder = z.infer<typeof Holder>;
+
+/** The state directory belongs to another live process. */
+export class StateDirLockedError extends Error {
+  constructor(
+    readonly lockPath: string,
+    readonly holder: Holder | null,
+  ) {
+    super(
+      holder
+        ? `state directory is in use by pid ${holder.pid} on ${holder.host} since ${holder.since} (${lockPath}); one operator process per state directory`
+        : `state directory is locked (${lockPath}) by a holder that could not be read; remove the file if no operator uses the directory`,
+    );
+    this.name = 'StateDirLockedError';
+  }
+}
+
+export interface StateLockOptions {
+  /** A lock not refreshed for this long, taken by another host, is taken over. Default 60 s. */
+  staleMs?: number;
+}
+
+/** Locks this process holds, by path: a second open in the same process is refused too. */
+const held = new Map<string, StateLock>();
+
+export class StateLock {
+  private timer: ReturnType<typeof setInterval> | null = null;
+  private released = false;
+
+  private constructor(
+    readonly path: string,
+    private readonly token: string,
+    staleMs: number,
+  ) {
+    held.set(path, this);
+    // A third of the stale time: two refreshes may fail before another host may take over.
+    this.timer = setInterval(() => void this.refresh(), Math.max(1_000, Math.floor(staleMs / 3)));
+    this.timer.unref();
+  }
+
+  static async acquire(path: string, options: StateLockOptions = {}): Promise<StateLock> {
+    const staleMs = options.staleMs ?? DEFAULT_LOCK_STALE_MS;
+    if (held.has(path)) throw new StateDirLockedError(path, await readHolder(path));
+    // Two attempts: a stale lock removed on the first is created on the second; losing that race
+    // to another process is a live holder, refused.
+    for (let attempt = 0; ; attempt++) {
+      const token = randomUUID();
+      const me: Holder = { pid: process.pid, host: hostname(), token, since: new Date().toISOString() };
+      try {
+        const fh = await open(path, 'wx', 0o600);
+        try {
+          await fh.writeFile(JSON.stringify(me));
+          await fh.sync();
+        } finally {
+          await fh.close();
+        }
+        await fsyncDir(dirname(path));
+        return new StateLock(path, token, staleMs);
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+      }
+      const holder = await readHolder(path);
+      if (attempt > 0 || !(await isStale(path, holder, staleMs))) throw new StateDirLockedError(path, holder);
+      await unlink(path).catch((err: NodeJS.ErrnoException) => {
+        if (err.code !== 'ENOENT') throw err;
+      });
+    }
+  }
+
+  /**
+   * What a crash does to the lock held on `path`: nothing refreshes it any more and this process
+   * forgets it, but the file stays, naming this pid. For simulating a crash and restart within one
+   * process (the restart finds its own pid, as a container restarted as pid 1 does).
+   */
+  static abandon(path: string): void {
+    const lock = held.get(path);
+    if (!lock) return;
+    lock.released = true;
+    if (lock.timer) clearInterval(lock.timer);
+    lock.timer = null;
+    held.delete(path);
+  }
+
+  /** Give the directory up: the lock file goes if it is still this holder's. */
+  async release(): Promise<void> {
+    if (this.released) return;
+    this.released = true;
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+    held.delete(this.path);
+    if ((await readHolder(this.path))?.token === this.token) await unlink(this.path).catch(() => {});
+  }
+
+  private async refresh(): Promise<void> {
+    if (this.released) return;
+    const now = new Date();
+    // Only a lock that is still ours: one taken over while this process stalled is the other's.
+    if ((await readHolder(this.path))?.token === this.token) await utimes(this.path, now, now).catch(() => {});
+  }
+}
+
+async function readHolder(path: string): Promise<Holder | null> {
+  try {
+    const parsed = Holder.safeParse(JSON.parse(await readFile(path, 'utf8')));
+    return parsed.success ? parsed.data : null;
+  } catch {
+    return null;
+  }
+}
+
+async function isStale(path: string, holder: Holder | null, staleMs: number): Promise<boolean> {
+  if (holder && holder.host === hostname()) {
+    // This pid is this process, which holds no lock here (`held`): a previous life of the same
+    // pid left it, as a container restarted as pid 1 does.
+    if (holder.pid === process.pid) return true;
+    return !alive(holder.pid);
+  }
+  // Another host (or a file no holder wrote whole): only its age tells.
+  try {
+    return Date.now() - (await stat(path)).mtimeMs > staleMs;
+  } catch {
+    return true;
+  }
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    // EPERM: the pid runs, as another user.
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+

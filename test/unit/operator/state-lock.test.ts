@@ -1,0 +1,104 @@
+/**
+ * One operator process per state directory (src/operator/state-lock.ts): a second one is refused
+ * at open, naming the holder; a lock its holder left behind by dying is taken over.
+ */
+import { spawn } from 'node:child_process';
+import { mkdtemp, readdir, readFile, rm, stat, utimes, writeFile } from 'node:fs/promises';
+import { hostname, tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { openFileStores } from '../../../src/operator/file-stores';
+import { StateDirLockedError } from '../../../src/operator/state-lock';
+
+let dir: string;
+beforeEach(async () => {
+  dir = await mkdtemp(path.join(tmpdir(), 'wingsmith-lock-'));
+});
+afterEach(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+const lockFile = () => path.join(dir, 'operator.lock');
+const holder = (pid: number, host = hostname()) => JSON.stringify({ pid, host, token: 'other', since: '2026-12-04T00:00:00.000Z' });
+
+/** A process that has exited: its pid names nobody (pids are not reused this soon). */
+async function deadPid(): Promise<number> {
+  const child = spawn(process.execPath, ['-e', '0']);
+  await new Promise((resolve) => child.on('exit', resolve));
+  return child.pid as number;
+}
+
+describe('the state directory lock', () => {
+  it('a second open of a directory in use is refused with StateDirLockedError naming the holder; closing the log gives the directory up', async () => {
+    const first = await openFileStores(dir);
+    const refused = await openFileStores(dir).catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(StateDirLockedError);
+    expect((refused as StateDirLockedError).holder).toMatchObject({ pid: process.pid, host: hostname() });
+    expect((refused as Error).message).toMatch(/in use by pid \d+/);
+    await first.outboundLog.close();
+    const second = await openFileStores(dir);
+    await second.outboundLog.close();
+    expect(await readdir(dir)).not.toContain('operator.lock');
+  });
+
+  it('another live process holding the directory keeps it: a real second operator process is refused while the first runs', async () => {
+    const script = `import { openFileStores } from ${JSON.stringify(path.resolve('src/operator/file-stores.ts'))};
+      await openFileStores(${JSON.stringify(dir)}); console.log('locked'); setInterval(() => {}, 1000);`;
+    const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+    try {
+      await new Promise<void>((resolve, reject) => {
+        child.stdout.on('data', (d: Buffer) => d.toString().includes('locked') && resolve());
+        child.on('exit', (code) => reject(new Error(`the holder exited (${code})`)));
+      });
+      const refused = await openFileStores(dir).catch((e: unknown) => e);
+      expect(refused).toBeInstanceOf(StateDirLockedError);
+      expect((refused as StateDirLockedError).holder?.pid).toBe(child.pid);
+    } finally {
+      child.kill('SIGKILL');
+      await new Promise((resolve) => child.once('exit', resolve));
+    }
+    // Killed without releasing: its lock names a dead pid on this host, taken over at once.
+    const after = await openFileStores(dir);
+    await after.outboundLog.close();
+  }, 30_000);
+
+  it('a lock left by a dead process on this host, or by this very pid in an earlier life (a container restarted as pid 1), is taken over', async () => {
+    for (const pid of [await deadPid(), process.pid]) {
+      await writeFile(lockFile(), holder(pid));
+      const stores = await openFileStores(dir);
+      expect(JSON.parse(await readFile(lockFile(), 'utf8'))).toMatchObject({ pid: process.pid });
+      await stores.outboundLog.close();
+    }
+  });
+
+  it('a lock from another host is kept while it is refreshed and taken over once it is older than staleMs', async () => {
+    await writeFile(lockFile(), holder(1, 'another-node'));
+    await expect(openFileStores(dir, { lock: { staleMs: 60_000 } })).rejects.toBeInstanceOf(StateDirLockedError);
+    const old = new Date(Date.now() - 61_000);
+    await utimes(lockFile(), old, old);
+    const stores = await openFileStores(dir, { lock: { staleMs: 60_000 } });
+    await stores.outboundLog.close();
+  });
+
+  it('the holder refreshes its lock, so another host does not take over a live one', async () => {
+    const stores = await openFileStores(dir, { lock: { staleMs: 3_000 } });
+    try {
+      const old = new Date(Date.now() - 10_000);
+      await utimes(lockFile(), old, old);
+      await new Promise((resolve) => setTimeout(resolve, 1_300));
+      expect(Date.now() - (await stat(lockFile())).mtimeMs).toBeLessThan(3_000);
+    } finally {
+      await stores.outboundLog.close();
+    }
+  });
+
+  it('temp files a crash left in the middle of an atomic write are removed at open; other files are not', async () => {
+    const leftovers = ['cursor.json.tmp-123-4', 'outbound.log.tmp-99-1'];
+    for (const f of [...leftovers, 'cluster.json', 'notes.tmp-1-1']) await writeFile(path.join(dir, f), 'x');
+    const stores = await openFileStores(dir);
+    const names = await readdir(dir);
+    for (const f of leftovers) expect(names).not.toContain(f);
+    expect(names).toEqual(expect.arrayContaining(['cluster.json', 'notes.tmp-1-1']));
+    await stores.outboundLog.close();
+  });
+});
