@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { releaseMajor } from '../protocol/operator-version';
+import { MIN_FRAME_LIMIT_BYTES } from '../protocol/vocabulary';
 import { minSendQueueBytes, QUEUE_RESERVE_BYTES, REPLAY_ROW_MAX_BYTES } from './frame-budget';
 import { hintOutsideJurisdiction, JURISDICTIONS, LOCATION_HINTS, REGION_NAME_RE } from './region';
 
@@ -62,7 +63,7 @@ const ConfigSchema = z.object({
   /** An object whose session has had no connection this long deletes its storage. */
   RETENTION_MS: ms(15 * 60_000),
   /** Larger frames → close 1009; also the largest desired state the admin API accepts (413 over it). */
-  MAX_FRAME_BYTES: ms(1 << 20),
+  MAX_FRAME_BYTES: z.coerce.number().int().min(MIN_FRAME_LIMIT_BYTES, `must be at least ${MIN_FRAME_LIMIT_BYTES}: operators ignore a smaller limit`).default(1 << 20),
   /** Sized for a rolling restart, not a network hiccup. */
   REPLAY_BUFFER_FRAMES: ms(50_000),
   REPLAY_BUFFER_BYTES: ms(64 << 20),

@@ -2,7 +2,8 @@
  * The handshake's decisions, pure: what to dial with, what `hello` says, and whether a `welcome`
  * opened a fresh session or resumed the one asked for (the spec's "Full resync" rules).
  */
-import { HEADER_SAFE_RE, type Payload } from '../protocol';
+import { HEADER_SAFE_RE, MIN_FRAME_LIMIT_BYTES, type Payload } from '../protocol';
+import { DEFAULT_LIMITS } from './client-types';
 
 export const SESSION_HEADER = 'Wingsmith-Session';
 
@@ -57,7 +58,7 @@ export function decideWelcome(
   return { kind: 'resume' };
 }
 
-export type TimingLimit = 'ping_interval_s' | 'idle_timeout_s';
+export type TimingLimit = 'ping_interval_s' | 'idle_timeout_s' | 'max_frame_bytes';
 
 /** A timing limit of a welcome that was out of bounds, and the value used instead. */
 export interface LimitAdjustment {
@@ -90,6 +91,10 @@ export const MIN_PING_INTERVAL_S = 1;
  *   link over one late pong. (No absolute floor: a hub that pings every 1 s may hold a 2–3 s limit,
  *   which is how the end-to-end suites run.)
  *
+ * - max_frame_bytes at least MIN_FRAME_LIMIT_BYTES (4 KiB): below it the operator would refuse
+ *   to send nearly every frame, one at a time, and resume nothing. Replaced by the hub's default
+ *   (1 MiB): a hub that really means less closes 1009 on a larger frame, which is loud.
+ *
  * A value out of its bounds is replaced by the spec's own value, not clamped to the nearest bound:
  * a hub outside them is misconfigured, and the spec's value is the one known to be sane. Pure.
  */
@@ -102,5 +107,6 @@ export function boundedLimits(limits: Payload<'welcome'>['limits']): { limits: P
   };
   const ping = bound('ping_interval_s', limits.ping_interval_s, MIN_PING_INTERVAL_S, SPEC_PING_INTERVAL_S, SPEC_PING_INTERVAL_S);
   const idle = bound('idle_timeout_s', limits.idle_timeout_s, 2 * ping, SPEC_IDLE_TIMEOUT_S, SPEC_IDLE_TIMEOUT_S);
-  return { limits: { ...limits, ping_interval_s: ping, idle_timeout_s: idle }, adjusted };
+  const frame = bound('max_frame_bytes', limits.max_frame_bytes, MIN_FRAME_LIMIT_BYTES, Number.MAX_SAFE_INTEGER, DEFAULT_LIMITS.max_frame_bytes);
+  return { limits: { ...limits, ping_interval_s: ping, idle_timeout_s: idle, max_frame_bytes: frame }, adjusted };
 }

@@ -27,6 +27,13 @@ export const LIMITS = {
 
 export const MAX_REPLICAS = 4096;
 
+/**
+ * The smallest `max_frame_bytes` a hub may advertise and an operator will follow. Below it even a
+ * hello or a small node's state would not fit, and a peer following it would refuse every frame
+ * one at a time, a wedge that looks like silence; it guards against absurd values, not a tuning.
+ */
+export const MIN_FRAME_LIMIT_BYTES = 4096;
+
 export const RESYNC_KINDS = ['cluster', 'node', 'device', 'deployment'] as const;
 export const TAINT_EFFECTS = ['NoSchedule', 'PreferNoSchedule', 'NoExecute'] as const;
 export const DEVICE_HEALTH = ['healthy', 'degraded', 'unhealthy', 'unknown'] as const;

@@ -14,6 +14,7 @@ import { DESIRED_PAGE_RPC_BUDGET_BYTES, hubConfig, IDLE_TIMEOUT_MAX_MS, PING_INT
 import { claimPageBytes, REPLAY_ROW_MAX_BYTES } from '../../src/hub/frame-budget';
 import { checkHello } from '../../src/hub/session/handshake';
 import { boundedLimits } from '../../src/operator/handshake';
+import { MIN_FRAME_LIMIT_BYTES } from '../../src/protocol';
 
 const BASE = { HUB_VERSION: '0.1.0' };
 
@@ -103,6 +104,19 @@ describe('hub configuration refused at startup', () => {
     }
     // The defaults are the spec's own values.
     expect(hubConfig({})).toMatchObject({ PING_INTERVAL_MS: 10_000, IDLE_TIMEOUT_MS: 30_000 });
+  });
+
+  it('the MAX_FRAME_BYTES the hub accepts is exactly what the operator SDK follows as advertised: at least 4 KiB', () => {
+    const sdkAdjusts = (max: number) =>
+      boundedLimits({ ping_interval_s: 10, idle_timeout_s: 30, max_frame_bytes: max, replay_buffer_frames: 1, replay_buffer_bytes: 1 }).adjusted.length > 0;
+    for (const max of [MIN_FRAME_LIMIT_BYTES, 8192, 1 << 20, 64 << 20]) {
+      expect(sdkAdjusts(max), String(max)).toBe(false);
+      expect(hubConfig({ MAX_FRAME_BYTES: String(max) }).MAX_FRAME_BYTES).toBe(max);
+    }
+    for (const max of [1, 100, MIN_FRAME_LIMIT_BYTES - 1]) {
+      expect(sdkAdjusts(max), String(max)).toBe(true);
+      expect(() => hubConfig({ MAX_FRAME_BYTES: String(max) }), String(max)).toThrow(/MAX_FRAME_BYTES: must be at least 4096/);
+    }
   });
 
   it('DESIRED_PAGE_BYTES is accepted up to the RPC budget less the largest frame and the reserve, and a claim page stays within it', () => {

@@ -9,7 +9,7 @@
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { boundedLimits } from '../../../src/operator/handshake';
-import { ackAll, makeClient, readResync, reconnectAfterBackoff, type TestClient } from './support/harness';
+import { ackAll, makeClient, readResync, reconnectAfterBackoff, SNAPSHOT, type TestClient } from './support/harness';
 import { ScriptedHub } from './support/scripted-hub';
 
 let hub: ScriptedHub;
@@ -87,6 +87,23 @@ describe('odd welcome.limits', () => {
       ['ping_interval_s', 0.001, 10],
       ['idle_timeout_s', 0.5, 30],
     ]);
+  });
+
+  it('a welcome with a max_frame_bytes too small for any real frame is not followed: the operator keeps reporting, and says why once', async () => {
+    const t = makeClient(hub);
+    clients.push(t);
+    await t.client.start();
+    const conn = await hub.nextConnection();
+    await conn.nextOf('hello');
+    conn.welcome({ session_id: 'S1', full_resync: true, limits: { max_frame_bytes: 10 } });
+    await readResync(conn);
+    expect(t.client.session.limits.max_frame_bytes).toBe(1 << 20);
+    ackAll(conn);
+    t.client.reportNode({ ...SNAPSHOT.nodes[0]!, ready: false });
+    const node = await conn.seen((f) => f.type === 'node.observed' && (f.payload as { ready?: boolean }).ready === false, 'the node reported');
+    expect(node.payload).toMatchObject({ node_id: SNAPSHOT.nodes[0]!.node_id });
+    const warnings = t.logger.records.filter((r) => r.level === 'warn' && r.field === 'max_frame_bytes');
+    expect(warnings.map((w) => [w.got, w.used])).toEqual([[10, 1 << 20]]);
   });
 
   it('bounds: ping in [1 s, 10 s], idle in [2 × ping, 30 s]; values inside are kept (the e2e hub: 1 s and 3 s)', () => {
