@@ -262,3 +262,22 @@ describe('a claim that outlasts its connection', () => {
     expect({ owner: await ownerRow(c.uid), polled: await polled(phantom) }).toMatchObject({ owner: { session_id: phantom, connected: false }, polled: false });
   });
 });
+
+describe('retention', () => {
+  it('forgetting a session removes its data and its alarm in one call (deleteAll, at this compatibility date): no crash between two calls can leave one without the other', async () => {
+    const stub = sessionStub(hubEnv, { clusterUid: `retention-${Date.now()}`, routeKey: 'forget-probe' });
+    const after = await runInDurableObject(stub, async (i, state) => {
+      state.storage.sql.exec('create table if not exists probe (x integer)');
+      state.storage.sql.exec('insert into probe values (1)');
+      await state.storage.setAlarm(Date.now() + 3_600_000);
+      const deleteAlarm = vi.spyOn(state.storage, 'deleteAlarm');
+      await (i as unknown as { state: { forget(): Promise<void> } }).state.forget();
+      return {
+        alarm: await state.storage.getAlarm(),
+        tables: state.storage.sql.exec<{ name: string }>("select name from sqlite_master where type = 'table' and name not like '\\_cf\\_%' escape '\\'").toArray().map((r) => r.name),
+        deleteAlarmCalls: deleteAlarm.mock.calls.length,
+      };
+    });
+    expect(after).toEqual({ alarm: null, tables: [], deleteAlarmCalls: 0 });
+  });
+});

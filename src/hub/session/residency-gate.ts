@@ -91,7 +91,7 @@ export class ResidencyGate {
   }
 
   private async deleteStorage(): Promise<void> {
-    await this.storage.deleteAlarm();
+    // Data and alarm in one atomic call (store.ts, destroy).
     await this.storage.deleteAll();
     this.log.warn("RESIDENCY: deleted the storage of a session object outside the deployment's jurisdiction (it can never be resumed)", {
       region: this.cfg.HUB_REGION ?? null,

@@ -196,9 +196,12 @@ export class SessionStore {
     return r ? { deploymentId: r.deployment_id, revision: r.revision } : null;
   }
 
-  /** Forget the session entirely (retention expired). */
+  /**
+   * Forget the session entirely (retention expired). One call: at this compatibility date
+   * (2026-02-24 or later) deleteAll deletes the alarm with the data, atomically, where a
+   * deleteAlarm before it left a crash window with a record and no alarm to ever delete it.
+   */
   async destroy(): Promise<void> {
-    await this.storage.deleteAlarm();
     await this.storage.deleteAll();
   }
 }
