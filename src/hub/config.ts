@@ -62,6 +62,12 @@ const ConfigSchema = z.object({
   HOLE_TIMEOUT_MS: ms(30_000),
   /** An object whose session has had no connection this long deletes its storage. */
   RETENTION_MS: ms(15 * 60_000),
+  /** Events, rejections and concluded operations' progress older than this are deleted. */
+  HISTORY_RETENTION_MS: ms(30 * 24 * 3_600_000),
+  /** How often each fleet poller runs a retention pass (sooner while a backlog remains). */
+  HISTORY_PRUNE_INTERVAL_MS: ms(10 * 60_000),
+  /** Most rows of each history table one retention pass deletes. */
+  HISTORY_PRUNE_BATCH: ms(10_000),
   /** Larger frames → close 1009; also the largest desired state the admin API accepts (413 over it). */
   MAX_FRAME_BYTES: z.coerce.number().int().min(MIN_FRAME_LIMIT_BYTES, `must be at least ${MIN_FRAME_LIMIT_BYTES}: operators ignore a smaller limit`).default(1 << 20),
   /** Sized for a rolling restart, not a network hiccup. */

@@ -7,6 +7,7 @@ import { PutCoalescer } from './desired-coalesce';
 import { putChanges, writeDeployments, writeDesired, type DesiredWriteRequest, type DesiredWriteResult, type OwnerPoke } from './desired-relay';
 import { classifyDbError } from './errors';
 import { pollFleet, type FleetPoll } from './fleet-poll';
+import { pruneHistory } from './history-prune';
 import type { ClaimArgs } from './ownership';
 import { hubConfig, type HubConfig } from '../config';
 import { claimPageBytes } from '../frame-budget';
@@ -44,6 +45,7 @@ export class DbGateway extends DurableObject<HubEnv> {
     const cfg = hubConfig(env);
     this.pool = Array.from({ length: cfg.DB_GATEWAY_CONNECTIONS }, () => new Pg(env, { idleCloseMs: 60_000, queryTimeoutMs: cfg.PG_QUERY_TIMEOUT_MS }));
     this.misplaced = residencyProblem(ctx.id, cfg);
+    this.pruneAt = Date.now() + cfg.HISTORY_PRUNE_INTERVAL_MS;
   }
 
   /** The fleet-poll shard this object watches, once a session of it has registered. */
@@ -60,6 +62,9 @@ export class DbGateway extends DurableObject<HubEnv> {
     pokeFailed: (err) => log.error('the poke after a desired write failed; the fleet poll will deliver the change', { error: String(err) }),
     itemFault: (err) => classifyDbError(err) === 'permanent',
   });
+  /** When this poller next runs a history retention pass (0: at the next poll, a backlog remains). */
+  private pruneAt: number;
+  private pruning = false;
   /** Swept sessions that answered alive: recorded by the next poll's statement. */
   private sweptAlive: string[] = [];
   /** Sessions with a poke of this poller still unanswered: never more than one each. */
@@ -120,6 +125,30 @@ export class DbGateway extends DurableObject<HubEnv> {
     }
     for (const p of poke) this.pokeSession(p, cfg);
     if (poke.length > 0) log.debug('fleet poll poked sessions', { shard, poked: poke.length, unanswered: this.poking.size });
+    if (!this.pruning && Date.now() >= this.pruneAt) this.retentionPass(shard, cfg);
+  }
+
+  /**
+   * History retention rides on the fleet poll: a poller runs while sessions are live, which is
+   * when history is written. Not awaited, like the pokes: a pass over a backlog must not hold up
+   * the poll. Every shard's poller runs it; the pass is idempotent.
+   */
+  private retentionPass(shard: number, cfg: HubConfig): void {
+    this.pruning = true;
+    pruneHistory(this.leastBusy(), cfg.HISTORY_RETENTION_MS, cfg.HISTORY_PRUNE_BATCH)
+      .then((r) => {
+        this.pruneAt = r.full ? 0 : Date.now() + cfg.HISTORY_PRUNE_INTERVAL_MS;
+        if (r.events + r.rejections + r.operationEvents > 0) {
+          log.info('history retention: deleted rows older than HISTORY_RETENTION_MS', { shard, events: r.events, rejections: r.rejections, operation_events: r.operationEvents, more: r.full });
+        }
+      })
+      .catch((err: unknown) => {
+        this.pruneAt = Date.now() + cfg.HISTORY_PRUNE_INTERVAL_MS;
+        log.warn('history retention pass failed; retrying at the next interval', { shard, error: describeError(err) });
+      })
+      .finally(() => {
+        this.pruning = false;
+      });
   }
 
   /**

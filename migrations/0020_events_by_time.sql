@@ -1,0 +1,11 @@
+-- wingsmith:no-transaction
+-- History retention (src/hub/db/history-prune.ts): the fleet pollers delete events, rejections
+-- and the progress reports of long-concluded operations once they are older than
+-- HISTORY_RETENTION_MS, a bounded batch at a time. Without it these tables only grew: a chatty
+-- cluster's events, and a poisoning operator's one rejection per frame, stayed forever.
+-- Events are appended in the order they arrive, so a BRIN index on the arrival time finds the
+-- old ones while costing the ingest path almost nothing to keep up (rejections already have
+-- rejections_by_time, 0017).
+--
+-- Built CONCURRENTLY while the hub serves (see 0017).
+create index concurrently if not exists events_by_time on events using brin (received_at);

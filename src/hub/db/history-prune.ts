@@ -1,0 +1,48 @@
+import type { Sql } from './sql';
+
+/** What one pass deleted, per table; `full`: some table had more due than one batch. */
+export interface HistoryPruned {
+  events: number;
+  rejections: number;
+  operationEvents: number;
+  full: boolean;
+}
+
+/**
+ * One pass of history retention: at most `batch` rows of each history table older than
+ * `retentionMs` — events and rejections by arrival, an operation's progress reports once the
+ * operation concluded before the horizon (the operation's row and state stay). Bounded so that a
+ * backlog (a first run after an upgrade, a poisoning operator's millions of rejections) is worked
+ * off over several passes, none holding locks or a connection for long. Idempotent: pollers of
+ * several shards may run it at once, and a row two of them pick is deleted once.
+ */
+export async function pruneHistory(sql: Sql, retentionMs: number, batch: number): Promise<HistoryPruned> {
+  const { rows } = await sql.query<{ events: number; rejections: number; operation_events: number }>(
+    `with horizon as (select now() - make_interval(secs => $1::double precision / 1000) as t),
+     ev as (
+       delete from events where ctid = any(array(
+         select e.ctid from events e, horizon h where e.received_at < h.t limit $2))
+       returning 1
+     ), rj as (
+       delete from rejections where id = any(array(
+         select r.id from rejections r, horizon h where r.received_at < h.t limit $2))
+       returning 1
+     ), oe as (
+       delete from operation_events where ctid = any(array(
+         select e.ctid from operation_events e join operations o using (operation_id), horizon h
+         where o.concluded_at < h.t and e.at < h.t limit $2))
+       returning 1
+     )
+     select (select count(*) from ev)::int as events, (select count(*) from rj)::int as rejections,
+            (select count(*) from oe)::int as operation_events`,
+    [retentionMs, batch],
+    'wingsmith_history_prune_v1',
+  );
+  const r = rows[0] ?? { events: 0, rejections: 0, operation_events: 0 };
+  return {
+    events: r.events,
+    rejections: r.rejections,
+    operationEvents: r.operation_events,
+    full: r.events >= batch || r.rejections >= batch || r.operation_events >= batch,
+  };
+}

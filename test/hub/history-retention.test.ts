@@ -1,0 +1,56 @@
+/**
+ * History retention (src/hub/db/history-prune.ts, run by the fleet pollers): events, rejections
+ * and the progress reports of long-concluded operations older than HISTORY_RETENTION_MS are
+ * deleted, a batch at a time until none is left; newer history, and the operations themselves,
+ * stay. Before, these tables only grew.
+ */
+import { describe, expect, it } from 'vitest';
+import { newId } from '../../src/protocol';
+import { eventually, FAST_TIMERS, useHub } from './support/hub';
+
+// A day of retention, passes every 400 ms, 3 rows of each table per pass: 7 old rows of each
+// take three passes, so the backlog path (the next pass at the next poll) is exercised too.
+const h = useHub({ ...FAST_TIMERS, HISTORY_RETENTION_MS: String(24 * 3_600_000), HISTORY_PRUNE_INTERVAL_MS: '400', HISTORY_PRUNE_BATCH: '3' });
+
+const OLD = "now() - interval '2 days'";
+const count = async (table: string, uid: string) =>
+  Number((await h.sql<{ n: string }>(`select count(*) as n from ${table} where ${table === 'operation_events' ? 'operation_id in (select operation_id from operations where cluster_uid = $1)' : 'cluster_uid = $1'}`, [uid]))[0]?.n);
+
+describe('history retention', () => {
+  it('events, rejections and concluded operations\' progress older than HISTORY_RETENTION_MS are deleted in batches until none is left; newer history and the operations stay', async () => {
+    const c = await h.newCluster();
+    for (let i = 0; i < 10; i++) {
+      const at = i < 7 ? OLD : 'now()';
+      await h.sql(
+        `insert into events (cluster_uid, frame_id, kind, subject, reason, message, severity, occurred_at, received_at, session_id, seq)
+         values ($1, $2, 'node', 'n1', 'Test', '', 'info', ${at}, ${at}, 's', $3)`,
+        [c.uid, newId(), i + 1],
+      );
+      await h.sql(`insert into rejections (cluster_uid, session_id, seq, frame_id, type, reason, received_at) values ($1, 's', $2, null, 'node.observed', 'test', ${at})`, [c.uid, i + 1]);
+    }
+    const concluded = newId();
+    const running = newId();
+    for (const [id, concludedAt] of [[concluded, OLD], [running, 'null']] as const) {
+      await h.sql(
+        `insert into operations (operation_id, cluster_uid, kind, target, params, deadline, revision, state, created_at, concluded_at)
+         values ($1, $2, 'drain_node', 'n1', '{}', now() + interval '1 day', 1, ${concludedAt === 'null' ? "'running'" : "'succeeded'"}, ${OLD}, ${concludedAt})`,
+        [id, c.uid],
+      );
+      for (let i = 0; i < 7; i++) {
+        await h.sql(`insert into operation_events (operation_id, frame_id, kind, phase, message, at) values ($1, $2, 'progress', 'step', '', ${OLD})`, [id, newId()]);
+      }
+    }
+    // The pollers run while a session is live.
+    const { peer } = await h.openFresh(c);
+    await eventually(async () => (await count('events', c.uid)) === 3 && (await count('rejections', c.uid)) === 3, 15_000);
+    await eventually(async () => (await count('operation_events', c.uid)) === 7, 15_000);
+    const left = await h.sql<{ operation_id: string; n: string }>(
+      'select o.operation_id, count(e.frame_id) as n from operations o left join operation_events e using (operation_id) where o.cluster_uid = $1 group by 1',
+      [c.uid],
+    );
+    expect(Object.fromEntries(left.map((r) => [r.operation_id, Number(r.n)]))).toEqual({ [concluded]: 0, [running]: 7 });
+    const recent = await h.sql<{ recent: boolean }>("select bool_and(received_at > now() - interval '1 hour') as recent from events where cluster_uid = $1", [c.uid]);
+    expect(recent[0]?.recent).toBe(true);
+    peer.close();
+  });
+});
