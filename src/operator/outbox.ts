@@ -50,6 +50,11 @@ export class Outbox {
     return { ...this.queue.counters };
   }
 
+  /** Events sent but never acknowledged under a session the hub replaced: lost, and counted as dropped. */
+  countLostEvents(n: number): void {
+    this.queue.counters.droppedEvents += n;
+  }
+
   /** Frames waiting (not counting the unwritten rest of a resync stream). */
   get length(): number {
     return this.queue.length + this.overflow.length + (this.held ? 1 : 0);

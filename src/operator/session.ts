@@ -88,8 +88,14 @@ export class SessionState {
   }
 
   /** The hub granted a fresh session: everything numbered under the old one is dropped. Returns how many unacked frames were. */
-  fresh(sessionId: string): number {
+  fresh(sessionId: string): { dropped: number; droppedEvents: number } {
     const dropped = this.outbound.unacked;
+    // Events are history, not state: the resync that supersedes the old numbering does not carry
+    // them, so those the hub never acknowledged are lost, and counted like any dropped event.
+    let droppedEvents = 0;
+    for (const e of this.buffer.entriesAfter(this.outbound.peerAck)) {
+      if (eventFrame(e.frame)) droppedEvents++;
+    }
     this.gen++;
     this.outbound.reset();
     this.buffer.bindSession(sessionId);
@@ -99,7 +105,7 @@ export class SessionState {
     this.id = sessionId;
     this.lossy = false;
     this.snapshotInterrupted = false;
-    return dropped;
+    return { dropped, droppedEvents };
   }
 
   /**
@@ -142,5 +148,15 @@ export class SessionState {
   view(): { sessionId: string | null; cursor: number; outbound: OutboundState; lossy: boolean; limits: Limits } {
     const { id: sessionId, lossy } = this;
     return { sessionId, cursor: this.inbound.cursor, outbound: this.outbound.snapshot(), lossy, limits: { ...this.limits } };
+  }
+}
+
+/** Whether a frame as sent is of an event type (`*.event`). */
+function eventFrame(frame: string): boolean {
+  try {
+    const type = (JSON.parse(frame) as { type?: unknown }).type;
+    return typeof type === 'string' && type.endsWith('.event');
+  } catch {
+    return false;
   }
 }

@@ -198,6 +198,26 @@ describe('resume and fresh sessions', () => {
     expect(t.client.session).toMatchObject({ sessionId: 'S2', cursor: 1 });
   });
 
+  it('events the hub never acknowledged before it granted a fresh session are lost (the resync does not carry history) and are counted in link.stats dropped_events', async () => {
+    const t = track(makeClient(hub));
+    const { conn } = await openAndSettle(t);
+    await conn.seen((f) => f.type === 'link.stats', 'link.stats');
+    conn.send('ack', {}, { ack: Math.max(...conn.frames.map((f) => f.seq ?? 0)) });
+    for (const reason of ['Cordoned', 'Drained']) t.client.emitEvent('node', { subject: 'node-a', reason, message: '', severity: 'info' });
+    await conn.seen((f) => f.type === 'node.event' && (f.payload as { reason?: string }).reason === 'Drained', 'both events sent');
+    conn.terminate();
+
+    await reconnectAfterBackoff(t);
+    const conn2 = await hub.nextConnection();
+    await conn2.nextOf('hello');
+    conn2.welcome({ session_id: 'S2', full_resync: true });
+    await readResync(conn2);
+    const stats = await conn2.seen((f) => f.type === 'link.stats', 'link.stats of the new session');
+    expect(stats.payload).toMatchObject({ dropped_events: 2 });
+    expect(conn2.frames.some((f) => f.type === 'node.event')).toBe(false);
+    expect(t.client.stats.queue.droppedEvents).toBe(2);
+  });
+
   it('a session id different from the one asked for is a fresh session even without full_resync', async () => {
     const t = track(makeClient(hub));
     const { conn } = await openAndSettle(t);
