@@ -394,6 +394,7 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
     this.setState('stopping');
     this.conn.stop();
     if (graceful) {
+      this.sendSide.flushStats();
       this.book.abortAll('the operator is stopping');
       let cancelTimeout = NOOP;
       await new Promise<void>((resolve) => {

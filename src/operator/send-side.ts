@@ -129,6 +129,18 @@ export class SendSide {
     }, due);
   }
 
+  /**
+   * A graceful stop: counters that changed since the last report go out now, within the drain,
+   * instead of at an interval the process will not live to see (a drop in the last seconds before
+   * a stop would never be reported: the next process counts from zero under a new epoch).
+   */
+  flushStats(): void {
+    if (!this.host.open() || this.host.linkStats.dueIn(this.linkCounters(), this.host.timers.now()) === null) return;
+    this.cancelStats?.();
+    this.cancelStats = null;
+    this.enqueue(outItem('link.stats', this.host.linkStats.take(this.linkCounters(), this.host.timers.now())));
+  }
+
   dispose(): void {
     this.cancelStats?.();
     this.cancelReobserve?.();

@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { MemoryCursorStore } from '../../../src/operator/cursor-store';
+import { applied, transient } from '../../../src/operator/handlers';
 import { openFileStores } from '../../../src/operator/file-stores';
 import { MemoryOutboundLog } from '../../../src/operator/outbound-log';
 import { ackAll, cursorReaches, makeClient, readResync, reconnectAfterBackoff, SNAPSHOT, type TestClient } from './support/harness';
@@ -96,6 +97,29 @@ describe('hello', () => {
     const hello = await conn2.nextOf('hello');
     expect(hello.payload).toEqual({ cluster_id: 'c1', operator_version: '0.1.0', session_id: 'S1', resume_from: 1, lossy: false });
     expect(conn2.headers['wingsmith-session']).toBe('S1');
+  });
+
+  it('a graceful stop reports counters changed since the last link.stats before it closes, not at an interval the process will not live to see', async () => {
+    let failures = 1;
+    const t = track(makeClient(hub, { statsIntervalMs: 60_000, desiredResult: () => (failures-- > 0 ? transient('not yet') : applied()) }));
+    const { conn } = await openAndSettle(t);
+    await conn.seen((f) => f.type === 'link.stats', 'link.stats');
+    ackAll(conn);
+    const d = conn.sendSeq('deployment.desired', {
+      deployment_id: 'd1', workload_id: 'w1', revision: 1, min_replicas: 1, max_replicas: 1, deleted: false,
+      serving: { engine: 'vllm', model: 'm', image: 'i', args: [], env: {}, gpus_per_replica: 1, gpu_model: null, port: 8000 },
+    });
+    await eventually(() => t.client.stats.handlerFailures === 1, 'the handler to fail once');
+    t.timers.advance(1_000);
+    await eventually(() => t.client.session.cursor === d.seq, 'the retry to apply it');
+    expect(conn.frames.filter((f) => f.type === 'link.stats').map((f) => f.payload.handler_failures)).toEqual([0]);
+    const stopped = t.client.stop();
+    // The hub acknowledges what the drain sends, as it would.
+    await conn.seen((f) => f.type === 'link.stats' && f.payload.handler_failures === 1, 'the final link.stats');
+    ackAll(conn);
+    await stopped;
+    expect((await conn.waitClosed()).code).toBe(1000);
+    expect(conn.frames.filter((f) => f.type === 'link.stats').map((f) => f.payload.handler_failures)).toEqual([0, 1]);
   });
 
   it('after a crash with an in-memory replay buffer, hello says lossy', async () => {
