@@ -1,11 +1,13 @@
 /**
  * Real hibernation at the spec's timers: workerd evicts an idle Durable Object about 10 s after
  * its last event while its WebSocket stays open (the operator's canonical pings are answered by
- * the runtime meanwhile), and the constructor runs again on the next message.
+ * the runtime meanwhile), and the constructor runs again on the next message. A close that is
+ * that next event still ends the session's connection: published disconnected at once, so the
+ * operator's next hello displaces nobody (PROTOCOL.md: a session "leaves at its disconnect").
  */
 import { describe, expect, it } from 'vitest';
 import { canonicalPing } from '../../src/protocol';
-import { node, useHub } from './support/hub';
+import { node, sleep, useHub } from './support/hub';
 
 const h = useHub({});
 
@@ -57,5 +59,42 @@ describe('hibernation (spec: the session survives eviction mid-stream)', () => {
     const rows = await h.sql<{ n: string }>('select count(*) as n from nodes where cluster_uid = $1', [c.uid]);
     expect(Number(rows[0]?.n)).toBe(100);
     peer.close();
-  }, 90_000);
+  }, 60_000);
+
+  it('an operator closing its connection after the session object was evicted (the close is the first event the new instance sees) is recorded as disconnected, and its next hello is no displacement', async () => {
+    const c = await h.newCluster();
+    const peer = await h.connect(c.token);
+    const welcome = await peer.hello({ cluster_id: c.name });
+    const sessionId = welcome.payload.session_id as string;
+    await peer.next((f) => f.type === 'stream.end');
+    peer.send('node.observed', node('n1'));
+    await peer.ackedThrough(1);
+    const before = await h.admin('GET', `/clusters/${c.name}`);
+    const instance = before.json.session.live.instance as string;
+
+    // Idle long enough for workerd to evict the object; the runtime answers the canonical pings.
+    const pinger = setInterval(() => peer.sendRaw(canonicalPing(peer.hubCursor)), 5_000);
+    try {
+      await sleep(13_000);
+    } finally {
+      clearInterval(pinger);
+    }
+
+    peer.close(1000);
+    await peer.closedWith();
+    await sleep(3_000);
+    const connected = (await h.sql('select connected from cluster_owners where cluster_uid = $1', [c.uid]))[0]?.connected;
+    const registered = (await h.sql('select 1 from live_sessions where session_id = $1', [sessionId])).length;
+
+    // The operator comes back having lost its outbound buffer: a fresh session in the same object.
+    const again = await h.connect(c.token, sessionId);
+    const w2 = await again.hello({ cluster_id: c.name, session_id: sessionId, resume_from: peer.hubCursor, lossy: true });
+    expect(w2.payload.full_resync).toBe(true);
+    const displacements = Number((await h.sql<{ n: string }>('select count(*) as n from cluster_displacements where cluster_uid = $1', [c.uid]))[0]?.n);
+    const after = await h.admin('GET', `/clusters/${c.name}`);
+    // The object was evicted meanwhile (constructed again).
+    expect(after.json.session.live.instance).not.toBe(instance);
+    expect({ connected, registered, displacements }).toEqual({ connected: false, registered: 0, displacements: 0 });
+    again.close();
+  }, 60_000);
 });

@@ -189,11 +189,23 @@ export class Sockets {
     if (ws) this.close(ws, code, reason, line);
   }
 
+  /**
+   * After a wake, whether `ws`, which is closing, carried the session. Not by `active()`: a
+   * closing socket is no longer OPEN, so the close that ends an evicted session's connection (an
+   * idle operator's, whose pings the runtime answered) would never count as its end. By its
+   * attachment instead, unless another open connection carries the session (a superseded one's
+   * late close must not end the live one).
+   */
+  private carriedSession(ws: WebSocket): boolean {
+    const att = this.attachment(ws);
+    return att?.phase === 'open' && att.sessionId === this.hooks.sessionId() && this.active() === null;
+  }
+
   /** The connection ended (or is ending): stop tracking it and tell the session. */
   forget(ws: WebSocket, why: string): void {
     this.endedSockets.add(ws);
     this.handshaking = undefined;
-    const wasActive = this.current === ws || (this.current === undefined && this.active() === ws);
+    const wasActive = this.current === ws || (this.current === undefined && this.carriedSession(ws));
     this.attachments.delete(ws);
     if (wasActive) this.current = null;
     this.hooks.gone(ws, why, wasActive);
