@@ -10,7 +10,9 @@ import type { OwedAnswer, SessionMeta, SessionStore } from './store';
 /**
  * The most answers the hub holds owed at once. They are small (an error of a few hundred bytes)
  * and normally leave at once; they pile up only while the operator keeps its replay window full,
- * and an operator that sends frames needing answers meanwhile must not grow storage without bound.
+ * and an operator that sends frames needing answers meanwhile must not grow storage without bound:
+ * past it the next frame is refused (4429, replayed after the resume). The frames already admitted
+ * when it is reached still get their answers (`owe`), so it is exceeded by at most those.
  */
 const OWED_ANSWERS_CAP = 1_000;
 
@@ -96,22 +98,23 @@ export class SendPath {
    * Owe the operator these answers: stored now, in the commit of whatever runs in this turn (the
    * cursor that passes their frames is saved in the same turn, or later), and sent ahead of
    * anything queued. Kept across a disconnect and an eviction until numbered; with no connection
-   * they wait for the resume. Past the cap (reached only by frames in flight when `admit` closed
-   * the connection) they are not stored: the rejections are still recorded in Postgres.
+   * they wait for the resume. Every one is kept, past the cap too: these answer frames the cursor
+   * has passed, which the operator will never send again, so an answer dropped here would be lost
+   * for good. The cap is enforced where it can be, by `admit` refusing the next frame; what passes
+   * it is what was already admitted when the cap was reached, at most the frames waiting to be
+   * applied.
    */
   owe(answers: readonly Outgoing[]): void {
     if (answers.length === 0) return;
     const owed = this.host.store.owed;
-    const room = Math.max(0, owedAnswersMax(this.host.cfg) - owed.count);
     const kept: Omit<OwedAnswer, 'n'>[] = [];
-    for (const o of answers.slice(0, room)) {
+    for (const o of answers) {
       if (o.kind !== 'frame' || o.type !== 'error') continue;
       kept.push({ id: o.id ?? newId(), seq: o.answers ?? 0, replyTo: o.replyTo, payload: o.payload() as Payload<'error'> });
     }
     owed.add(kept);
-    if (answers.length > room) {
-      this.host.log().error('answers owed to the operator at their cap; these are not sent', { owed: owed.count, unsent: answers.length - room });
-      this.host.closeActive(CloseCode.SEND_QUEUE_FULL, 'hub send queue full');
+    if (owed.count > owedAnswersMax(this.host.cfg)) {
+      this.host.log().warn('answers owed to the operator past their cap; the next frame is refused until they are sent', { owed: owed.count });
     }
     if (this.holding > 0) this.held = true;
     else void this.drain();
