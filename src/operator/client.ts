@@ -141,7 +141,10 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
       persist: () => record.persist(),
       storageFailed: (numbered) => {
         // A log that failed to sync cannot vouch for itself any more.
-        if (numbered) session.lossy = true;
+        if (numbered) {
+          session.lossy = true;
+          record.markChanged();
+        }
       },
       closeLink: (link, code, reason) => this.conn.close(link, code, reason),
       wrote: (written) => {
@@ -309,6 +312,7 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
       const plan = s.resume(w.ack_seq, s.limits.max_frame_bytes);
       if (!plan.ok) {
         this.log.error('cannot resume the session; next hello says lossy', { reason: plan.reason, ack_seq: w.ack_seq });
+        this.record.markChanged();
         return this.conn.protocolError(link, `cannot resume from ${w.ack_seq}: ${plan.reason}`);
       }
       this.book.acknowledged(w.ack_seq);

@@ -170,6 +170,9 @@ export class Connection {
         session: h.session.id,
         reason,
       });
+      // Saved at once: a process stopped or crashed before the next hello must say lossy too.
+      h.record.markChanged();
+      h.record.persist().catch((err: unknown) => h.log.error('could not save the lossy verdict', { err }));
     }
     const refusal = h.stopping() ? null : classifyClose({ closeCode: code, reason, httpStatus, welcomed, error });
     if (!refusal) h.log.info('link closed', { code, reason, http_status: httpStatus, welcomed, session: h.session.id, error });

@@ -58,6 +58,12 @@ const DurableRecordSchema = z.object({
   // Added after the first release: a record written before has neither.
   hubSnapshotOpen: z.boolean().optional(),
   displacedSession: z.string().min(1).max(128).nullable().optional(),
+  /**
+   * The session can no longer serve as a resume base (the hub closed 1009 over a frame in its
+   * buffer, a resume was turned down, the log failed to sync): the next hello says lossy, whatever
+   * the log seems to vouch for, until a fresh session replaces it.
+   */
+  lossy: z.boolean().optional(),
 });
 export type DurableRecord = z.infer<typeof DurableRecordSchema>;
 
@@ -71,6 +77,7 @@ export function emptyRecord(): DurableRecord {
     operations: [],
     hubSnapshotOpen: false,
     displacedSession: null,
+    lossy: false,
   };
 }
 

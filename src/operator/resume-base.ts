@@ -50,6 +50,11 @@ function fromBuffer(record: DurableRecord, buffer: { durable: boolean; recovery:
   if (record.sessionId === null) {
     return { lossy: false, outbound: record.outbound, keepBuffer: false, resyncAfterOpen, problem: null };
   }
+  // A verdict reached at runtime: the log, rewritten whole at the stop, would otherwise vouch for
+  // the very frames the hub refused.
+  if (record.lossy === true) {
+    return { lossy: true, outbound: record.outbound, keepBuffer: false, resyncAfterOpen, problem: 'an earlier process found the session could not be resumed' };
+  }
   if (buffer.durable) {
     const r = buffer.recovery;
     if (r.intact && r.session === record.sessionId) {

@@ -84,6 +84,7 @@ export class SessionState {
       operations,
       hubSnapshotOpen: this.streams.size > 0 || this.snapshotInterrupted,
       displacedSession: this.displaced,
+      lossy: this.lossy,
     };
   }
 

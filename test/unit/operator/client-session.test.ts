@@ -164,6 +164,30 @@ describe('hello', () => {
       await rm(dir, { recursive: true, force: true });
     }
   });
+
+  it('a session found lossy at runtime (the hub closed 1009 over a frame in its buffer) stays lossy in its record: the next process says lossy instead of resuming into the same 1009', async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), 'wingsmith-op-'));
+    try {
+      const big: Record<string, string> = {};
+      for (let i = 0; i < 30; i++) big[`label-${i}`] = 'x'.repeat(200);
+      const first = track(makeClient(hub, await openFileStores(dir)));
+      const { conn } = await openAndSettle(first);
+      first.client.reportNode({ ...SNAPSHOT.nodes[0]!, labels: big });
+      await conn.seen((f) => f.type === 'node.observed' && f.seq !== null && f.reply_to === null, 'the big node.observed');
+      // As the real hub does over a frame it will not take: the connection-level error, then 1009.
+      conn.refuse({ code: 'invalid', message: 'frame exceeds max_frame_bytes', retryable: false }, 1009);
+      await eventually(() => first.client.session.lossy, 'the session found lossy');
+      // A rolling restart during the backoff: the log, rewritten whole at the stop, still names S1.
+      await first.client.stop({ graceful: true, timeoutMs: 100 });
+
+      const second = track(makeClient(hub, await openFileStores(dir)));
+      await second.client.start();
+      const hello = await (await hub.nextConnection()).nextOf('hello');
+      expect(hello.payload).toMatchObject({ session_id: 'S1', lossy: true });
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
 });
 
 describe('resume and fresh sessions', () => {
