@@ -174,23 +174,32 @@ export class Connection {
       h.record.markChanged();
       h.record.persist().catch((err: unknown) => h.log.error('could not save the lossy verdict', { err }));
     }
-    const refusal = h.stopping() ? null : classifyClose({ closeCode: code, reason, httpStatus, welcomed, error });
+    const refusal = classifyClose({ closeCode: code, reason, httpStatus, welcomed, error });
     if (!refusal) h.log.info('link closed', { code, reason, http_status: httpStatus, welcomed, session: h.session.id, error });
     h.emit('closed', { code, reason, httpStatus, welcomed, error });
-    if (h.stopping()) return;
+    if (refusal?.forgetSession && h.session.id !== null) {
+      // Resuming would take the cluster back from the operator that holds it now. The record
+      // keeps the old id for diagnostics; the next hello asks for a new session. Saved now, not
+      // at the next dial: a process that dies during the wait must not resume it either. Also
+      // while stopping: a displacement during a rolling restart's drain is when the next process
+      // would otherwise resume it.
+      h.session.forget();
+      h.record.markChanged();
+      h.record.persist().catch((err: unknown) => h.log.error('could not save the record after a displacement', { err }));
+    }
+    if (h.stopping()) {
+      if (refusal) {
+        h.log.warn('the link was refused while stopping; not reconnecting', {
+          kind: refusal.kind, code, reason, session: h.session.id, displaced_session: refusal.forgetSession ? h.session.displaced : undefined,
+        });
+      }
+      return;
+    }
     if (welcomed && h.timers.now() - link.welcomedAt >= (h.opts.stableAfterMs ?? 10_000)) h.backoff.reset();
     // A hub that said when to come back (Retry-After, with a 503 or 429 at the upgrade) is not
     // asked sooner, within the backoff's cap (refusal.ts).
     const capMs = h.backoff.policy.capMs;
     if (!refusal) return this.scheduleReconnect(afterRetryAfter(h.backoff.next(), retryAfter, capMs));
-    if (refusal.forgetSession && h.session.id !== null) {
-      // Resuming would take the cluster back from the operator that holds it now. The record
-      // keeps the old id for diagnostics; the next hello asks for a new session. Saved now, not
-      // at the next dial: a process that dies during the wait must not resume it either.
-      h.session.forget();
-      h.record.markChanged();
-      h.record.persist().catch((err: unknown) => h.log.error('could not save the record after a displacement', { err }));
-    }
     const delay = afterRetryAfter(refusal.waitCap ? h.backoff.refusal() : h.backoff.next(), retryAfter, capMs);
     const line = refusalLogLine(refusal, delay);
     const displaced = refusal.forgetSession ? h.session.displaced : undefined;

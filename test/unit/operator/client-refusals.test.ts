@@ -8,7 +8,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { MemoryCursorStore } from '../../../src/operator/cursor-store';
 import type { RefusedEvent } from '../../../src/operator/client';
-import { cursorReaches, desiredPayload, makeClient, readResync, type TestClient } from './support/harness';
+import { cursorReaches, desiredPayload, makeClient, readResync, SNAPSHOT, type TestClient } from './support/harness';
 import { eventually, ScriptedHub, type HubConnection } from './support/scripted-hub';
 
 let hub: ScriptedHub;
@@ -236,5 +236,38 @@ describe('displacement (4409)', () => {
     const hello = await conn.nextOf('hello');
     expect(hello.payload).toMatchObject({ session_id: null, resume_from: null, lossy: false });
     expect(conn.headers['wingsmith-session']).toBeUndefined();
+  });
+
+  it('a 4409 received while a graceful stop drains is recorded too: the process restarted after it does not resume the displaced session', async () => {
+    const store = new MemoryCursorStore();
+    const first = track(makeClient(hub, { cursorStore: store }));
+    await first.client.start();
+    const conn = await hub.nextConnection();
+    await conn.nextOf('hello');
+    conn.welcome({ session_id: 'S1' });
+    await readResync(conn);
+    conn.sendSeq('deployment.desired', desiredPayload('d1'));
+    await cursorReaches(first, 1);
+    first.timers.advance(50);
+    await eventually(() => first.client.session.durableCursor === 1, 'the cursor saved');
+    // Something the hub has not acknowledged yet, so the graceful stop waits for it.
+    first.client.reportNode({ ...SNAPSHOT.nodes[0]!, ready: false });
+    await conn.seen((f) => f.type === 'node.observed' && f.reply_to === null, 'the report written');
+
+    const stopped = first.client.stop({ graceful: true });
+    await eventually(() => first.client.state === 'stopping', 'the stop draining');
+    // Meanwhile another operator claimed the cluster: as the real hub does, error then 4409.
+    conn.refuse({ code: 'conflict', message: 'displaced by a newer session for this cluster', retryable: false }, 4409, 0);
+    await stopped;
+
+    const second = track(makeClient(hub, { cursorStore: store }));
+    await second.client.start();
+    const next = await hub.nextConnection();
+    const hello = await next.nextOf('hello');
+    expect({ record: { sessionId: store.peek()?.sessionId, displacedSession: store.peek()?.displacedSession }, hello: hello.payload }).toMatchObject({
+      record: { displacedSession: 'S1' },
+      hello: { session_id: null, resume_from: null, lossy: false },
+    });
+    expect(next.headers['wingsmith-session']).toBeUndefined();
   });
 });
