@@ -89,8 +89,8 @@ export function dueNow<K>(s: ClockState<K>, cfg: ClockConfig, now: number): Due<
 }
 
 /**
- * When, after a session opens, its one extra silence check comes: between the silence limit and
- * five thirds of it (30–50 s at the spec's 30 s), fixed by the session id.
+ * When, after a session opens, its one extra silence check comes: between one silence limit and
+ * two (30–60 s at the spec's 30 s), fixed by the session id.
  *
  * An idle session is woken only by its silence check, which re-arms for the limit after the last
  * ping the runtime answered; the ping due at that very moment is already in (an alarm runs a few
@@ -98,13 +98,17 @@ export function dueNow<K>(s: ClockState<K>, cfg: ClockConfig, now: number): Due<
  * fleet that opened together (a hub restart, a reconnect storm) would then wake in crests for as
  * long as it lives, and at a crest most of its objects are in memory at once (a 1,000-session
  * fleet opened within 16 s: never fewer than 36% out of memory, against a mean of 67%). The extra
- * check falls between the first silence check and the second, and takes the next deadline from
- * whichever ping came last by then, which spreads the phases over the whole limit; it costs one
- * wake per opened session. It comes after the first silence check, not before, so that a storm
- * of connections is not also a storm of these wakes.
+ * check takes the next deadline from whichever ping came last by then, and so picks which of the
+ * limit's ping slots (three at 10 s pings) the session's phase falls in. The check's time must
+ * span a whole limit for every slot to be equally likely: over 20 s (30–50 s, as it was) one slot
+ * got half the fleet, and a fleet opened within 5 s still woke in crests (45% out of memory at
+ * the lowest, bench/RESULTS.md, where the same model gives 64% now). A check after the second
+ * silence check (when it falls late in the span) changes nothing, but every session pays one
+ * such wake either way. It comes after the first silence check, not before, so that a storm of
+ * connections is not also a storm of these wakes.
  */
 export function phaseCheckOffset(sessionId: string, idleTimeoutMs: number): number {
-  const span = Math.max(1, idleTimeoutMs - Math.floor(idleTimeoutMs / 3));
+  const span = Math.max(1, idleTimeoutMs);
   // The same session always gets the same offset.
   return idleTimeoutMs + (fnv1a(sessionId) % span);
 }

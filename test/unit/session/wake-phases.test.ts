@@ -92,13 +92,13 @@ function idleFleet(opts: { sessions: number; openedWithinMs: number; phaseCheck:
 }
 
 describe('idle fleet wake phases', () => {
-  it('the extra check gives every session its own time between the first two silence checks, the same one each time', () => {
+  it('the extra check gives every session its own time within the second silence limit after it opens, the same one each time', () => {
     const offsets = Array.from({ length: 2_000 }, (_, i) => phaseCheckOffset(`01J9X2E5G7QK8V3B0YHN4TZC6M.${i}`, 30_000));
     // Never before the first silence check (a connect storm is not a storm of these wakes too).
     expect(Math.min(...offsets)).toBeGreaterThanOrEqual(30_000);
-    expect(Math.max(...offsets)).toBeLessThan(50_000);
-    // Spread over the whole span: every 2 s slice of it gets some.
-    for (let s = 30_000; s < 50_000; s += 2_000) expect(offsets.filter((o) => o >= s && o < s + 2_000).length).toBeGreaterThan(100);
+    expect(Math.max(...offsets)).toBeLessThan(60_000);
+    // Spread over a whole silence limit: every 2 s slice of it gets some.
+    for (let s = 30_000; s < 60_000; s += 2_000) expect(offsets.filter((o) => o >= s && o < s + 2_000).length).toBeGreaterThan(60);
     expect(phaseCheckOffset('same', 30_000)).toBe(phaseCheckOffset('same', 30_000));
   });
 
@@ -118,9 +118,13 @@ describe('idle fleet wake phases', () => {
     expect(dueNow(s(45_000), cfg, 45_000)).toEqual([]);
   });
 
-  it('a fleet opened within 16 s does not wake in waves: at least half of it out of memory at every instant, at 2–3 wakes a minute', () => {
+  it('a fleet opened within 16 s, 5 s or 1 s does not wake in waves: 60% of it out of memory at every instant (the mean is 67%), at 2–3 wakes a minute', () => {
+    for (const openedWithinMs of [1_000, 5_000]) {
+      const quick = idleFleet({ sessions: 1_000, openedWithinMs, phaseCheck: true, seed: 3 });
+      expect(quick.lowestOut, `opened within ${openedWithinMs} ms`).toBeGreaterThanOrEqual(0.6);
+    }
     const spread = idleFleet({ sessions: 400, openedWithinMs: 16_000, phaseCheck: true, seed: 7 });
-    expect(spread.lowestOut).toBeGreaterThanOrEqual(0.5);
+    expect(spread.lowestOut).toBeGreaterThanOrEqual(0.6);
     expect(spread.wakesPerSessionMinute).toBeLessThanOrEqual(3);
     expect(spread.wakesPerSessionMinute).toBeGreaterThanOrEqual(2);
     // Without the extra check the same fleet keeps the phase it opened with: crests of wakes.
