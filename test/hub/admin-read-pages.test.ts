@@ -4,8 +4,9 @@
  * Every admin read crosses the database gateway's RPC, which carries 32 MiB at most (README
  * "Configuration", DESIRED_PAGE_BYTES). Deployments (up to MAX_REPLICAS replica ids each) and nodes
  * (up to 128 labels and 64 taints of a few hundred characters each) can be large within the
- * protocol's own limits, so a page of them bounded only in rows could never be read: these walk
- * such lists to the end with the default and with the largest limit. And should an answer ever
+ * protocol's own limits, and so can operations (the params the admin API accepts), so a page of
+ * them bounded only in rows could never be read: these walk such lists to the end with the default
+ * and with the largest limit. And should an answer ever
  * still be too large to relay, a read says so as the hub's failure (500), not as a request the
  * client should shrink (413 "send fewer items").
  */
@@ -95,6 +96,30 @@ describe('admin reads: a page is bounded in bytes, not only in rows', () => {
     expect(Object.keys(items[0].labels)).toHaveLength(128);
     expect(pages).toBeGreaterThan(1);
     peer.close();
+  }, 180_000);
+
+  it('GET /clusters/{id}/operations?limit=500 walks 501 operations whose params hold the most the admin API accepts (about 35 MB in one page otherwise), newest first, none twice', async () => {
+    const c = await h.newCluster('opsz');
+    // 32 params of 64-character keys and 1,024-character values, a 512-character target: each
+    // operation accepted (202), and a page of 500 of them over the RPC's 32 MiB.
+    const value = '€'.repeat(1024);
+    const params: Record<string, string> = {};
+    for (let i = 0; i < 32; i++) params[`${String(i).padStart(2, '0')}${'€'.repeat(62)}`] = value;
+    const body = { kind: 'model.prefetch', target: '€'.repeat(512), params, deadline_s: 3600 };
+    const ids: string[] = [];
+    for (let i = 0; i < 501; i += 25) {
+      const batch = await Promise.all(Array.from({ length: Math.min(25, 501 - i) }, () => h.admin('POST', `/clusters/${c.uid}/operations`, body)));
+      for (const r of batch) {
+        expect(r.status, JSON.stringify(r.json)).toBe(202);
+        ids.push(r.json.operation_id);
+      }
+    }
+    const { items, pages } = await walk(`/clusters/${c.uid}/operations`, 500);
+    expect(pages).toBeGreaterThan(1);
+    expect(new Set(items.map((i) => i.operation_id)).size).toBe(501);
+    expect([...items.map((i) => i.operation_id)].sort()).toEqual([...ids].sort());
+    const created = items.map((i) => i.created_at as string);
+    expect(created).toEqual([...created].sort().reverse());
   }, 180_000);
 
   it('a read whose answer is still too large to relay is a 500 naming the hub, not a 413 asking the client to send less', async () => {

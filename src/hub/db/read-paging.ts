@@ -78,9 +78,11 @@ export const READ_PAGE_BYTES = 4 * 1024 * 1024;
  * by at most one row and one row larger than the budget still moves. One running sum in key order
  * (`key` orders the rows exactly as the CTE's own limit did).
  */
-export function byteCut(sized: string, key: string): string {
+export function byteCut(sized: string, key: string | readonly string[]): string {
+  // A key may carry its direction ('created_at desc'): the page's own order, column by column.
+  const order = (typeof key === 'string' ? [key] : key).map((k) => `s.${k}`).join(', ');
   return `select b.* from (
-    select s.*, sum(s.sz) over (order by s.${key} rows between unbounded preceding and current row) as through_bytes
+    select s.*, sum(s.sz) over (order by ${order} rows between unbounded preceding and current row) as through_bytes
     from ${sized} s
   ) b where b.through_bytes = b.sz or b.through_bytes - b.sz < ${READ_PAGE_BYTES}`;
 }

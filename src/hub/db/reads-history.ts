@@ -1,6 +1,6 @@
 import type { OperationKind, Payload, SEVERITIES } from '../../protocol';
 import type { Sql } from './sql';
-import { CLUSTER_CTE, iso, keyTs, num, toPage, type KeyedPage, type PageRequest } from './read-paging';
+import { byteCut, CLUSTER_CTE, iso, keyTs, num, toByteCutPage, toPage, type ByteCutRow, type KeyedPage, type PageRequest } from './read-paging';
 
 /** The admin API's reads of what happened: events, rejections, operations and their history. */
 // ---------------------------------------------------------------------------------------------
@@ -261,22 +261,26 @@ export async function getOperation(sql: Sql, operationId: string): Promise<Opera
 const OPERATIONS_SQL = `
 with ${CLUSTER_CTE},
 page as (
-  select ${OPERATION_COLS}, ${keyTs('o.created_at')} as k_created_at
+  select ${OPERATION_COLS}, ${keyTs('o.created_at')} as k_created_at,
+    400 + octet_length(o.target) + octet_length(o.params::text) + coalesce(octet_length(o.outcome_message), 0) as sz
   from operations o
   where o.cluster_uid = (select uid from cl)
     and ($2::timestamptz is null or (o.created_at, o.operation_id) < ($2::timestamptz, $3::text))
   order by o.created_at desc, o.operation_id desc limit $4
-)
-select p.* from cl left join page p on true
-order by p.k_created_at desc, p.operation_id desc`;
+),
+-- Bounded in bytes too, like the node and deployment lists: 500 operations whose params hold
+-- their most would not cross the gateway's RPC in one answer.
+kept as (${byteCut('page', ['k_created_at desc', 'operation_id desc'])})
+select k.*, (select count(*) from page) as page_rows from cl left join kept k on true
+order by k.k_created_at desc, k.operation_id desc`;
 
 export async function listOperations(
   sql: Sql,
   idOrName: string,
   opts: PageRequest<OperationKey>,
 ): Promise<KeyedPage<OperationView, OperationKey> | null> {
-  const { rows } = await sql.query<OperationRow>(OPERATIONS_SQL, [idOrName, opts.after?.[0] ?? null, opts.after?.[1] ?? null, opts.limit + 1]);
-  return toPage(
+  const { rows } = await sql.query<OperationRow & ByteCutRow>(OPERATIONS_SQL, [idOrName, opts.after?.[0] ?? null, opts.after?.[1] ?? null, opts.limit + 1]);
+  return toByteCutPage(
     rows,
     opts.limit,
     (r) => r.operation_id !== null,
