@@ -16,6 +16,7 @@ import { closeSync, openSync, readFileSync, unlinkSync, writeSync } from 'node:f
 import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { processAlive } from '../../src/operator/state-lock';
 
 export const REPO_ROOT = fileURLToPath(new URL('../../', import.meta.url));
 export const DEFAULT_STATE_DIR = path.join(REPO_ROOT, '.wrangler', 'state');
@@ -58,16 +59,6 @@ export class StateLockedError extends Error {
   }
 }
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    // EPERM: the process exists but belongs to someone else; it still holds the directory.
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
-
 /**
  * Takes the state directory for this process. PGlite has no lock of its own (two processes on
  * one data directory corrupt it silently) and workerd's SQLite files are no better shared, so
@@ -83,7 +74,7 @@ export async function lockStateDir(paths: StatePaths): Promise<() => void> {
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'EEXIST' || attempt > 0) throw err;
       const pid = Number(readFileSync(paths.lock, 'utf8').trim());
-      if (Number.isInteger(pid) && pid > 0 && pid !== process.pid && alive(pid)) throw new StateLockedError(pid, paths.root);
+      if (Number.isInteger(pid) && pid > 0 && pid !== process.pid && processAlive(pid)) throw new StateLockedError(pid, paths.root);
       unlinkSync(paths.lock);
       continue;
     }

@@ -136,7 +136,7 @@ async function isStale(path: string, holder: Holder | null, staleMs: number): Pr
     // This pid is this process, which holds no lock here (`held`): a previous life of the same
     // pid left it, as a container restarted as pid 1 does.
     if (holder.pid === process.pid) return true;
-    return !alive(holder.pid);
+    return !processAlive(holder.pid);
   }
   // Another host (or a file no holder wrote whole): only its age tells.
   try {
@@ -146,7 +146,8 @@ async function isStale(path: string, holder: Holder | null, staleMs: number): Pr
   }
 }
 
-function alive(pid: number): boolean {
+/** Whether a process with this pid runs on this host (as any user). */
+export function processAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;
