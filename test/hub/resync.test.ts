@@ -205,18 +205,22 @@ describe('hub full resync (spec: Full resync; DESIGN decision 6)', () => {
   });
 });
 
+/** A deployment too large for a frame, written past the admin API (which refuses it with 413): by another plane component, or before the check. */
+async function insertTooLarge(uid: string): Promise<void> {
+  const env: Record<string, string> = {};
+  for (let i = 0; i < 128; i++) env[`E${i}`] = '\u0001'.repeat(4096);
+  await h.sql(
+    `with rev as (update clusters set desired_revision = desired_revision + 1 where uid = $1 returning uid, desired_revision)
+     insert into desired_deployments (cluster_uid, deployment_id, workload_id, revision, min_replicas, max_replicas, serving)
+     select uid, 'huge', 'w', desired_revision, 1, 1, $2::jsonb from rev`,
+    [uid, JSON.stringify({ ...desired().serving, env })],
+  );
+}
+
 describe('hub full resync of large desired state (spec: Backpressure, hub → operator: desired state must not be dropped)', () => {
   it('a fresh session whose snapshot holds a deployment too large to send gets an error frame in its place and stream.end {complete: false} (nothing to prune against), and the session stays open', async () => {
     const c = await h.newCluster();
-    const env: Record<string, string> = {};
-    for (let i = 0; i < 128; i++) env[`E${i}`] = '\u0001'.repeat(4096);
-    // Written past the admin API (which refuses it with 413): by another plane component, or before the check.
-    await h.sql(
-      `with rev as (update clusters set desired_revision = desired_revision + 1 where uid = $1 returning uid, desired_revision)
-       insert into desired_deployments (cluster_uid, deployment_id, workload_id, revision, min_replicas, max_replicas, serving)
-       select uid, 'huge', 'w', desired_revision, 1, 1, $2::jsonb from rev`,
-      [c.uid, JSON.stringify({ ...desired().serving, env })],
-    );
+    await insertTooLarge(c.uid);
     expect((await h.admin('PUT', `/clusters/${c.name}/deployments/small`, desired())).status).toBe(200);
     const peer = await h.connect(c.token);
     await peer.hello({ cluster_id: c.name });
@@ -231,6 +235,28 @@ describe('hub full resync of large desired state (spec: Backpressure, hub → op
     expect(stream[0]?.payload.message).toContain('huge');
     expect(end).toMatchObject({ reply_to: begin.id, payload: { complete: false, count: 2 } });
     await sleep(300);
+    expect(peer.isClosed).toBe(false);
+    peer.close();
+  }, 30_000);
+
+  it('a deployment withdrawn while the operator was away reaches it as deleted: true after a fresh session whose snapshot ends incomplete (which it may not prune against)', async () => {
+    const c = await h.newCluster();
+    const first = await h.openFresh(c);
+    expect((await h.admin('PUT', `/clusters/${c.name}/deployments/gone`, desired())).status).toBe(200);
+    await first.peer.next((x) => x.type === 'deployment.desired' && x.payload.deployment_id === 'gone');
+    first.peer.close();
+    await first.peer.closed;
+    // While the operator is away: 'gone' is withdrawn, and a deployment too large to send appears.
+    expect((await h.admin('DELETE', `/clusters/${c.name}/deployments/gone`)).status).toBe(200);
+    await insertTooLarge(c.uid);
+    // It comes back on a fresh session (a restart without its cursor, say).
+    const peer = await h.connect(c.token);
+    await peer.hello({ cluster_id: c.name });
+    const end = await peer.next((x) => x.type === 'stream.end', 10_000);
+    expect(end.payload).toMatchObject({ complete: false });
+    // Before, the resync's end moved the session past the withdrawal's revision: never sent.
+    const gone = await peer.next((x) => x.type === 'deployment.desired' && x.payload.deployment_id === 'gone', 2_500);
+    expect(gone.payload).toMatchObject({ deleted: true });
     expect(peer.isClosed).toBe(false);
     peer.close();
   }, 30_000);

@@ -33,6 +33,11 @@ export interface SendHost {
   log(): Logger;
   /** Frames were numbered and written (the replay buffer moved; the queue has room again). */
   written(queued: number): void;
+  /**
+   * A hub resync ended incomplete: its snapshot may not be pruned against, so what it could not
+   * say (withdrawals made before it) must come as changes from the watermark it left in place.
+   */
+  resyncIncomplete(): void;
 }
 
 /**
@@ -187,6 +192,13 @@ export class SendPath {
     this.host.store.saveMeta(meta);
   }
 
+  /** A written frame's (or marker's) effect on the session's progress, and what it asks of the pump. */
+  private apply(meta: SessionMeta, e: Effect): void {
+    const incomplete = e.t === 'resync_done' && meta.hubResync?.incomplete === true;
+    applyEffect(meta, e);
+    if (incomplete) this.host.resyncIncomplete();
+  }
+
   private async drainOnce(): Promise<void> {
     const { cfg, store } = this.host;
     const meta = this.host.meta();
@@ -234,7 +246,7 @@ export class SendPath {
       }
       this.queue.shift();
       if (o.kind === 'marker') {
-        applyEffect(meta, o.effect);
+        this.apply(meta, o.effect);
         effects++;
         continue;
       }
@@ -290,7 +302,7 @@ export class SendPath {
       desiredSent.push([id, d.deployment_id, d.revision]);
     }
     if (o.revision !== undefined) meta.desiredWatermark = Math.max(meta.desiredWatermark, o.revision);
-    if (o.effect) applyEffect(meta, o.effect);
+    if (o.effect) this.apply(meta, o.effect);
   }
 }
 
@@ -337,7 +349,10 @@ export function applyEffect(meta: SessionMeta, e: Effect): void {
     case 'resync_op':
       return;
     case 'resync_done':
-      if (r) meta.desiredWatermark = Math.max(meta.desiredWatermark, r.revision);
+      // An incomplete snapshot is not pruned against: a deployment withdrawn before it (its
+      // tombstone at or below the resync's revision) would be neither pruned nor ever sent. The
+      // watermark stays, and the changes from it carry every withdrawal as `deleted: true`.
+      if (r && !r.incomplete) meta.desiredWatermark = Math.max(meta.desiredWatermark, r.revision);
       meta.hubResync = null;
       return;
   }

@@ -112,6 +112,9 @@ export class SessionObject extends DurableObject<HubEnv> {
         this.syncAutoPong();
         if (queued < cfg.DESIRED_PAGE_ROWS) void this.pump.run();
       },
+      // The pump moved past the resync's revision when it queued the resync's end: back to the
+      // watermark the incomplete resync left.
+      resyncIncomplete: () => this.pump.reset(state.meta),
     });
     this.pump = new DesiredPump(
       {
