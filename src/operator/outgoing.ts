@@ -1,4 +1,4 @@
-import { CATALOG, coalescingKey, isKnownType, queueClassOf, type MessageType, type Payload, type QueueClass, type TypedMessage } from '../protocol';
+import { CATALOG, coalescingKey, isKnownType, queueClassOf, utf8Length, type MessageType, type Payload, type QueueClass, type TypedMessage } from '../protocol';
 
 /**
  * A frame waiting to be written. It has no seq yet: numbers are assigned when it is written, so
@@ -40,4 +40,45 @@ export function queueing(item: OutItem): { class: QueueClass; key: string | null
   const cls = queueClassOf(item.type);
   const key = cls === 'state' ? coalescingKey({ type: item.type, payload: item.payload } as TypedMessage) : null;
   return { class: cls, key };
+}
+
+/** Human-readable text a frame may lose to fit the hub's frame limit, in the order it is cut. */
+const CUTTABLE = ['message', 'unknown_type'] as const;
+
+/** JSON-encoded UTF-8 bytes of a string, as it sits in a frame. */
+function jsonBytes(s: string): number {
+  return utf8Length(JSON.stringify(s));
+}
+
+/**
+ * `item` with its human-readable text (an error's or a conclusion's `message`, then an error's
+ * `unknown_type`) cut, between code points, so that its frame is at least `excess` bytes smaller;
+ * null when there is no such text left to cut. A hub may advertise a `max_frame_bytes` as small as
+ * 4 KiB, while a message may hold 2,048 characters of up to 4 bytes: dropped as too big, an answer
+ * or an operation's conclusion would never reach the hub, which cannot tell it was ever sent.
+ */
+export function fitted(item: OutItem, excess: number): OutItem | null {
+  const payload = item.payload;
+  if (payload === null || typeof payload !== 'object') return null;
+  const p = { ...(payload as Record<string, unknown>) };
+  let need = excess;
+  for (const field of CUTTABLE) {
+    const text = p[field];
+    if (typeof text !== 'string' || text === '') continue;
+    const chars = Array.from(text);
+    const before = jsonBytes(text);
+    // The longest prefix whose encoding is at least `need` bytes shorter (binary search).
+    let lo = 0;
+    let hi = chars.length;
+    while (lo < hi) {
+      const mid = (lo + hi + 1) >> 1;
+      if (before - jsonBytes(chars.slice(0, mid).join('')) >= need) lo = mid;
+      else hi = mid - 1;
+    }
+    const kept = chars.slice(0, lo).join('');
+    need -= before - jsonBytes(kept);
+    p[field] = kept;
+    if (need <= 0) return { ...item, payload: p };
+  }
+  return null;
 }

@@ -10,7 +10,7 @@ import type { ClientStats, Limits } from './client-types';
 import type { Link } from './link';
 import type { Logger } from './logger';
 import type { OutboundLog } from './outbound-log';
-import type { OutItem } from './outgoing';
+import { fitted, type OutItem } from './outgoing';
 import type { Outbox } from './outbox';
 import type { Timers } from './timers';
 
@@ -151,16 +151,27 @@ export class Writer {
       const item = h.outbox.next();
       if (!item) break;
       const seq = outbound.nextSeq;
-      const text = buildFrame({
-        type: item.type,
-        payload: item.payload as never,
-        seq,
-        ack,
-        reply_to: item.replyTo,
-        ...(item.id !== undefined ? { id: item.id } : {}),
-        now: h.timers.now(),
-      });
-      const bytes = utf8Length(text);
+      const build = (it: OutItem): string =>
+        buildFrame({
+          type: it.type,
+          payload: it.payload as never,
+          seq,
+          ack,
+          reply_to: it.replyTo,
+          ...(it.id !== undefined ? { id: it.id } : {}),
+          now: h.timers.now(),
+        });
+      let text = build(item);
+      let bytes = utf8Length(text);
+      if (bytes > limits.max_frame_bytes) {
+        // An answer or a conclusion over the hub's limit goes with its text cut, not at all.
+        const smaller = fitted(item, bytes - limits.max_frame_bytes);
+        if (smaller) {
+          h.log.warn('frame larger than the hub accepts: its text cut to fit', { type: item.type, bytes, max: limits.max_frame_bytes });
+          text = build(smaller);
+          bytes = utf8Length(text);
+        }
+      }
       const verdict = admit(bytes, limits, outbound.unacked, outbound.store.bytes);
       if (verdict === 'too-big') {
         h.counters.oversizeFrames++;

@@ -2,7 +2,8 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { MemoryCursorStore } from '../../../src/operator/cursor-store';
 import type { OperationContext } from '../../../src/operator/handlers';
 import { newId, ULID_RE, type Payload } from '../../../src/protocol';
-import { ackAll, cursorReaches, makeClient, readResync, type TestClient } from './support/harness';
+import { permanent } from '../../../src/operator/handlers';
+import { ackAll, cursorReaches, desiredPayload, makeClient, readResync, type TestClient } from './support/harness';
 import { eventually, ScriptedHub, type HubConnection, type SeenFrame } from './support/scripted-hub';
 
 let hub: ScriptedHub;
@@ -66,6 +67,30 @@ describe('operations', () => {
     const result = await conn.nextOf('operation.result');
     expect(result).toMatchObject({ reply_to: id, payload: { operation_id: payload.operation_id, outcome: 'succeeded' } });
     await cursorReaches(t, 1);
+  });
+
+  it("a conclusion or an answer over the hub's max_frame_bytes (4 KiB, the least a hub may advertise) goes with its message cut to fit, never dropped", async () => {
+    // 2,040 characters (within the 2,048 a message holds), 6 KB of UTF-8.
+    const long = '节点排空失败'.repeat(340);
+    const t = makeClient(hub, { handlers: { operation: async () => ({ outcome: 'failed', message: long }) }, desiredResult: () => permanent(long) });
+    clients.push(t);
+    await t.client.start();
+    const conn = await hub.nextConnection();
+    await conn.nextOf('hello');
+    conn.welcome({ session_id: 'S1', limits: { max_frame_bytes: 4096 } });
+    await readResync(conn);
+    const p = start(t);
+    conn.sendSeq('operation.start', p);
+    const result = await conn.seen((f) => f.type === 'operation.result', 'the conclusion');
+    const d = conn.sendSeq('deployment.desired', desiredPayload('d1'));
+    const refusal = await conn.seen((f) => f.type === 'error' && f.reply_to === d.id, 'the refusal');
+    for (const f of [result, refusal]) {
+      expect(Buffer.byteLength(f.raw)).toBeLessThanOrEqual(4096);
+      expect(f.payload.message.length).toBeGreaterThan(100);
+      expect(long.startsWith(f.payload.message)).toBe(true);
+    }
+    expect(result.payload).toMatchObject({ operation_id: p.operation_id, outcome: 'failed' });
+    expect(t.client.stats.oversizeFrames).toBe(0);
   });
 
   it('drops a redelivery of a running operation, and re-sends the result for a concluded one', async () => {
