@@ -4,30 +4,8 @@
  * carries state, not bulk data.
  */
 import WebSocket from 'ws';
-import { utf8Length } from '../protocol';
+import { closeReason } from '../protocol';
 import type { Dialer, Transport } from './transport';
-
-/** RFC 6455 §5.5: a close frame's reason is at most 123 bytes of UTF-8. */
-const CLOSE_REASON_BYTES = 123;
-
-/**
- * A close reason the socket can carry. Reasons quote the hub's own text (a frame's `type`, up to
- * 256 characters of anything), and `ws` throws past 123 bytes: a throw out of a message handler is
- * an uncaught exception, and a link left closing but never closed is never dialled again. Cut at
- * a code point, never inside one.
- */
-export function closeReason(reason: string): string {
-  if (utf8Length(reason) <= CLOSE_REASON_BYTES) return reason;
-  let out = '';
-  let bytes = 0;
-  for (const ch of reason) {
-    const n = utf8Length(ch);
-    if (bytes + n > CLOSE_REASON_BYTES - 3) break;
-    out += ch;
-    bytes += n;
-  }
-  return `${out}…`;
-}
 
 export interface WsDialerOptions {
   /** Give up on a connect (TCP, TLS and the upgrade) after this long. Default 10 s. */

@@ -1,3 +1,5 @@
+import { utf8Length } from './sequencing';
+
 /** WebSocket close codes of the protocol (DESIGN.md, "Fixed interfaces"). */
 export const CloseCode = {
   /** Clean end (also used instead of echoing 1005/1006, which hangs some clients). */
@@ -24,3 +26,25 @@ export type CloseCode = (typeof CloseCode)[keyof typeof CloseCode];
 /** The error frame's `code` values. */
 export const ERROR_CODES = ['not_found', 'invalid', 'conflict', 'unavailable', 'internal', 'deadline'] as const;
 export type ErrorCode = (typeof ERROR_CODES)[number];
+
+/** RFC 6455 §5.5: a close frame's reason is at most 123 bytes of UTF-8. */
+export const CLOSE_REASON_BYTES = 123;
+
+/**
+ * A close reason a socket can carry. Reasons quote the peer's own text (a frame's `type`, up to a
+ * frame of anything), and a socket throws past 123 bytes: the close never happens (`ws` throws out
+ * of the message handler, killing the operator; workerd leaves the hub's socket open). Cut at a
+ * code point, never inside one.
+ */
+export function closeReason(reason: string): string {
+  if (utf8Length(reason) <= CLOSE_REASON_BYTES) return reason;
+  let out = '';
+  let bytes = 0;
+  for (const ch of reason) {
+    const n = utf8Length(ch);
+    if (bytes + n > CLOSE_REASON_BYTES - 3) break;
+    out += ch;
+    bytes += n;
+  }
+  return `${out}…`;
+}

@@ -174,7 +174,7 @@ export function decodeEnvelope(text: string): EnvelopeDecode {
   if (sequenced && (e.seq === null || e.seq === undefined)) {
     // A connection-level error (a handshake refusal, the error before a 4400 close) belongs to
     // no session stream: it travels without a seq and is never replayed.
-    if (e.type !== 'error') return fail(`sequenced type ${e.type} without seq`, raw);
+    if (e.type !== 'error') return fail(`sequenced type ${cutText(e.type, 64)} without seq`, raw);
     sequenced = false;
   }
   return {

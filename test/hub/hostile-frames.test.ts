@@ -4,8 +4,8 @@
  * itself is unreadable), and must change nothing outside its own session.
  */
 import { describe, expect, it } from 'vitest';
-import { newId, ULID_RE } from '../../src/protocol';
-import { node, useHub } from './support/hub';
+import { CloseCode, newId, readFrame, ULID_RE } from '../../src/protocol';
+import { node, sleep, useHub } from './support/hub';
 
 const h = useHub();
 const nodesOf = async (uid: string) => (await h.sql<{ node_id: string }>('select node_id from nodes where cluster_uid = $1 order by 1', [uid])).map((r) => r.node_id);
@@ -125,6 +125,48 @@ describe('hostile frames: __proto__ keys', () => {
     expect(await h.sql('select reason from rejections where cluster_uid = $1', [c.uid])).toEqual([{ reason: 'payload key payload.labels.__proto__ is not allowed' }]);
     expect(await nodesOf(c.uid)).toEqual([]);
     peer.close();
+  });
+});
+
+describe("hostile frames: a protocol error quoting the peer's own text", () => {
+  const frame = (type: string, seq: number | null) =>
+    JSON.stringify({ v: 1, type, id: newId(), seq, ack: null, reply_to: null, ts: new Date().toISOString(), payload: {} });
+
+  it('a first frame whose type is 64 × "é" (not hello) gets an error and a 4400 at once: a close reason is cut to 123 bytes of UTF-8, not 120 characters (the socket refused the close and stayed open until the handshake deadline, 4408)', async () => {
+    const c = await h.newCluster();
+    const peer = await h.connect(c.token);
+    const t0 = Date.now();
+    peer.sendRaw(frame('é'.repeat(64), 1));
+    expect((await peer.next(() => true, 3_000)).type).toBe('error');
+    const closed = await peer.closedWith(5_000);
+    expect({ code: closed.code, within1s: Date.now() - t0 < 1_000 }).toEqual({ code: CloseCode.PROTOCOL_ERROR, within1s: true });
+  });
+
+  it('on an open session the same kind of frame is an error, then 4400: the socket is not left open, ignored and unwatched, its object spinning on a past retention alarm', async () => {
+    const c = await h.newCluster();
+    const { peer } = await h.openFresh(c);
+    peer.sendRaw(frame('ü'.repeat(80), null));
+    expect((await peer.next((f) => f.type === 'error', 3_000)).payload.code).toBe('invalid');
+    expect((await peer.closedWith(5_000)).code).toBe(CloseCode.PROTOCOL_ERROR);
+    await sleep(3_000); // past RETENTION_MS (2 s)
+    const a = await h.admin('GET', `/clusters/${c.uid}/session/wakes`);
+    await sleep(1_000);
+    const b = await h.admin('GET', `/clusters/${c.uid}/session/wakes`);
+    expect((b.json.by_kind.alarm ?? 0) - (a.json.by_kind.alarm ?? 0), JSON.stringify(b.json.by_kind)).toBeLessThan(5);
+  });
+
+  it('the error before the 4400 stays a valid catalog message (message ≤ 2,048 characters) when the frame\'s type is 3,000 characters, before the hello and in a session', async () => {
+    const c = await h.newCluster();
+    const first = await h.connect(c.token);
+    first.sendRaw(frame('x'.repeat(3_000), null));
+    const before = await first.next(() => true, 3_000);
+    expect(readFrame(JSON.stringify(before)).kind).toBe('message');
+    expect((await first.closedWith()).code).toBe(CloseCode.PROTOCOL_ERROR);
+    const { peer } = await h.openFresh(c);
+    peer.sendRaw(frame('y'.repeat(3_000), null));
+    const during = await peer.next((f) => f.type === 'error', 3_000);
+    expect(readFrame(JSON.stringify(during)).kind).toBe('message');
+    expect((await peer.closedWith()).code).toBe(CloseCode.PROTOCOL_ERROR);
   });
 });
 

@@ -60,10 +60,10 @@ export function nextDeadline<K>(s: ClockState<K>, cfg: ClockConfig, now: number)
     if (s.oldestUnapplied !== null) next = Math.min(next, s.oldestUnapplied + cfg.HOLE_TIMEOUT_MS);
     if (s.windowFullSince !== null) next = Math.min(next, s.windowFullSince + cfg.IDLE_TIMEOUT_MS);
     if (s.ackWaitSince !== null) next = Math.min(next, s.ackWaitSince + resendAfterMs(cfg));
-  } else if (s.session && s.handshakes.length === 0) {
-    // Not while a connection is in its handshake: retention waits for it (`dueNow`), and a
-    // deadline already past would re-arm the alarm a millisecond ahead, again and again, until
-    // the hello or the handshake deadline (armed above) ends it.
+  } else if (s.session && s.handshakes.length === 0 && !s.anyOpen) {
+    // Not while a connection is in its handshake or open: retention waits for it (`dueNow`), and
+    // a deadline already past would re-arm the alarm a millisecond ahead, again and again, until
+    // the hello, the handshake deadline (armed above) or the close ends it.
     next = Math.min(next, (s.session.disconnectedAt ?? now) + cfg.RETENTION_MS);
   }
   return Number.isFinite(next) ? next : null;

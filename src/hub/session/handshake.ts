@@ -3,7 +3,7 @@
  * does a fresh session start from, what does the welcome say. The session object performs the
  * effects (the claim, the sockets, storage) around them.
  */
-import { answerableId, checkOperatorVersion, CloseCode, newId, readFrame, type ErrorCode, type Payload } from '../../protocol';
+import { answerableId, checkOperatorVersion, CloseCode, cutText, newId, readFrame, type ErrorCode, type Payload } from '../../protocol';
 import { INTERNAL_HEADERS } from '../address';
 import type { HubConfig } from '../config';
 import type { Displacement, Refusal } from '../db/ownership';
@@ -55,7 +55,7 @@ export function checkHello(text: string, cluster: { uid: string; name: string },
   const f = readFrame(text);
   if (f.kind === 'fatal') return refuse(f.id, f.reason);
   const replyTo = answerableId(f.envelope.id);
-  if (f.envelope.type !== 'hello') return refuse(replyTo, `the first frame must be hello, got ${f.envelope.type.slice(0, 64)}`);
+  if (f.envelope.type !== 'hello') return refuse(replyTo, `the first frame must be hello, got ${cutText(f.envelope.type, 64)}`);
   if (f.kind !== 'message' || f.message.type !== 'hello') return refuse(replyTo, f.kind === 'poison' ? f.reason : 'malformed hello');
   const hello = f.message.payload;
   if (hello.cluster_id !== cluster.uid && hello.cluster_id !== cluster.name) {

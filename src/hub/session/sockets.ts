@@ -1,4 +1,4 @@
-import { buildFrame, canonicalPing, canonicalPong, CloseCode, type ErrorCode } from '../../protocol';
+import { buildFrame, canonicalPing, canonicalPong, CloseCode, closeReason, cutText, LIMITS, type ErrorCode } from '../../protocol';
 import { describeError } from '../db/errors';
 import type { Logger } from '../log';
 import { storableText } from '../storable-text';
@@ -130,7 +130,10 @@ export class Sockets {
 
   /** A connection-level error: no seq, never replayed; it explains the close that follows. */
   sendError(ws: WebSocket, replyTo: string | null, code: ErrorCode, message: string, retryable: boolean): void {
-    this.send(ws, buildFrame({ type: 'error', payload: { code, message, retryable }, reply_to: replyTo, ack: this.hooks.ack() }));
+    // Within the catalog's bound, whatever the message quotes: past it the operator reads the
+    // explanation of the close as a poison frame and drops it.
+    const text = cutText(message, LIMITS.message);
+    this.send(ws, buildFrame({ type: 'error', payload: { code, message: text, retryable }, reply_to: replyTo, ack: this.hooks.ack() }));
   }
 
   /** A typed error, then the close; this line is the close's line. */
@@ -171,10 +174,15 @@ export class Sockets {
       this.hooks.log()[level]('hub closed the connection', { ...this.whose(ws), close: code, reason: storableText(reason, CLOSE_REASON_LOG_CHARS) });
     }
     try {
-      // Close reasons are limited to 123 bytes.
-      ws.close(code, reason.slice(0, 120));
+      ws.close(code, closeReason(reason));
     } catch {
-      // already closed
+      // Already closed, or a reason the socket refused: a socket still open must close anyway,
+      // or it stays open with nothing watching it (forgotten below, no silence deadline).
+      try {
+        if (ws.readyState === WebSocket.OPEN) ws.close(code);
+      } catch {
+        // already closed
+      }
     }
     this.forget(ws, `closed by hub (${code}: ${reason})`);
   }

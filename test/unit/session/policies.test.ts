@@ -120,7 +120,7 @@ describe('clock', () => {
     expect(dueNow({ ...s, windowFullSince: 20_000 }, cfg, 61_000)).toEqual([{ t: 'window' }]);
     expect(dueNow({ ...s, oldestUnapplied: 20_000 }, cfg, 61_000)).toEqual([{ t: 'hole' }]);
     // Disconnected: nothing to send on.
-    expect(nextDeadline({ ...s, active: null, session: { disconnectedAt: 50_000 } }, cfg, 50_000)).toBe(50_000 + cfg.RETENTION_MS);
+    expect(nextDeadline({ ...s, active: null, anyOpen: false, session: { disconnectedAt: 50_000 } }, cfg, 50_000)).toBe(50_000 + cfg.RETENTION_MS);
   });
 
   it('a disconnected session is forgotten after retention, not while a connection is open, and nothing is pending without one', () => {
@@ -129,6 +129,13 @@ describe('clock', () => {
     expect(dueNow(s, cfg, 100 + cfg.RETENTION_MS)).toEqual([{ t: 'retention' }]);
     expect(dueNow({ ...s, anyOpen: true }, cfg, 100 + cfg.RETENTION_MS)).toEqual([]);
     expect(nextDeadline(base, cfg, 0)).toBeNull();
+  });
+
+  it('while a connection is open the retention deadline is not armed either: a past one, never due, re-armed the alarm a millisecond ahead, hundreds of times a second', () => {
+    const s = { ...base, session: { disconnectedAt: 100 }, anyOpen: true };
+    const now = 100 + cfg.RETENTION_MS + 5_000;
+    expect(dueNow(s, cfg, now)).toEqual([]);
+    expect(nextDeadline(s, cfg, now)).toBeNull();
   });
 });
 
