@@ -14,7 +14,7 @@
 import { randomUUID } from 'node:crypto';
 import { open, readFile, stat, unlink, utimes } from 'node:fs/promises';
 import { hostname } from 'node:os';
-import { dirname } from 'node:path';
+import { dirname, resolve } from 'node:path';
 import { z } from 'zod';
 import { fsyncDir } from './atomic-file';
 
@@ -61,7 +61,10 @@ export class StateLock {
     this.timer.unref();
   }
 
-  static async acquire(path: string, options: StateLockOptions = {}): Promise<StateLock> {
+  static async acquire(where: string, options: StateLockOptions = {}): Promise<StateLock> {
+    // One key per file, however it is spelt (relative, absolute): `held` is what refuses a second
+    // open in this process, where the holder's pid is this one's.
+    const path = resolve(where);
     const staleMs = options.staleMs ?? DEFAULT_LOCK_STALE_MS;
     if (held.has(path)) throw new StateDirLockedError(path, await readHolder(path));
     // Two attempts: a stale lock removed on the first is created on the second; losing that race
@@ -84,8 +87,15 @@ export class StateLock {
       }
       const holder = await readHolder(path);
       if (attempt > 0 || !(await isStale(path, holder, staleMs))) throw new StateDirLockedError(path, holder);
-      await unlink(path).catch((err: NodeJS.ErrnoException) => {
-        if (err.code !== 'ENOENT') throw err;
+      // Two processes may find the same dead holder: check-then-unlink alone would let the second
+      // unlink the lock the first just took. The takeover runs under a guard file, and looks again
+      // under it: only the holder it judged stale is removed.
+      await underTakeoverGuard(path, async () => {
+        const now = await readHolder(path);
+        if (now?.token !== holder?.token || !(await isStale(path, now, staleMs))) throw new StateDirLockedError(path, now);
+        await unlink(path).catch((err: NodeJS.ErrnoException) => {
+          if (err.code !== 'ENOENT') throw err;
+        });
       });
     }
   }
@@ -119,6 +129,34 @@ export class StateLock {
     const now = new Date();
     // Only a lock that is still ours: one taken over while this process stalled is the other's.
     if ((await readHolder(this.path))?.token === this.token) await utimes(this.path, now, now).catch(() => {});
+  }
+}
+
+/** A takeover guard older than this was left by a process that died taking over. */
+const GUARD_STALE_MS = 10_000;
+
+/** Run `fn` holding `<lock>.takeover` (created exclusively); another takeover meanwhile is refused. */
+async function underTakeoverGuard(path: string, fn: () => Promise<void>): Promise<void> {
+  const guard = `${path}.takeover`;
+  const take = () => open(guard, 'wx', 0o600);
+  let fh;
+  try {
+    fh = await take();
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+    const age = await stat(guard).then((s) => Date.now() - s.mtimeMs, () => 0);
+    if (age <= GUARD_STALE_MS) throw new StateDirLockedError(path, await readHolder(path));
+    await unlink(guard).catch(() => {});
+    fh = await take().catch(async (e: NodeJS.ErrnoException) => {
+      if (e.code === 'EEXIST') throw new StateDirLockedError(path, await readHolder(path));
+      throw e;
+    });
+  }
+  await fh.close();
+  try {
+    await fn();
+  } finally {
+    await unlink(guard).catch(() => {});
   }
 }
 

@@ -2,11 +2,29 @@
  * One operator process per state directory (src/operator/state-lock.ts): a second one is refused
  * at open, naming the holder; a lock its holder left behind by dying is taken over.
  */
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp, readdir, readFile, rm, stat, utimes, writeFile } from 'node:fs/promises';
 import { hostname, tmpdir } from 'node:os';
 import path from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+
+// A seam to interleave a second process with this one's takeover at an exact point.
+const hooks = vi.hoisted(() => ({ beforeOpen: null as null | ((p: string) => Promise<void>) }));
+vi.mock('node:fs/promises', async (importOriginal) => {
+  const orig = await importOriginal<typeof import('node:fs/promises')>();
+  return {
+    ...orig,
+    open: async (...args: Parameters<typeof orig.open>) => {
+      const h = hooks.beforeOpen;
+      if (h && String(args[0]).endsWith('.takeover')) {
+        hooks.beforeOpen = null;
+        await h(String(args[0]));
+      }
+      return orig.open(...args);
+    },
+  };
+});
+
 import { openFileStores } from '../../../src/operator/file-stores';
 import { StateDirLockedError } from '../../../src/operator/state-lock';
 
@@ -20,6 +38,24 @@ afterEach(async () => {
 
 const lockFile = () => path.join(dir, 'operator.lock');
 const holder = (pid: number, host = hostname()) => JSON.stringify({ pid, host, token: 'other', since: '2026-12-04T00:00:00.000Z' });
+
+/** Another operator process that opens the directory's stores and keeps them: resolves once it holds them. */
+function holderProcess(): { child: ChildProcess; holding: Promise<void> } {
+  const script = `import { openFileStores } from ${JSON.stringify(path.resolve('src/operator/file-stores.ts'))};
+    await openFileStores(${JSON.stringify(dir)}); console.log('locked'); setInterval(() => {}, 1000);`;
+  const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const holding = new Promise<void>((resolve, reject) => {
+    child.stdout?.on('data', (d: Buffer) => d.toString().includes('locked') && resolve());
+    child.on('exit', (code) => reject(new Error(`the holder exited (${code})`)));
+  });
+  return { child, holding };
+}
+
+async function kill(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null) return;
+  child.kill('SIGKILL');
+  await new Promise((resolve) => child.once('exit', resolve));
+}
 
 /** A process that has exited: its pid names nobody (pids are not reused this soon). */
 async function deadPid(): Promise<number> {
@@ -42,20 +78,14 @@ describe('the state directory lock', () => {
   });
 
   it('another live process holding the directory keeps it: a real second operator process is refused while the first runs', async () => {
-    const script = `import { openFileStores } from ${JSON.stringify(path.resolve('src/operator/file-stores.ts'))};
-      await openFileStores(${JSON.stringify(dir)}); console.log('locked'); setInterval(() => {}, 1000);`;
-    const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const { child, holding } = holderProcess();
     try {
-      await new Promise<void>((resolve, reject) => {
-        child.stdout.on('data', (d: Buffer) => d.toString().includes('locked') && resolve());
-        child.on('exit', (code) => reject(new Error(`the holder exited (${code})`)));
-      });
+      await holding;
       const refused = await openFileStores(dir).catch((e: unknown) => e);
       expect(refused).toBeInstanceOf(StateDirLockedError);
       expect((refused as StateDirLockedError).holder?.pid).toBe(child.pid);
     } finally {
-      child.kill('SIGKILL');
-      await new Promise((resolve) => child.once('exit', resolve));
+      await kill(child);
     }
     // Killed without releasing: its lock names a dead pid on this host, taken over at once.
     const after = await openFileStores(dir);
@@ -70,6 +100,26 @@ describe('the state directory lock', () => {
       await stores.outboundLog.close();
     }
   });
+
+  it('two processes finding the same dead holder: one takes the directory over, and the other, looking again under the takeover guard, is refused (both used to take it)', async () => {
+    await writeFile(lockFile(), holder(await deadPid()));
+    // This process has judged the dead holder stale; before it takes the guard, another process
+    // that started at the same moment completes its own takeover.
+    let other: ChildProcess | null = null;
+    hooks.beforeOpen = async () => {
+      const p = holderProcess();
+      other = p.child;
+      await p.holding;
+    };
+    try {
+      const mine = await openFileStores(dir).catch((e: unknown) => e);
+      expect(mine).toBeInstanceOf(StateDirLockedError);
+      expect((mine as StateDirLockedError).holder?.pid).toBe((other as ChildProcess | null)?.pid);
+      expect(JSON.parse(await readFile(lockFile(), 'utf8'))).toMatchObject({ pid: (other as ChildProcess | null)?.pid });
+    } finally {
+      if (other) await kill(other);
+    }
+  }, 30_000);
 
   it('a lock from another host is kept while it is refreshed and taken over once it is older than staleMs', async () => {
     await writeFile(lockFile(), holder(1, 'another-node'));
