@@ -106,12 +106,12 @@ export class StateLock {
    * process (the restart finds its own pid, as a container restarted as pid 1 does).
    */
   static abandon(path: string): void {
-    const lock = held.get(path);
+    const lock = held.get(resolve(path));
     if (!lock) return;
     lock.released = true;
     if (lock.timer) clearInterval(lock.timer);
     lock.timer = null;
-    held.delete(path);
+    held.delete(lock.path);
   }
 
   /** Give the directory up: the lock file goes if it is still this holder's. */
