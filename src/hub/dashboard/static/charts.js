@@ -71,10 +71,12 @@ export function gpuBars(all, title, other) {
 
 /**
  * Connected intervals between `from` and `to`. A session that stopped polling (the owner still
- * says connected but the cluster is not) ends at its last poll.
- * @param {{connected_at_start: boolean, changes: {at: string, connected: boolean}[]}} history
+ * says connected but the cluster is not) ends at its last poll. A `truncated` history (only the
+ * newest changes listed) says nothing before its oldest change: `knownFrom` is where it starts,
+ * and nothing before it is drawn as connected or counted.
+ * @param {{connected_at_start: boolean, changes: {at: string, connected: boolean}[], truncated?: boolean}} history
  * @param {{from: string, to: string, connectedNow: boolean, lastPollAt: string | null}} w
- * @returns {{intervals: [number, number][], connects: number[], t0: number, t1: number}}
+ * @returns {{intervals: [number, number][], connects: number[], t0: number, t1: number, knownFrom: number}}
  */
 export function intervalsOf(history, w) {
   const t0 = Date.parse(w.from);
@@ -83,7 +85,9 @@ export function intervalsOf(history, w) {
   const intervals = [];
   /** @type {number[]} */
   const connects = [];
-  let up = history.connected_at_start ? t0 : null;
+  const first = history.changes[0];
+  const knownFrom = history.truncated ? (first ? Math.max(t0, Math.min(t1, Date.parse(first.at))) : t1) : t0;
+  let up = history.connected_at_start && !history.truncated ? t0 : null;
   for (const c of history.changes) {
     const at = Math.max(t0, Math.min(t1, Date.parse(c.at)));
     if (c.connected) {
@@ -98,26 +102,31 @@ export function intervalsOf(history, w) {
     const end = w.connectedNow || !w.lastPollAt ? t1 : Math.max(up, Math.min(t1, Date.parse(w.lastPollAt)));
     intervals.push([up, end]);
   }
-  return { intervals, connects, t0, t1 };
+  return { intervals, connects, t0, t1, knownFrom };
 }
 
 /**
- * @param {{connected_at_start: boolean, changes: {at: string, connected: boolean}[]}} history
+ * @param {{connected_at_start: boolean, changes: {at: string, connected: boolean}[], truncated?: boolean}} history
  * @param {{from: string, to: string, connectedNow: boolean, lastPollAt: string | null, hours: number, name: string}} w
  */
 export function strip(history, w) {
-  const { intervals, connects, t0, t1 } = intervalsOf(history, w);
+  const { intervals, connects, t0, t1, knownFrom } = intervalsOf(history, w);
   const width = 180;
   const height = 16;
   const x = (/** @type {number} */ t) => ((t - t0) / Math.max(1, t1 - t0)) * width;
   const upMs = intervals.reduce((sum, [a, b]) => sum + (b - a), 0);
-  const pct = Math.round((upMs / Math.max(1, t1 - t0)) * 100);
-  const label = `${w.name}: connected ${pct}% of the last ${w.hours} h, ${connects.length} connect${connects.length === 1 ? '' : 's'}`;
+  const cut = knownFrom > t0;
+  // Over the part the history covers: what the hub left out is neither up nor down.
+  const pct = Math.round((upMs / Math.max(1, t1 - knownFrom)) * 100);
+  const n = `${cut ? 'at least ' : ''}${connects.length} connect${connects.length === 1 ? '' : 's'}`;
+  const since = cut ? ` since ${new Date(knownFrom).toISOString().slice(11, 16)} UTC (older changes not listed)` : '';
+  const label = `${w.name}: connected ${pct}% of the last ${w.hours} h${since}, ${n}`;
   return s(
     'svg',
     { viewBox: `0 0 ${width} ${height}`, width, height, class: 'strip', role: 'img', 'aria-label': label },
     s('title', {}, label),
     s('rect', { x: 0, y: 3, width, height: height - 6, class: 'strip-down' }),
+    cut ? s('rect', { x: 0, y: 3, width: Math.max(1, x(knownFrom)), height: height - 6, class: 'strip-unknown' }) : null,
     intervals.map(([a, b]) => s('rect', { x: x(a), y: 3, width: Math.max(1, x(b) - x(a)), height: height - 6, class: 'strip-up' })),
     connects.map((t) => s('rect', { x: Math.min(width - 1, x(t)), y: 0, width: 1, height, class: 'strip-tick' })),
   );

@@ -182,16 +182,18 @@ export function clusterView(name) {
     );
   }
 
-  /** @param {any} c @param {any[]} conns newest first */
-  function drawHistory(c, conns) {
+  /** @param {any} c @param {any[]} conns newest first @param {boolean} more older changes exist past this page */
+  function drawHistory(c, conns, more) {
     const to = new Date().toISOString();
     const from = new Date(Date.now() - HOURS * 3600_000).toISOString();
     const inWindow = conns.filter((x) => x.at > from).reverse();
     const before = conns.find((x) => x.at <= from);
+    // A page that ends inside the window leaves its start unknown, not disconnected.
+    const truncated = more && !before;
     render(
       historyEl,
       h('h3', {}, `Connections, last ${HOURS} h`),
-      strip({ connected_at_start: before?.connected === true, changes: inWindow }, { from, to, connectedNow: c.session?.connected === true, lastPollAt: c.session?.last_poll_at ?? null, hours: HOURS, name: c.name }),
+      strip({ connected_at_start: before?.connected === true, changes: inWindow, truncated }, { from, to, connectedNow: c.session?.connected === true, lastPollAt: c.session?.last_poll_at ?? null, hours: HOURS, name: c.name }),
       table('Recent connects and disconnects', ['When', 'Change', 'Session', 'Generation'], conns.slice(0, 10).map((x) => [time(x.at), x.connected ? 'connected' : 'disconnected', h('code', {}, x.session_id), x.generation])),
     );
   }
@@ -341,7 +343,7 @@ export function clusterView(name) {
       const c = cluster.data;
       drawHead(c);
       drawSession(c);
-      drawHistory(c, conns.data.items);
+      drawHistory(c, conns.data.items, conns.data.next_cursor != null);
       // The headings carry the hub's counts (in the cluster answer, which changes far more often
       // than they do): a list is redrawn when it or its count changed, not on every answer.
       const counts = c.counts;

@@ -1,0 +1,92 @@
+/**
+ * GET /admin/fleet lists at most the newest 500 connects and disconnects of a cluster in
+ * the window and says `connections.truncated` when it cut some (src/hub/db/fleet.ts,
+ * MAX_CHANGES_PER_CLUSTER), and the cluster view reads one page of 200. The strip ignored that: it started from
+ * `connected_at_start` and runs it on to the oldest change listed, so a cluster connected when
+ * the window opened and then flapping (an operator reconnecting every minute, say) is drawn solid
+ * green, "connected", through the whole part of the window the hub left out, and its label counts
+ * only the listed connects as if they were all of them. Now the part before the oldest listed
+ * change is drawn as unknown (grey), the share is of the part the history covers, and the count
+ * says "at least".
+ */
+import type { Browser, Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { useHub } from '../hub/support/hub';
+import { launchBrowser } from './support/stack';
+
+const h = useHub();
+let browser: Browser;
+
+beforeAll(async () => {
+  browser = await launchBrowser();
+}, 120_000);
+afterAll(async () => {
+  await browser?.close();
+});
+
+async function signedIn(errors: string[]): Promise<Page> {
+  const page = await (await browser.newContext({ viewport: { width: 1280, height: 800 } })).newPage();
+  page.on('pageerror', (e) => errors.push(e.message));
+  await page.goto(`${h.hub.url}/`);
+  await page.getByLabel('Admin token').fill(h.hub.adminToken);
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  return page;
+}
+
+/** Connected 7 h ago (before the 6 h window); down at 5 h ago; then, every minute for 5 h, up for 5 s and down again: 300 connects in the window, 601 changes. */
+async function flapped(uid: string): Promise<void> {
+  await h.sql(
+    // In time order, as the trigger writes them (ids follow time).
+    `insert into connection_events (cluster_uid, at, connected, session_id, generation)
+     select * from (
+       select $1, now() - interval '7 hours' as at, true, 's0', 1
+       union all select $1, now() - interval '5 hours', false, 's0', 1
+       union all select $1, now() - interval '5 hours' + i * interval '1 minute', true, 's' || i, i + 1 from generate_series(1, 300) i
+       union all select $1, now() - interval '5 hours' + i * interval '1 minute' + interval '5 seconds', false, 's' || i, i + 1 from generate_series(1, 300) i
+     ) x order by at`,
+    [uid],
+  );
+}
+
+/** Whether a "connected" bar wider than 10 px covers the point 4.5 h ago (1.5 h into the 180 px, 6 h strip). */
+async function greenAt(svg: ReturnType<Page['locator']>): Promise<boolean> {
+  return svg.locator('rect.strip-up').evaluateAll(
+    (rects, at) => rects.some((r) => Number(r.getAttribute('x')) <= at && at <= Number(r.getAttribute('x')) + Number(r.getAttribute('width')) && Number(r.getAttribute('width')) > 10),
+    (1.5 / 6) * 180,
+  );
+}
+
+describe('a cluster that flapped more often than the fleet answer lists', () => {
+  it('in the fleet view, is not drawn as connected through the part of the window the hub left out, nor its listed connects counted as all of them', async () => {
+    const c = await h.newCluster('flappy');
+    await flapped(c.uid);
+    const fleet = await h.admin('GET', '/fleet?hours=6&limit=500');
+    const item = fleet.json.items.find((i: any) => i.uid === c.uid);
+    expect(item.connections).toMatchObject({ truncated: true, connected_at_start: true });
+
+    const errors: string[] = [];
+    const page = await signedIn(errors);
+    const row = page.getByRole('row').filter({ has: page.getByRole('rowheader', { name: c.name, exact: true }) });
+    const svg = row.locator('svg.strip');
+    await svg.waitFor({ timeout: 30_000 });
+    const label = (await svg.getAttribute('aria-label')) ?? '';
+    expect(await greenAt(svg), `a solid "connected" bar covers 4.5 h ago (label: ${label})`).toBe(false);
+    expect(label).toMatch(/at least 250 connects$/);
+    expect(await svg.locator('rect.strip-unknown').count()).toBe(1);
+    expect(errors).toEqual([]);
+  }, 60_000);
+
+  it("in the cluster view, whose one page of 200 changes ends inside the window, the start is unknown, not disconnected", async () => {
+    const c = await h.newCluster('flappy');
+    await flapped(c.uid);
+    const errors: string[] = [];
+    const page = await signedIn(errors);
+    await page.goto(`${h.hub.url}/#/clusters/${c.name}`);
+    const svg = page.locator('svg.strip').first();
+    await svg.waitFor({ timeout: 30_000 });
+    const label = (await svg.getAttribute('aria-label')) ?? '';
+    expect(label).toMatch(/older changes not listed\), at least 100 connects$/);
+    expect(await svg.locator('rect.strip-unknown').count()).toBe(1);
+    expect(errors).toEqual([]);
+  }, 60_000);
+});
