@@ -9,29 +9,14 @@
  * change is drawn as unknown (grey), the share is of the part the history covers, and the count
  * says "at least".
  */
-import type { Browser, Page } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Page } from 'playwright-core';
+import { describe, expect, it } from 'vitest';
 import { useHub } from '../hub/support/hub';
-import { launchBrowser } from './support/stack';
+import { signedIn, useBrowser } from './support/signed-in';
 
 const h = useHub();
-let browser: Browser;
+const browser = useBrowser();
 
-beforeAll(async () => {
-  browser = await launchBrowser();
-}, 120_000);
-afterAll(async () => {
-  await browser?.close();
-});
-
-async function signedIn(errors: string[]): Promise<Page> {
-  const page = await (await browser.newContext({ viewport: { width: 1280, height: 800 } })).newPage();
-  page.on('pageerror', (e) => errors.push(e.message));
-  await page.goto(`${h.hub.url}/`);
-  await page.getByLabel('Admin token').fill(h.hub.adminToken);
-  await page.getByRole('button', { name: 'Sign in' }).click();
-  return page;
-}
 
 /** Connected 7 h ago (before the 6 h window); down at 5 h ago; then, every minute for 5 h, up for 5 s and down again: 300 connects in the window, 601 changes. */
 async function flapped(uid: string): Promise<void> {
@@ -65,7 +50,7 @@ describe('a cluster that flapped more often than the fleet answer lists', () => 
     expect(item.connections).toMatchObject({ truncated: true, connected_at_start: true });
 
     const errors: string[] = [];
-    const page = await signedIn(errors);
+    const page = await signedIn(browser(), h, errors);
     const row = page.getByRole('row').filter({ has: page.getByRole('rowheader', { name: c.name, exact: true }) });
     const svg = row.locator('svg.strip');
     await svg.waitFor({ timeout: 30_000 });
@@ -80,7 +65,7 @@ describe('a cluster that flapped more often than the fleet answer lists', () => 
     const c = await h.newCluster('flappy');
     await flapped(c.uid);
     const errors: string[] = [];
-    const page = await signedIn(errors);
+    const page = await signedIn(browser(), h, errors);
     await page.goto(`${h.hub.url}/#/clusters/${c.name}`);
     const svg = page.locator('svg.strip').first();
     await svg.waitFor({ timeout: 30_000 });

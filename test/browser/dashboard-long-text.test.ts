@@ -6,21 +6,14 @@
  * list made the whole page scroll sideways. The same goes for every text an operator writes into
  * a cell (a version, a GPU model, a message): it wraps in its own cell (app.css).
  */
-import type { Browser, Page } from 'playwright-core';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { useHub, type Peer, type TestCluster } from '../hub/support/hub';
-import { launchBrowser } from './support/stack';
+import { signedIn, useBrowser } from './support/signed-in';
 
 const h = useHub();
-let browser: Browser;
+const browser = useBrowser();
 const LONG_REGION = 'r'.repeat(256);
 
-beforeAll(async () => {
-  browser = await launchBrowser();
-}, 120_000);
-afterAll(async () => {
-  await browser?.close();
-});
 
 const peers: Peer[] = [];
 afterEach(() => {
@@ -34,16 +27,6 @@ async function observed(c: TestCluster, region: string): Promise<void> {
   await peer.ackedThrough(peer.nextSeq - 1);
 }
 
-async function signedIn(errors: string[], hash = ''): Promise<Page> {
-  const page = await (await browser.newContext({ viewport: { width: 1280, height: 800 } })).newPage();
-  page.on('pageerror', (e) => errors.push(e.message));
-  await page.goto(`${h.hub.url}/`);
-  await page.getByLabel('Admin token').fill(h.hub.adminToken);
-  await page.getByRole('button', { name: 'Sign in' }).click();
-  if (hash) await page.goto(`${h.hub.url}/${hash}`);
-  return page;
-}
-
 describe('an operator that reports a 256-character region with no break in it', () => {
   it("keeps every other cluster's GPUs column within the 1280 px window", async () => {
     const honest = await h.newCluster('honest');
@@ -51,7 +34,7 @@ describe('an operator that reports a 256-character region with no break in it', 
     await observed(honest, 'eu-west-1');
     await observed(hostile, LONG_REGION);
     const errors: string[] = [];
-    const page = await signedIn(errors);
+    const page = await signedIn(browser(), h, errors);
     const row = page.getByRole('row').filter({ has: page.getByRole('rowheader', { name: honest.name, exact: true }) });
     await row.waitFor({ timeout: 30_000 });
     await page.getByRole('rowheader', { name: hostile.name, exact: true }).waitFor({ timeout: 10_000 });
@@ -69,7 +52,7 @@ describe('an operator that reports a 256-character region with no break in it', 
     const hostile = await h.newCluster('longregion');
     await observed(hostile, LONG_REGION);
     const errors: string[] = [];
-    const page = await signedIn(errors, `#/clusters/${hostile.name}`);
+    const page = await signedIn(browser(), h, errors, `#/clusters/${hostile.name}`);
     await page.locator('dl.placement dd', { hasText: LONG_REGION }).waitFor({ timeout: 30_000 });
     const { scrollWidth, innerWidth } = (await page.evaluate('({ scrollWidth: document.documentElement.scrollWidth, innerWidth: window.innerWidth })')) as { scrollWidth: number; innerWidth: number };
     expect(scrollWidth, `page is ${scrollWidth} px wide in a ${innerWidth} px window`).toBeLessThanOrEqual(innerWidth);
