@@ -38,7 +38,8 @@ export function namesTime(s: string): boolean {
   const month = Number(s.slice(5, 7));
   const leap = year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0);
   const days = month === 2 && leap ? 29 : (MONTH_DAYS[month - 1] ?? 0);
-  return Number(s.slice(8, 10)) <= days && Number(s.slice(11, 13)) <= 23;
+  // Year 0000 is RFC 3339's but no calendar's the database keeps (Postgres refuses it).
+  return year >= 1 && Number(s.slice(8, 10)) <= days && Number(s.slice(11, 13)) <= 23;
 }
 
 /** What an HTTP header value may carry of an id sent back in one (printable ASCII, no spaces). */
@@ -88,6 +89,12 @@ export interface Envelope {
   reply_to: string | null;
   ts: string;
   payload: unknown;
+  /**
+   * The first of `id`, `reply_to`, `ts` present but unusable (not a string, overlong), decoded as
+   * ''/'' like an absent one: set so that a ping or a pong, which may leave id and ts out, is not
+   * taken as one that did.
+   */
+  unusable?: 'id' | 'reply_to' | 'ts';
 }
 
 export type EnvelopeDecode =
@@ -177,19 +184,22 @@ export function decodeEnvelope(text: string): EnvelopeDecode {
     if (e.type !== 'error') return fail(`sequenced type ${cutText(e.type, 64)} without seq`, raw);
     sequenced = false;
   }
-  return {
-    ok: true,
-    envelope: {
-      v: e.v,
-      type: e.type,
-      id: envelopeText(o.id, ''),
-      seq: sequenced ? (e.seq as number) : null,
-      ack: e.ack ?? null,
-      reply_to: envelopeText(o.reply_to, null),
-      ts: envelopeText(o.ts, ''),
-      payload: e.payload,
-    },
+  const envelope: Envelope = {
+    v: e.v,
+    type: e.type,
+    id: envelopeText(o.id, ''),
+    seq: sequenced ? (e.seq as number) : null,
+    ack: e.ack ?? null,
+    reply_to: envelopeText(o.reply_to, null),
+    ts: envelopeText(o.ts, ''),
+    payload: e.payload,
   };
+  // '' from a value that was neither '' nor null/absent: unusable. (Cheap on the hot path: a
+  // frame's id and ts are non-empty strings.)
+  if (envelope.id === '' && o.id !== '' && o.id != null) envelope.unusable = 'id';
+  else if (envelope.reply_to === '' && o.reply_to !== '') envelope.unusable = 'reply_to';
+  else if (envelope.ts === '' && o.ts !== '' && o.ts != null) envelope.unusable = 'ts';
+  return { ok: true, envelope };
 }
 
 /**
@@ -197,7 +207,10 @@ export function decodeEnvelope(text: string): EnvelopeDecode {
  * sequenced frame is still counted and acknowledged.
  */
 export function frameProblem(e: Envelope): string | null {
-  // A decoded envelope holds '' for an id or ts that was null or absent.
+  // A decoded envelope holds '' for an id or ts that was null or absent (or unusable, `unusable`).
+  if (e.unusable === 'id') return 'envelope id is not a ULID';
+  if (e.unusable === 'reply_to') return 'envelope reply_to is not a ULID';
+  if (e.unusable === 'ts') return 'envelope ts is not an RFC 3339 timestamp';
   const anonymous = ANONYMOUS_TYPES.has(e.type);
   if (!(anonymous && e.id === '') && !ULID_RE.test(e.id)) return 'envelope id is not a ULID';
   if (e.reply_to !== null && !ULID_RE.test(e.reply_to)) return 'envelope reply_to is not a ULID';

@@ -188,6 +188,17 @@ describe('observed state in (spec: Supply, Demand operator → hub)', () => {
     again.close();
   });
 
+  it('an event whose occurred_at carries an offset past ±15:59 (valid RFC 3339, beyond what timestamptz reads) is stored at its instant, not rejected as poison', async () => {
+    const c = await h.newCluster();
+    const { peer } = await h.openFresh(c);
+    peer.send('node.event', { subject: 'n1', reason: 'NodeNotReady', message: '', severity: 'warning', occurred_at: '2026-01-01T00:00:00+16:00' });
+    await peer.ackedThrough(1, 10_000);
+    expect(await h.sql('select reason from rejections where cluster_uid = $1', [c.uid])).toEqual([]);
+    const rows = await h.sql<{ at: string }>(`select to_char(occurred_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') as at from events where cluster_uid = $1`, [c.uid]);
+    expect(rows).toEqual([{ at: '2025-12-31T08:00:00Z' }]);
+    peer.close();
+  });
+
   it('link drop counters reach the hub (link.stats) and show in the admin API', async () => {
     const c = await h.newCluster();
     const { peer } = await h.openFresh(c);

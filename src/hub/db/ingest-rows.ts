@@ -71,7 +71,15 @@ export const deviceRow = (d: IngestBatch['devices'][number]) =>
 export const deploymentRow = (d: IngestBatch['deployments'][number]) =>
   [d.deployment_id, d.observed_revision, d.phase, d.ready_replicas, d.replica_ids, d.message, d.seq] as const;
 export const eventRow = (e: IngestBatch['events'][number]) =>
-  [e.frame_id, e.kind, e.subject, e.reason, e.message, e.severity, e.occurred_at, e.seq] as const;
+  [e.frame_id, e.kind, e.subject, e.reason, e.message, e.severity, utcTime(e.occurred_at), e.seq] as const;
+
+/**
+ * An RFC 3339 time as Postgres reads every one of them: in UTC. RFC 3339 admits offsets up to
+ * ±23:59, timestamptz only up to ±15:59, and a valid event refused with 22009 was dropped as poison.
+ */
+function utcTime(s: string): string {
+  return s.endsWith('Z') || s.endsWith('z') ? s : new Date(s).toISOString();
+}
 
 /** One parameter's JSON text; most tables are empty in most batches. */
 export function json<T>(rows: Rows<T>): string;

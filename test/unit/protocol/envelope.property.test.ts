@@ -46,6 +46,7 @@ function decodeWithZod(text: string): EnvelopeDecode {
     if (e.type !== 'error') return fail(`sequenced type ${e.type} without seq`, raw);
     sequenced = false;
   }
+  const unusable = (['id', 'reply_to', 'ts'] as const).find((k) => e[k] !== null && e[k] !== undefined && asText(e[k], null) === '' && e[k] !== '');
   return {
     ok: true,
     envelope: {
@@ -57,6 +58,7 @@ function decodeWithZod(text: string): EnvelopeDecode {
       reply_to: asText(e.reply_to, null),
       ts: asText(e.ts, ''),
       payload: e.payload,
+      ...(unusable ? { unusable } : {}),
     },
   };
 }
