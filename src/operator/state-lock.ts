@@ -12,9 +12,10 @@
  * when it was another host, whose processes this one cannot see.
  */
 import { randomUUID } from 'node:crypto';
-import { open, readFile, stat, unlink, utimes } from 'node:fs/promises';
+import { realpathSync } from 'node:fs';
+import { open, readFile, realpath, stat, unlink, utimes } from 'node:fs/promises';
 import { hostname } from 'node:os';
-import { dirname, resolve } from 'node:path';
+import { basename, dirname, join, resolve } from 'node:path';
 import { z } from 'zod';
 import { fsyncDir } from './atomic-file';
 
@@ -62,9 +63,9 @@ export class StateLock {
   }
 
   static async acquire(where: string, options: StateLockOptions = {}): Promise<StateLock> {
-    // One key per file, however it is spelt (relative, absolute): `held` is what refuses a second
-    // open in this process, where the holder's pid is this one's.
-    const path = resolve(where);
+    // One key per file, however it is spelt (relative, absolute, through a symlink): `held` is what
+    // refuses a second open in this process, where the holder's pid is this one's.
+    const path = await canonical(where);
     const staleMs = options.staleMs ?? DEFAULT_LOCK_STALE_MS;
     if (held.has(path)) throw new StateDirLockedError(path, await readHolder(path));
     // Two attempts: a stale lock removed on the first is created on the second; losing that race
@@ -106,7 +107,7 @@ export class StateLock {
    * process (the restart finds its own pid, as a container restarted as pid 1 does).
    */
   static abandon(path: string): void {
-    const lock = held.get(resolve(path));
+    const lock = held.get(canonicalSync(path));
     if (!lock) return;
     lock.released = true;
     if (lock.timer) clearInterval(lock.timer);
@@ -129,6 +130,21 @@ export class StateLock {
     const now = new Date();
     // Only a lock that is still ours: one taken over while this process stalled is the other's.
     if ((await readHolder(this.path))?.token === this.token) await utimes(this.path, now, now).catch(() => {});
+  }
+}
+
+/** The lock file's path with its directory's symlinks resolved (as given when the directory is missing). */
+async function canonical(where: string): Promise<string> {
+  const p = resolve(where);
+  return realpath(dirname(p)).then((d) => join(d, basename(p)), () => p);
+}
+
+function canonicalSync(where: string): string {
+  const p = resolve(where);
+  try {
+    return join(realpathSync(dirname(p)), basename(p));
+  } catch {
+    return p;
   }
 }
 

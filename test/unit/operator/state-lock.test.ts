@@ -3,7 +3,7 @@
  * at open, naming the holder; a lock its holder left behind by dying is taken over.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtemp, readdir, readFile, rm, stat, utimes, writeFile } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm, stat, symlink, utimes, writeFile } from 'node:fs/promises';
 import { hostname, tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
@@ -75,6 +75,20 @@ describe('the state directory lock', () => {
     const second = await openFileStores(dir);
     await second.outboundLog.close();
     expect(await readdir(dir)).not.toContain('operator.lock');
+  });
+
+  it('a second open in the same process through a symlinked spelling of the directory is refused too (it took over its own live lock, whose holder is this pid)', async () => {
+    const real = path.join(dir, 'state');
+    const link = path.join(dir, 'state-link');
+    const first = await openFileStores(real);
+    try {
+      await symlink(real, link);
+      const second = await openFileStores(link).catch((e: unknown) => e);
+      if (!(second instanceof Error)) await (second as Awaited<ReturnType<typeof openFileStores>>).outboundLog.close();
+      expect(second).toBeInstanceOf(StateDirLockedError);
+    } finally {
+      await first.outboundLog.close();
+    }
   });
 
   it('another live process holding the directory keeps it: a real second operator process is refused while the first runs', async () => {
