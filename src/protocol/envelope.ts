@@ -90,9 +90,9 @@ export interface Envelope {
   ts: string;
   payload: unknown;
   /**
-   * The first of `id`, `reply_to`, `ts` present but unusable (not a string, overlong), decoded as
-   * ''/'' like an absent one: set so that a ping or a pong, which may leave id and ts out, is not
-   * taken as one that did.
+   * The first of `id`, `reply_to`, `ts` that was present but unusable (not a string, overlong). Its
+   * field holds '', as an absent id or ts does: this says which it was, so that a ping or a pong,
+   * which may leave id and ts out, is not taken as one that did.
    */
   unusable?: 'id' | 'reply_to' | 'ts';
 }
