@@ -117,9 +117,13 @@ export async function withdrawDesiredDeployment(
     max_replicas: number;
     owner_session: string | null;
   }>(
-    `with c as (select uid from clusters where uid = $1 or name = $1),
+    // The cluster's row is locked first (the order every desired write takes: cluster, then
+    // deployment), and the deployment is read FOR UPDATE: a PUT or DELETE of it that committed
+    // while this waited is then read as it is now, not as the statement's snapshot had it. A
+    // plain read would withdraw with the values before that PUT, or withdraw twice.
+    `with c as (select uid from clusters where uid = $1 or name = $1 for update),
      d as (select cluster_uid, deployment_id, deleted, revision, workload_id, min_replicas, max_replicas from desired_deployments
-           where cluster_uid = (select uid from c) and deployment_id = $2),
+           where cluster_uid = (select uid from c) and deployment_id = $2 for update),
      rev as (
        update clusters set desired_revision = desired_revision + 1
        where uid = (select cluster_uid from d where not deleted)
@@ -135,7 +139,7 @@ export async function withdrawDesiredDeployment(
             ${POKED_OWNER} as owner_session
      from d`,
     [idOrName, deploymentId],
-    'wingsmith_withdraw_desired_v2',
+    'wingsmith_withdraw_desired_v3',
   );
   const r = rows[0];
   return r ? { ...r, revision: Number(r.revision) } : null;
