@@ -8,6 +8,8 @@ import { hintOutsideJurisdiction, JURISDICTIONS, LOCATION_HINTS, REGION_NAME_RE 
  * Hub configuration from Worker vars. The timers the spec fixes are configuration with the
  * spec's values as defaults, so tests can run them fast.
  */
+/** The longest history retention: a century (Postgres timestamps end in 4713 BC). */
+export const HISTORY_RETENTION_MAX_MS = 100 * 365 * 24 * 3_600_000;
 const ms = (d: number) => z.coerce.number().int().positive().default(d);
 /** An optional var: unset and empty are the same (a blank line in a config must not mean "set"). */
 const optional = <T extends z.ZodType>(t: T) => z.preprocess((v) => (v === '' ? undefined : v), t.optional());
@@ -62,8 +64,17 @@ const ConfigSchema = z.object({
   HOLE_TIMEOUT_MS: ms(30_000),
   /** An object whose session has had no connection this long deletes its storage. */
   RETENTION_MS: ms(15 * 60_000),
-  /** Events, rejections and concluded operations' progress older than this are deleted. */
-  HISTORY_RETENTION_MS: ms(30 * 24 * 3_600_000),
+  /**
+   * Events, rejections and concluded operations' progress older than this are deleted. At most a
+   * century: Postgres cannot compute a horizon thousands of years back (22008), and a longer
+   * setting would make every pass fail instead of keeping everything.
+   */
+  HISTORY_RETENTION_MS: z.coerce
+    .number()
+    .int()
+    .positive()
+    .max(HISTORY_RETENTION_MAX_MS, `must be at most ${HISTORY_RETENTION_MAX_MS} (100 years): Postgres cannot reach a horizon much further back`)
+    .default(30 * 24 * 3_600_000),
   /** How often each fleet poller runs a retention pass (sooner while a backlog remains). */
   HISTORY_PRUNE_INTERVAL_MS: ms(10 * 60_000),
   /** Most rows of each history table one retention pass deletes. */

@@ -10,7 +10,7 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { checkDeployConfig } from '../../scripts/lib/deploy-config';
-import { DESIRED_PAGE_RPC_BUDGET_BYTES, hubConfig, IDLE_TIMEOUT_MAX_MS, PING_INTERVAL_BOUNDS_MS } from '../../src/hub/config';
+import { DESIRED_PAGE_RPC_BUDGET_BYTES, HISTORY_RETENTION_MAX_MS, hubConfig, IDLE_TIMEOUT_MAX_MS, PING_INTERVAL_BOUNDS_MS } from '../../src/hub/config';
 import { claimPageBytes, REPLAY_ROW_MAX_BYTES } from '../../src/hub/frame-budget';
 import { checkHello } from '../../src/hub/session/handshake';
 import { boundedLimits } from '../../src/operator/handshake';
@@ -131,5 +131,12 @@ describe('hub configuration refused at startup', () => {
     // CLAIM_SNAPSHOT_BYTES needs no bound of its own: the claim's page is held to a desired page's.
     const claim = hubConfig({ ...big, DESIRED_PAGE_BYTES: String(largest), CLAIM_SNAPSHOT_BYTES: String(1 << 30) });
     expect(claimPageBytes(claim)).toBe(largest);
+  });
+
+  it('HISTORY_RETENTION_MS longer than a century is refused, not accepted until every retention pass fails (22008: a horizon before 4713 BC)', () => {
+    for (const v of ['1e15', '9007199254740991', String(HISTORY_RETENTION_MAX_MS + 1)]) {
+      expect(() => hubConfig({ ...BASE, HISTORY_RETENTION_MS: v }), v).toThrow(/HISTORY_RETENTION_MS/);
+    }
+    expect(hubConfig({ ...BASE, HISTORY_RETENTION_MS: String(HISTORY_RETENTION_MAX_MS) }).HISTORY_RETENTION_MS).toBe(HISTORY_RETENTION_MAX_MS);
   });
 });

@@ -11,7 +11,9 @@ export interface HistoryPruned {
 /**
  * One pass of history retention: at most `batch` rows of each history table older than
  * `retentionMs` — events and rejections by arrival, an operation's progress reports once the
- * operation concluded before the horizon (the operation's row and state stay). Bounded so that a
+ * operation concluded before the horizon, or passed its deadline before it without concluding
+ * (the operator may keep reporting on such an operation; its history must not outlive every
+ * horizon). The operation's row and state stay. Bounded so that a
  * backlog (a first run after an upgrade, a poisoning operator's millions of rejections) is worked
  * off over several passes, none holding locks or a connection for long. Idempotent: pollers of
  * several shards may run it at once, and a row two of them pick is deleted once.
@@ -30,13 +32,13 @@ export async function pruneHistory(sql: Sql, retentionMs: number, batch: number)
      ), oe as (
        delete from operation_events where ctid = any(array(
          select e.ctid from operation_events e join operations o using (operation_id), horizon h
-         where o.concluded_at < h.t and e.at < h.t limit $2))
+         where coalesce(o.concluded_at, o.deadline) < h.t and e.at < h.t limit $2))
        returning 1
      )
      select (select count(*) from ev)::int as events, (select count(*) from rj)::int as rejections,
             (select count(*) from oe)::int as operation_events`,
     [retentionMs, batch],
-    'wingsmith_history_prune_v1',
+    'wingsmith_history_prune_v2',
   );
   const r = rows[0] ?? { events: 0, rejections: 0, operation_events: 0 };
   return {
