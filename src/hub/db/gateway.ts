@@ -229,10 +229,14 @@ export class DbGateway extends DurableObject<HubEnv> {
     return this.relay(async () => {
       if (req.op === 'put' && req.items.length === 1) {
         const w = await this.puts.put(req.cluster, req.items[0] as DesiredItem);
+        // Not while more of the cluster's PUTs wait: in a burst the timer's turn waits behind
+        // all of them, and answering later slows the client's next PUT more than it helps.
+        if (this.puts.pending(req.cluster) === 0) await pokeFirst();
         return w && { op: 'put' as const, cluster_uid: w.cluster_uid, revisions: [w.revision] };
       }
       const w = await writeDesired(this.leastBusy(), req);
       if (w?.poke) this.pokeOwner(w.poke);
+      await pokeFirst();
       return w?.result ?? null;
     });
   }
@@ -262,6 +266,17 @@ export class DbGateway extends DurableObject<HubEnv> {
       };
     }
   }
+}
+
+/**
+ * Let the poke that was just sent be delivered before the admin's answer goes back. Where the
+ * Worker, this shard and the session share a thread (one workerd, locally, or one machine), the
+ * answer's turn would otherwise run first and the change would wait behind the Worker's
+ * response; the operator's frame is what the write is for. A zero timer: nothing waits for
+ * the session's answer, so a slow session never holds up the admin.
+ */
+function pokeFirst(): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, 0));
 }
 
 /**
