@@ -146,11 +146,12 @@ describe("the gateway's claim reads a fresh session its first snapshot page", ()
       const fresh = await claimWithSnapshot(sql, claimArgs(uid, tokenHash), { ...PAGE, rows: 3, bytes: 1 }, noFailure);
       expect(fresh.snapshot?.deployments.map((d) => d.deployment_id)).toEqual(['d1']);
       expect(fresh.snapshot?.more).toBe(true);
-      const whole = await fetchFirstSnapshotPage(sql, uid, fresh.desiredRevision, 3, 1 << 20);
-      expect(whole.deployments.map((d) => d.deployment_id)).toEqual(['d1', 'd2', 'd3']);
-      expect(whole.more).toBe(true);
-      const short = await fetchFirstSnapshotPage(sql, uid, fresh.desiredRevision, 4, 1 << 20);
-      expect(short.more).toBe(false);
+      const fence = { clusterUid: uid, sessionId: fresh.sessionId as string, generation: fresh.generation as number, tokenHash };
+      const whole = await fetchFirstSnapshotPage(sql, fence, fresh.desiredRevision, 3, 1 << 20);
+      expect(whole?.deployments.map((d) => d.deployment_id)).toEqual(['d1', 'd2', 'd3']);
+      expect(whole?.more).toBe(true);
+      const short = await fetchFirstSnapshotPage(sql, fence, fresh.desiredRevision, 4, 1 << 20);
+      expect(short?.more).toBe(false);
     });
   });
 
@@ -162,7 +163,8 @@ describe("the gateway's claim reads a fresh session its first snapshot page", ()
       const claim = await claimWithSnapshot(sql, claimArgs(c.uid, row?.token_hash as string), PAGE, noFailure);
       expect(claim.snapshot).toEqual({ deployments: [], more: false, openOperations: true });
       // Up to a revision below the operation's: none owed.
-      expect((await fetchFirstSnapshotPage(sql, c.uid, 0, 2, 1 << 20)).openOperations).toBe(false);
+      const fence = { clusterUid: c.uid, sessionId: claim.sessionId as string, generation: claim.generation as number, tokenHash: row?.token_hash as string };
+      expect((await fetchFirstSnapshotPage(sql, fence, 0, 2, 1 << 20))?.openOperations).toBe(false);
     });
   });
 });

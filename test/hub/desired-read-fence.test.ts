@@ -8,7 +8,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { fetchDesiredChanges, fetchDesiredSnapshotPage } from '../../src/hub/db/desired';
+import { fetchDesiredChanges, fetchDesiredSnapshotPage, fetchFirstSnapshotPage } from '../../src/hub/db/desired';
 import type { SessionFence } from '../../src/hub/db/ingest';
 import type { Sql } from '../../src/hub/db/sql';
 import { newId } from '../../src/protocol';
@@ -35,9 +35,12 @@ async function claimed(sql: Sql): Promise<SessionFence> {
 async function reads(sql: Sql, fence: SessionFence) {
   const changes = await fetchDesiredChanges(sql, fence, 0, 100, 4 << 20);
   const snapshot = await fetchDesiredSnapshotPage(sql, fence, null, 100, 4 << 20);
+  // The fresh session's first page, read by the gateway right behind the claim (claim-snapshot.ts).
+  const first = await fetchFirstSnapshotPage(sql, fence, 2, 100, 4 << 20);
   return {
     changes: changes && changes.rows.map((c) => c.revision),
     snapshot: snapshot && snapshot.rows.map((d) => d.payload.deployment_id),
+    first: first && first.deployments.map((d) => d.deployment_id),
   };
 }
 
@@ -45,7 +48,7 @@ describe('desired-state reads answer only a session that holds its claim', () =>
   it('answer the owner; an empty read is an empty page, not a refusal', async () => {
     await withSql(async (sql) => {
       const f = await claimed(sql);
-      expect(await reads(sql, f)).toEqual({ changes: [1, 2], snapshot: ['a', 'b'] });
+      expect(await reads(sql, f)).toEqual({ changes: [1, 2], snapshot: ['a', 'b'], first: ['a', 'b'] });
       expect((await fetchDesiredChanges(sql, f, 2, 100, 4 << 20))?.rows).toEqual([]);
     });
   });
@@ -58,7 +61,7 @@ describe('desired-state reads answer only a session that holds its claim', () =>
       await sql.query('update clusters set disabled_at = now() where uid = $1', [disabled.clusterUid]);
       const displaced = await claimed(sql);
       await sql.query(`update cluster_owners set session_id = $2, generation = 2 where cluster_uid = $1`, [displaced.clusterUid, `${newId()}.${newId()}`]);
-      const refused = { changes: null, snapshot: null };
+      const refused = { changes: null, snapshot: null, first: null };
       expect({ rotated: await reads(sql, rotated), disabled: await reads(sql, disabled), displaced: await reads(sql, displaced) }).toEqual({
         rotated: refused,
         disabled: refused,

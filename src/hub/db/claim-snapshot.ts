@@ -50,11 +50,14 @@ export async function claimWithSnapshot(
   const claim = await claimCluster(sql, args);
   if (snapshot.rows < 1 || claim.refusal !== null || claim.sessionId !== args.freshSessionId) return { ...claim, snapshot: null };
   // A page abandoned at the deadline still settles later, on the connection; nobody waits for it.
-  const page = fetchFirstSnapshotPage(sql, args.clusterUid, claim.desiredRevision, snapshot.rows, snapshot.bytes);
+  const fence = { clusterUid: args.clusterUid, sessionId: claim.sessionId, generation: claim.generation as number, tokenHash: args.tokenHashHex };
+  const page = fetchFirstSnapshotPage(sql, fence, claim.desiredRevision, snapshot.rows, snapshot.bytes);
   try {
     const read = await withDeadline(page, snapshot.deadlineMs, () => {
       throw new PageDeadlineError(`first snapshot page not read within ${snapshot.deadlineMs} ms`);
     });
+    // Null: the claim was taken back (a rotation, a disable, a newer hello) before the page was
+    // read. The session finds that out at its own fenced read, as it would without a page.
     return { ...claim, snapshot: read };
   } catch (err) {
     pageFailed(err);

@@ -113,13 +113,17 @@ export interface Page<T> {
  * revocation are never read under a claim that predates it.
  */
 function whileClaimHeld(page: string, key: string, f: string[]): string {
-  const [cluster, session, generation, tokenHash] = f;
-  return `select q.*, h.held from (
-      select exists (select 1 from cluster_owners o join clusters c on c.uid = o.cluster_uid
-                     where o.cluster_uid = ${cluster} and o.session_id = ${session} and o.generation = ${generation}
-                       and c.disabled_at is null and c.token_hash = decode(${tokenHash}, 'hex')) as held) h
+  return `select q.*, h.held from (select ${claimHeld(f)} as held) h
     left join lateral (${page}) q on h.held
     order by q.${key}`;
+}
+
+/** True while the session holds the claim it was granted, under the token it was granted with. */
+function claimHeld(f: string[]): string {
+  const [cluster, session, generation, tokenHash] = f;
+  return `exists (select 1 from cluster_owners o join clusters c on c.uid = o.cluster_uid
+                  where o.cluster_uid = ${cluster} and o.session_id = ${session} and o.generation = ${generation}
+                    and c.disabled_at is null and c.token_hash = decode(${tokenHash}, 'hex'))`;
 }
 
 interface Held {
@@ -189,18 +193,22 @@ export async function fetchDesiredSnapshotPage(
 /**
  * A fresh session's first snapshot page, and whether unconcluded operations up to its claimed
  * revision are owed, in one statement (claim-snapshot.ts). The flag's row carries the page
- * through a lateral join, so an empty snapshot still answers it.
+ * through a lateral join, so an empty snapshot still answers it. Read after the claim committed,
+ * so fenced as every desired read of a session is (whileClaimHeld): null once a rotation or a
+ * disable took the claim's token away, or a newer hello the claim, and nothing written after that
+ * is read.
  */
 export async function fetchFirstSnapshotPage(
   sql: Sql,
-  clusterUid: string,
+  fence: SessionFence,
   upToRevision: number,
   limit: number,
   maxBytes: number,
-): Promise<{ deployments: Payload<'deployment.desired'>[]; more: boolean; openOperations: boolean }> {
-  const { rows } = await sql.query<ChangeRow & Bounded & { open_operations: boolean }>(
-    `select d.*, o.open_operations
-     from (select exists (select 1 from operations
+): Promise<{ deployments: Payload<'deployment.desired'>[]; more: boolean; openOperations: boolean } | null> {
+  const { rows } = await sql.query<ChangeRow & Bounded & Held & { open_operations: boolean }>(
+    `select d.*, o.open_operations, h.held
+     from (select ${claimHeld(['$1', '$5', '$6', '$7'])} as held) h
+     cross join (select exists (select 1 from operations
                           where cluster_uid = $1 and revision <= $3 and concluded_at is null and deadline > now()) as open_operations) o
      left join lateral (
        ${byteBounded(
@@ -209,11 +217,12 @@ export async function fetchFirstSnapshotPage(
          'deployment_id',
          '$4',
        )}
-     ) d on true
+     ) d on h.held
      order by d.deployment_id`,
-    [clusterUid, limit, upToRevision, maxBytes],
-    'wingsmith_first_page_v3',
+    [fence.clusterUid, limit, upToRevision, maxBytes, fence.sessionId, fence.generation, fence.tokenHash],
+    'wingsmith_first_page_v4',
   );
+  if (rows[0]?.held !== true) return null;
   const page = rows.filter((r) => r.deployment_id !== null);
   return {
     deployments: page.map((r) => toChange(r).payload as Payload<'deployment.desired'>),
