@@ -24,7 +24,8 @@ export const SESSION_HINT_HEADER = 'Wingsmith-Session';
 
 /** `GET /v1/connect`: admit an operator and hand its WebSocket to its session's object. */
 export async function connect(c: Context<{ Bindings: HubEnv }>): Promise<Response> {
-  const auth = c.req.header('authorization') ?? '';
+  // A field value's trailing whitespace is not part of it (RFC 9110 5.5); local workerd keeps it.
+  const auth = c.req.header('authorization')?.trim() ?? '';
   const m = /^Bearer +([^\s]+)$/i.exec(auth);
   // Anything not shaped like an enrollment token is turned away before the upgrade and before
   // any database work.

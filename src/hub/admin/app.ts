@@ -58,7 +58,7 @@ export function adminRouter(): OpenAPIHono<AdminEnv> {
 
 /**
  * A token a client can send unchanged in an HTTP header: printable ASCII, spaces only inside
- * (a header value is trimmed on the way). Any such token is accepted; Hono's bearerAuth accepted
+ * (a header value's leading and trailing whitespace is not part of it, RFC 9110 5.5). Any such token is accepted; Hono's bearerAuth accepted
  * only RFC 6750's token68 characters, so a password-manager token (`!`, `#`, `$`) locked everyone
  * out with a 400 even when it was sent exactly.
  */
@@ -73,7 +73,8 @@ export const adminAuth: MiddlewareHandler<AdminEnv> = async (c, next) => {
     // Not a secret leak: says what is wrong with the configuration, not what the token is.
     return jsonError(c, 503, 'unconfigured', 'ADMIN_TOKEN has characters no HTTP header can carry (use printable ASCII, no leading or trailing space)');
   }
-  const sent = BEARER.exec(c.req.header('authorization') ?? '')?.[1];
+  // Trimmed here: local workerd hands the value on with the whitespace a client left after it.
+  const sent = BEARER.exec(c.req.header('authorization')?.trim() ?? '')?.[1];
   // timingSafeEqual compares SHA-256 digests of both sides, so no prefix leaks; its loop runs
   // over the longer string, which a caller could time only to learn the token's length.
   if (sent === undefined || !(await timingSafeEqual(sent, token))) {
