@@ -29,9 +29,17 @@ export const RFC3339_RE = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:
 
 const MONTH_DAYS = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31] as const;
 
-/** An RFC 3339 timestamp that names a time: the pattern alone admits hour 25 or minute 61. */
-export function namesTime(s: string): boolean {
-  if (!RFC3339_RE.test(s) || Number.isNaN(Date.parse(s))) return false;
+/**
+ * An RFC 3339 timestamp that names a time: the pattern alone admits hour 25 or minute 61.
+ * `yearZero`: year 0000 too, which RFC 3339 admits and Postgres cannot store (for a time that is
+ * never stored, the envelope's `ts`).
+ */
+export function namesTime(s: string, yearZero = false): boolean {
+  if (!RFC3339_RE.test(s)) return false;
+  // A leap second (second 60) is RFC 3339's and Postgres's, not Date.parse's: the rest is checked
+  // at second 59.
+  const parsed = s.charCodeAt(17) === 0x36 && s.charCodeAt(18) === 0x30 ? `${s.slice(0, 17)}59${s.slice(19)}` : s;
+  if (Number.isNaN(Date.parse(parsed))) return false;
   // Date.parse rolls a day past its month's end over (Feb 31 reads as Mar 3) and takes 24:00 as
   // the next midnight; RFC 3339 admits neither, so what it accepts is not yet a time.
   const year = Number(s.slice(0, 4));
@@ -39,7 +47,7 @@ export function namesTime(s: string): boolean {
   const leap = year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0);
   const days = month === 2 && leap ? 29 : (MONTH_DAYS[month - 1] ?? 0);
   // Year 0000 is RFC 3339's but no calendar's the database keeps (Postgres refuses it).
-  return year >= 1 && Number(s.slice(8, 10)) <= days && Number(s.slice(11, 13)) <= 23;
+  return (year >= 1 || yearZero) && Number(s.slice(8, 10)) <= days && Number(s.slice(11, 13)) <= 23;
 }
 
 /** What an HTTP header value may carry of an id sent back in one (printable ASCII, no spaces). */
@@ -214,7 +222,7 @@ export function frameProblem(e: Envelope): string | null {
   const anonymous = ANONYMOUS_TYPES.has(e.type);
   if (!(anonymous && e.id === '') && !ULID_RE.test(e.id)) return 'envelope id is not a ULID';
   if (e.reply_to !== null && !ULID_RE.test(e.reply_to)) return 'envelope reply_to is not a ULID';
-  if (!(anonymous && e.ts === '') && !namesTime(e.ts)) {
+  if (!(anonymous && e.ts === '') && !namesTime(e.ts, true)) {
     return 'envelope ts is not an RFC 3339 timestamp';
   }
   if (e.payload === null || typeof e.payload !== 'object' || Array.isArray(e.payload)) {

@@ -188,14 +188,34 @@ describe('observed state in (spec: Supply, Demand operator → hub)', () => {
     again.close();
   });
 
-  it('an event whose occurred_at carries an offset past ±15:59 (valid RFC 3339, beyond what timestamptz reads) is stored at its instant, not rejected as poison', async () => {
+  it('an event at any RFC 3339 time is stored at its instant, to the microsecond, not rejected as poison: offsets past ±15:59 (beyond what timestamptz reads), the ends of the calendar, leap seconds', async () => {
     const c = await h.newCluster();
     const { peer } = await h.openFresh(c);
-    peer.send('node.event', { subject: 'n1', reason: 'NodeNotReady', message: '', severity: 'warning', occurred_at: '2026-01-01T00:00:00+16:00' });
-    await peer.ackedThrough(1, 10_000);
+    // [occurred_at, the instant in UTC as Postgres writes it]. Before, an offset time went through
+    // a JS Date: the ends of the calendar became years 0000 and +010000 (22008) and the
+    // microseconds were cut; and a leap second was no RFC 3339 time at all (Date.parse).
+    const cases: [string, string][] = [
+      ['2026-01-01T00:00:00+16:00', '2025-12-31T08:00:00.000000'],
+      ['0001-01-01T00:30:00+01:00', '0001-12-31T23:30:00.000000 BC'],
+      ['0001-01-01T00:30:00+23:00', '0001-12-31T01:30:00.000000 BC'],
+      ['9999-12-31T23:30:00-01:00', '10000-01-01T00:30:00.000000'],
+      ['9999-12-31T23:30:00-23:59', '10000-01-01T23:29:00.000000'],
+      ['2020-01-01T01:00:00.123456+01:00', '2020-01-01T00:00:00.123456'],
+      ['2020-01-01T20:00:00.123456+20:00', '2020-01-01T00:00:00.123456'],
+      ['2016-12-31T23:59:60Z', '2017-01-01T00:00:00.000000'],
+      ['2016-12-31T15:59:60-08:00', '2017-01-01T00:00:00.000000'],
+      ['2017-01-01T19:59:60.5+20:00', '2017-01-01T00:00:00.500000'],
+    ];
+    cases.forEach(([occurred_at], i) => peer.send('node.event', { subject: `n${i}`, reason: 'Edge', message: '', severity: 'info', occurred_at }));
+    await peer.ackedThrough(cases.length, 10_000);
     expect(await h.sql('select reason from rejections where cluster_uid = $1', [c.uid])).toEqual([]);
-    const rows = await h.sql<{ at: string }>(`select to_char(occurred_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') as at from events where cluster_uid = $1`, [c.uid]);
-    expect(rows).toEqual([{ at: '2025-12-31T08:00:00Z' }]);
+    const rows = await h.sql<{ subject: string; at: string }>(
+      `select subject, to_char(occurred_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US') || case when occurred_at < '0001-01-01Z' then ' BC' else '' end as at
+       from events where cluster_uid = $1`,
+      [c.uid],
+    );
+    const stored = Object.fromEntries(rows.map((r) => [r.subject, r.at]));
+    expect(cases.map(([t], i) => [t, stored[`n${i}`]])).toEqual(cases);
     peer.close();
   });
 

@@ -73,12 +73,30 @@ export const deploymentRow = (d: IngestBatch['deployments'][number]) =>
 export const eventRow = (e: IngestBatch['events'][number]) =>
   [e.frame_id, e.kind, e.subject, e.reason, e.message, e.severity, utcTime(e.occurred_at), e.seq] as const;
 
+const OFFSET_RE = /([+-])(\d{2}):(\d{2})$/;
+/** The widest offset timestamptz reads, in minutes (RFC 3339 admits up to ±23:59). */
+const PG_OFFSET_MAX_MIN = 15 * 60 + 59;
+const pad = (n: number, width = 2) => String(n).padStart(width, '0');
+
 /**
- * An RFC 3339 time as Postgres reads every one of them: in UTC. RFC 3339 admits offsets up to
- * ±23:59, timestamptz only up to ±15:59, and a valid event refused with 22009 was dropped as poison.
+ * An RFC 3339 time as Postgres reads it: as sent, unless its offset is wider than timestamptz
+ * takes (22009: a valid event dropped as poison), then the same instant in UTC. Written by hand,
+ * not through a Date: that would cut the fraction to milliseconds, and write an instant before
+ * year 1 as year 0000 or one after 9999 as +010000, both refused (22008). A leap second rolls
+ * over, as Postgres rolls it.
  */
-function utcTime(s: string): string {
-  return s.endsWith('Z') || s.endsWith('z') ? s : new Date(s).toISOString();
+export function utcTime(s: string): string {
+  const m = OFFSET_RE.exec(s);
+  const offset = m ? (Number(m[2]) * 60 + Number(m[3])) * (m[1] === '-' ? -1 : 1) : 0;
+  if (Math.abs(offset) <= PG_OFFSET_MAX_MIN) return s;
+  const d = new Date(0);
+  d.setUTCFullYear(Number(s.slice(0, 4)), Number(s.slice(5, 7)) - 1, Number(s.slice(8, 10)));
+  d.setUTCHours(Number(s.slice(11, 13)), Number(s.slice(14, 16)) - offset, Number(s.slice(17, 19)));
+  const fraction = s.slice(19, s.length - 6);
+  const y = d.getUTCFullYear();
+  const time = `${pad(d.getUTCMonth() + 1)}-${pad(d.getUTCDate())}T${pad(d.getUTCHours())}:${pad(d.getUTCMinutes())}:${pad(d.getUTCSeconds())}${fraction}Z`;
+  // Astronomical year 0 is 1 BC: Postgres reads no year 0000.
+  return y >= 1 ? `${pad(y, 4)}-${time}` : `${pad(1 - y, 4)}-${time} BC`;
 }
 
 /** One parameter's JSON text; most tables are empty in most batches. */

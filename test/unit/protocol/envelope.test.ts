@@ -289,4 +289,21 @@ describe('timestamps name a real calendar time', () => {
     );
     expect(namesTime('0000-06-01T00:00:00Z')).toBe(false);
   });
+
+  it('a leap second (second 60) names a time: as an event occurred_at (zod and the fast validator alike) and as an envelope ts (Date.parse reads no second 60; before, both were refused)', () => {
+    for (const s of ['2016-12-31T23:59:60Z', '2016-12-31T15:59:60-08:00', '2016-12-31T23:59:60.5Z']) {
+      expect(namesTime(s), s).toBe(true);
+      expect(decodeEnvelope(JSON.stringify({ ...base, ts: s })).ok, s).toBe(true);
+      expect(frame(s).kind, s).toBe('message');
+      expect(decodePayloadWithZod('node.event', event(s)).ok, s).toBe(true);
+      expect(decodePayload('node.event', event(s)).ok, s).toBe(true);
+    }
+    expect(namesTime('2016-12-31T23:59:61Z')).toBe(false);
+  });
+
+  it('an envelope ts in year 0000 is read (never stored, and RFC 3339 admits it); an event occurred_at there is not (Postgres cannot store it)', () => {
+    expect(frame('0000-01-01T00:00:00Z').kind).toBe('message');
+    expect(decodePayload('node.event', event('0000-01-01T00:00:00Z')).ok).toBe(false);
+    expect(decodePayloadWithZod('node.event', event('0000-01-01T00:00:00Z')).ok).toBe(false);
+  });
 });
