@@ -191,9 +191,9 @@ describe('the poison path always ends in an acknowledgement', () => {
     expect(new Set(carried).size).toBe(4);
     expect(carried[2]).toMatch(/reduced to ASCII/);
     expect(lines.filter((l) => l.level === 'error').map((l) => l.msg)).toEqual([
-      'poison frame: database refused it; recording rejection',
-      'poison frame: database refused its rejection record; recording it reduced to ASCII',
-      'poison frame: database refused even its ASCII rejection record; acknowledged and dropped UNRECORDED',
+      'POISON FRAME: database refused it; recording rejection',
+      'POISON FRAME: database refused its rejection record; recording it reduced to ASCII',
+      'POISON FRAME: database refused even its ASCII rejection record; acknowledged and dropped UNRECORDED',
     ]);
     await p.pipeline.quiesce();
   });

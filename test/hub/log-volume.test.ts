@@ -76,6 +76,23 @@ describe('hub log volume under a hostile operator', () => {
     expect(summary[0]?.line).toMatchObject({ level: 'error', suppressed: N - LOG_BUDGET.lines, first_seq: LOG_BUDGET.lines + 1, last_seq: N });
   }, 60_000);
 
+  it('a flood of 200 frames Postgres refuses (a NUL in a node name) is logged within the budget, not a line or more per frame (each was logged twice, outside it: found by a review)', async () => {
+    const c = await h.newCluster('rv-logs-refused');
+    const peer = await h.connect(c.token);
+    const session = (await peer.hello({ cluster_id: c.name })).payload.session_id as string;
+    await peer.next((f) => f.type === 'stream.end');
+    const N = 200;
+    for (let i = 0; i < N; i++) peer.send('node.observed', { ...node(`n${i}`), name: `bad\u0000${i}` });
+    await peer.ackedThrough(N, 60_000);
+    await new Promise((r) => setTimeout(r, 1_000));
+    const rejections = await h.sql<{ n: string }>('select count(*) as n from rejections where cluster_uid = $1', [c.uid]);
+    expect(Number(rejections[0]?.n)).toBe(N);
+    const loud = lines.filter(({ line }) => line.session === session && (line.level === 'error' || line.level === 'warn'));
+    expect(loud.length, 'error and warn lines written for 200 refused frames').toBeLessThanOrEqual(100);
+    expect(linesOf(session, /POISON FRAME: database refused it/).length).toBeGreaterThan(0);
+    peer.close();
+  }, 120_000);
+
   it('a flood of 600 connection-level error frames is rate-limited or summarised, not one warn line per frame', async () => {
     const c = await h.newCluster('rv-logs-errors');
     const peer = await h.connect(c.token);

@@ -2,6 +2,7 @@ import { applyIngestBatch, type IngestResult, type SessionFence } from '../db/in
 import { classifyDbError, describeError, failureKind, isIsolatable, NOT_AN_OUTAGE } from '../db/errors';
 import type { Sql } from '../db/sql';
 import type { Logger } from '../log';
+import { LogBudget } from '../log-budget';
 import { buildBatch, plainerRecord, writesNothing, type BuiltBatch, type InboundItem, type SentDesiredLookup } from './ingest-batch';
 import { cutBeforeUncertainEnd, markRejectedMembers } from './ingest-streams';
 import { DEFAULT_SCHEDULE_LIMITS, IngestSchedule, type FailureKind, type ScheduleLimits } from './ingest-schedule';
@@ -29,6 +30,11 @@ export interface IngestHost {
   /** Whether retrying still helps: with no connection the peer will replay after its resume anyway. */
   keepRetrying(): boolean;
   log: Logger;
+  /**
+   * For the lines an operator can provoke once per frame (a frame the database refuses): the
+   * session's, shared with its other such lines. The pipeline keeps one of its own without it.
+   */
+  logBudget?: LogBudget;
 }
 
 /**
@@ -58,6 +64,7 @@ export class IngestPipeline {
   private wake: (() => void) | null = null;
   /** Consecutive failed statements, for the live view. */
   transientFailures = 0;
+  private readonly budget: LogBudget;
   /** Batch statements sent and not yet answered (two in the steady state: see `run`). */
   private inFlight = 0;
 
@@ -67,6 +74,7 @@ export class IngestPipeline {
     limits: Partial<ScheduleLimits> = {},
   ) {
     this.schedule = new IngestSchedule({ ...DEFAULT_SCHEDULE_LIMITS, ...limits, maxBatch });
+    this.budget = host.logBudget ?? new LogBudget();
   }
 
   get size(): number {
@@ -268,7 +276,8 @@ export class IngestPipeline {
     if (!own) return;
     if (kind === 'permanent') {
       if (!refused) {
-        this.host.log.warn('ingest batch refused by the database; splitting to find the frame', fields);
+        // A frame of data the database refuses is one the operator can send again and again.
+        this.budget.write(this.host.log, { kind: 'db-refused-split', level: 'warn', msg: 'ingest batch refused by the database; splitting to find the frame', fields, seq: fields.first_seq ?? null, reason: fields.error });
         return;
       }
       this.recordRefused(refused, err);
@@ -309,17 +318,22 @@ export class IngestPipeline {
         kind: 'poison',
         reason: `database refused the frame: ${describeError(err).slice(0, 500)}`,
       });
-      this.host.log.error('poison frame: database refused it; recording rejection', fields);
+      this.budget.write(this.host.log, { kind: 'db-refused', level: 'error', msg: 'POISON FRAME: database refused it; recording rejection', fields, seq: refused.seq, reason: fields.error });
       return;
     }
     const plainer = plainerRecord(refused);
     this.schedule.replace(plainer);
-    this.host.log.error(
-      plainer.record === 'none'
-        ? 'poison frame: database refused even its ASCII rejection record; acknowledged and dropped UNRECORDED'
-        : 'poison frame: database refused its rejection record; recording it reduced to ASCII',
+    this.budget.write(this.host.log, {
+      kind: plainer.record === 'none' ? 'db-refused-unrecorded' : 'db-refused-record',
+      level: 'error',
+      msg:
+        plainer.record === 'none'
+          ? 'POISON FRAME: database refused even its ASCII rejection record; acknowledged and dropped UNRECORDED'
+          : 'POISON FRAME: database refused its rejection record; recording it reduced to ASCII',
       fields,
-    );
+      seq: refused.seq,
+      reason: fields.error,
+    });
   }
 
   private sleep(ms: number): Promise<void> {

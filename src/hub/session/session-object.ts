@@ -158,6 +158,7 @@ export class SessionObject extends DurableObject<HubEnv> {
           void this.fleet.check();
         },
         keepRetrying: () => sockets.active() !== null,
+        logBudget: this.logBudget,
         // Read at each line: the session's logger names its cluster and session, and is replaced
         // when a hello opens a session (the base logger names neither).
         get log() {
