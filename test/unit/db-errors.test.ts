@@ -12,7 +12,8 @@ function relayed(message: string, code: string | null, name: string): Error {
 }
 
 describe('database error classification (DESIGN decision 5: unsure means transient)', () => {
-  it('data errors (classes 21, 22, 23) are permanent: a replay could never succeed', () => {
+  it('data errors (classes 21, 22, 23, and 54: a program limit the data ran into) are permanent: a replay could never succeed', () => {
+    expect(classifyDbError(pgError('54000', 'total size of jsonb array elements exceeds the maximum of 268435455 bytes'))).toBe('permanent');
     expect(classifyDbError(pgError('22P02', 'invalid input syntax for type uuid'))).toBe('permanent');
     expect(classifyDbError(pgError('23505', 'duplicate key value'))).toBe('permanent');
     expect(classifyDbError(pgError('21000', 'cardinality violation'))).toBe('permanent');

@@ -245,3 +245,85 @@ describe('ingest pipeline: what a failed statement logs', () => {
     expect(h.committed).toEqual([[1]]);
   });
 });
+
+const node = (id: string) => ({ node_id: id, name: id, ready: true, schedulable: true, labels: { zone: 'x'.repeat(200) }, taints: [], allocatable: { gpus: 1, cpu_millis: 1, memory_mb: 1 } });
+
+describe('ingest pipeline: the size of a statement', () => {
+  it('one the database refuses as too large (54000: a jsonb parameter past 256 MiB) is split until it fits and applied, not retried whole forever (found by a review)', async () => {
+    const NODES = 64;
+    const nodeItem = (seq: number): InboundItem =>
+      ({ seq, id: `f${seq}`, replyTo: null, type: 'node.observed', arrivedAt: Date.now(), kind: 'message', message: { type: 'node.observed', payload: node(`n${seq}`) } }) as InboundItem;
+    // Scaled-down stand-in for jsonb's 268,435,455-byte limit: 40 of these rows fit, 64 do not.
+    const LIMIT = 40 * JSON.stringify(['n00', 'n00', true, true, node('n00').labels, [], 1, 1, 1, 1]).length;
+    const statements: number[] = [];
+    const sql: Sql = {
+      async query<R>(_text: string, params: unknown[] = []) {
+        const nodes = String(params[5] ?? params[4] ?? '[]');
+        statements.push(JSON.parse(nodes).length);
+        if (nodes.length > LIMIT) {
+          throw Object.assign(new Error('total size of jsonb array elements exceeds the maximum of 268435455 bytes'), { code: '54000' });
+        }
+        return { rows: [{ fenced: true, pruned: 0, unknown_ops: [] }] as R[], rowCount: 1 };
+      },
+    };
+    const committed: number[] = [];
+    const pipeline = new IngestPipeline(
+      {
+        sql,
+        fence: () => ({ clusterUid: 'c', sessionId: 's', generation: 1, tokenHash: '00' }),
+        resyncs: () => ({}),
+        sentDesired: () => null,
+        committed: (items) => void committed.push(...items.map((i) => i.seq)),
+        fenceLost: () => {
+          throw new Error('fence lost');
+        },
+        keepRetrying: () => true,
+        log: createLogger({}, 'error'),
+      },
+      2_000,
+    );
+    for (let seq = 1; seq <= NODES; seq++) pipeline.push(nodeItem(seq));
+    const deadline = Date.now() + 4_000;
+    while (committed.length < NODES && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    await pipeline.quiesce();
+    // Before: statements of 64, 64, 64, … rows (every one refused), nothing committed.
+    expect({ committed: committed.length, statementRows: statements.slice(0, 6) }).toEqual({ committed: NODES, statementRows: expect.arrayContaining([32]) });
+  });
+
+  it('carries at most its byte bound of frames (always at least one), whatever the frame bound allows', async () => {
+    const sizes: number[] = [];
+    const sql: Sql = {
+      async query<R>() {
+        return { rows: [{ fenced: true, pruned: 0, unknown_ops: [] }] as R[], rowCount: 1 };
+      },
+    };
+    const committed: number[][] = [];
+    const pipeline = new IngestPipeline(
+      {
+        sql,
+        fence: () => ({ clusterUid: 'c', sessionId: 's', generation: 1, tokenHash: '00' }),
+        resyncs: () => ({}),
+        sentDesired: () => null,
+        committed: (items) => void committed.push(items.map((i) => i.bytes ?? 0)),
+        fenceLost: () => {
+          throw new Error('fence lost');
+        },
+        keepRetrying: () => true,
+        log: createLogger({}, 'error'),
+      },
+      2_000,
+      { maxBytes: 1_000 },
+    );
+    // 300-byte frames, and one of 5,000 (over the bound alone: it still goes, alone).
+    for (let seq = 1; seq <= 20; seq++) pipeline.push({ ...item(seq), bytes: seq === 7 ? 5_000 : 300 });
+    expect(pipeline.bytes).toBe(19 * 300 + 5_000);
+    const deadline = Date.now() + 4_000;
+    while (committed.flat().length < 20 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+    await pipeline.quiesce();
+    for (const s of committed) sizes.push(s.reduce((a, b) => a + b, 0));
+    expect(committed.flat()).toHaveLength(20);
+    expect(committed.every((s) => s.length === 1 || s.reduce((a, b) => a + b, 0) <= 1_000), JSON.stringify(committed)).toBe(true);
+    expect(committed.some((s) => s.length === 1 && s[0] === 5_000)).toBe(true);
+    expect(pipeline.bytes).toBe(0);
+  });
+});

@@ -16,7 +16,8 @@ function frame<T extends MessageType>(seq: number, type: T, payload: Payload<T>)
   const id = newId();
   const f = readFrame(buildFrame({ type, payload, seq, id }));
   if (f.kind !== 'message') throw new Error(f.kind);
-  return { seq, id, replyTo: null, type, arrivedAt: seq, kind: 'message', message: f.message };
+  // Sizes that vary, so a byte bound cuts statements at other places than the frame bound does.
+  return { seq, id, replyTo: null, type, arrivedAt: seq, kind: 'message', message: f.message, bytes: ((seq * 37) % 5 + 1) * 100 };
 }
 
 function toItem(seq: number, s: Spec): InboundItem {
@@ -66,8 +67,9 @@ type Mode = 'one at a time' | 'two in flight, settled as a pair' | 'two in fligh
  * (what the pipeline does): when the one ahead commits, the one behind is promoted and runs on
  * while frames arrive, another may go behind it, and its outcome is judged a step later.
  */
-function simulate(arrivals: Arrival[], faults: { subject: string | null; from: number; length: number }[], maxBatch: number, mode: Mode) {
-  const schedule = new IngestSchedule({ maxBatch, maxHeld: 3, baseDelayMs: 5, maxDelayMs: 40 });
+function simulate(arrivals: Arrival[], faults: { subject: string | null; from: number; length: number }[], maxBatch: number, mode: Mode, maxBytes = 1 << 30) {
+  const schedule = new IngestSchedule({ maxBatch, maxBytes, maxHeld: 3, baseDelayMs: 5, maxDelayMs: 40 });
+  const withinBytes = (run: readonly InboundItem[]) => run.length === 1 || run.reduce((n, x) => n + (x.bytes ?? 0), 0) <= maxBytes;
   const applied: number[] = [];
   let behindRuns = 0;
   let promotions = 0;
@@ -99,9 +101,11 @@ function simulate(arrivals: Arrival[], faults: { subject: string | null; from: n
         continue;
       }
       ahead = plan.run;
+      expect(withinBytes(ahead), 'a statement within its byte bound').toBe(true);
     }
     const behind = mode !== 'one at a time' ? schedule.behind(t) : null;
     if (behind) behindRuns++;
+    if (behind) expect(withinBytes(behind), 'a statement behind within its byte bound').toBe(true);
     const first = verdict(ahead);
     if (first) schedule.failed(first, t);
     else applied.push(...schedule.succeeded().map((x) => x.seq));
@@ -149,13 +153,15 @@ describe('ingest schedule (spec: reading does not stop at a hole)', () => {
           fc.array(fc.tuple(specArb, gapArb), { minLength: 1, maxLength: 120 }),
           fc.array(faultArb, { maxLength: 6 }),
           fc.integer({ min: 1, max: 16 }),
-          (specs, faults, maxBatch) => {
+          fc.integer({ min: 100, max: 4_000 }),
+          (specs, faults, maxBatch, maxBytes) => {
             const arrivals = specs.map(([s, gap], i) => ({ item: toItem(i + 1, s), gap }));
-            const out = simulate(arrivals, faults, maxBatch, mode);
+            const out = simulate(arrivals, faults, maxBatch, mode, maxBytes);
             behindRuns += out.behindRuns;
             promotions += out.promotions;
             // Drained: everything applied exactly once.
             expect(out.schedule.size).toBe(0);
+            expect(out.schedule.bytes).toBe(0);
             expect([...out.applied].sort((a, b) => a - b)).toEqual(arrivals.map((a) => a.item.seq));
             expectOrdered(arrivals, out.applied);
           },
@@ -171,7 +177,7 @@ describe('ingest schedule (spec: reading does not stop at a hole)', () => {
   }
 
   it('sends nothing behind a statement that carries a resync boundary, or while a subject is held, and never a subject the one ahead carries', () => {
-    const schedule = new IngestSchedule({ maxBatch: 2, maxHeld: 3, baseDelayMs: 5, maxDelayMs: 40 });
+    const schedule = new IngestSchedule({ maxBatch: 2, maxBytes: 1 << 30, maxHeld: 3, baseDelayMs: 5, maxDelayMs: 40 });
     const specs: Spec[] = [
       { kind: 'node', id: 'A' },
       { kind: 'node', id: 'B' },
@@ -203,7 +209,7 @@ describe('ingest schedule (spec: reading does not stop at a hole)', () => {
   });
 
   it('while one subject stays locked, every other frame before the next boundary is applied and the locked ones wait in order', () => {
-    const schedule = new IngestSchedule({ maxBatch: 16, maxHeld: 3, baseDelayMs: 5, maxDelayMs: 40 });
+    const schedule = new IngestSchedule({ maxBatch: 16, maxBytes: 1 << 30, maxHeld: 3, baseDelayMs: 5, maxDelayMs: 40 });
     const specs: Spec[] = [
       { kind: 'node', id: 'A' },
       { kind: 'node', id: 'B' },

@@ -121,7 +121,7 @@ export function adminApp(): OpenAPIHono<AdminEnv> {
       log.warn('admin request too large to relay', { path: c.req.path, error: describeError(err) });
       return jsonError(c, 413, 'payload_too_large', 'the request is larger than the hub can relay to its database; send fewer items per request');
     }
-    // The database refused the data itself (class 21/22/23): a retry can never succeed.
+    // The database refused the data itself (class 21/22/23, or 54: too large): a retry can never succeed.
     if (classifyDbError(err) === 'permanent') {
       log.warn('admin request refused by the database', { path: c.req.path, error: describeError(err) });
       return jsonError(c, 400, 'invalid', `the database refused the request's data: ${describeError(err).slice(0, 300)}`);

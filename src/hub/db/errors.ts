@@ -5,8 +5,10 @@
  */
 export type FailureClass = 'transient' | 'permanent';
 
-// SQLSTATE classes that describe the data, not the database's condition.
-const PERMANENT_CLASSES = new Set(['21', '22', '23']);
+// SQLSTATE classes that describe the data, not the database's condition: cardinality (21), data
+// (22), integrity (23), and a program limit the data ran into (54: a value larger than jsonb
+// holds, say), which no retry of the same data passes either.
+const PERMANENT_CLASSES = new Set(['21', '22', '23', '54']);
 
 export function sqlState(err: unknown): string | null {
   if (err && typeof err === 'object' && 'code' in err) {

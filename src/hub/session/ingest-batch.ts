@@ -18,6 +18,8 @@ interface ItemBase {
   type: string;
   /** Date.now() when it arrived: the age of the oldest unapplied frame bounds a hole. */
   arrivedAt: number;
+  /** The frame's length as received (UTF-16 units): what bounds a statement's and the queue's size. */
+  bytes?: number;
   /**
    * How plainly a poison or unknown frame's rejection is recorded; absent: in full. Only the
    * ingest pipeline sets it, one step down each time the database refuses the record (see

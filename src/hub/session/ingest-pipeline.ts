@@ -52,7 +52,7 @@ export interface IngestHost {
  *   other frame goes on being applied. The cursor stays behind it; the session closes the
  *   connection when it has waited too long, so the peer replays from the cursor.
  * - Any other transient failure (the database unreachable): the same frames again after a backoff.
- * - Permanent failure (the data itself, SQLSTATE class 21/22/23): the batch is split until the
+ * - Permanent failure (the data itself, SQLSTATE class 21/22/23/54): the batch is split until the
  *   frame the database refuses is alone; that one becomes a recorded rejection. A rejection the
  *   database refuses in turn is recorded more plainly (ASCII only, then not at all), so every
  *   permanent refusal changes what is queued: none can loop on the same item.
@@ -79,6 +79,11 @@ export class IngestPipeline {
 
   get size(): number {
     return this.schedule.size;
+  }
+
+  /** Frame bytes waiting to be applied. */
+  get bytes(): number {
+    return this.schedule.bytes;
   }
 
   /** Subjects whose frames are set aside after a transient failure. */

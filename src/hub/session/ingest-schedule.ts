@@ -24,18 +24,24 @@ export type FailureKind =
   | 'isolatable'
   /** The database is unreachable or failing as a whole: retry the same frames after a backoff. */
   | 'global'
-  /** The data itself (SQLSTATE 21/22/23): split until the refused frame is alone. */
+  /** The data itself (SQLSTATE 21/22/23/54): split until the refused frame is alone. */
   | 'permanent';
 
 export interface ScheduleLimits {
   maxBatch: number;
+  /**
+   * Most frame bytes one statement carries (always at least one frame). Each table's rows travel
+   * as one jsonb parameter, which Postgres caps at 256 MiB (54000), and JSON text in V8 at about
+   * 512 MiB: frames at the size limit could otherwise fill a statement no retry could ever send.
+   */
+  maxBytes: number;
   /** Subjects held at once before isolation gives up and the whole backlog waits. */
   maxHeld: number;
   baseDelayMs: number;
   maxDelayMs: number;
 }
 
-export const DEFAULT_SCHEDULE_LIMITS: ScheduleLimits = { maxBatch: 2_000, maxHeld: 8, baseDelayMs: 50, maxDelayMs: 2_000 };
+export const DEFAULT_SCHEDULE_LIMITS: ScheduleLimits = { maxBatch: 2_000, maxBytes: 16 << 20, maxHeld: 8, baseDelayMs: 50, maxDelayMs: 2_000 };
 
 /** The ordering key of a frame, or null when it may apply in any order (events, rejections). */
 export function subjectOf(item: InboundItem): string | null {
@@ -89,6 +95,8 @@ export type Plan =
 
 export class IngestSchedule {
   private pending: InboundItem[] = [];
+  /** The frame bytes of `pending`. */
+  private pendingBytes = 0;
   private readonly held = new Map<string, Hold>();
   private chunkLimit: number;
   /** A whole-backlog backoff after a global failure (or when isolation cannot help). */
@@ -115,6 +123,11 @@ export class IngestSchedule {
     return this.pending.length;
   }
 
+  /** Frame bytes waiting to be applied. */
+  get bytes(): number {
+    return this.pendingBytes;
+  }
+
   get heldSubjects(): number {
     return this.held.size;
   }
@@ -126,11 +139,13 @@ export class IngestSchedule {
 
   push(item: InboundItem): void {
     this.pending.push(item);
+    this.pendingBytes += item.bytes ?? 0;
   }
 
   /** Forget everything unapplied (the peer replays it after a resume). */
   clear(): void {
     this.pending = [];
+    this.pendingBytes = 0;
     this.held.clear();
     this.chunkLimit = this.limits.maxBatch;
     this.backoffUntil = 0;
@@ -147,7 +162,7 @@ export class IngestSchedule {
   /** Replace a frame the database refused with its rejection (same seq, same place). */
   replace(item: InboundItem): void {
     const i = this.pending.findIndex((x) => x.seq === item.seq);
-    if (i >= 0) this.pending[i] = item;
+    if (i >= 0) this.pending[i] = { ...item, bytes: (this.pending[i] as InboundItem).bytes ?? 0 };
   }
 
   next(now: number): Plan {
@@ -193,15 +208,7 @@ export class IngestSchedule {
   /** The last plan's statement committed: those frames are applied. */
   succeeded(): InboundItem[] {
     const run = this.lastRun;
-    const n = run.length;
-    if (n > 0 && this.pending[0] === run[0] && this.pending[n - 1] === run[n - 1]) {
-      // A run is taken from the queue in order and only appends happen while it is in flight, so
-      // one that starts and ends where the queue's first n frames do is the queue's head.
-      this.pending.splice(0, n);
-    } else {
-      const done = new Set(run.map((x) => x.seq));
-      this.pending = this.pending.filter((x) => !done.has(x.seq));
-    }
+    this.remove(run);
     if (this.lastRunWasRetryOf !== null) this.held.delete(this.lastRunWasRetryOf);
     this.chunkLimit = Math.min(this.limits.maxBatch, this.chunkLimit * 2);
     this.backoffMs = 0;
@@ -276,9 +283,12 @@ export class IngestSchedule {
     }
     const run: InboundItem[] = [];
     const keys = new Set<string>();
+    let bytes = 0;
     for (let i = n; i < this.pending.length && run.length < this.chunkLimit; i++) {
       const item = this.pending[i] as InboundItem;
       if (isBarrier(item)) break;
+      bytes += item.bytes ?? 0;
+      if (bytes > this.limits.maxBytes && run.length > 0) break;
       const key = subjectOf(item);
       if (key !== null) {
         if (taken.has(key)) continue;
@@ -312,13 +322,7 @@ export class IngestSchedule {
     const run = this.behindRun;
     this.behindRun = [];
     this.behindKeys = null;
-    const n = run.length;
-    // The usual case: the one ahead committed and nothing was skipped, so these are the head now.
-    if (n > 0 && this.pending[0] === run[0] && this.pending[n - 1] === run[n - 1]) this.pending.splice(0, n);
-    else {
-      const done = new Set(run.map((x) => x.seq));
-      this.pending = this.pending.filter((x) => !done.has(x.seq));
-    }
+    this.remove(run);
     return run;
   }
 
@@ -337,7 +341,23 @@ export class IngestSchedule {
     return this.failed(kind, now);
   }
 
+  /** Take an applied run off the queue. */
+  private remove(run: readonly InboundItem[]): void {
+    const n = run.length;
+    for (const x of run) this.pendingBytes -= x.bytes ?? 0;
+    if (n > 0 && this.pending[0] === run[0] && this.pending[n - 1] === run[n - 1]) {
+      // A run is taken from the queue in order and only appends happen while it is in flight, so
+      // one that starts and ends where the queue's first n frames do is the queue's head (for the
+      // one behind: the one ahead committed and nothing was skipped).
+      this.pending.splice(0, n);
+    } else {
+      const done = new Set(run.map((x) => x.seq));
+      this.pending = this.pending.filter((x) => !done.has(x.seq));
+    }
+  }
+
   private plan(run: InboundItem[], retryOf: string | null): Plan {
+    run = withinBytes(run, this.limits.maxBytes);
     this.lastRun = run;
     this.lastRunWasRetryOf = retryOf;
     return { run };
@@ -358,4 +378,14 @@ export class IngestSchedule {
     const delay = Math.min(this.limits.maxDelayMs, this.limits.baseDelayMs * 2 ** (attempts - 1));
     this.held.set(key, { until: now + delay, attempts });
   }
+}
+
+/** The longest prefix of `run` within `maxBytes` of frames, and never less than its first frame. */
+function withinBytes(run: InboundItem[], maxBytes: number): InboundItem[] {
+  let bytes = 0;
+  for (let i = 0; i < run.length; i++) {
+    bytes += (run[i] as InboundItem).bytes ?? 0;
+    if (bytes > maxBytes && i > 0) return run.slice(0, i);
+  }
+  return run;
 }

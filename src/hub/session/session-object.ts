@@ -421,8 +421,11 @@ export class SessionObject extends DurableObject<HubEnv> {
         // Owing the operator too many answers closes the link with this frame unapplied (replayed).
         if (!this.sendPath.admit(action.answer)) return;
         logAccepted(state.log, this.logBudget, action.item);
+        action.item.bytes = text.length;
         this.ingest.push(action.item);
-        if (this.ingest.size > this.cfg.INGEST_BATCH_FRAMES * 50) {
+        // An operator that keeps to its replay window never has more than it unapplied here (the
+        // ack follows the commit): past it, by frames or by bytes, it is told to come back.
+        if (this.ingest.size > this.cfg.INGEST_BATCH_FRAMES * 50 || this.ingest.bytes > this.cfg.REPLAY_BUFFER_BYTES + this.cfg.MAX_FRAME_BYTES) {
           sockets.refuse(ws, CloseCode.TRY_AGAIN_LATER, null, 'unavailable', 'too many frames waiting to be applied; reconnect and replay', true);
         }
     }

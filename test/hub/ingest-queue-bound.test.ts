@@ -1,0 +1,49 @@
+/**
+ * What a session holds unapplied is bounded by bytes as well as by frames. An operator that keeps
+ * to the replay window its welcome names (`replay_buffer_bytes`) never has more than that
+ * unacknowledged, and the hub acknowledges after the commit, so more than it waiting here (the
+ * database slow or stalled) is an operator ignoring its window: it is told to come back (1013)
+ * and replays from its cursor. Before, only the count was bounded (100,000 frames), so frames near
+ * the size limit could pile up far past what a Durable Object's memory holds (found by a review).
+ */
+import { inject } from 'vitest';
+import { describe, expect, it } from 'vitest';
+import { CloseCode } from '../../src/protocol';
+import { FAST_TIMERS, holdLock, node, useHub } from './support/hub';
+
+const EMBEDDED = inject('embeddedPostgres');
+// A window of 256 KiB and frames of at most 64 KiB: more than 320 KiB unapplied is past it.
+const h = useHub({ ...FAST_TIMERS, REPLAY_BUFFER_BYTES: String(256 << 10), MAX_FRAME_BYTES: String(64 << 10), HOLE_TIMEOUT_MS: '20000' });
+
+/** A node.observed of about 16 KB: 128 labels of 120 characters. */
+const bigNode = (id: string) => ({
+  ...node(id),
+  labels: Object.fromEntries(Array.from({ length: 128 }, (_, i) => [`example.com/label-${String(i).padStart(3, '0')}-${'k'.repeat(30)}`, 'v'.repeat(63)])),
+});
+
+describe('the unapplied frames a session holds', () => {
+  // PGlite has one backend: a held lock blocks everything, so this needs a real server.
+  it.skipIf(EMBEDDED)('past the replay window in bytes while the database stalls: closed 1013, so the operator replays from its cursor', async () => {
+    const c = await h.newCluster();
+    const { peer } = await h.openFresh(c);
+    peer.send('node.observed', node('n0'));
+    await peer.ackedThrough(1);
+    const frameBytes = JSON.stringify(bigNode('n-000')).length;
+    expect(frameBytes).toBeGreaterThan(15_000);
+    const release = await holdLock('lock table nodes in access exclusive mode');
+    let closed;
+    try {
+      // 10 of them (~160 KB) are within the window and held without complaint.
+      for (let i = 1; i <= 10; i++) peer.send('node.observed', bigNode(`n-${i}`));
+      await new Promise((r) => setTimeout(r, 500));
+      expect(peer.isClosed, "still open within the window").toBe(false);
+      // 20 more (~480 KB in all) are past it.
+      for (let i = 11; i <= 30; i++) peer.send('node.observed', bigNode(`n-${i}`));
+      closed = await peer.closedWith(10_000);
+    } finally {
+      await release();
+    }
+    expect(closed.code).toBe(CloseCode.TRY_AGAIN_LATER);
+    expect(closed.reason).toMatch(/too many frames waiting/);
+  }, 30_000);
+});
