@@ -24,22 +24,29 @@ export const ANONYMOUS_TYPES: ReadonlySet<string> = new Set(['ping', 'pong']);
 // 26 Crockford characters hold 130 bits and a ULID is 128: one above 7ZZZ…Z is an overflow the
 // ULID spec refuses, and no generator makes one.
 export const ULID_RE = /^[0-7][0-9A-HJKMNP-TV-Z]{25}$/;
-/** RFC 3339 timestamp in UTC or with an offset; fractional seconds optional. */
-export const RFC3339_RE = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:Z|[+-]\d{2}:\d{2})$/;
+/** RFC 3339 timestamp in UTC or with an offset; fractional seconds optional; T and Z in either case (5.6). */
+export const RFC3339_RE = /^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:[Zz]|[+-]\d{2}:\d{2})$/;
+
+/** The first and last milliseconds of years 1 to 9999 in UTC: what RFC 3339 can write in UTC. */
+const FIRST_UTC_MS = -62135596800000;
+const LAST_UTC_MS = 253402300799999;
 
 const MONTH_DAYS = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31] as const;
 
 /**
- * An RFC 3339 timestamp that names a time: the pattern alone admits hour 25 or minute 61.
- * `yearZero`: year 0000 too, which RFC 3339 admits and Postgres cannot store (for a time that is
- * never stored, the envelope's `ts`).
+ * An RFC 3339 timestamp that names a time: the pattern alone admits hour 25 or minute 61. A time
+ * that is stored must also fall in years 1 to 9999 in UTC, where it can be read back as RFC 3339
+ * in UTC (year 0001 an hour east of UTC is 1 BC; Postgres stores it, but no UTC time names it).
+ * `yearZero`: a time that is never stored (the envelope's `ts`): any year, 0000 too.
  */
 export function namesTime(s: string, yearZero = false): boolean {
   if (!RFC3339_RE.test(s)) return false;
   // A leap second (second 60) is RFC 3339's and Postgres's, not Date.parse's: the rest is checked
   // at second 59.
-  const parsed = s.charCodeAt(17) === 0x36 && s.charCodeAt(18) === 0x30 ? `${s.slice(0, 17)}59${s.slice(19)}` : s;
-  if (Number.isNaN(Date.parse(parsed))) return false;
+  const leapSecond = s.charCodeAt(17) === 0x36 && s.charCodeAt(18) === 0x30;
+  const instant = Date.parse(leapSecond ? `${s.slice(0, 17)}59${s.slice(19)}` : s) + (leapSecond ? 1000 : 0);
+  if (Number.isNaN(instant)) return false;
+  if (!yearZero && (instant < FIRST_UTC_MS || instant > LAST_UTC_MS)) return false;
   // Date.parse rolls a day past its month's end over (Feb 31 reads as Mar 3) and takes 24:00 as
   // the next midnight; RFC 3339 admits neither, so what it accepts is not yet a time.
   const year = Number(s.slice(0, 4));

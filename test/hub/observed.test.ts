@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { RFC3339_RE } from '../../src/protocol/envelope';
 import { node, useHub } from './support/hub';
 
 const h = useHub();
@@ -196,15 +197,16 @@ describe('observed state in (spec: Supply, Demand operator → hub)', () => {
     // microseconds were cut; and a leap second was no RFC 3339 time at all (Date.parse).
     const cases: [string, string][] = [
       ['2026-01-01T00:00:00+16:00', '2025-12-31T08:00:00.000000'],
-      ['0001-01-01T00:30:00+01:00', '0001-12-31T23:30:00.000000 BC'],
-      ['0001-01-01T00:30:00+23:00', '0001-12-31T01:30:00.000000 BC'],
-      ['9999-12-31T23:30:00-01:00', '10000-01-01T00:30:00.000000'],
-      ['9999-12-31T23:30:00-23:59', '10000-01-01T23:29:00.000000'],
+      ['0001-01-01T00:30:00-01:00', '0001-01-01T01:30:00.000000'],
+      ['0001-01-01T23:30:00+23:00', '0001-01-01T00:30:00.000000'],
+      ['9999-12-31T23:30:00+01:00', '9999-12-31T22:30:00.000000'],
+      ['9999-12-31T00:30:00-23:00', '9999-12-31T23:30:00.000000'],
       ['2020-01-01T01:00:00.123456+01:00', '2020-01-01T00:00:00.123456'],
       ['2020-01-01T20:00:00.123456+20:00', '2020-01-01T00:00:00.123456'],
       ['2016-12-31T23:59:60Z', '2017-01-01T00:00:00.000000'],
       ['2016-12-31T15:59:60-08:00', '2017-01-01T00:00:00.000000'],
       ['2017-01-01T19:59:60.5+20:00', '2017-01-01T00:00:00.500000'],
+      ['2020-01-01t00:00:00.25z', '2020-01-01T00:00:00.250000'],
     ];
     cases.forEach(([occurred_at], i) => peer.send('node.event', { subject: `n${i}`, reason: 'Edge', message: '', severity: 'info', occurred_at }));
     await peer.ackedThrough(cases.length, 10_000);
@@ -216,6 +218,13 @@ describe('observed state in (spec: Supply, Demand operator → hub)', () => {
     );
     const stored = Object.fromEntries(rows.map((r) => [r.subject, r.at]));
     expect(cases.map(([t], i) => [t, stored[`n${i}`]])).toEqual(cases);
+    // And the admin API answers each at the same instant, as an RFC 3339 time in UTC.
+    const read = await h.admin('GET', `/clusters/${c.name}/events?limit=100`);
+    const answered = Object.fromEntries((read.json as { items: { subject: string; occurred_at: string }[] }).items.map((e) => [e.subject, e.occurred_at]));
+    for (const [i, [sent, utc]] of cases.entries()) {
+      const got = answered[`n${i}`] as string;
+      expect([sent, got, RFC3339_RE.test(got), Date.parse(got)]).toEqual([sent, got, true, Date.parse(`${utc}Z`)]);
+    }
     peer.close();
   });
 

@@ -81,9 +81,8 @@ const pad = (n: number, width = 2) => String(n).padStart(width, '0');
 /**
  * An RFC 3339 time as Postgres reads it: as sent, unless its offset is wider than timestamptz
  * takes (22009: a valid event dropped as poison), then the same instant in UTC. Written by hand,
- * not through a Date: that would cut the fraction to milliseconds, and write an instant before
- * year 1 as year 0000 or one after 9999 as +010000, both refused (22008). A leap second rolls
- * over, as Postgres rolls it.
+ * not through toISOString, which would cut the fraction to milliseconds. The instant is in years
+ * 1 to 9999 in UTC (`namesTime`). A leap second rolls over, as Postgres rolls it.
  */
 export function utcTime(s: string): string {
   const m = OFFSET_RE.exec(s);
@@ -93,10 +92,7 @@ export function utcTime(s: string): string {
   d.setUTCFullYear(Number(s.slice(0, 4)), Number(s.slice(5, 7)) - 1, Number(s.slice(8, 10)));
   d.setUTCHours(Number(s.slice(11, 13)), Number(s.slice(14, 16)) - offset, Number(s.slice(17, 19)));
   const fraction = s.slice(19, s.length - 6);
-  const y = d.getUTCFullYear();
-  const time = `${pad(d.getUTCMonth() + 1)}-${pad(d.getUTCDate())}T${pad(d.getUTCHours())}:${pad(d.getUTCMinutes())}:${pad(d.getUTCSeconds())}${fraction}Z`;
-  // Astronomical year 0 is 1 BC: Postgres reads no year 0000.
-  return y >= 1 ? `${pad(y, 4)}-${time}` : `${pad(1 - y, 4)}-${time} BC`;
+  return `${pad(d.getUTCFullYear(), 4)}-${pad(d.getUTCMonth() + 1)}-${pad(d.getUTCDate())}T${pad(d.getUTCHours())}:${pad(d.getUTCMinutes())}:${pad(d.getUTCSeconds())}${fraction}Z`;
 }
 
 /** One parameter's JSON text; most tables are empty in most batches. */

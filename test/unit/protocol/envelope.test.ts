@@ -301,6 +301,27 @@ describe('timestamps name a real calendar time', () => {
     expect(namesTime('2016-12-31T23:59:61Z')).toBe(false);
   });
 
+  it('T and Z may be lower case (RFC 3339 5.6), in an envelope ts and an event occurred_at alike (both were refused: found by a review)', () => {
+    for (const s of ['2026-12-04t22:00:00Z', '2026-12-04T22:00:00z', '2026-12-04t22:00:00.5z', '2026-12-04t22:00:00+01:00', '2016-12-31t23:59:60z']) {
+      expect(namesTime(s), s).toBe(true);
+      expect(frame(s).kind, s).toBe('message');
+      expect(decodePayload('node.event', event(s)).ok, s).toBe(true);
+      expect(decodePayloadWithZod('node.event', event(s)).ok, s).toBe(true);
+    }
+  });
+
+  it('an occurred_at whose instant falls outside years 1 to 9999 in UTC is refused, as no UTC time can name it when it is read back (an envelope ts is not: it is never stored)', () => {
+    for (const s of ['0001-01-01T00:30:00+01:00', '0001-01-01T10:00:00+16:00', '9999-12-31T23:30:00-01:00', '9999-12-31T23:59:60Z']) {
+      expect(namesTime(s), s).toBe(false);
+      expect(decodePayload('node.event', event(s)).ok, s).toBe(false);
+      expect(decodePayloadWithZod('node.event', event(s)).ok, s).toBe(false);
+      expect(frame(s).kind, s).toBe('message');
+    }
+    for (const s of ['0001-01-01T00:00:00Z', '0001-01-01T00:30:00-01:00', '9999-12-31T23:59:59.999999Z', '9999-12-31T23:30:00+01:00']) {
+      expect(namesTime(s), s).toBe(true);
+    }
+  });
+
   it('an envelope ts in year 0000 is read (never stored, and RFC 3339 admits it); an event occurred_at there is not (Postgres cannot store it)', () => {
     expect(frame('0000-01-01T00:00:00Z').kind).toBe('message');
     expect(decodePayload('node.event', event('0000-01-01T00:00:00Z')).ok).toBe(false);
