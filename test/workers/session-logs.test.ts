@@ -42,7 +42,7 @@ describe('session log lines', () => {
       const answer = await peer.next((f) => f.type === 'error' && f.reply_to === refusedId, 10_000);
       expect(answer.payload).toMatchObject({ code: 'invalid', message: expect.stringMatching(/database refused/) });
     });
-    const poison = errors.find((l) => l.msg.startsWith('poison frame: database refused'));
+    const poison = errors.find((l) => l.msg.startsWith('POISON FRAME: database refused'));
     expect(poison).toMatchObject({ level: 'error', cluster: c.uid, session, seq: 2 });
     peer.close();
   });
