@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import type { Sql } from '../../src/hub/db/sql';
 import { createLogger, type Logger } from '../../src/hub/log';
 import type { InboundItem } from '../../src/hub/session/ingest-batch';
-import { IngestPipeline, type IngestHost } from '../../src/hub/session/ingest-pipeline';
+import { IngestPipeline, unappliedBounds, type IngestHost } from '../../src/hub/session/ingest-pipeline';
 
 const item = (seq: number): InboundItem => ({ kind: 'unknown', seq, id: `f${seq}`, replyTo: null, type: 'future.thing', arrivedAt: Date.now() });
 
@@ -325,5 +325,14 @@ describe('ingest pipeline: the size of a statement', () => {
     expect(committed.every((s) => s.length === 1 || s.reduce((a, b) => a + b, 0) <= 1_000), JSON.stringify(committed)).toBe(true);
     expect(committed.some((s) => s.length === 1 && s[0] === 5_000)).toBe(true);
     expect(pipeline.bytes).toBe(0);
+  });
+});
+
+describe('ingest pipeline: how much a session holds unapplied', () => {
+  it('never less than the replay window the welcome names, in frames and in bytes (plus one frame), so an operator replaying its whole window is not told to come back (found by a review)', () => {
+    const cfg = { INGEST_BATCH_FRAMES: 2_000, REPLAY_BUFFER_FRAMES: 50_000, REPLAY_BUFFER_BYTES: 64 << 20, MAX_FRAME_BYTES: 1 << 20 };
+    expect(unappliedBounds(cfg)).toEqual({ frames: 100_000, bytes: (64 << 20) + (1 << 20) });
+    // Small batches: the count bound was 50 batches (25,000 frames), half the window.
+    expect(unappliedBounds({ ...cfg, INGEST_BATCH_FRAMES: 500 }).frames).toBe(50_000);
   });
 });

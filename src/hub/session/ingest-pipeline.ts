@@ -1,6 +1,7 @@
 import { applyIngestBatch, type IngestResult, type SessionFence } from '../db/ingest';
 import { classifyDbError, describeError, failureKind, isIsolatable, NOT_AN_OUTAGE } from '../db/errors';
 import type { Sql } from '../db/sql';
+import type { HubConfig } from '../config';
 import type { Logger } from '../log';
 import { LogBudget } from '../log-budget';
 import { buildBatch, plainerRecord, writesNothing, type BuiltBatch, type InboundItem, type SentDesiredLookup } from './ingest-batch';
@@ -15,6 +16,19 @@ interface Sent {
   chunk: InboundItem[];
   built: BuiltBatch;
   outcome: Promise<Outcome>;
+}
+
+/**
+ * How much a session holds unapplied before it tells the operator to come back (1013) and replay.
+ * An operator that keeps to the replay window its welcome names never has more than that window
+ * unacknowledged, and acks follow commits: so never less than the window, in frames or in bytes
+ * (plus one frame: the window holds one frame larger than itself).
+ */
+export function unappliedBounds(cfg: Pick<HubConfig, 'INGEST_BATCH_FRAMES' | 'REPLAY_BUFFER_FRAMES' | 'REPLAY_BUFFER_BYTES' | 'MAX_FRAME_BYTES'>): { frames: number; bytes: number } {
+  return {
+    frames: Math.max(cfg.INGEST_BATCH_FRAMES * 50, cfg.REPLAY_BUFFER_FRAMES),
+    bytes: cfg.REPLAY_BUFFER_BYTES + cfg.MAX_FRAME_BYTES,
+  };
 }
 
 export interface IngestHost {
@@ -328,13 +342,15 @@ export class IngestPipeline {
     }
     const plainer = plainerRecord(refused);
     this.schedule.replace(plainer);
+    if (plainer.record === 'none') {
+      // Not budgeted: nothing is recorded for this frame, so this line is its only trace.
+      this.host.log.error('POISON FRAME: database refused even its ASCII rejection record; acknowledged and dropped UNRECORDED', fields);
+      return;
+    }
     this.budget.write(this.host.log, {
-      kind: plainer.record === 'none' ? 'db-refused-unrecorded' : 'db-refused-record',
+      kind: 'db-refused-record',
       level: 'error',
-      msg:
-        plainer.record === 'none'
-          ? 'POISON FRAME: database refused even its ASCII rejection record; acknowledged and dropped UNRECORDED'
-          : 'POISON FRAME: database refused its rejection record; recording it reduced to ASCII',
+      msg: 'POISON FRAME: database refused its rejection record; recording it reduced to ASCII',
       fields,
       seq: refused.seq,
       reason: fields.error,

@@ -19,7 +19,7 @@ import { admitConnect } from './handshake';
 import { answerHello, claimSnapshotRows } from './hello';
 import { logAccepted, logCommitted, logPeerError, settleCommitted, triageFrame } from './inbound';
 import type { BuiltBatch, InboundItem } from './ingest-batch';
-import { IngestPipeline } from './ingest-pipeline';
+import { IngestPipeline, unappliedBounds } from './ingest-pipeline';
 import { buildLiveView, type LiveView } from './live-view';
 import { ResidencyGate } from './residency-gate';
 import { SessionSql } from './schema';
@@ -52,6 +52,8 @@ export class SessionObject extends DurableObject<HubEnv> {
   private readonly sendPath!: SendPath;
   private readonly pump!: DesiredPump;
   private readonly ingest!: IngestPipeline;
+  /** Past these, frames and bytes unapplied, the operator is told to come back (unappliedBounds). */
+  private readonly unapplied: { frames: number; bytes: number };
   private readonly fleet!: FleetMember;
   private helloInProgress: Promise<void> | null = null;
   /** What the hello under way claimed, and whether a connection ended without publishing it. */
@@ -67,6 +69,7 @@ export class SessionObject extends DurableObject<HubEnv> {
   constructor(ctx: DurableObjectState, env: HubEnv) {
     super(ctx, env);
     const cfg = (this.cfg = hubConfig(env));
+    this.unapplied = unappliedBounds(cfg);
     this.held = new HeldFrames(HELD_FRAMES_OF_MAX_SIZE * cfg.MAX_FRAME_BYTES);
     this.baseLog = createLogger({ component: 'session' });
     if ((this.gate = new ResidencyGate(ctx.id, cfg, this.baseLog, ctx.storage)).misplaced) return;
@@ -423,9 +426,7 @@ export class SessionObject extends DurableObject<HubEnv> {
         logAccepted(state.log, this.logBudget, action.item);
         action.item.bytes = text.length;
         this.ingest.push(action.item);
-        // An operator that keeps to its replay window never has more than it unapplied here (the
-        // ack follows the commit): past it, by frames or by bytes, it is told to come back.
-        if (this.ingest.size > this.cfg.INGEST_BATCH_FRAMES * 50 || this.ingest.bytes > this.cfg.REPLAY_BUFFER_BYTES + this.cfg.MAX_FRAME_BYTES) {
+        if (this.ingest.size > this.unapplied.frames || this.ingest.bytes > this.unapplied.bytes) {
           sockets.refuse(ws, CloseCode.TRY_AGAIN_LATER, null, 'unavailable', 'too many frames waiting to be applied; reconnect and replay', true);
         }
     }
