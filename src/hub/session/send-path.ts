@@ -83,6 +83,17 @@ export class SendPath {
   }
 
   /**
+   * Since when something has waited for the operator to release its window: as this object saw
+   * it, or, after an eviction, as stored, while answers owed still wait and the ack stands.
+   */
+  windowWaitSince(): number | null {
+    if (this.windowFullSince !== null) return this.windowFullSince;
+    const wait = this.host.meta()?.windowWait;
+    if (!wait || wait.ack !== this.host.outbound().peerAck || this.host.store.owed.count === 0) return null;
+    return wait.since;
+  }
+
+  /**
    * An operator frame is accepted for applying, with the answer it is owed at once (an unknown
    * type's error), if any. False when the hub already owes as many answers as it may hold (the
    * operator keeps its window full): the connection is closed (4429) and the frame must not be
@@ -212,8 +223,15 @@ export class SendPath {
     // the same wait: every desired change drains, and restarting the wait at each one would let an
     // operator that never acknowledges hold its session (and the changes) for as long as changes come.
     const at = this.windowFullAt;
-    const waiting = at !== null && at.ws === ws && at.ack === outbound.peerAck ? this.windowFullSince : null;
+    const stored = meta.windowWait;
+    const waiting =
+      at !== null && at.ws === ws && at.ack === outbound.peerAck
+        ? this.windowFullSince
+        : at === null && stored && stored.ack === outbound.peerAck
+          ? stored.since // this object was evicted while the wait went on (the connection is the same: a hello clears it)
+          : null;
     this.windowFullSince = null;
+    let stoppedSince: number | null = null;
     // The window is the replay buffer: a frame goes out only if the buffer can keep it with every
     // frame not yet acknowledged. Stamping one that does not fit would push the oldest unacknowledged
     // frame out of the buffer, and the next resume (a dropped link) would have to be a full resync.
@@ -223,7 +241,8 @@ export class SendPath {
       outbound.unacked >= cfg.REPLAY_BUFFER_FRAMES ||
       (outbound.unacked > 0 && outbound.store.bytes + Math.min(this.maxFrameBytes, estimateBytes(o)) > cfg.REPLAY_BUFFER_BYTES);
     const stopAtWindow = (): void => {
-      this.windowFullSince = waiting ?? Date.now();
+      stoppedSince = waiting ?? Date.now();
+      this.windowFullSince = stoppedSince;
       this.windowFullAt = { ws, ack: outbound.peerAck };
     };
     // Answers owed first: the frames they reply to are older than anything queued now.
@@ -252,8 +271,11 @@ export class SendPath {
       }
       this.write(o, meta, frames, desiredSent);
     }
+    const wait = stoppedSince !== null ? { since: stoppedSince, ack: outbound.peerAck } : null;
+    const waitChanged = (meta.windowWait?.since ?? null) !== (wait?.since ?? null) || (meta.windowWait?.ack ?? null) !== (wait?.ack ?? null);
+    if (waitChanged) meta.windowWait = wait;
     if (frames.length === 0) {
-      if (effects > 0) store.saveMeta(meta);
+      if (effects > 0 || waitChanged) store.saveMeta(meta);
       return;
     }
     // Durable before it is sent: the replay buffer and the numbers that describe it. An answer

@@ -507,7 +507,7 @@ export class SessionObject extends DurableObject<HubEnv> {
       }),
       active: active ? { lastSeen: this.sockets.lastSeen(active, this.state.lastFrameAt), phaseCheckAt: this.phaseCheckAt(active) } : null,
       oldestUnapplied: this.ingest.oldestArrival(),
-      windowFullSince: this.sendPath.windowFullSince,
+      windowFullSince: this.sendPath.windowWaitSince(),
       ackWaitSince: this.state.meta?.ackWaitSince ?? null,
       session: this.state.meta ? { disconnectedAt: this.state.meta.disconnectedAt } : null,
       anyOpen: open.length > 0,

@@ -56,7 +56,7 @@ export class SessionState {
     this.store.owed.dropAfter(this.inbound.cursor);
     // What is still unacknowledged is re-sent right after the welcome: its wait starts now.
     const ackWaitSince = this.outbound.unacked > 0 ? now : null;
-    Object.assign(meta, { generation, out: this.outbound.snapshot(), disconnectedAt: null, lastFrameAt: now, ackWaitSince });
+    Object.assign(meta, { generation, out: this.outbound.snapshot(), disconnectedAt: null, lastFrameAt: now, ackWaitSince, windowWait: null });
     return this.install(meta);
   }
 

@@ -37,6 +37,13 @@ export interface SessionMeta {
    */
   ackWaitSince?: number | null;
   /**
+   * Since when frames or answers owed have waited for the operator to release its replay window,
+   * and its ack then: the wait goes on while the ack stands (4429 after IDLE_TIMEOUT_MS). Stored,
+   * because the answers owed outlive an eviction between the operator's pings, and nothing drains
+   * them again after the wake while the window stays full. Absent or null: no wait.
+   */
+  windowWait?: { since: number; ack: number } | null;
+  /**
    * The claim could not reach the cluster's fleet poller, and no retry has yet: retried while the
    * session is open, from every alarm too, since an eviction drops the retry's timer. Absent when
    * nothing is owed.
