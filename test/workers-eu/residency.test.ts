@@ -17,7 +17,7 @@ import { jurisdictionOf } from '../../src/hub/region';
 import type { SessionObject } from '../../src/hub/session/session-object';
 import { CloseCode, newId } from '../../src/protocol';
 import { generateEnrollmentToken } from '../../src/hub/tokens';
-import { admin, connect, hubEnv, newCluster } from '../workers/support/peer';
+import { admin, connect, hubEnv, newCluster, worker } from '../workers/support/peer';
 
 const cfg = hubConfig(hubEnv);
 const ids = (list: DurableObjectId[]) => list.map((id) => id.toString()).sort();
@@ -60,6 +60,12 @@ async function residencyLogs(run: () => Promise<unknown>): Promise<{ entry: stri
 }
 
 describe('the eu deployment (wrangler.toml [env.eu])', () => {
+  it('/healthz names the region (README, Deploying in several regions)', async () => {
+    const res = await worker.fetch('http://hub.test/healthz');
+    expect(res.status).toBe(200);
+    expect(await res.json()).toMatchObject({ ok: true, database: 'ok', schema: 'ok', region: 'eu' });
+  });
+
   it('runs with the eu environment\'s configuration', () => {
     expect(cfg.HUB_REGION).toBe('eu');
     expect(cfg.HUB_JURISDICTION).toBe('eu');
@@ -164,6 +170,31 @@ describe('the eu deployment (wrangler.toml [env.eu])', () => {
     const r = await misplaced.query('select 1 as ok', []);
     expect(r).toMatchObject({ ok: false, name: 'ResidencyError' });
     expect(r.message).toMatch(/residency check failed/);
+  });
+
+  // Both were silent before (a review): the session took the quiet success for a poll that never runs.
+  it('a gateway shard outside the jurisdiction refuses a session joining its fleet poll, typed and logged', async () => {
+    const misplaced = hubEnv.DB_GATEWAY.get(hubEnv.DB_GATEWAY.idFromName('shard-1')) as unknown as { ensurePolling(shard: number): Promise<void> };
+    let outcome = 'resolved';
+    const logs = await residencyLogs(() => misplaced.ensurePolling(1).catch((err: Error) => (outcome = `${err.name}: ${err.message}`)));
+    expect(outcome).toMatch(/residency check failed/);
+    expect(logs.map((l) => l.entry)).toContain('ensurePolling');
+  });
+
+  it('a gateway shard outside the jurisdiction polls nothing at its alarm: it logs, and deletes its storage and its alarm', async () => {
+    const misplaced = hubEnv.DB_GATEWAY.get(hubEnv.DB_GATEWAY.idFromName('shard-2'));
+    await runInDurableObject(misplaced, async (_i, s) => {
+      s.storage.sql.exec('create table poller (k integer primary key check (k = 1), shard integer not null)');
+      s.storage.sql.exec('insert into poller (k, shard) values (1, 2)');
+      await s.storage.setAlarm(Date.now() + 60_000);
+    });
+    const logs = await residencyLogs(() => runDurableObjectAlarm(misplaced));
+    expect(logs.map((l) => l.entry)).toContain('alarm');
+    const left = await runInDurableObject(misplaced, async (_i, s) => ({
+      tables: s.storage.sql.exec<{ name: string }>("select name from sqlite_master where type = 'table'").toArray().map((r) => r.name).filter((n) => !n.startsWith('_cf')),
+      alarm: await s.storage.getAlarm(),
+    }));
+    expect(left).toEqual({ tables: [], alarm: null });
   });
 
   it('a well-shaped token unknown in this region is refused as today (error, 4403) with a message naming the region', async () => {

@@ -16,7 +16,7 @@ import { fnv1a } from '../fnv';
 import type { HubEnv } from '../env';
 import { createLogger } from '../log';
 import { Pg } from '../pg';
-import { residencyProblem } from '../region';
+import { ResidencyGate } from '../residency-gate';
 import type { Sql } from './sql';
 
 const log = createLogger({ component: 'db-gateway' });
@@ -39,12 +39,15 @@ export class DbGateway extends DurableObject<HubEnv> {
   private readonly pool: Pg[];
   /** Set when this shard lives outside the deployment's jurisdiction: it then relays nothing. */
   private readonly misplaced: string | null;
+  /** Refuses, logs and deletes the storage of a shard outside the jurisdiction (residency-gate.ts). */
+  private readonly gate: ResidencyGate;
 
   constructor(ctx: DurableObjectState, env: HubEnv) {
     super(ctx, env);
     const cfg = hubConfig(env);
     this.pool = Array.from({ length: cfg.DB_GATEWAY_CONNECTIONS }, () => new Pg(env, { idleCloseMs: 60_000, queryTimeoutMs: cfg.PG_QUERY_TIMEOUT_MS }));
-    this.misplaced = residencyProblem(ctx.id, cfg);
+    this.gate = new ResidencyGate(ctx.id, cfg, log, ctx.storage);
+    this.misplaced = this.gate.problem;
     this.pruneAt = Date.now() + cfg.HISTORY_PRUNE_INTERVAL_MS;
   }
 
@@ -75,7 +78,8 @@ export class DbGateway extends DurableObject<HubEnv> {
    * it already does (no storage access once the alarm is known).
    */
   async ensurePolling(shard: number): Promise<void> {
-    if (this.misplaced) return;
+    // Refused loudly: a quiet success would tell the session it joined a poll that never runs.
+    this.gate.enter('ensurePolling');
     if (this.pollShard !== shard) {
       this.pollShard = shard;
       this.ctx.storage.sql.exec('create table if not exists poller (k integer primary key check (k = 1), shard integer not null)');
@@ -101,10 +105,12 @@ export class DbGateway extends DurableObject<HubEnv> {
    * next.
    */
   override async alarm(): Promise<void> {
+    // A shard created before its region had a jurisdiction: it polls nothing and keeps nothing.
+    if (this.gate.refuses('alarm')) return this.gate.discard();
     this.pollAt = null;
     const cfg = hubConfig(this.env);
     const shard = this.pollShard ?? this.storedShard();
-    if (shard === null || this.misplaced) return;
+    if (shard === null) return;
     this.pollShard = shard;
     let again = true;
     let poke: FleetPoll['poke'] = [];

@@ -21,7 +21,7 @@ import { logAccepted, logCommitted, logPeerError, settleCommitted, triageFrame }
 import type { BuiltBatch, InboundItem } from './ingest-batch';
 import { IngestPipeline, unappliedBounds } from './ingest-pipeline';
 import { buildLiveView, type LiveView } from './live-view';
-import { ResidencyGate } from './residency-gate';
+import { ResidencyGate } from '../residency-gate';
 import { SessionSql } from './schema';
 import { SessionClock } from './session-clock';
 import { SendPath } from './send-path';

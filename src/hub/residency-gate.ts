@@ -1,15 +1,16 @@
-import { CloseCode } from '../../protocol';
-import type { HubConfig } from '../config';
-import type { Logger } from '../log';
-import { residencyProblem } from '../region';
+import { CloseCode } from '../protocol';
+import type { HubConfig } from './config';
+import type { Logger } from './log';
+import { residencyProblem } from './region';
 
-/** What an RPC method of a misplaced session object throws (RPC carries the message across). */
+/** What an RPC method of a misplaced object throws (RPC carries the message across). */
 export class ResidencyError extends Error {
   override readonly name = 'ResidencyError';
 }
 
 /**
- * The session object's residency gate (issue 14): a misrouted object is a residency breach, not a
+ * A Durable Object's residency gate (issue 14), the session object's and the gateway shard's: a
+ * misrouted object is a residency breach, not a
  * warning, so an object outside the deployment's jurisdiction serves nothing, at every entry
  * point the runtime or a caller can reach. Decided once per instance (an object's id never
  * changes); a placed object pays one field read per entry. A misplaced object also builds none
@@ -93,7 +94,7 @@ export class ResidencyGate {
   private async deleteStorage(): Promise<void> {
     // Data and alarm in one atomic call (store.ts, destroy).
     await this.storage.deleteAll();
-    this.log.warn("RESIDENCY: deleted the storage of a session object outside the deployment's jurisdiction (it can never be resumed)", {
+    this.log.warn("RESIDENCY: deleted the storage of an object outside the deployment's jurisdiction (a session there can never be resumed)", {
       region: this.cfg.HUB_REGION ?? null,
       reason: this.problem,
     });
