@@ -10,6 +10,7 @@
  */
 import { z } from 'zod';
 import { hubConfig } from '../../src/hub/config';
+import { JURISDICTIONS } from '../../src/hub/region';
 
 const Binding = z.object({ name: z.string(), class_name: z.string(), script_name: z.string().optional() }).loose();
 const Renamed = z.object({ from: z.string(), to: z.string() }).loose();
@@ -94,6 +95,24 @@ function notVarProblems(where: string, vars: Record<string, unknown>): string[] 
   return Object.keys(vars).filter((k) => k in NOT_VARS).map((k) => `${where}: vars.${k} must not be set: ${NOT_VARS[k]}`);
 }
 
+/**
+ * What a section's vars say about regions that hubConfig cannot see: a TOML array or table
+ * reaches the deployed Worker as JSON, not as the text a String() of it reads here; an empty
+ * HUB_JURISDICTION reads as unset (no jurisdiction at all); and the emulation switch is for
+ * local development only.
+ */
+function regionVarProblems(where: string, vars: Record<string, unknown>): string[] {
+  const problems: string[] = [];
+  for (const [k, v] of Object.entries(vars)) {
+    if (v !== null && typeof v === 'object') problems.push(`${where}: vars.${k} is a TOML ${Array.isArray(v) ? 'array' : 'table'}; the Worker would get it as JSON: write it as a string`);
+  }
+  if (vars.HUB_JURISDICTION === '') problems.push(`${where}: vars.HUB_JURISDICTION is empty, which reads as no jurisdiction at all: name one or remove the line`);
+  if (vars.HUB_JURISDICTION_EMULATION !== undefined) {
+    problems.push(`${where}: HUB_JURISDICTION_EMULATION is for local development only; remove it from wrangler.toml`);
+  }
+  return problems;
+}
+
 /** Where hubConfig's complaint about a section's vars would stop the Worker at its first request. */
 function configProblem(where: string, vars: Record<string, unknown>): string | null {
   try {
@@ -142,6 +161,7 @@ export function checkDeployConfig(raw: unknown): { targets: Target[]; problems: 
   const topProblem = configProblem('top level (the default deployment)', topVars);
   if (topProblem) problems.push(topProblem);
   problems.push(...notVarProblems('top level', topVars));
+  problems.push(...regionVarProblems('top level', topVars));
   problems.push(...migrationProblems('top level', top));
   const topMigrations = JSON.stringify(top.migrations ?? []);
 
@@ -168,9 +188,15 @@ export function checkDeployConfig(raw: unknown): { targets: Target[]; problems: 
       if (vars[k] !== v) problems.push(`${where}: vars.${k} is ${JSON.stringify(vars[k] ?? null)}, the top level says ${JSON.stringify(v)} (vars are not inherited)`);
     }
     if (vars.HUB_REGION !== env) problems.push(`${where}: vars.HUB_REGION must be "${env}" (the environment is the region)`);
-    if (vars.HUB_JURISDICTION_EMULATION !== undefined) {
-      problems.push(`${where}: HUB_JURISDICTION_EMULATION is for local development only; remove it from wrangler.toml`);
+    if (topVars.HUB_REGION === env) problems.push(`${where}: the top level's vars.HUB_REGION is "${env}" too: two deployments would serve one region (the top level is the default deployment, with no region or another)`);
+    // A region named for a jurisdiction keeps its objects there: dropping or changing the line
+    // would move new sessions out of it, and the objects already in it would be deleted as misplaced.
+    // (A value that is no jurisdiction at all, or empty, is named by the checks of its own.)
+    const named = vars.HUB_JURISDICTION;
+    if ((JURISDICTIONS as readonly string[]).includes(env) && named !== env && (named === undefined || (JURISDICTIONS as readonly unknown[]).includes(named))) {
+      problems.push(`${where}: vars.HUB_JURISDICTION is ${JSON.stringify(vars.HUB_JURISDICTION ?? null)}: a region named for a jurisdiction keeps its objects in it ("${env}"), or takes another name`);
     }
+    problems.push(...regionVarProblems(where, vars).filter((p) => !(p.includes('HUB_JURISDICTION_EMULATION') && topVars.HUB_JURISDICTION_EMULATION !== undefined)));
     // Not again for a var the top level has: the top level's problem names it.
     problems.push(...notVarProblems(where, Object.fromEntries(Object.entries(vars).filter(([k]) => !(k in topVars)))));
     const bad = configProblem(where, vars);

@@ -64,23 +64,23 @@ describe('wrangler.toml regions', () => {
     expect(checkDeployConfig(config({ durable_objects: undefined })).problems).toEqual([
       expect.stringMatching(/\[env.eu\]: durable_objects bindings \[\] differ .*not inherited/),
     ]);
-    expect(checkDeployConfig(config({ vars: { HUB_REGION: 'eu' } })).problems).toEqual([
+    expect(checkDeployConfig(config({ vars: { HUB_REGION: 'eu', HUB_JURISDICTION: 'eu' } })).problems).toEqual([
       expect.stringMatching(/vars.HUB_VERSION is null, the top level says "0.1.0"/),
     ]);
-    expect(checkDeployConfig(config({ vars: { HUB_VERSION: '0.2.0', HUB_REGION: 'eu' } })).problems).toEqual([
+    expect(checkDeployConfig(config({ vars: { HUB_VERSION: '0.2.0', HUB_REGION: 'eu', HUB_JURISDICTION: 'eu' } })).problems).toEqual([
       expect.stringMatching(/vars.HUB_VERSION is "0.2.0"/),
     ]);
   });
 
   it('catches a region that is not named as its environment, a bad jurisdiction, or the local emulation', () => {
-    expect(checkDeployConfig(config({ vars: { HUB_VERSION: '0.1.0', HUB_REGION: 'us' } })).problems).toEqual([
+    expect(checkDeployConfig(config({ vars: { HUB_VERSION: '0.1.0', HUB_REGION: 'us', HUB_JURISDICTION: 'eu' } })).problems).toEqual([
       expect.stringMatching(/HUB_REGION must be "eu"/),
     ]);
     expect(checkDeployConfig(config({ vars: { HUB_VERSION: '0.1.0', HUB_REGION: 'eu', HUB_JURISDICTION: 'mars' } })).problems).toEqual([
       expect.stringMatching(/HUB_JURISDICTION/),
     ]);
     expect(
-      checkDeployConfig(config({ vars: { HUB_VERSION: '0.1.0', HUB_REGION: 'eu', HUB_JURISDICTION_EMULATION: '1' } })).problems,
+      checkDeployConfig(config({ vars: { HUB_VERSION: '0.1.0', HUB_REGION: 'eu', HUB_JURISDICTION: 'eu', HUB_JURISDICTION_EMULATION: '1' } })).problems,
     ).toEqual([expect.stringMatching(/HUB_JURISDICTION_EMULATION is for local development only/)]);
   });
 
@@ -94,7 +94,7 @@ describe('wrangler.toml regions', () => {
     const twice = config({});
     (twice.env as Record<string, unknown>).us = {
       ...((twice.env as Record<string, Record<string, unknown>>).eu as Record<string, unknown>),
-      vars: { HUB_VERSION: '0.1.0', HUB_REGION: 'us' },
+      vars: { HUB_VERSION: '0.1.0', HUB_REGION: 'us', HUB_JURISDICTION: 'us' },
     };
     expect(checkDeployConfig(twice).problems).toEqual([expect.stringMatching(/\[env.us\]: route eu.hub.example.com is also \[env.eu\]'s/)]);
   });
@@ -207,5 +207,35 @@ describe('check:deploy: no deployment takes its database, admin token or Postgre
       expect.stringMatching(/\[env.eu\]: vars.ADMIN_TOKEN must not be set/),
       expect.stringMatching(/\[env.eu\]: vars.PG_WS_PROXY must not be set/),
     ]);
+  });
+});
+
+// Each passed check:deploy before (found by a review), and each would put a region's objects
+// where it does not mean them, or stop its Worker at its first request.
+describe('check:deploy and the jurisdiction of a region', () => {
+  const eu = (vars: Record<string, unknown>) => config({ vars: { HUB_VERSION: '0.1.0', HUB_REGION: 'eu', ...vars } });
+
+  it('a region named for a jurisdiction keeps its objects there: another jurisdiction, none, or an empty value is refused, naming the environment and the variable', () => {
+    expect(checkDeployConfig(eu({ HUB_JURISDICTION: 'eu' })).problems).toEqual([]);
+    for (const vars of [{ HUB_JURISDICTION: 'us', DB_GATEWAY_LOCATION_HINT: 'enam' }, {}, { HUB_JURISDICTION: '' }]) {
+      expect(checkDeployConfig(eu(vars)).problems, JSON.stringify(vars)).toEqual([expect.stringMatching(/\[env\.eu\].*HUB_JURISDICTION/)]);
+    }
+  });
+
+  it('a top level that serves a region an environment serves too is refused: two deployments for one region', () => {
+    const regional = { HUB_VERSION: '0.1.0', HUB_REGION: 'eu', HUB_JURISDICTION: 'eu' };
+    expect(checkDeployConfig(config({ vars: regional }, { vars: regional })).problems).toEqual(
+      expect.arrayContaining([expect.stringMatching(/\[env\.eu\].*top level's vars.HUB_REGION is "eu" too/)]),
+    );
+  });
+
+  it('the local emulation switch is refused in the default deployment too', () => {
+    const raw = config({}, { vars: { HUB_VERSION: '0.1.0', HUB_JURISDICTION_EMULATION: '1' } });
+    delete raw.env;
+    expect(checkDeployConfig(raw).problems).toEqual([expect.stringMatching(/top level.*HUB_JURISDICTION_EMULATION/)]);
+  });
+
+  it('a var written as a TOML array (the Worker gets it as JSON, which its configuration refuses) is refused, not read through String()', () => {
+    expect(checkDeployConfig(eu({ HUB_JURISDICTION: ['eu'] })).problems).toEqual([expect.stringMatching(/\[env\.eu\].*HUB_JURISDICTION is a TOML array/)]);
   });
 });

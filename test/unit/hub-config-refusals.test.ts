@@ -17,6 +17,7 @@ import { boundedLimits } from '../../src/operator/handshake';
 import { MIN_FRAME_LIMIT_BYTES } from '../../src/protocol';
 
 const BASE = { HUB_VERSION: '0.1.0' };
+const regionCfg = (vars: Record<string, string>) => hubConfig({ ...vars });
 
 describe('hub configuration refused at startup', () => {
   it('HUB_VERSION that is not a release (x.y.z) is refused, not accepted until every hello throws', () => {
@@ -138,5 +139,21 @@ describe('hub configuration refused at startup', () => {
       expect(() => hubConfig({ ...BASE, HISTORY_RETENTION_MS: v }), v).toThrow(/HISTORY_RETENTION_MS/);
     }
     expect(hubConfig({ ...BASE, HISTORY_RETENTION_MS: String(HISTORY_RETENTION_MAX_MS) }).HISTORY_RETENTION_MS).toBe(HISTORY_RETENTION_MAX_MS);
+  });
+
+  it('case variants and padding of HUB_JURISDICTION, HUB_REGION and DB_GATEWAY_LOCATION_HINT are refused by name', () => {
+    for (const j of ['EU', 'Eu', ' eu', 'eu ', 'FedRAMP', 'fedramp_high']) {
+      expect(() => regionCfg({ HUB_REGION: 'eu', HUB_JURISDICTION: j }), j).toThrow(/invalid hub configuration HUB_JURISDICTION/);
+    }
+    for (const r of ['EU', ' eu', 'eu-', '-eu', 'e'.repeat(33)]) {
+      expect(() => regionCfg({ HUB_REGION: r }), r).toThrow(/invalid hub configuration HUB_REGION/);
+    }
+    for (const h of ['WEUR', 'weur ', 'eu']) {
+      expect(() => regionCfg({ HUB_REGION: 'eu', HUB_JURISDICTION: 'eu', DB_GATEWAY_LOCATION_HINT: h }), h).toThrow(/invalid hub configuration DB_GATEWAY_LOCATION_HINT/);
+    }
+  });
+
+  it('a jurisdiction with an empty HUB_REGION is refused: the region must be named', () => {
+    expect(() => regionCfg({ HUB_REGION: '', HUB_JURISDICTION: 'eu' })).toThrow(/HUB_JURISDICTION: needs HUB_REGION/);
   });
 });
