@@ -12,6 +12,7 @@ import {
   canonicalPong,
   CloseCode,
   newId,
+  timestamp,
   type Payload,
   type PushOutcome,
 } from '../protocol';
@@ -231,7 +232,7 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
     kind: 'node' | 'device' | 'deployment',
     event: Omit<Payload<'node.event'>, 'occurred_at'> & { occurred_at?: string },
   ): PushOutcome {
-    return this.report(`${kind}.event`, { ...event, occurred_at: event.occurred_at ?? new Date(this.timers.now()).toISOString() });
+    return this.report(`${kind}.event`, { ...event, occurred_at: event.occurred_at ?? timestamp(this.timers.now()) });
   }
 
   /**

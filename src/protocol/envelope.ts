@@ -252,7 +252,12 @@ export function encodeEnvelope(e: Envelope): string {
   });
 }
 
-/** Milliseconds-precision RFC 3339, as the envelope's `ts` is written. */
+/**
+ * Milliseconds-precision RFC 3339, as the envelope's `ts` (and an event's default `occurred_at`)
+ * is written. A clock that reads outside years 1 to 9999 is held to their ends: toISOString would
+ * write year +010000 (or -000001), which is no RFC 3339 time, and the peer would refuse every
+ * frame, the hello first, for a clock that is merely wrong.
+ */
 export function timestamp(ms: number): string {
-  return new Date(ms).toISOString();
+  return new Date(Math.min(LAST_UTC_MS, Math.max(FIRST_UTC_MS, ms))).toISOString();
 }

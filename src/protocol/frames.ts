@@ -1,6 +1,6 @@
 import { monotonicFactory } from 'ulid';
 import { CATALOG, decodePayload, isKnownType, type MessageType, type Payload, type TypedMessage } from './catalog';
-import { decodeEnvelope, encodeEnvelope, ENVELOPE_VERSION, frameProblem, type Envelope } from './envelope';
+import { decodeEnvelope, encodeEnvelope, ENVELOPE_VERSION, frameProblem, timestamp, type Envelope } from './envelope';
 
 // Created on first use: Workers forbid generating random values at global scope.
 let ulid: ReturnType<typeof monotonicFactory> | null = null;
@@ -31,7 +31,7 @@ export function buildFrame<T extends MessageType>(f: FrameFields<T>): string {
     seq: f.seq ?? null,
     ack: f.ack ?? null,
     reply_to: f.reply_to ?? null,
-    ts: new Date(now).toISOString(),
+    ts: timestamp(now),
     payload: f.payload,
   });
 }

@@ -12,6 +12,7 @@ import {
   MIN_ENVELOPE_VERSION,
   namesTime,
   newId,
+  timestamp,
   readFrame,
   ULID_RE,
   decodePayload,
@@ -320,6 +321,14 @@ describe('timestamps name a real calendar time', () => {
     for (const s of ['0001-01-01T00:00:00Z', '0001-01-01T00:30:00-01:00', '9999-12-31T23:59:59.999999Z', '9999-12-31T23:30:00+01:00']) {
       expect(namesTime(s), s).toBe(true);
     }
+  });
+
+  it('a clock outside years 1 to 9999 writes the nearest time RFC 3339 can name, not toISOString\'s +010000 (every frame, the hello first, was refused: found by a review)', () => {
+    expect(timestamp(Date.UTC(10000, 0, 1))).toBe('9999-12-31T23:59:59.999Z');
+    expect(timestamp(-62135596800000 - 1)).toBe('0001-01-01T00:00:00.000Z');
+    expect(timestamp(Date.UTC(2026, 11, 4, 23, 0, 0, 5))).toBe('2026-12-04T23:00:00.005Z');
+    const f = readFrame(buildFrame({ type: 'node.removed', payload: { node_id: 'n1' }, seq: 1, now: Date.UTC(10000, 0, 1) }));
+    expect(f.kind).toBe('message');
   });
 
   it('an envelope ts in year 0000 is read (never stored, and RFC 3339 admits it); an event occurred_at there is not (Postgres cannot store it)', () => {
