@@ -176,7 +176,7 @@ ls_up as (
 ),
 
 oe_in as (
-  select coalesce(x.operation_id, o.operation_id) as operation_id, x.reply_to, x.frame_id, x.kind, x.phase, x.message, x.seq
+  select coalesce(x.operation_id, o.operation_id) as operation_id, x.frame_id, x.kind, x.phase, x.message, x.seq
   from jsonb_to_recordset($15::jsonb)
     as x(operation_id text, reply_to text, frame_id text, kind text, phase text, message text, seq bigint)
   left join operations o on x.operation_id is null and o.cluster_uid = $1 and o.start_frame_ids @> array[x.reply_to]
@@ -239,16 +239,6 @@ op_unknown as (
   where e.kind <> 'error'
     and not exists (select 1 from operations o where o.operation_id = e.operation_id and o.cluster_uid = $1)
 ),
--- An error whose reply_to names neither a deployment.desired sent nor an operation.start this
--- hub remembers (an older delivery past the ones kept, another cluster's): it concludes nothing
--- and is recorded as a rejection (MESSAGES.md, error). Not answered: an error is not answered
--- with another.
-err_orphan as (
-  select e.seq, e.frame_id, 'error' as type,
-    'error replies to ' || left(coalesce(e.reply_to, ''), 64) || ', which names no deployment.desired or operation.start this hub remembers; it concludes nothing' as reason
-  from oe_in e
-  where e.kind = 'error' and e.operation_id is null
-),
 rj_add as (
   insert into rejections (cluster_uid, session_id, seq, frame_id, type, reason)
   select $1, $2, r.seq, r.frame_id, r.type, r.reason
@@ -256,8 +246,6 @@ rj_add as (
     select seq, frame_id, type, reason from jsonb_to_recordset($16::jsonb) as x(seq bigint, frame_id text, type text, reason text)
     union all
     select seq, frame_id, type, reason from op_unknown
-    union all
-    select seq, frame_id, type, reason from err_orphan
   ) r, live
   where live.ok
   on conflict (cluster_uid, session_id, seq) do nothing
@@ -334,7 +322,7 @@ select (select ok from live) as fenced,
 `;
 
 /** Prepared once per connection (bump the suffix when the text changes). */
-const INGEST_STATEMENT = 'wingsmith_ingest_v10';
+const INGEST_STATEMENT = 'wingsmith_ingest_v9';
 
 /** The full statement's parameters for one batch, in order ($1…$18). */
 export function ingestParams(fence: SessionFence, b: IngestBatch): unknown[] {
