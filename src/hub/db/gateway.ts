@@ -37,9 +37,10 @@ export class DbGateway extends DurableObject<HubEnv> {
    * too. Each statement goes to the connection with the fewest in flight (opened on demand).
    */
   private readonly pool: Pg[];
-  /** Set when this shard lives outside the deployment's jurisdiction: it then relays nothing. */
-  private readonly misplaced: string | null;
-  /** Refuses, logs and deletes the storage of a shard outside the jurisdiction (residency-gate.ts). */
+  /**
+   * Refuses, logs and deletes the storage of a shard outside the jurisdiction (residency-gate.ts);
+   * such a shard relays nothing.
+   */
   private readonly gate: ResidencyGate;
 
   constructor(ctx: DurableObjectState, env: HubEnv) {
@@ -47,7 +48,6 @@ export class DbGateway extends DurableObject<HubEnv> {
     const cfg = hubConfig(env);
     this.pool = Array.from({ length: cfg.DB_GATEWAY_CONNECTIONS }, () => new Pg(env, { idleCloseMs: 60_000, queryTimeoutMs: cfg.PG_QUERY_TIMEOUT_MS }));
     this.gate = new ResidencyGate(ctx.id, cfg, log, ctx.storage);
-    this.misplaced = this.gate.problem;
     this.pruneAt = Date.now() + cfg.HISTORY_PRUNE_INTERVAL_MS;
   }
 
@@ -237,12 +237,14 @@ export class DbGateway extends DurableObject<HubEnv> {
         const w = await this.puts.put(req.cluster, req.items[0] as DesiredItem);
         // Not while more of the cluster's PUTs wait: in a burst the timer's turn waits behind
         // all of them, and answering later slows the client's next PUT more than it helps.
-        if (this.puts.pending(req.cluster) === 0) await pokeFirst();
+        if (w?.owner_session && this.puts.pending(req.cluster) === 0) await pokeFirst();
         return w && { op: 'put' as const, cluster_uid: w.cluster_uid, revisions: [w.revision] };
       }
       const w = await writeDesired(this.leastBusy(), req);
-      if (w?.poke) this.pokeOwner(w.poke);
-      await pokeFirst();
+      if (w?.poke) {
+        this.pokeOwner(w.poke);
+        await pokeFirst();
+      }
       return w?.result ?? null;
     });
   }
@@ -256,9 +258,10 @@ export class DbGateway extends DurableObject<HubEnv> {
   }
 
   private async relay<T>(run: () => Promise<T>): Promise<Relayed<T>> {
-    if (this.misplaced) {
-      log.error("RESIDENCY: gateway shard refusing to relay outside the deployment's jurisdiction", { reason: this.misplaced });
-      return { ok: false, message: `residency check failed: ${this.misplaced}`, code: null, name: 'ResidencyError' };
+    const misplaced = this.gate.problem;
+    if (misplaced) {
+      log.error("RESIDENCY: gateway shard refusing to relay outside the deployment's jurisdiction", { reason: misplaced });
+      return { ok: false, message: `residency check failed: ${misplaced}`, code: null, name: 'ResidencyError' };
     }
     try {
       return { ok: true, value: await run() };
