@@ -56,4 +56,31 @@ describe('dashboard sign-in and links', () => {
     expect({ errors, mainEmpty: main === '' }).toEqual({ errors: [], mainEmpty: false });
     expect(await page.getByRole('heading', { level: 2 }).innerText()).toBe('No cluster named %E0%A4%A');
   });
+
+  it('a cluster link naming a dot segment (#/clusters/. or ..) says no such cluster instead of reading another admin path', async () => {
+    // fetch() resolves /admin/clusters/. to /admin/clusters/ (the fleet list) and .. to /admin/:
+    // the view would read something that is not a cluster. No cluster can be named . or ..
+    const errors: string[] = [];
+    const page = await newPage(errors);
+    const asked: string[] = [];
+    page.on('request', (r) => {
+      if (new URL(r.url()).pathname.startsWith('/admin/')) asked.push(new URL(r.url()).pathname);
+    });
+    await page.goto(`${h.hub.url}/`);
+    await page.getByLabel('Admin token').fill(h.hub.adminToken);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('status').filter({ hasText: 'clusters shown' }).waitFor({ timeout: 20_000 });
+    for (const [link, shown] of [['.', '.'], ['..', '..'], ['%2E', '.'], ['%2e%2E', '..']] as const) {
+      asked.length = 0;
+      await page.goto(`${h.hub.url}/#/clusters/${link}`);
+      await page.reload();
+      await new Promise((r) => setTimeout(r, 1_500));
+      expect({ link, heading: await page.getByRole('heading', { level: 2 }).innerText(), read: asked.filter((p) => !p.startsWith('/admin/fleet')) }).toEqual({
+        link,
+        heading: `No cluster named ${shown}`,
+        read: [],
+      });
+    }
+    expect(errors).toEqual([]);
+  });
 });

@@ -79,17 +79,31 @@ function failureText(err) {
 }
 
 /**
- * The cluster a hash names: null for any other view, undefined for a link that is not valid
- * percent-encoding (decodeURIComponent throws on it, which would leave a blank page).
+ * The cluster a hash names: null for any other view, or why no cluster can have the name in the
+ * link: not valid percent-encoding (decodeURIComponent throws on it, which would leave a blank
+ * page), or a dot segment (fetch would resolve /admin/clusters/. to the list, .. to /admin/).
  * @param {string} hash
+ * @returns {null | { name: string } | { missing: string }}
  */
 function clusterIn(hash) {
   const m = /^#\/clusters\/([^/]+)$/.exec(hash);
   if (!m) return null;
+  let name;
   try {
-    return decodeURIComponent(m[1] ?? '');
+    name = decodeURIComponent(m[1] ?? '');
   } catch {
-    return undefined;
+    return { missing: 'The link is malformed (not valid percent-encoding).' };
+  }
+  if (name === '.' || name === '..') return { missing: 'No cluster can be named . or .. (cluster names are letters, digits and -).' };
+  return { name };
+}
+
+/** @param {string} raw */
+function decodedOr(raw) {
+  try {
+    return decodeURIComponent(raw);
+  } catch {
+    return raw;
   }
 }
 
@@ -101,7 +115,8 @@ function route() {
   forgetPolls();
   shownAsOf = null;
   $('view').classList.remove('stale');
-  current = name === undefined ? missingClusterView(location.hash.slice('#/clusters/'.length)) : name !== null ? clusterView(name) : fleetView();
+  current =
+    name === null ? fleetView() : 'missing' in name ? missingClusterView(decodedOr(location.hash.slice('#/clusters/'.length)), name.missing) : clusterView(name.name);
   current.onRefreshSoon?.(() => void tick());
   document.title = `${current.title} · Wingsmith Hub`;
   render($('view'), current.root);

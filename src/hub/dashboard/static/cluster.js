@@ -18,13 +18,14 @@ function notFound(label) {
 }
 
 /**
- * A cluster link whose name is not valid percent-encoding: no cluster can have that name.
- * @param {string} raw the name as it is in the link
+ * A cluster link that no cluster can have (malformed, a dot segment): nothing is read.
+ * @param {string} shown the name as shown (decoded where it decodes)
+ * @param {string} why
  */
-export function missingClusterView(raw) {
+export function missingClusterView(shown, why) {
   return {
     title: 'No such cluster',
-    root: h('div', { class: 'view', 'aria-labelledby': 'cluster-h' }, notFound(raw), h('p', { class: 'muted' }, 'The link is malformed (not valid percent-encoding).')),
+    root: h('div', { class: 'view', 'aria-labelledby': 'cluster-h' }, notFound(shown), h('p', { class: 'muted' }, why)),
     refresh: async () => undefined,
   };
 }
