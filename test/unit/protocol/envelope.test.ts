@@ -11,6 +11,7 @@ import {
   isSequencedType,
   MIN_ENVELOPE_VERSION,
   namesTime,
+  namesTimeByParse,
   newId,
   timestamp,
   readFrame,
@@ -321,6 +322,43 @@ describe('timestamps name a real calendar time', () => {
     for (const s of ['0001-01-01T00:00:00Z', '0001-01-01T00:30:00-01:00', '9999-12-31T23:59:59.999999Z', '9999-12-31T23:30:00+01:00']) {
       expect(namesTime(s), s).toBe(true);
     }
+  });
+
+  it('the digit reader for UTC times (the hot path) decides exactly as the pattern and Date.parse do, over near-miss strings of every part', () => {
+    const two = (lo: number, hi: number) => fc.integer({ min: lo, max: hi }).map((v) => String(v).padStart(2, '0'));
+    const pick = <T,>(...xs: T[]) => fc.constantFrom(...xs);
+    const time = fc
+      .record({
+        year: fc.oneof(fc.integer({ min: 0, max: 9999 }), pick(0, 1, 1900, 2000, 2024, 2100, 9999)).map((v) => String(v).padStart(4, '0')),
+        d1: pick('-', '-', '-', '/', ''),
+        month: two(0, 19),
+        day: two(0, 39),
+        t: pick('T', 't', 'T', ' ', 'X'),
+        hour: two(0, 29),
+        c1: pick(':', ':', '.'),
+        minute: two(0, 69),
+        second: two(0, 69),
+        frac: fc.oneof(pick(''), fc.stringMatching(/^\.[0-9]{1,11}$/), pick('.', '.5x', '.a')),
+        zone: pick('Z', 'z', 'Z', '+01:00', '-08:00', '+16:00', '+99:99', 'ZZ', 'x', ''),
+        mutate: fc.option(fc.tuple(fc.nat(40), fc.constantFrom('0', '9', 'a', '-', ':', 'Z', '\u0660', ' ')), { freq: 4 }),
+      })
+      .map((r) => {
+        const text = `${r.year}${r.d1}${r.month}-${r.day}${r.t}${r.hour}${r.c1}${r.minute}:${r.second}${r.frac}${r.zone}`;
+        if (!r.mutate) return text;
+        const at = r.mutate[0] % (text.length + 1);
+        return text.slice(0, at) + r.mutate[1] + text.slice(at + 1);
+      });
+    fc.assert(
+      fc.property(time, fc.boolean(), (s, yearZero) => namesTime(s, yearZero) === namesTimeByParse(s, yearZero)),
+      { numRuns: 50_000 },
+    );
+    fc.assert(
+      fc.property(fc.integer({ min: -62167219200000, max: 253402300799999 }), fc.boolean(), (ms, yearZero) => {
+        const s = new Date(ms).toISOString();
+        return namesTime(s, yearZero) === namesTimeByParse(s, yearZero) && namesTime(s.replace(/\.\d+/, ''), yearZero) === namesTimeByParse(s.replace(/\.\d+/, ''), yearZero);
+      }),
+      { numRuns: 5_000 },
+    );
   });
 
   it('a clock outside years 1 to 9999 writes the nearest time RFC 3339 can name, not toISOString\'s +010000 (every frame, the hello first, was refused: found by a review)', () => {
