@@ -28,13 +28,12 @@ export type FrameAction =
 /** After the envelope's ack was taken: what to do with this frame. */
 export function triageFrame(f: Exclude<Incoming, { kind: 'fatal' }>, arrive: (seq: number) => Arrival, expected: () => number, now: number): FrameAction {
   const env = f.envelope;
-  const replyTo = answerableId(env.id);
   if (env.seq === null) {
     switch (env.type) {
       case 'ping':
         return { do: 'pong' };
       case 'hello':
-        return { do: 'protocol-error', replyTo, reason: 'hello is never sent again on the same connection' };
+        return { do: 'protocol-error', replyTo: answerableId(env.id), reason: 'hello is never sent again on the same connection' };
       case 'error':
         return { do: 'peer-error', payload: f.kind === 'message' && f.message.type === 'error' ? f.message.payload : null };
       default:
@@ -45,9 +44,12 @@ export function triageFrame(f: Exclude<Incoming, { kind: 'fatal' }>, arrive: (se
   const seq = env.seq;
   const arrival = arrive(seq);
   if (arrival === 'duplicate') return { do: 'duplicate' };
-  if (arrival === 'gap') return { do: 'protocol-error', replyTo, reason: `gap: expected seq ${expected()}, got ${seq}` };
+  if (arrival === 'gap') return { do: 'protocol-error', replyTo: answerableId(env.id), reason: `gap: expected seq ${expected()}, got ${seq}` };
   // A reply_to that is not an id (a poison frame's) names nothing: no stream, no operation.
-  const base = { seq, id: env.id, replyTo: answerableId(env.reply_to), type: env.type, arrivedAt: now };
+  const replyTo = env.reply_to === null ? null : answerableId(env.reply_to);
+  // The hot path (an observed frame) builds its item in one object, with no spread of a base.
+  if (f.kind === 'message') return { do: 'apply', item: { seq, id: env.id, replyTo, type: env.type, arrivedAt: now, kind: 'message', message: f.message }, answer: null };
+  const base = { seq, id: env.id, replyTo, type: env.type, arrivedAt: now };
   if (f.kind === 'unknown') {
     // Never fatal, never silent: dropped, acknowledged, and answered with the type named.
     const answer: Outgoing = {
@@ -65,8 +67,7 @@ export function triageFrame(f: Exclude<Incoming, { kind: 'fatal' }>, arrive: (se
     };
     return { do: 'apply', item: { ...base, kind: 'unknown' }, answer };
   }
-  if (f.kind === 'poison') return { do: 'apply', item: { ...base, kind: 'poison', reason: f.reason }, answer: null };
-  return { do: 'apply', item: { ...base, kind: 'message', message: f.message }, answer: null };
+  return { do: 'apply', item: { ...base, kind: 'poison', reason: f.reason }, answer: null };
 }
 
 export interface Settled {
