@@ -28,6 +28,8 @@ interface HubResume {
   totalMs: number;
   /** Fresh connect → the hub's snapshot of N deployments received (live delivery). */
   deliverMs: number;
+  /** Of live delivery: the upgrade, then the welcome, the snapshot's first deployment and its stream.end (from the start). */
+  deliverParts: { upgradeMs: number; welcomeMs: number; firstMs: number };
   replayed: number;
 }
 
@@ -45,10 +47,19 @@ async function hubResumeOnce(ctx: ScenarioContext, n: number, upFrames: number, 
   // First connection: take the snapshot stream, ack nothing (no automatic ack either), then drop.
   const t0 = performance.now();
   const first = await RawOperator.connect(env.wsUrl, cluster.token, { autoAckMs: false });
+  const openedAt = performance.now();
+  let welcomedAt = Number.NaN;
+  let firstAt = Number.NaN;
+  const stopTiming = first.onFrame((f, at) => {
+    if (f.type === 'welcome') welcomedAt = at;
+    else if (f.type === 'deployment.desired' && Number.isNaN(firstAt)) firstAt = at;
+  });
   const end = first.next((f) => f.type === 'stream.end', 60_000);
   const welcome = await first.hello({ cluster_id: cluster.name });
   const lastSeq = (await end).seq as number;
   const deliverMs = performance.now() - t0;
+  stopTiming();
+  const deliverParts = { upgradeMs: openedAt - t0, welcomeMs: welcomedAt - t0, firstMs: firstAt - t0 };
   const sessionId = String(welcome.payload.session_id);
   first.terminate(); // a network drop: no close frame
   await sleep(300);
@@ -104,6 +115,7 @@ async function hubResumeOnce(ctx: ScenarioContext, n: number, upFrames: number, 
     upMs: up,
     totalMs: Math.max(down, up),
     deliverMs,
+    deliverParts,
     replayed,
   };
 }
@@ -238,6 +250,7 @@ export const resume: Scenario = {
         evidence: [
           `Both-sides breakdown (medians): welcome ${fmtMs(repeated(both.map((b) => b.welcomeMs)).median)} (the upgrade ${fmtMs(repeated(both.map((b) => b.upgradeMs)).median)}, then hello → welcome), hub→operator replay complete ${fmtMs(repeated(both.map((b) => b.downMs)).median)}, operator frames acked ${fmtMs(repeated(both.map((b) => b.upMs)).median)}; hub frames replayed per resume: ${both[0]?.replayed ?? 0}.`,
           `Hub→operator only: welcome ${fmtMs(repeated(down.map((d) => d.welcomeMs)).median)}. Socket.IO recovered every time: ${sioRuns.every((s) => s.recovered)}.`,
+          `Live delivery, from the start of the fresh connect (medians): upgrade done ${fmtMs(repeated(down.map((d) => d.deliverParts.upgradeMs)).median)}, welcome ${fmtMs(repeated(down.map((d) => d.deliverParts.welcomeMs)).median)}, the snapshot's first deployment ${fmtMs(repeated(down.map((d) => d.deliverParts.firstMs)).median)}, its stream.end ${fmtMs(deliverHub.median)}.`,
           `Hub log: ${hubLog}.`,
         ],
         data: {
@@ -251,6 +264,9 @@ export const resume: Scenario = {
           upgradeMs: repeated([...both, ...down].map((b) => b.upgradeMs)).median,
           sioMs: sioR.median,
           deliverHubMs: deliverHub.median,
+          deliverUpgradeMs: repeated(down.map((d) => d.deliverParts.upgradeMs)).median,
+          deliverWelcomeMs: repeated(down.map((d) => d.deliverParts.welcomeMs)).median,
+          deliverFirstMs: repeated(down.map((d) => d.deliverParts.firstMs)).median,
           deliverSioMs: deliverSio.median,
         },
       };

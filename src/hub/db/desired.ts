@@ -261,8 +261,8 @@ export async function fetchOpenOperations(
  * operations durably answers the start it first accepted, across reconnects and restarts) and the
  * newest after it. Each fresh session delivers an open operation again, and an operator that
  * reconnects fresh as fast as it can must not grow the row (and its GIN index) for as long as a
- * deadline of up to a week. An error answering a start frame not kept is recorded as a rejection,
- * as any unknown reply_to.
+ * deadline of up to a week. An error answering a start frame not kept concludes nothing and is
+ * logged, as an error whose reply_to names nothing the hub remembers (MESSAGES.md).
  */
 export const START_FRAMES_KEPT = 16;
 
