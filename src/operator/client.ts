@@ -11,6 +11,7 @@ import {
   canonicalPing,
   canonicalPong,
   CloseCode,
+  frameBytesBound,
   newId,
   timestamp,
   type Payload,
@@ -113,7 +114,7 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
       outbound: () => session.outbound,
       link: () => this.conn.link,
       dispatchHost: () => this.dispatchHost(),
-      protocolError: (link, reason) => this.conn.protocolError(link, reason),
+      protocolError: (link, reason, replyTo) => this.conn.protocolError(link, reason, replyTo ?? null),
       welcome: (link, w) => this.onWelcome(link, w),
       hubError: (payload, replyTo, seq) => this.safeEmit('hubError', { payload, replyTo, seq }),
       answerPing: (link) => this.conn.writeCursor(link, canonicalPong(record.persistedCursor)),
@@ -245,9 +246,20 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
 
   // --- the session ---------------------------------------------------------------------------------
 
-  /** Validate an application report against the catalog (a programming error throws) and queue it. */
+  /**
+   * Validate an application report against the catalog (a programming error throws) and queue it.
+   * A report valid field by field can still make a frame over the hub's `max_frame_bytes` (a
+   * deployment with thousands of long replica ids): refused here, where the caller can act on it,
+   * with a RangeError, not dropped at write time with a log line.
+   */
   private report(type: Reportable, payload: unknown): PushOutcome {
-    return this.sendSide.enqueue(outItem(type, checkedPayload(type, payload)));
+    const checked = checkedPayload(type, payload);
+    const max = this.s.limits.max_frame_bytes;
+    const bound = frameBytesBound(type, checked);
+    if (bound > max) {
+      throw new RangeError(`${type} payload makes a frame of up to ${bound} bytes, over the hub's max_frame_bytes (${max}): it could never be sent`);
+    }
+    return this.sendSide.enqueue(outItem(type, checked));
   }
 
   private setState(s: ClientState): void {

@@ -4,7 +4,7 @@
  * refusal policy (refusal.ts) when to dial again: the ordinary backoff, or a draw under the whole
  * cap after a refusal, forgetting the session after a displacement. Reconnects forever.
  */
-import { buildFrame, CloseCode } from '../protocol';
+import { buildFrame, CloseCode, cutText } from '../protocol';
 import type { Backoff } from './backoff';
 import type { ClientEvents, ClientState, ClientStats, OperatorClientOptions } from './client-types';
 import type { RecordKeeper } from './durable';
@@ -84,8 +84,19 @@ export class Connection {
     link.lastAckSent = Math.max(link.lastAckSent, this.host.record.persistedCursor);
   }
 
-  protocolError(link: Link, reason: string): void {
-    this.host.log.warn('protocol error on the hub link: closing', { reason, session: this.host.session.id });
+  /**
+   * Close 4400 after a connection-level error frame naming the reason (MESSAGES.md: a fatal
+   * envelope, a gap, an impossible ack "close the connection with 4400 after an error frame").
+   * `replyTo`: the offending frame's id when it is a ULID.
+   */
+  protocolError(link: Link, reason: string, replyTo: string | null = null): void {
+    this.host.log.warn('protocol error on the hub link: closing', { reason, reply_to: replyTo, session: this.host.session.id });
+    if (!link.closing && !link.ended) {
+      this.write(
+        link,
+        buildFrame({ type: 'error', payload: { code: 'invalid', message: cutText(reason, 2048), retryable: false }, reply_to: replyTo, now: this.host.timers.now() }),
+      );
+    }
     this.close(link, CloseCode.PROTOCOL_ERROR, reason);
   }
 

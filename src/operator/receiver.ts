@@ -6,7 +6,7 @@
  * fails transiently is retried with backoff while later frames are still applied; the
  * contiguous cursor stays behind it until it settles.
  */
-import { readFrame, type Envelope, type InboundSequencer, type OutboundSequencer, type Payload } from '../protocol';
+import { answerableId, readFrame, type Envelope, type InboundSequencer, type OutboundSequencer, type Payload } from '../protocol';
 import type { BackoffPolicy } from './backoff';
 import type { ClientStats } from './client-types';
 import { triage, type ReadableFrame } from './frame-triage';
@@ -31,7 +31,8 @@ export interface ReceiverHost {
   /** The link frames are read from now (frames of any other are ignored). */
   link(): Link | null;
   dispatchHost(): DispatchHost;
-  protocolError(link: Link, reason: string): void;
+  /** Close 4400 after an error frame; `replyTo` the offending frame's id when it is a ULID. */
+  protocolError(link: Link, reason: string, replyTo?: string | null): void;
   welcome(link: Link, payload: Payload<'welcome'>): void;
   /** Tell the application about an `error` from the hub (the `hubError` event). */
   hubError(payload: Payload<'error'>, replyTo: string | null, seq: number | null): void;
@@ -99,7 +100,7 @@ export class Receiver {
     const frame = readFrame(text);
     if (frame.kind === 'fatal') {
       h.log.error('undecodable frame from the hub', { reason: frame.reason, id: frame.id });
-      return h.protocolError(link, frame.reason);
+      return h.protocolError(link, frame.reason, frame.id);
     }
     const env = frame.envelope;
 
@@ -107,7 +108,7 @@ export class Receiver {
     if (env.ack !== null && link.welcomed) {
       const outbound = h.outbound();
       const outcome = outbound.acknowledge(env.ack);
-      if (outcome === 'invalid') return h.protocolError(link, `ack ${env.ack} is beyond the last frame sent (${outbound.lastSent})`);
+      if (outcome === 'invalid') return h.protocolError(link, `ack ${env.ack} is beyond the last frame sent (${outbound.lastSent})`, answerableId(env.id));
       if (outcome === 'advanced') {
         link.ackAdvanced(outbound.unacked === 0);
         h.acknowledged(env.ack);
@@ -117,7 +118,7 @@ export class Receiver {
     const t = triage(frame, link.welcomed);
     switch (t.do) {
       case 'close':
-        return h.protocolError(link, t.reason);
+        return h.protocolError(link, t.reason, answerableId(env.id));
       case 'welcome':
         return h.welcome(link, t.payload);
       case 'connection-error':
@@ -169,7 +170,7 @@ export class Receiver {
     }
     if (arrival === 'gap') {
       h.counters.gaps++;
-      return h.protocolError(link, `gap: expected seq ${inbound.expected}, got ${seq}`);
+      return h.protocolError(link, `gap: expected seq ${inbound.expected}, got ${seq}`, answerableId(frame.envelope.id));
     }
     this.enqueue(frame, () => this.apply(link, frame, 0));
   }

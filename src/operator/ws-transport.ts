@@ -60,12 +60,17 @@ export function wsDialer(options: WsDialerOptions = {}): Dialer {
       res.on('error', done);
     });
     let lastError = '';
+    // ws closes the link 1009 itself over a hub frame past `maxPayload`, but reports the close to
+    // us as 1006 (abnormal): the code the client acts on (a session that would replay that frame
+    // goes lossy) is the one that went on the wire.
+    let ownClose: number | null = null;
     ws.on('error', (err) => {
       lastError = err.message;
+      if ((err as { code?: unknown }).code === 'WS_ERR_UNSUPPORTED_MESSAGE_LENGTH') ownClose = 1009;
       // 'close' follows an 'error' once the socket existed; before that it may not.
-      if (ws.readyState === WebSocket.CONNECTING || ws.readyState === WebSocket.CLOSED) finish(1006, err.message);
+      if (ws.readyState === WebSocket.CONNECTING || ws.readyState === WebSocket.CLOSED) finish(ownClose ?? 1006, err.message);
     });
-    ws.on('close', (code, reason) => finish(code, reason.toString('utf8') || lastError));
+    ws.on('close', (code, reason) => finish(ownClose ?? code, reason.toString('utf8') || lastError));
 
     const transport: Transport = {
       send(text) {

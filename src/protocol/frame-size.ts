@@ -1,3 +1,4 @@
+import type { MessageType } from './catalog';
 import { buildFrame } from './frames';
 import { utf8Length } from './sequencing';
 import { LIMITS, MAX_REPLICAS } from './vocabulary';
@@ -127,4 +128,22 @@ export function operationStartFrameBytes(op: { kind: string; target: string; par
   });
   // The frame above holds an empty target ('""') and params ('{}'): add theirs in their place.
   return utf8Length(frame) - 4 + jsonUtf8Length(op.target) + jsonUtf8Length(op.params);
+}
+
+const overheadByType = new Map<string, number>();
+
+/**
+ * An upper bound on the UTF-8 size of any frame of `type` carrying `payload`, whatever its id,
+ * seq, ack, reply_to and ts (each at its longest): exact for the payload, at most about 60 bytes
+ * over for the envelope around it. Counted without serializing the payload.
+ */
+export function frameBytesBound(type: MessageType, payload: unknown): number {
+  let overhead = overheadByType.get(type);
+  if (overhead === undefined) {
+    const ulid = '0'.repeat(26);
+    const empty = buildFrame({ type, payload: {} as never, seq: Number.MAX_SAFE_INTEGER, ack: Number.MAX_SAFE_INTEGER, reply_to: ulid, id: ulid, now: 0 });
+    overhead = utf8Length(empty) - 2;
+    overheadByType.set(type, overhead);
+  }
+  return overhead + jsonUtf8Length(payload);
 }
