@@ -159,7 +159,7 @@ describe('public API inputs', () => {
     expect(() => t.client.reportDeployment(report(4096) as never)).toThrow(RangeError);
     expect(() => t.client.reportDeployment(report(4096) as never)).toThrow(/max_frame_bytes/);
     expect(t.client.reportDeployment(report(4000) as never)).toBe('appended');
-    await eventually(() => conn.frames.some((f) => f.type === 'deployment.observed'));
+    await eventually(() => conn.frames.some((f) => f.type === 'deployment.observed'), 'the report that fits sent');
     expect((t.client.stats as unknown as Record<string, number>).oversizeFrames).toBe(0);
   });
 });
