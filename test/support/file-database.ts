@@ -6,18 +6,25 @@
  * embedded PGlite (one database) every file shares the run's database, as the run then uses one
  * worker.
  */
-import { inject } from 'vitest';
+import { expect, inject } from 'vitest';
 import { copyDatabase } from '../../scripts/lib/dev-stack';
 import { pgClient } from '../../scripts/lib/pg-node';
 import type { Sql } from '../../src/hub/db/sql';
 
-let copy: Promise<string> | null = null;
+// By test file: the hub project shares one module graph among the files a worker runs
+// (vitest `isolate: false`), so a module-level copy would hand the next file this one's rows.
+const copies = new Map<string, Promise<string>>();
 
 /** This file's database URL (created on first use; dropped with the run's database). */
 export function fileDatabaseUrl(): Promise<string> {
   const template = inject('databaseTemplate');
   if (template === null) return Promise.resolve(inject('databaseUrl'));
-  copy ??= copyDatabase(inject('databaseUrl'), inject('pgWsProxy'), template);
+  const file = expect.getState().testPath ?? '';
+  let copy = copies.get(file);
+  if (!copy) {
+    copy = copyDatabase(inject('databaseUrl'), inject('pgWsProxy'), template);
+    copies.set(file, copy);
+  }
   return copy;
 }
 
