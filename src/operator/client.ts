@@ -11,7 +11,6 @@ import {
   canonicalPing,
   canonicalPong,
   CloseCode,
-  frameBytesBound,
   newId,
   timestamp,
   type Payload,
@@ -30,7 +29,7 @@ import { LinkStatsReporter } from './link-stats';
 import { jsonLogger, type Logger } from './logger';
 import { OperationBook, type OperationHost } from './operations';
 import { MemoryOutboundLog, type OutboundLog } from './outbound-log';
-import { checkedPayload, outItem } from './outgoing';
+import { outItem, reportablePayload } from './outgoing';
 import { Outbox } from './outbox';
 import { Receiver } from './receiver';
 import { SendSide } from './send-side';
@@ -246,20 +245,9 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
 
   // --- the session ---------------------------------------------------------------------------------
 
-  /**
-   * Validate an application report against the catalog (a programming error throws) and queue it.
-   * A report valid field by field can still make a frame over the hub's `max_frame_bytes` (a
-   * deployment with thousands of long replica ids): refused here, where the caller can act on it,
-   * with a RangeError, not dropped at write time with a log line.
-   */
+  /** Validate an application report (catalog and frame size; a programming error throws) and queue it. */
   private report(type: Reportable, payload: unknown): PushOutcome {
-    const checked = checkedPayload(type, payload);
-    const max = this.s.limits.max_frame_bytes;
-    const bound = frameBytesBound(type, checked);
-    if (bound > max) {
-      throw new RangeError(`${type} payload makes a frame of up to ${bound} bytes, over the hub's max_frame_bytes (${max}): it could never be sent`);
-    }
-    return this.sendSide.enqueue(outItem(type, checked));
+    return this.sendSide.enqueue(outItem(type, reportablePayload(type, payload, this.s.limits.max_frame_bytes)));
   }
 
   private setState(s: ClientState): void {

@@ -1,4 +1,4 @@
-import { CATALOG, coalescingKey, isKnownType, queueClassOf, utf8Length, type MessageType, type Payload, type QueueClass, type TypedMessage } from '../protocol';
+import { CATALOG, coalescingKey, frameBytesBound, isKnownType, queueClassOf, utf8Length, type MessageType, type Payload, type QueueClass, type TypedMessage } from '../protocol';
 
 /**
  * A frame waiting to be written. It has no seq yet: numbers are assigned when it is written, so
@@ -33,6 +33,21 @@ export function checkedPayload<T extends MessageType>(type: T, payload: unknown)
     throw new TypeError(`invalid ${type} payload at ${issue?.path.join('.') || 'payload'}: ${issue?.message ?? 'invalid'}`);
   }
   return parsed.data as Payload<T>;
+}
+
+/**
+ * `checkedPayload` for an application report, which must also fit in one frame: a payload valid
+ * field by field can still make a frame over the hub's `max_frame_bytes` (a deployment with
+ * thousands of long replica ids). Refused with a RangeError where the caller can act on it, not
+ * dropped at write time with a log line.
+ */
+export function reportablePayload<T extends MessageType>(type: T, payload: unknown, maxFrameBytes: number): Payload<T> {
+  const checked = checkedPayload(type, payload);
+  const bound = frameBytesBound(type, checked);
+  if (bound > maxFrameBytes) {
+    throw new RangeError(`${type} payload makes a frame of up to ${bound} bytes, over the hub's max_frame_bytes (${maxFrameBytes}): it could never be sent`);
+  }
+  return checked;
 }
 
 /** Queue class and coalescing key of an outgoing item. */

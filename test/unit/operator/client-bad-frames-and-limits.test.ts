@@ -7,7 +7,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { wsDialer } from '../../../src/operator/ws-transport';
 import { newId } from '../../../src/protocol';
-import { cursorReaches, makeClient, readResync, reconnectAfterBackoff, type TestClient } from './support/harness';
+import { cursorReaches, makeClient, readResync, reconnectAfterBackoff, type TestClient, openWelcomed } from './support/harness';
 import { heldOperations, operationStart } from './support/operations';
 import { eventually, ScriptedHub, type HubConnection } from './support/scripted-hub';
 
@@ -22,16 +22,7 @@ afterEach(async () => {
   await hub.stop();
 });
 
-async function open(options: Parameters<typeof makeClient>[1] = {}): Promise<{ t: TestClient; conn: HubConnection }> {
-  const t = makeClient(hub, options);
-  clients.push(t);
-  await t.client.start();
-  const conn = await hub.nextConnection();
-  await conn.nextOf('hello');
-  conn.welcome({ session_id: 'S1' });
-  await readResync(conn);
-  return { t, conn };
-}
+const open = (options: Parameters<typeof makeClient>[1] = {}) => openWelcomed(hub, clients, options);
 
 describe('bad hub frames', () => {
   it('a fatal envelope (v out of range) closes 4400 after an error frame (MESSAGES.md, Envelope)', async () => {
@@ -43,6 +34,20 @@ describe('bad hub frames', () => {
     const after = conn.frames.filter((f) => f.type === 'error');
     expect(after.length).toBeGreaterThan(0);
     expect(after[0]?.reply_to).toBe(id);
+  });
+
+  it('a seq gap from the hub closes 4400 after a connection-level error frame naming the gap, reply_to the frame (MESSAGES.md, Envelope)', async () => {
+    const { conn } = await open();
+    const id = newId();
+    conn.sendRaw(JSON.stringify({ v: 1, type: 'error', id, seq: 1_000, ack: null, reply_to: null, ts: new Date().toISOString(), payload: { code: 'internal', message: 'x', retryable: false } }));
+    const closed = await conn.waitClosed();
+    const errors = conn.frames.filter((f) => f.type === 'error');
+    expect({ code: closed.code, seq: errors[0]?.seq ?? null, reply_to: errors[0]?.reply_to, gap: String(errors[0]?.payload.message).includes('gap') }).toEqual({
+      code: 4400,
+      seq: null,
+      reply_to: id,
+      gap: true,
+    });
   });
 
   it('a binary frame closes the link 4400 and the SDK reconnects', async () => {

@@ -3,7 +3,7 @@ import { OperatorClient } from '../../../src/operator/client';
 import { MemoryCursorStore } from '../../../src/operator/cursor-store';
 import { applied, permanent, PermanentError, transient, type OperatorHandlers } from '../../../src/operator/handlers';
 import { newId, readFrame } from '../../../src/protocol';
-import { ackAll, cursorReaches, desiredPayload, makeClient, readResync, reconnectAfterBackoff, SNAPSHOT, type TestClient } from './support/harness';
+import { ackAll, cursorReaches, desiredPayload, makeClient, readResync, reconnectAfterBackoff, SNAPSHOT, type TestClient, openWelcomed } from './support/harness';
 import { eventually, ScriptedHub, type HubConnection } from './support/scripted-hub';
 
 let hub: ScriptedHub;
@@ -17,16 +17,7 @@ afterEach(async () => {
   await hub.stop();
 });
 
-async function open(options: Parameters<typeof makeClient>[1] = {}): Promise<{ t: TestClient; conn: HubConnection }> {
-  const t = makeClient(hub, options);
-  clients.push(t);
-  await t.client.start();
-  const conn = await hub.nextConnection();
-  await conn.nextOf('hello');
-  conn.welcome({ session_id: 'S1' });
-  await readResync(conn);
-  return { t, conn };
-}
+const open = (options: Parameters<typeof makeClient>[1] = {}) => openWelcomed(hub, clients, options);
 
 /** A round trip through the SDK: once the pong is here, every frame it wrote before is too. */
 async function sync(conn: HubConnection): Promise<void> {

@@ -116,6 +116,25 @@ export function makeClient(
 }
 
 /** Read frames until the SDK's observed resync stream has ended; returns them in order. */
+/**
+ * A client started against `hub` (kept in `clients` for the file's teardown), welcomed into
+ * session S1 and through the hub's resync of its observed state.
+ */
+export async function openWelcomed(
+  hub: ScriptedHub,
+  clients: TestClient[],
+  options: Parameters<typeof makeClient>[1] = {},
+): Promise<{ t: TestClient; conn: HubConnection }> {
+  const t = makeClient(hub, options);
+  clients.push(t);
+  await t.client.start();
+  const conn = await hub.nextConnection();
+  await conn.nextOf('hello');
+  conn.welcome({ session_id: 'S1' });
+  await readResync(conn);
+  return { t, conn };
+}
+
 export async function readResync(conn: HubConnection): Promise<{ begin: import('./scripted-hub').SeenFrame; body: import('./scripted-hub').SeenFrame[]; end: import('./scripted-hub').SeenFrame; others: import('./scripted-hub').SeenFrame[] }> {
   const others = [];
   let begin = await conn.next();
