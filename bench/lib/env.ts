@@ -14,6 +14,7 @@ import { pgClient } from '../../scripts/lib/pg-node';
 import { snapshotSource, type SourceSnapshot } from '../../scripts/lib/source-snapshot';
 import { withDeadline } from '../../src/hub/deadline';
 import { generateEnrollmentToken, hashToken, toHex } from '../../src/hub/tokens';
+import { SERVING } from './payloads';
 import { RawOperator } from './operator';
 import { freePort } from './pooler';
 import { hasOpenFileUnder, workerdChildren } from './proc';
@@ -392,16 +393,3 @@ async function launchWorker(sourceDir: string, vars: HubVars, inspector: boolean
   }
   return { worker, origin, persistDir, before };
 }
-
-
-/** A realistic serving configuration (the fixture's shape). */
-export const SERVING = {
-  engine: 'vllm',
-  model: 'meta-llama/Llama-3.1-70B-Instruct',
-  image: 'vllm/vllm-openai:v0.6.3',
-  args: ['--tensor-parallel-size', '4', '--max-model-len', '8192'],
-  env: { VLLM_LOGGING_LEVEL: 'INFO' },
-  gpus_per_replica: 4,
-  gpu_model: 'NVIDIA A100-SXM4-80GB',
-  port: 8000,
-};

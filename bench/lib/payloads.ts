@@ -37,3 +37,21 @@ export function deploymentObserved(i: number): Payload<'deployment.observed'> {
     message: '',
   } as Payload<'deployment.observed'>;
 }
+
+/** A realistic serving configuration (the fixture's shape). */
+export const SERVING = {
+  engine: 'vllm',
+  model: 'meta-llama/Llama-3.1-70B-Instruct',
+  image: 'vllm/vllm-openai:v0.6.3',
+  args: ['--tensor-parallel-size', '4', '--max-model-len', '8192'],
+  env: { VLLM_LOGGING_LEVEL: 'INFO' },
+  gpus_per_replica: 4,
+  gpu_model: 'NVIDIA A100-SXM4-80GB',
+  port: 8000,
+};
+
+/** One deployment's desired state as the desired scenario PUTs it. */
+export const DESIRED_BODY = { workload_id: 'llama-70b-chat', min_replicas: 2, max_replicas: 4, serving: SERVING };
+
+/** A bulk PUT's body: these deployments, each with that state. */
+export const bulkDesiredBody = (ids: string[]) => ({ deployments: ids.map((deployment_id) => ({ deployment_id, ...DESIRED_BODY })) });

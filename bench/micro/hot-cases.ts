@@ -10,12 +10,16 @@
  * - a Pg connection's idle timer around one statement: cancelled and re-armed (before) or left
  *   armed with the statement's end stamped (after);
  * - `readFrame` of a device.observed frame and of a node.event frame (its occurred_at a second
- *   time in UTC), as the SDK writes them: the envelope, its ts, the payload.
+ *   time in UTC), as the SDK writes them: the envelope, its ts, the payload;
+ * - the admin API's body guard (`unsafeValue`) over a bulk PUT of 1,000 deployments and over one
+ *   deployment's PUT, as the desired scenario sends them.
  */
 import type * as ScheduleModule from '../../src/hub/session/ingest-schedule';
 import type * as BatchModule from '../../src/hub/session/ingest-batch';
 import type * as OutgoingModule from '../../src/hub/session/outgoing';
 import type * as ProtocolModule from '../../src/protocol';
+import type * as GuardModule from '../../src/hub/admin/body-guard';
+import { bulkDesiredBody, DESIRED_BODY } from '../lib/payloads';
 import { deviceItems, framesOf, measure } from './cases';
 
 export interface Tree {
@@ -23,6 +27,7 @@ export interface Tree {
   batch: typeof BatchModule;
   outgoing: typeof OutgoingModule;
   protocol: typeof ProtocolModule;
+  guard: typeof GuardModule;
 }
 
 export interface HotRow {
@@ -131,5 +136,14 @@ export function hotSuite(before: Tree, after: Tree, runs: number, ms: number): H
     };
     row(`readFrame, per ${type} frame (envelope, ts, payload)`, read(before), read(after), frames.length);
   }
+  // Parsed from the text the scenario sends, as the guard sees it after its JSON.parse.
+  const bulk: unknown = JSON.parse(JSON.stringify(bulkDesiredBody(Array.from({ length: 1_000 }, (_, i) => `dep-${i}`))));
+  const single: unknown = JSON.parse(JSON.stringify(DESIRED_BODY));
+  const guard = (t: Tree, body: unknown) => () => {
+    if (t.guard.unsafeValue(body, []) !== null) throw new Error('the guard refused a clean body');
+    return 1;
+  };
+  row('admin body guard, per bulk PUT of 1,000 deployments', guard(before, bulk), guard(after, bulk), 1);
+  row("admin body guard, per single deployment's PUT", guard(before, single), guard(after, single), 1);
   return rows;
 }

@@ -36,6 +36,7 @@ const MODULES = {
   batch: 'hub/session/ingest-batch',
   outgoing: 'hub/session/outgoing',
   protocol: 'protocol/index',
+  guard: 'hub/admin/body-guard',
 } as const;
 
 async function load(srcDir: string): Promise<Tree> {

@@ -6,17 +6,17 @@
  * hub's admin API makes (for the bulk request: the hub's one bulk statement).
  */
 import { startSocketIoServer } from '../lib/children';
-import { SERVING, type BenchCluster, type BenchEnv } from '../lib/env';
+import type { BenchCluster, BenchEnv } from '../lib/env';
 import { fmtMs, fmtNum, ratio } from '../lib/format';
 import { describeHubLog, takeHubLogCounts } from '../lib/hublog';
 import { mapLimit, RawOperator } from '../lib/operator';
+import { bulkDesiredBody, DESIRED_BODY } from '../lib/payloads';
 import { PgWaitSampler } from '../lib/pgstat';
 import { readCpuSeconds } from '../lib/proc';
 import { sioConnect } from '../lib/sio';
 import { median, repeated, summarize } from '../lib/stats';
 import type { Scenario, ScenarioContext, ScenarioResult } from '../lib/types';
 
-const BODY = { workload_id: 'llama-70b-chat', min_replicas: 2, max_replicas: 4, serving: SERVING };
 /** Issue 13: 1,000 changes in one bulk request at the operator within this. */
 const BULK_TARGET_MS = 150;
 
@@ -57,7 +57,6 @@ interface Target {
   arrivals: Arrivals;
 }
 
-const bulkBody = (ids: string[]) => ({ deployments: ids.map((deployment_id) => ({ deployment_id, ...BODY })) });
 
 /** Sequential single changes: PUT start → frame at the operator. */
 async function singles(t: Target, n: number, tag: string): Promise<{ delivery: number[]; putMs: number[] }> {
@@ -196,8 +195,8 @@ export const desired: Scenario = {
       const hub: Target = {
         label: 'hub',
         arrivals: hubArrivals,
-        put: (id) => put(`${env.hubUrl}/admin/clusters/${hc.uid}/deployments/${id}`, adminHeaders, BODY),
-        putMany: (ids) => put(`${env.hubUrl}/admin/clusters/${hc.uid}/deployments`, adminHeaders, bulkBody(ids)),
+        put: (id) => put(`${env.hubUrl}/admin/clusters/${hc.uid}/deployments/${id}`, adminHeaders, DESIRED_BODY),
+        putMany: (ids) => put(`${env.hubUrl}/admin/clusters/${hc.uid}/deployments`, adminHeaders, bulkDesiredBody(ids)),
       };
 
       const sioUrl = `http://127.0.0.1:${sio.port}`;
@@ -207,14 +206,14 @@ export const desired: Scenario = {
       const sioPlain: Target = {
         label: 'Socket.IO',
         arrivals: sioArrivals,
-        put: (id) => put(`${sioUrl}/clusters/${sc.uid}/deployments/${id}`, {}, BODY),
-        putMany: (ids) => put(`${sioUrl}/clusters/${sc.uid}/deployments`, {}, bulkBody(ids)),
+        put: (id) => put(`${sioUrl}/clusters/${sc.uid}/deployments/${id}`, {}, DESIRED_BODY),
+        putMany: (ids) => put(`${sioUrl}/clusters/${sc.uid}/deployments`, {}, bulkDesiredBody(ids)),
       };
       const sioDb: Target = {
         label: 'Socket.IO + Postgres write',
         arrivals: sioArrivals,
-        put: (id) => put(`${sioUrl}/clusters/${sc.uid}/deployments/${id}?db=1`, {}, BODY),
-        putMany: (ids) => put(`${sioUrl}/clusters/${sc.uid}/deployments?db=1`, {}, bulkBody(ids)),
+        put: (id) => put(`${sioUrl}/clusters/${sc.uid}/deployments/${id}?db=1`, {}, DESIRED_BODY),
+        putMany: (ids) => put(`${sioUrl}/clusters/${sc.uid}/deployments?db=1`, {}, bulkDesiredBody(ids)),
       };
 
       // Warm-up.

@@ -130,7 +130,7 @@ async function sioResumeOnce(server: ChildServer, n: number, room: string): Prom
     revision: 1,
     min_replicas: 1,
     max_replicas: 2,
-    serving: (await import('../lib/env')).SERVING,
+    serving: (await import('../lib/payloads')).SERVING,
     deleted: false,
   };
   const emit = (k: number) =>
