@@ -26,7 +26,14 @@ export interface LogRecord extends LogFields {
 export function makeLogger(sink: (record: LogRecord) => void, bound: LogFields = {}, minLevel: LogLevel = 'debug'): Logger {
   const emit = (level: LogLevel, msg: string, fields?: LogFields) => {
     if (RANK[level] < RANK[minLevel]) return;
-    sink({ ...bound, ...normalize(fields), level, msg });
+    // A log line is never worth a frame: the SDK logs from inside its frame handling and timers,
+    // where a throw from the sink (a closed stream, a caller's own sink) would fail the work it
+    // was describing. The line is dropped instead.
+    try {
+      sink({ ...bound, ...normalize(fields), level, msg });
+    } catch {
+      // dropped
+    }
   };
   return {
     debug: (m, f) => emit('debug', m, f),
@@ -61,17 +68,24 @@ export function jsonLogger(options: JsonLoggerOptions = {}): Logger {
   const now = options.now ?? Date.now;
   return makeLogger(
     ({ level, msg, ...rest }) => {
+      const time = isoTime(now());
       let line: string;
       try {
-        line = JSON.stringify({ time: new Date(now()).toISOString(), level, msg, ...rest });
+        line = JSON.stringify({ time, level, msg, ...rest });
       } catch {
-        line = JSON.stringify({ time: new Date(now()).toISOString(), level, msg, note: 'fields not serializable' });
+        line = JSON.stringify({ time, level, msg, note: 'fields not serializable' });
       }
       write(line);
     },
     options.fields ?? {},
     options.level ?? 'info',
   );
+}
+
+/** A clock reading as RFC 3339; one no Date can hold (NaN, out of range) is written as it read. */
+function isoTime(ms: number): string {
+  const d = new Date(ms);
+  return Number.isNaN(d.getTime()) ? `invalid clock reading: ${String(ms)}` : d.toISOString();
 }
 
 export const silentLogger: Logger = makeLogger(() => {}, {}, 'error');
