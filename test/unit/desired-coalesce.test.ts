@@ -118,7 +118,7 @@ describe('desired PUT coalescing (group commit per cluster)', () => {
 
   it('caps a batch at its limit', async () => {
     const store = new FakeStore();
-    const c = new PutCoalescer(store, 2);
+    const c = new PutCoalescer(store, { maxBatch: 2 });
     const ps = ['d0', 'd1', 'd2', 'd3', 'd4'].map((id) => c.put('a', item(id)));
     await settle(store, ...ps);
     expect(store.statements).toEqual([['d0'], ['d1', 'd2'], ['d3', 'd4']]);
@@ -164,6 +164,44 @@ describe('desired PUT coalescing (group commit per cluster)', () => {
     await settle(store, ...ps);
     expect(await Promise.all(ps)).toEqual([null, null]);
     expect(store.pokes).toEqual([]);
+  });
+
+  it('refuses, unwritten, a PUT that waited behind its cluster\'s statement past the wait bound; the rest are written', async () => {
+    const store = new FakeStore();
+    let now = 0;
+    const c = new PutCoalescer(store, { maxWaitMs: 1_500, now: () => now });
+    const first = c.put('a', item('d0'));
+    const early = c.put('a', item('d1'));
+    now = 1_000;
+    const late = c.put('a', item('d2'));
+    // d0's statement is slow: when it ends, d1 has waited 2 s and d2 1 s.
+    now = 2_000;
+    await settle(store, first, early, late);
+    await expect(early).rejects.toMatchObject({ name: 'QueryTimeoutError', message: expect.stringContaining('waited 2000 ms') });
+    expect(await late).toMatchObject({ revision: 2 });
+    expect(store.statements).toEqual([['d0'], ['d2']]);
+    expect(store.pokes.map((p) => p.ids)).toEqual([['d0'], ['d2']]);
+  });
+
+  it('retrying a refused batch item by item checks each item\'s wait before its statement', async () => {
+    const store = new FakeStore();
+    store.refuse.add('bad');
+    store.holding = false;
+    let now = 0;
+    const c = new PutCoalescer(store, { maxWaitMs: 2_500, now: () => now });
+    // Each statement takes a second of the clock.
+    const write = store.write.bind(store);
+    store.write = (cluster, items) => write(cluster, items).finally(() => (now += 1_000));
+    const first = c.put('a', item('d0'));
+    const rest = [c.put('a', item('d1')), c.put('a', item('bad')), c.put('a', item('d2'))];
+    await settle(store, first, ...rest);
+    const [d1, bad, d2] = await Promise.allSettled(rest);
+    // The batch starts at 1 s and is refused at 2 s; d1 alone starts at 2 s (within 2.5 s) and
+    // ends at 3 s, past the wait of the two still behind it.
+    expect(d1).toMatchObject({ status: 'fulfilled', value: { revision: 2 } });
+    expect(bad).toMatchObject({ status: 'rejected', reason: { name: 'QueryTimeoutError' } });
+    expect(d2).toMatchObject({ status: 'rejected', reason: { name: 'QueryTimeoutError' } });
+    expect(store.statements).toEqual([['d0'], ['d1', 'bad', 'd2'], ['d1']]);
   });
 
   it('takeBatch takes at least one item and stops before a repeated deployment', () => {

@@ -26,8 +26,31 @@ export interface CoalesceHost {
 
 interface Waiter {
   item: DesiredItem;
+  /** When it was queued (`now()`), for the wait bound. */
+  queuedAt: number;
   resolve(w: PutWritten | null): void;
   reject(err: unknown): void;
+}
+
+/** A PUT that waited past `maxWaitMs` for its cluster's statement: refused unwritten. */
+export class QueueWaitError extends Error {
+  override readonly name = 'QueryTimeoutError';
+  readonly code = null;
+  constructor(waitedMs: number) {
+    super(`desired write waited ${waitedMs} ms behind its cluster's statement; not written`);
+  }
+}
+
+export interface CoalesceLimits {
+  /** The most items in one statement. */
+  maxBatch: number;
+  /**
+   * The longest a PUT may wait behind its cluster's statement before its own starts: the
+   * caller's deadline less one statement's. A PUT waited on longer would be written after its
+   * caller gave up (a 503 "retry" for a change that then reaches the operator).
+   */
+  maxWaitMs: number;
+  now(): number;
 }
 
 /**
@@ -37,25 +60,31 @@ interface Waiter {
  * lone change waits for nothing); PUTs that arrive while a statement runs are written together by
  * the next one: one statement, one commit, one poke, each item still with its own revision, in
  * arrival order. A batch never names a deployment twice (one statement cannot update a row twice;
- * the second waits for the next batch), and is capped at `maxBatch` items.
+ * the second waits for the next batch), and is capped at `maxBatch` items. A PUT whose wait
+ * behind the statement before it passed `maxWaitMs` is refused unwritten, never written late.
  */
 export class PutCoalescer {
   /** Waiting PUTs per cluster; a cluster is present while its drain runs. */
   private readonly waiting = new Map<string, Waiter[]>();
 
+  private readonly limits: CoalesceLimits;
+
   constructor(
     private readonly host: CoalesceHost,
-    private readonly maxBatch = 500,
-  ) {}
+    limits: Partial<CoalesceLimits> = {},
+  ) {
+    this.limits = { maxBatch: 500, maxWaitMs: Number.POSITIVE_INFINITY, now: Date.now, ...limits };
+  }
 
   put(cluster: string, item: DesiredItem): Promise<PutWritten | null> {
     return new Promise((resolve, reject) => {
+      const waiter = { item, queuedAt: this.limits.now(), resolve, reject };
       const queue = this.waiting.get(cluster);
       if (queue) {
-        queue.push({ item, resolve, reject });
+        queue.push(waiter);
         return;
       }
-      this.waiting.set(cluster, [{ item, resolve, reject }]);
+      this.waiting.set(cluster, [waiter]);
       void this.drain(cluster);
     });
   }
@@ -68,8 +97,8 @@ export class PutCoalescer {
   private async drain(cluster: string): Promise<void> {
     const queue = this.waiting.get(cluster) as Waiter[];
     while (queue.length > 0) {
-      const batch = takeBatch(queue, this.maxBatch);
-      await this.writeBatch(cluster, batch);
+      const batch = this.unexpired(takeBatch(queue, this.limits.maxBatch));
+      if (batch.length > 0) await this.writeBatch(cluster, batch);
     }
     this.waiting.delete(cluster);
   }
@@ -81,8 +110,9 @@ export class PutCoalescer {
       w = await this.host.write(cluster, items);
     } catch (err) {
       if (batch.length > 1 && this.host.itemFault(err)) {
-        // Rolled back as a whole: alone, each item gets its own answer and the others are written.
-        for (const one of batch) await this.writeBatch(cluster, [one]);
+        // Rolled back as a whole: alone, each item gets its own answer and the others are written
+        // (each still within its wait: these statements run one after the other).
+        for (const one of batch) if (this.unexpired([one]).length > 0) await this.writeBatch(cluster, [one]);
         return;
       }
       for (const one of batch) one.reject(err);
@@ -101,6 +131,17 @@ export class PutCoalescer {
       this.host.pokeFailed(err);
     }
     batch.forEach((one, i) => one.resolve({ cluster_uid: w.cluster_uid, revision: w.first_revision + i, owner_session: w.owner_session }));
+  }
+
+  /** The waiters still within their wait; the others are refused, unwritten. */
+  private unexpired(batch: Waiter[]): Waiter[] {
+    const now = this.limits.now();
+    return batch.filter((w) => {
+      const waited = now - w.queuedAt;
+      if (waited <= this.limits.maxWaitMs) return true;
+      w.reject(new QueueWaitError(waited));
+      return false;
+    });
   }
 }
 

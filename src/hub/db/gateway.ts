@@ -64,7 +64,7 @@ export class DbGateway extends DurableObject<HubEnv> {
     },
     pokeFailed: (err) => log.error('the poke after a desired write failed; the fleet poll will deliver the change', { error: String(err) }),
     itemFault: (err) => classifyDbError(err) === 'permanent',
-  });
+  }, { maxWaitMs: coalescedWaitMs(hubConfig(this.env)) });
   /** When this poller next runs a history retention pass (0: at the next poll, a backlog remains). */
   private pruneAt: number;
   private pruning = false;
@@ -311,10 +311,25 @@ export class GatewayQueryError extends Error {
   }
 }
 
+/** How long the Worker waits for a shard's answer: one statement's deadline and two seconds for the hops. */
+function gatewayDeadlineMs(cfg: Pick<HubConfig, 'PG_QUERY_TIMEOUT_MS'>): number {
+  return cfg.PG_QUERY_TIMEOUT_MS + 2_000;
+}
+
+/**
+ * How long a single PUT may wait behind its cluster's statement in the shard (`PutCoalescer`):
+ * what is left of the Worker's wait after its own statement's deadline, less half a second for the
+ * hops. Past it the PUT is refused unwritten: written, it could commit after the Worker answered
+ * 503 "retry".
+ */
+export function coalescedWaitMs(cfg: Pick<HubConfig, 'PG_QUERY_TIMEOUT_MS'>): number {
+  return gatewayDeadlineMs(cfg) - cfg.PG_QUERY_TIMEOUT_MS - 500;
+}
+
 /** Call a shard (chosen at random per call unless given) with a deadline; a relayed database error is rethrown with its SQLSTATE. */
 async function viaGateway<T>(env: HubEnv, call: (stub: DbGatewayStub) => Promise<Relayed<T>>, shard?: number): Promise<T> {
   const cfg = hubConfig(env);
-  const timeoutMs = cfg.PG_QUERY_TIMEOUT_MS + 2_000;
+  const timeoutMs = gatewayDeadlineMs(cfg);
   const stub = gatewayStub(env, shard ?? Math.floor(Math.random() * cfg.DB_GATEWAY_SHARDS)) as unknown as DbGatewayStub;
   const r = await withDeadline(call(stub), timeoutMs, () => {
     throw new GatewayQueryError(`database gateway did not answer in ${timeoutMs} ms`, null, 'QueryTimeoutError');
