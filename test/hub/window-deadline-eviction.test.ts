@@ -8,7 +8,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { buildFrame, CloseCode, newId } from '../../src/protocol';
-import { FAST_TIMERS, sleep, useHub } from './support/hub';
+import { FAST_TIMERS, node, sleep, useHub } from './support/hub';
 
 // A window of two frames: the empty resync (resync.begin, stream.end) fills it. A silence limit
 // long enough for workerd to evict the idle object (about 10 s after its last event) before the
@@ -17,7 +17,8 @@ const IDLE_MS = 30_000;
 const h = useHub({ ...FAST_TIMERS, PING_INTERVAL_MS: '10000', IDLE_TIMEOUT_MS: String(IDLE_MS), REPLAY_BUFFER_FRAMES: '2', SEND_QUEUE_FRAMES: '20', RETENTION_MS: '60000' });
 
 describe('replay-window deadline across an eviction', () => {
-  it('an operator that never releases its window, with only an answer owed behind it, is still closed 4429 after IDLE_TIMEOUT_MS although the object was evicted meanwhile', async () => {
+  // Concurrent: each waits out IDLE_MS for its own object's eviction; together they take the time once.
+  it.concurrent('an operator that never releases its window, with only an answer owed behind it, is still closed 4429 after IDLE_TIMEOUT_MS although the object was evicted meanwhile', async () => {
     const c = await h.newCluster('rw-win');
     const peer = await h.connect(c.token);
     await peer.hello({ cluster_id: c.name });
@@ -44,5 +45,31 @@ describe('replay-window deadline across an eviction', () => {
     expect((await peer.closedWith(1_000)).code).toBe(CloseCode.SEND_QUEUE_FULL);
     expect((closedAt as unknown as number) - waitingSince).toBeLessThan(IDLE_MS + 5_000);
     peer.close();
+  }, 90_000);
+
+  // Found by review: the last frame's time is stored at most once a second, and a rebuilt object
+  // judged silence from the stored time, up to that second early (spec, heartbeat: closed after
+  // 30 s with no frame of any kind).
+  it.concurrent('a peer whose last frames came within a second of the stored last-frame time is not closed for silence early by the object rebuilt after an eviction', async () => {
+    const c = await h.newCluster('rw-silence');
+    const peer = await h.connect(c.token);
+    await peer.hello({ cluster_id: c.name });
+    await peer.next((f) => f.type === 'stream.end', 5_000);
+    peer.send('node.observed', node('n1'));
+    await peer.ackedThrough(1);
+    const instance = (await h.admin('GET', `/clusters/${c.name}`)).json.session.live.instance as string;
+    // Frames within the second after the stored time that commit nothing (bare acks), then silence.
+    let last = 0;
+    for (let i = 0; i < 8; i++) {
+      await sleep(100);
+      peer.send('ack', {}, { ack: peer.hubCursor });
+      last = Date.now();
+    }
+    const closed = await peer.closedWith(IDLE_MS + 15_000);
+    const silentFor = Date.now() - last;
+    const evicted = (await h.admin('GET', `/clusters/${c.name}`)).json.session?.live?.instance !== instance;
+    expect(evicted, 'the session object was not evicted meanwhile (the test proves nothing)').toBe(true);
+    expect(closed.code).toBe(CloseCode.TIMEOUT);
+    expect(silentFor).toBeGreaterThanOrEqual(IDLE_MS);
   }, 90_000);
 });

@@ -11,6 +11,17 @@ import { SessionStore, type SessionMeta } from './store';
 const LAST_FRAME_PERSIST_MS = 1_000;
 
 /**
+ * The last frame's time as a rebuilt object must assume it. Stored at most once a second, the
+ * stored time may be up to that second older than the last frame (one that came within the second
+ * and committed nothing, a bare ack, is only in memory): read as it is, the silence deadline would
+ * close a connection before it had been silent for IDLE_TIMEOUT_MS. So the latest time it can have
+ * been, never later than now: a close may come up to a second late, never early.
+ */
+export function lastFrameAfterReload(stored: number, now: number): number {
+  return Math.max(stored, Math.min(stored + LAST_FRAME_PERSIST_MS, now));
+}
+
+/**
  * The session this object holds, as it lives in the object's SQLite: the record (meta), both
  * sequencers over the stored replay buffer, and the logger that names it. Memory is only a cache
  * of storage; every transition here writes before it returns.
@@ -35,7 +46,7 @@ export class SessionState {
     this.meta = this.store.loadMeta();
     this.outbound = new OutboundSequencer(this.store.replay, this.limits(), this.meta?.out);
     this.inbound = new InboundSequencer(this.meta?.inCursor ?? 0);
-    this.lastFrameAt = this.meta?.lastFrameAt ?? 0;
+    this.lastFrameAt = this.meta ? lastFrameAfterReload(this.meta.lastFrameAt, Date.now()) : 0;
     this.log = this.logFor(this.meta);
   }
 
@@ -98,6 +109,7 @@ export class SessionState {
   countDuplicate(): void {
     if (!this.meta) return;
     this.meta.counters.duplicates++;
+    this.meta.lastFrameAt = this.lastFrameAt;
     this.store.saveMeta(this.meta);
   }
 
@@ -106,6 +118,7 @@ export class SessionState {
     const verdict = this.outbound.acknowledge(ack);
     if (verdict === 'advanced' && this.meta) {
       this.meta.out = this.outbound.snapshot();
+      this.meta.lastFrameAt = this.lastFrameAt;
       this.meta.ackWaitSince = this.outbound.unacked > 0 ? Date.now() : null;
       this.store.saveMeta(this.meta);
     }
