@@ -57,7 +57,7 @@ describe('dashboard sign-in and links', () => {
     expect(await page.getByRole('heading', { level: 2 }).innerText()).toBe('No cluster named %E0%A4%A');
   });
 
-  it('a cluster link naming a dot segment (#/clusters/. or ..) says no such cluster instead of reading another admin path', async () => {
+  it('a cluster link naming a dot segment (#/clusters/. or ..), or an id the admin API refuses (a U+0000, over 253 characters), says no such cluster instead of reading another admin path or retrying a 400 for ever', async () => {
     // fetch() resolves /admin/clusters/. to /admin/clusters/ (the fleet list) and .. to /admin/:
     // the view would read something that is not a cluster. No cluster can be named . or ..
     const errors: string[] = [];
@@ -70,7 +70,8 @@ describe('dashboard sign-in and links', () => {
     await page.getByLabel('Admin token').fill(h.hub.adminToken);
     await page.getByRole('button', { name: 'Sign in' }).click();
     await page.getByRole('status').filter({ hasText: 'clusters shown' }).waitFor({ timeout: 20_000 });
-    for (const [link, shown] of [['.', '.'], ['..', '..'], ['%2E', '.'], ['%2e%2E', '..']] as const) {
+    const long = 'a'.repeat(254);
+    for (const [link, shown] of [['.', '.'], ['..', '..'], ['%2E', '.'], ['%2e%2E', '..'], ['a%00b', 'a%00b'], [long, long]] as const) {
       asked.length = 0;
       await page.goto(`${h.hub.url}/#/clusters/${link}`);
       await page.reload();

@@ -81,9 +81,11 @@ function failureText(err) {
 /**
  * The cluster a hash names: null for any other view, or why no cluster can have the name in the
  * link: not valid percent-encoding (decodeURIComponent throws on it, which would leave a blank
- * page), or a dot segment (fetch would resolve /admin/clusters/. to the list, .. to /admin/).
+ * page), a dot segment (fetch would resolve /admin/clusters/. to the list, .. to /admin/), or what
+ * the admin API refuses as an id (a U+0000, over 253 characters: a 400 the view would retry for
+ * ever). `shown`: the name as the heading shows it, where the decoded one would not do.
  * @param {string} hash
- * @returns {null | { name: string } | { missing: string }}
+ * @returns {null | { name: string } | { missing: string, shown?: string }}
  */
 function clusterIn(hash) {
   const m = /^#\/clusters\/([^/]+)$/.exec(hash);
@@ -95,8 +97,13 @@ function clusterIn(hash) {
     return { missing: 'The link is malformed (not valid percent-encoding).' };
   }
   if (name === '.' || name === '..') return { missing: 'No cluster can be named . or .. (cluster names are letters, digits and -).' };
+  if (name.includes('\0')) return { missing: 'No cluster uid or name contains U+0000.', shown: m[1] ?? '' };
+  if (name.length > MAX_CLUSTER_ID) return { missing: `No cluster uid or name is longer than ${MAX_CLUSTER_ID} characters.` };
   return { name };
 }
+
+/** The longest cluster uid or name the admin API takes (its `ClusterIdParam`). */
+const MAX_CLUSTER_ID = 253;
 
 /** @param {string} raw */
 function decodedOr(raw) {
@@ -116,7 +123,7 @@ function route() {
   shownAsOf = null;
   $('view').classList.remove('stale');
   current =
-    name === null ? fleetView() : 'missing' in name ? missingClusterView(decodedOr(location.hash.slice('#/clusters/'.length)), name.missing) : clusterView(name.name);
+    name === null ? fleetView() : 'missing' in name ? missingClusterView(name.shown ?? decodedOr(location.hash.slice('#/clusters/'.length)), name.missing) : clusterView(name.name);
   current.onRefreshSoon?.(() => void tick());
   document.title = `${current.title} · Wingsmith Hub`;
   render($('view'), current.root);

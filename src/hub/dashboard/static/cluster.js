@@ -323,7 +323,8 @@ export function clusterView(name) {
       try {
         cluster = await poll(base);
       } catch (err) {
-        if (err instanceof ApiError && err.status === 404) {
+        // A 400 naming the id: no cluster can have it (the link checks what it can; this is the hub's word).
+        if (err instanceof ApiError && (err.status === 404 || (err.status === 400 && err.field === 'id'))) {
           render(headEl, notFound(name));
           return;
         }
