@@ -8,6 +8,7 @@
  */
 import WebSocket from 'ws';
 import { describe, expect, it } from 'vitest';
+import { LOG_BUDGET } from '../../src/hub/log-budget';
 import { generateEnrollmentToken } from '../../src/hub/tokens';
 import { FAST_TIMERS, node, sleep, useHub } from './support/hub';
 import { captureHubLines, type HubLine } from './support/hub-lines';
@@ -74,5 +75,25 @@ describe('refusals an unauthenticated caller provokes are summarised', () => {
     const refused = lines.filter((l) => l.msg === 'connect refused').length - before;
     expect(refused, 'connect refused lines for 150 unknown tokens').toBeGreaterThan(0);
     expect(refused, 'connect refused lines for 150 unknown tokens').toBeLessThanOrEqual(30);
+  }, 60_000);
+
+  // Found by review: the ends of resync streams were logged outside the budget.
+  it('a flood of resync streams (400 begins past the 16 open, then 300 empty begin + stream.end pairs) is logged within the budget, not a line per stream', async () => {
+    const c = await h.newCluster('rv-logs-resyncs');
+    const peer = await h.connect(c.token);
+    const session = (await peer.hello({ cluster_id: c.name })).payload.session_id as string;
+    await peer.next((f) => f.type === 'stream.end');
+    for (let i = 0; i < 400; i++) peer.send('resync.begin', { scope: ['node'] });
+    for (let i = 0; i < 300; i++) {
+      const b = peer.send('resync.begin', { scope: ['node'] });
+      peer.send('stream.end', { complete: false, count: 0 }, { reply_to: b });
+    }
+    await peer.ackedThrough(1_000, 30_000);
+    await new Promise((r) => setTimeout(r, 1_000));
+    const ends = lines.filter((l) => l.session === session && /operator resync/.test(l.msg));
+    expect(ends.length, 'lines written for 700 resync streams').toBeGreaterThan(0);
+    expect(ends.length, 'lines written for 700 resync streams').toBeLessThanOrEqual(LOG_BUDGET.lines + 1);
+    expect(ends.filter((l) => l.msg.endsWith('(further lines of this kind held back)'))).toHaveLength(1);
+    peer.close();
   }, 60_000);
 });

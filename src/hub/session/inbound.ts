@@ -157,12 +157,16 @@ export function logPeerError(log: Logger, budget: LogBudget, payload: Payload<'e
  * once per frame (its error frames, its refusals, poison) go through the session's log budget.
  */
 export function logCommitted(log: Logger, budget: LogBudget, built: BuiltBatch, result: IngestResult): void {
+  // Budgeted too: a begin past the open streams' cap ends the oldest (one line per frame), and an
+  // empty begin + stream.end pair is one line per two frames.
   for (const s of built.streams) {
-    log.info(s.complete ? 'operator resync complete; pruned absent rows' : 'operator resync incomplete; nothing pruned', {
+    budget.write(log, {
+      kind: s.complete ? 'resync-complete' : 'resync-incomplete',
+      level: 'info',
+      msg: s.complete ? 'operator resync complete; pruned absent rows' : 'operator resync incomplete; nothing pruned',
+      fields: { seq: s.seq, begin: logText(s.beginId, LOG_ID_CHARS), reason: s.reason, pruned: s.complete ? result.pruned : 0 },
       seq: s.seq,
-      begin: s.beginId,
       reason: s.reason,
-      pruned: s.complete ? result.pruned : 0,
     });
   }
   for (const e of built.peerErrors) {
