@@ -6,14 +6,19 @@
  * not one line per frame. Real workerd and Postgres; the hub's own JSON lines are read from the
  * Node process: wrangler's dev server relays the worker's console output through `console.*` here.
  */
-import { describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { LOG_BUDGET } from '../../src/hub/log-budget';
 import { FAST_TIMERS, node, useHub } from './support/hub';
 
 type Line = Record<string, unknown> & { level: string; msg: string };
 
-// Every JSON line the hub writes, with its raw length (installed before the hub starts).
+// Every JSON line the hub writes, with its raw length (installed before the hub starts; put back
+// after the file, as captureHubLines does: the hub project's files share one console).
 const lines: { raw: string; line: Line }[] = [];
+const savedConsole = { ...console };
+afterAll(() => {
+  Object.assign(console, savedConsole);
+});
 for (const k of ['log', 'info', 'warn', 'error', 'debug'] as const) {
   const orig = console[k].bind(console);
   (console as unknown as Record<string, (...a: unknown[]) => void>)[k] = (...args: unknown[]) => {
