@@ -72,4 +72,30 @@ describe('replay-window deadline across an eviction', () => {
     expect(closed.code).toBe(CloseCode.TIMEOUT);
     expect(silentFor).toBeGreaterThanOrEqual(IDLE_MS);
   }, 90_000);
+
+  // Found by review of the fix above: the bound was applied to a disconnected session too, whose
+  // "last frame" in the views then moved a second past its disconnect when its object was evicted.
+  it.concurrent("a disconnected session's last frame time is the same before and after its object is evicted, never after the disconnect", async () => {
+    const c = await h.newCluster('rw-lastframe');
+    const peer = await h.connect(c.token);
+    await peer.hello({ cluster_id: c.name });
+    await peer.next((f) => f.type === 'stream.end', 5_000);
+    peer.send('node.observed', node('n1'));
+    await peer.ackedThrough(1);
+    peer.close();
+    const closedAt = Date.now();
+    await sleep(500);
+    const before = (await h.admin('GET', `/clusters/${c.name}`)).json.session.live;
+    expect(before.connected).toBe(false);
+    // Idle: workerd evicts the object about 10 s after its last event (a read is an event).
+    let after = before;
+    for (const wait of [15_000, 20_000]) {
+      if (after.instance !== before.instance) break;
+      await sleep(wait);
+      after = (await h.admin('GET', `/clusters/${c.name}`)).json.session.live;
+    }
+    expect(after.instance, 'the session object was not evicted meanwhile (the test proves nothing)').not.toBe(before.instance);
+    expect(after.last_frame_at).toBe(before.last_frame_at);
+    expect(Date.parse(after.last_frame_at as string)).toBeLessThanOrEqual(closedAt);
+  }, 90_000);
 });

@@ -46,7 +46,9 @@ export class SessionState {
     this.meta = this.store.loadMeta();
     this.outbound = new OutboundSequencer(this.store.replay, this.limits(), this.meta?.out);
     this.inbound = new InboundSequencer(this.meta?.inCursor ?? 0);
-    this.lastFrameAt = this.meta ? lastFrameAfterReload(this.meta.lastFrameAt, Date.now()) : 0;
+    // Only a connected session's stored time can lag (a disconnected one's was written exactly at
+    // its disconnect), and only its silence deadline needs the bound.
+    this.lastFrameAt = !this.meta ? 0 : this.meta.disconnectedAt === null ? lastFrameAfterReload(this.meta.lastFrameAt, Date.now()) : this.meta.lastFrameAt;
     this.log = this.logFor(this.meta);
   }
 
@@ -142,6 +144,8 @@ export class SessionState {
   disconnected(now: number): void {
     if (!this.meta) return;
     this.meta.disconnectedAt = now;
+    // Exact from here on: nothing comes after the disconnect, and the views show it.
+    this.meta.lastFrameAt = this.lastFrameAt;
     this.store.saveMeta(this.meta);
   }
 
