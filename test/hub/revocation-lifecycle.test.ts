@@ -8,7 +8,7 @@
 import WebSocket from 'ws';
 import { describe, expect, it } from 'vitest';
 import { CloseCode } from '../../src/protocol';
-import { eventually, FAST_TIMERS, useHub, desired, type TestCluster } from './support/hub';
+import { desired, eventually, FAST_TIMERS, holdLock, sleep, useHub, type TestCluster } from './support/hub';
 
 const h = useHub({ ...FAST_TIMERS, POLL_INTERVAL_MS: '5000', IDLE_TIMEOUT_MS: '30000' });
 
@@ -197,5 +197,39 @@ describe('the refusal of a rotated token carries an error frame before 4403 (raw
     await peer.closedWith(3_000);
     const r = await rawRefusal(c.token, sessionId);
     expect({ code: r.code, types: r.messages.map((m) => JSON.parse(m).type) }).toEqual({ code: CloseCode.REFUSED, types: ['error'] });
+  }, 30_000);
+});
+
+describe('a disable whose pokes were all lost', () => {
+  // Found by review: the poll, the session's check and its fence compared only the cluster's
+  // present state, so an enable before the revoked session was checked erased the disable: the
+  // session stayed open for good and was sent what was written while the cluster was disabled.
+  it('a session a disable revoked, whose checks all failed until the cluster was enabled again, is still cut (4403) and sent nothing written meanwhile; it resumes once it reconnects', async () => {
+    const c = await h.newCluster('rl-lost');
+    const { peer, sessionId } = await h.openFresh(c);
+    const cursor = peer.hubCursor;
+    // The disable's poke and every poll's poke end in a check of the session, which waits on its
+    // poll row past the statement timeout (1.5 s) and fails: the revocation reaches it no other way.
+    const release = await holdLock('select 1 from live_sessions where session_id = $1 for update', [sessionId]);
+    try {
+      expect((await h.admin('POST', `/clusters/${c.name}/disable`)).status).toBe(200);
+      expect((await h.admin('PUT', `/clusters/${c.name}/deployments/while-disabled`, desired())).status).toBe(200);
+      await sleep(2_000);
+      expect((await h.admin('POST', `/clusters/${c.name}/enable`)).status).toBe(200);
+      await sleep(1_600);
+      expect(peer.isClosed).toBe(false);
+    } finally {
+      await release();
+    }
+    // The next poll (5 s) finds the claim the disable revoked.
+    expect((await peer.closedWith(7_000)).code).toBe(CloseCode.REFUSED);
+    expect(peer.frames.filter((f) => f.type === 'deployment.desired').map((f) => f.payload.deployment_id)).toEqual([]);
+    // The operator's next hello renews the claim (the cluster is enabled): the session resumes.
+    const again = await h.connect(c.token, sessionId);
+    again.hubCursor = cursor;
+    const w = await again.hello({ cluster_id: c.name, session_id: sessionId, resume_from: cursor });
+    expect(w.payload).toMatchObject({ session_id: sessionId, full_resync: false });
+    expect((await again.next((f) => f.type === 'deployment.desired', 5_000)).payload.deployment_id).toBe('while-disabled');
+    again.close();
   }, 30_000);
 });

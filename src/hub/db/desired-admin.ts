@@ -14,15 +14,15 @@ type Serving = NonNullable<Payload<'deployment.desired'>['serving']>;
 
 /**
  * The session a write pokes with its changes: the cluster's owner, only while the cluster is
- * enabled and the owner claimed it with the current token, so nothing written after a disable or
- * a rotation is pushed to the session that is about to be cut. Read through `rev`, the
+ * enabled and the owner claimed it with the current token since the last disable, so nothing
+ * written after a disable or a rotation is pushed to the session that is about to be cut. Read through `rev`, the
  * statement's update of the cluster row: its RETURNING is the row as the write locked it, after a
  * rotation or disable that committed first (the statement's snapshot may predate them).
  */
 const POKED_OWNER = `(select o.session_id from rev
    join cluster_owners o on o.cluster_uid = rev.uid
    join live_sessions s on s.session_id = o.session_id and s.generation = o.generation
-   where rev.disabled_at is null and s.token_hash = rev.token_hash)`;
+   where rev.disabled_at is null and not o.revoked and s.token_hash = rev.token_hash)`;
 
 export async function putDesiredDeployment(
   sql: Sql,

@@ -123,7 +123,7 @@ function claimHeld(f: string[]): string {
   const [cluster, session, generation, tokenHash] = f;
   return `exists (select 1 from cluster_owners o join clusters c on c.uid = o.cluster_uid
                   where o.cluster_uid = ${cluster} and o.session_id = ${session} and o.generation = ${generation}
-                    and c.disabled_at is null and c.token_hash = decode(${tokenHash}, 'hex'))`;
+                    and not o.revoked and c.disabled_at is null and c.token_hash = decode(${tokenHash}, 'hex'))`;
 }
 
 interface Held {

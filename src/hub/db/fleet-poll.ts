@@ -42,6 +42,7 @@ export async function pollFleet(
               when c.disabled_at is not null then 'disabled'
               when c.token_hash <> s.token_hash then 'token'
               when o.session_id is distinct from s.session_id or o.generation is distinct from s.generation then 'claim'
+              when o.revoked then 'disabled'
               when c.desired_revision > s.seen_revision then 'desired'
               else 'sweep' end as why
        from live_sessions s
@@ -50,20 +51,20 @@ export async function pollFleet(
        where s.poll_shard = $1 and not (s.session_id = any($5::text[])) and (
          c.uid is null or c.disabled_at is not null or c.token_hash <> s.token_hash
          or o.session_id is distinct from s.session_id or o.generation is distinct from s.generation
-         or c.desired_revision > s.seen_revision
+         or o.revoked or c.desired_revision > s.seen_revision
          or (s.checked_at < now() - make_interval(secs => ($2::bigint + abs(hashtext(s.session_id)::bigint) % greatest($2::bigint, 1))::double precision / 1000)
              and not (s.session_id = any($4::text[]))))
        -- Under the limit a change goes first (the poll is its bound) and sweeps wait, oldest
        -- check-in first: a backlog of sweeps must not hold back a revoked or displaced session.
        order by (case when c.uid is null or c.disabled_at is not null or c.token_hash <> s.token_hash
                         or o.session_id is distinct from s.session_id or o.generation is distinct from s.generation
-                        or c.desired_revision > s.seen_revision then 0 else 1 end), s.checked_at
+                        or o.revoked or c.desired_revision > s.seen_revision then 0 else 1 end), s.checked_at
        limit $3
      )
      select d.session_id, d.cluster_uid, d.why, exists (select 1 from live_sessions where poll_shard = $1) as any_live
      from (select 1) one left join due d on true`,
     [shard, sweepMs, limit, alive, busy],
-    'wingsmith_fleet_poll_v3',
+    'wingsmith_fleet_poll_v4',
   );
   return {
     poke: rows.flatMap((r) => (r.session_id && r.cluster_uid && r.why ? [{ sessionId: r.session_id, clusterUid: r.cluster_uid, why: r.why }] : [])),

@@ -142,7 +142,7 @@ with held as (
   on conflict (cluster_uid) do update set
     session_id = case when cluster_owners.session_id = $5 and cluster_owners.generation = $6::bigint
                       then $5 else excluded.session_id end,
-    generation = cluster_owners.generation + 1,
+    generation = cluster_owners.generation + 1, revoked = false,
     claimed_at = now(), connected = true, polled_at = now(), live = excluded.live,
     remote_addr = excluded.remote_addr, operator_version = excluded.operator_version,
     prev_session_id = cluster_owners.session_id,
@@ -248,7 +248,7 @@ export async function checkSession(
      ), upd as (
        update cluster_owners set live = $5::jsonb, polled_at = now(), connected = $6
        where cluster_uid = $1 and session_id = $3 and generation = $4
-       returning 1
+       returning revoked
      ), seen as (
        update live_sessions s set seen_revision = $7::bigint, checked_at = now()
        where $6 and s.session_id = $3
@@ -256,12 +256,13 @@ export async function checkSession(
        delete from live_sessions where not $6 and session_id = $3 and generation = $4
      )
      select exists (select 1 from c) as registered,
-            (select disabled_at is not null from c) as disabled,
+            -- A claim a disable revoked stays refused after an enable (migration 0021).
+            (select disabled_at is not null from c) or exists (select 1 from upd where revoked) as disabled,
             (select token_hash = decode($2, 'hex') from c) as token_current,
             exists (select 1 from upd) as owner,
             (select desired_revision from c) as desired_revision`,
     [args.clusterUid, args.tokenHashHex, args.sessionId, args.generation, JSON.stringify(args.live), args.connected, args.watermark],
-    'wingsmith_session_check_v2',
+    'wingsmith_session_check_v3',
   );
   const r = rows[0];
   if (!r) throw new Error('session check returned no row');
@@ -279,7 +280,7 @@ export function fenceCte(p: { cluster: string; session: string; generation: stri
   return `fence as (
     select 1 from cluster_owners o join clusters c on c.uid = o.cluster_uid
     where o.cluster_uid = ${p.cluster} and o.session_id = ${p.session} and o.generation = ${p.generation}
-      and c.disabled_at is null and c.token_hash = decode(${p.tokenHash}, 'hex')
+      and not o.revoked and c.disabled_at is null and c.token_hash = decode(${p.tokenHash}, 'hex')
     for share
   )`;
 }

@@ -118,9 +118,21 @@ export async function rotateToken(sql: Sql, idOrName: string, tokenHashHex: stri
 
 /** Disable (its live session is cut by the caller, revoke.ts) or enable (nothing to cut: live_session null). */
 export async function setDisabled(sql: Sql, idOrName: string, disabled: boolean): Promise<RevokedRow | null> {
+  // A disable also revokes the claim it finds (migration 0021): an enable clears only
+  // disabled_at, so a session the disable revoked stays revoked until a new claim, even if the
+  // poke that would cut it is lost and the enable comes before the next poll.
   const { rows } = await sql.query<ClusterRow>(
-    `update clusters set disabled_at = case when $2 then coalesce(disabled_at, now()) else null end
-     where uid = $1 or name = $1 returning ${COLUMNS}`,
+    // The owner row is locked first, the order of every statement that locks both (ownership.ts).
+    `with held as (
+       select 1 from cluster_owners where $2 and cluster_uid = (select uid from clusters where uid = $1 or name = $1)
+       for no key update
+     ), d as (
+       update clusters set disabled_at = case when $2 then coalesce(disabled_at, now()) else null end
+       where (uid = $1 or name = $1) and (select count(*) from held) >= 0 returning ${COLUMNS}
+     ), r as (
+       update cluster_owners o set revoked = true from d where $2 and o.cluster_uid = d.uid and not o.revoked
+     )
+     select * from d`,
     [idOrName, disabled],
   );
   if (!disabled) return rows[0] ? { ...rows[0], live_session: null } : null;
