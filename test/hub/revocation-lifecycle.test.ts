@@ -232,4 +232,64 @@ describe('a disable whose pokes were all lost', () => {
     expect((await again.next((f) => f.type === 'deployment.desired', 5_000)).payload.deployment_id).toBe('while-disabled');
     again.close();
   }, 30_000);
+
+  // Found by review of the fix: a cluster's first claim, committed while the disable waited for it,
+  // was not in the disable statement's snapshot and was never marked revoked.
+  it('a cluster\'s first claim, committed while the disable waited for it, is revoked too: with the pokes lost and the cluster enabled again, the session is still cut (4403) and sent nothing written while disabled', async () => {
+    const c = await h.newCluster('rv-first');
+    expect(await h.sql('select 1 from cluster_owners where cluster_uid = $1', [c.uid])).toEqual([]);
+    // An uncommitted owner row makes the first claim's insert wait (after it took the cluster row FOR SHARE).
+    const releaseOwner = await holdLock(
+      `insert into cluster_owners (cluster_uid, session_id, generation, connected) values ($1, 'placeholder', 1, false)`,
+      [c.uid],
+    );
+    let releaseSessions: (() => Promise<void>) | null = null;
+    try {
+      const peer = await h.connect(c.token);
+      peer.send('hello', { cluster_id: c.name, operator_version: '0.1.0', session_id: null, resume_from: null, lossy: false });
+      const welcome = peer.next((f) => f.type === 'welcome' || f.type === 'error', 8_000);
+      await eventually(() => waiting('%insert into cluster_owners%on conflict%'), 3_000);
+      // The disable now waits for the claim's lock on the cluster row.
+      const disabled = h.admin('POST', `/clusters/${c.name}/disable`);
+      await eventually(() => waiting('%update clusters set disabled_at%'), 3_000);
+      // Behind the claim (which holds live_sessions ROW EXCLUSIVE since it began), queue a lock
+      // that keeps every session check from writing its poll row: the disable's poke is lost.
+      const sessionsLocked = holdLock('lock table live_sessions in share mode');
+      await eventually(() => waiting('lock table live_sessions%'), 3_000);
+      await releaseOwner();
+      const w = await welcome;
+      expect(w.type).toBe('welcome');
+      expect((await disabled).status).toBe(200);
+      releaseSessions = await sessionsLocked;
+      const revokedFlag = (await h.sql<{ revoked: boolean; session_id: string }>('select revoked, session_id from cluster_owners where cluster_uid = $1', [c.uid]))[0];
+      const put = await h.admin('PUT', `/clusters/${c.name}/deployments/while-disabled`, desired());
+      expect(put.status, JSON.stringify(put.json)).toBe(200);
+      await sleep(2_000);
+      expect((await h.admin('POST', `/clusters/${c.name}/enable`)).status).toBe(200);
+      await sleep(1_000);
+      expect(peer.isClosed, `the lost poke did not cut it yet (owner row after the disable: ${JSON.stringify(revokedFlag)})`).toBe(false);
+      await releaseSessions();
+      releaseSessions = null;
+      // The next poll (5 s) must find the claim the disable revoked.
+      const closed = await peer.closedWith(8_000).catch(() => 'still open' as const);
+      const sent = peer.frames.filter((f) => f.type === 'deployment.desired').map((f) => f.payload.deployment_id);
+      expect(
+        { closed: closed === 'still open' ? closed : closed.code, sent },
+        `owner row right after the disable: ${JSON.stringify(revokedFlag)}`,
+      ).toEqual({ closed: CloseCode.REFUSED, sent: [] });
+      peer.close();
+    } finally {
+      await releaseOwner().catch(() => undefined);
+      if (releaseSessions) await releaseSessions();
+    }
+  }, 40_000);
 });
+
+/** Whether a statement matching `pattern` is waiting on a lock. */
+async function waiting(pattern: string): Promise<boolean> {
+  const rows = await h.sql<{ n: number }>(
+    `select count(*)::int as n from pg_stat_activity where datname = current_database() and state = 'active' and wait_event_type = 'Lock' and query ilike $1`,
+    [pattern],
+  );
+  return rows[0]!.n > 0;
+}

@@ -90,11 +90,21 @@ export type RevokedRow = ClusterRow & { live_session: string | null };
  * owner row while holding the cluster row, the reverse of the order the claim, the session fence
  * and the session check (owner row, then cluster row) keep, and could deadlock with them.
  */
-async function revoked(sql: Sql, row: ClusterRow | undefined): Promise<RevokedRow | null> {
+async function revoked(sql: Sql, row: ClusterRow | undefined, disable = false): Promise<RevokedRow | null> {
   if (!row) return null;
   try {
+    // A disable's own statement marks the claim it locked revoked; a cluster's first claim, which
+    // inserted its owner row while the disable waited, is not in that statement's snapshot: marked
+    // here, as any claim granted before the disable (one granted after an enable is not: then
+    // disabled_at is null or later than its claim).
     const { rows } = await sql.query<{ session_id: string }>(
-      `select session_id from cluster_owners where cluster_uid = $1 and connected`,
+      disable
+        ? `with r as (
+             update cluster_owners o set revoked = true from clusters c
+             where c.uid = $1 and o.cluster_uid = c.uid and c.disabled_at is not null and o.claimed_at <= c.disabled_at and not o.revoked
+           )
+           select session_id from cluster_owners where cluster_uid = $1 and connected`
+        : `select session_id from cluster_owners where cluster_uid = $1 and connected`,
       [row.uid],
     );
     return { ...row, live_session: rows[0]?.session_id ?? null };
@@ -136,7 +146,7 @@ export async function setDisabled(sql: Sql, idOrName: string, disabled: boolean)
     [idOrName, disabled],
   );
   if (!disabled) return rows[0] ? { ...rows[0], live_session: null } : null;
-  return revoked(sql, rows[0]);
+  return revoked(sql, rows[0], true);
 }
 
 export interface TokenLookup {
