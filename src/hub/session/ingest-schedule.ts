@@ -107,6 +107,8 @@ export class IngestSchedule {
   /** The frames of the last plan, so a failure can be attributed. */
   private lastRun: InboundItem[] = [];
   private lastRunWasRetryOf: string | null = null;
+  /** The last plan was a held subject's retry: the next gives the other frames a turn. */
+  private retriedLast = false;
   /** The frames of the statement sent behind the last plan's (see `behind`). */
   private behindRun: InboundItem[] = [];
   /** The subjects `behindRun` carries, kept for when it is promoted and another goes behind it. */
@@ -153,6 +155,7 @@ export class IngestSchedule {
     this.isolatedWithoutProgress = 0;
     this.lastRun = [];
     this.lastRunWasRetryOf = null;
+    this.retriedLast = false;
     this.behindRun = [];
     this.behindKeys = null;
     this.aheadKeys = null;
@@ -169,16 +172,32 @@ export class IngestSchedule {
     if (this.pending.length === 0) return { idle: true };
     if (now < this.backoffUntil) return { waitUntil: this.backoffUntil };
     // A held subject whose time has come is retried alone first: if it still fails, nothing
-    // else has to be split again to find it.
-    for (const [key, hold] of this.held) {
-      if (hold.until > now) continue;
-      const run = this.framesOf(key);
-      if (run.length > 0) return this.plan(run, key);
-      this.held.delete(key);
+    // else has to be split again to find it. But not twice in a row while other frames wait: a
+    // retry that fails takes as long as the lock that holds it, longer than the next subject's
+    // retry delay, and retries alone would then starve every frame behind the holes.
+    const rest = this.held.size === 0 ? null : this.runPastHeld();
+    if (!(this.retriedLast && rest !== null && rest.length > 0)) {
+      for (const [key, hold] of this.held) {
+        if (hold.until > now) continue;
+        const run = this.framesOf(key);
+        if (run.length > 0) {
+          this.retriedLast = true;
+          return this.plan(run, key);
+        }
+        this.held.delete(key);
+      }
     }
+    this.retriedLast = false;
     // Nothing held (the steady state): the run is simply the oldest frames, and working out
     // each frame's subject would be a per-frame cost for nothing.
     if (this.held.size === 0) return this.plan(this.pending.slice(0, this.chunkLimit), null);
+    const run = rest ?? this.runPastHeld();
+    if (run.length > 0) return this.plan(run, null);
+    return { waitUntil: Math.min(...[...this.held.values()].map((h) => h.until)) };
+  }
+
+  /** The oldest frames whose subjects are not held, up to the chunk limit and the first barrier past a held one. */
+  private runPastHeld(): InboundItem[] {
     const run: InboundItem[] = [];
     let skipped = false;
     for (const item of this.pending) {
@@ -195,8 +214,7 @@ export class IngestSchedule {
       }
       run.push(item);
     }
-    if (run.length > 0) return this.plan(run, null);
-    return { waitUntil: Math.min(...[...this.held.values()].map((h) => h.until)) };
+    return run;
   }
 
   /** Shorten the last plan's run to its first `n` frames: the rest stay queued where they are. */
@@ -232,8 +250,10 @@ export class IngestSchedule {
       }
       return run[0] ?? null;
     }
-    // Two subjects set aside and still nothing applies: the cause is not one frame.
-    if (kind === 'isolatable' && this.isolatedWithoutProgress < 2) {
+    // As many subjects set aside as may be held and still nothing applies: the cause is not one
+    // frame. (Each lock fails every run that reaches it until its subject is set aside, so several
+    // independent locks show no progress until the last of them is isolated.)
+    if (kind === 'isolatable' && this.isolatedWithoutProgress < this.limits.maxHeld) {
       if (this.lastRunWasRetryOf !== null) {
         this.hold(this.lastRunWasRetryOf, now);
         return null;
