@@ -10,7 +10,7 @@
 import { describe, expect, inject, it } from 'vitest';
 import { eventually, FAST_TIMERS, holdLock, node, useHub } from './support/hub';
 
-const h = useHub({ ...FAST_TIMERS, INGEST_BATCH_FRAMES: '4', PG_LOCK_TIMEOUT_MS: '1000', PG_QUERY_TIMEOUT_MS: '4000', HOLE_TIMEOUT_MS: '30000', IDLE_TIMEOUT_MS: '30000' });
+const h = useHub({ ...FAST_TIMERS, INGEST_BATCH_FRAMES: '4', PG_LOCK_TIMEOUT_MS: '500', PG_QUERY_TIMEOUT_MS: '4000', HOLE_TIMEOUT_MS: '30000', IDLE_TIMEOUT_MS: '30000' });
 const EMBEDDED = inject('embeddedPostgres');
 describe('independent row locks on several subjects', () => {
   // PGlite has one backend: a held lock blocks everything, so this needs a real server.
