@@ -51,12 +51,7 @@ describe('replay-window deadline across an eviction', () => {
   // judged silence from the stored time, up to that second early (spec, heartbeat: closed after
   // 30 s with no frame of any kind).
   it.concurrent('a peer whose last frames came within a second of the stored last-frame time is not closed for silence early by the object rebuilt after an eviction', async () => {
-    const c = await h.newCluster('rw-silence');
-    const peer = await h.connect(c.token);
-    await peer.hello({ cluster_id: c.name });
-    await peer.next((f) => f.type === 'stream.end', 5_000);
-    peer.send('node.observed', node('n1'));
-    await peer.ackedThrough(1);
+    const { c, peer } = await openWithOneFrame('rw-silence');
     const instance = (await h.admin('GET', `/clusters/${c.name}`)).json.session.live.instance as string;
     // Frames within the second after the stored time that commit nothing (bare acks), then silence.
     let last = 0;
@@ -76,12 +71,7 @@ describe('replay-window deadline across an eviction', () => {
   // Found by review of the fix above: the bound was applied to a disconnected session too, whose
   // "last frame" in the views then moved a second past its disconnect when its object was evicted.
   it.concurrent("a disconnected session's last frame time is the same before and after its object is evicted, never after the disconnect", async () => {
-    const c = await h.newCluster('rw-lastframe');
-    const peer = await h.connect(c.token);
-    await peer.hello({ cluster_id: c.name });
-    await peer.next((f) => f.type === 'stream.end', 5_000);
-    peer.send('node.observed', node('n1'));
-    await peer.ackedThrough(1);
+    const { c, peer } = await openWithOneFrame('rw-lastframe');
     peer.close();
     const closedAt = Date.now();
     await sleep(500);
@@ -99,3 +89,14 @@ describe('replay-window deadline across an eviction', () => {
     expect(Date.parse(after.last_frame_at as string)).toBeLessThanOrEqual(closedAt);
   }, 90_000);
 });
+
+/** A fresh session whose first frame (a node) is committed and acknowledged. */
+async function openWithOneFrame(prefix: string) {
+  const c = await h.newCluster(prefix);
+  const peer = await h.connect(c.token);
+  await peer.hello({ cluster_id: c.name });
+  await peer.next((f) => f.type === 'stream.end', 5_000);
+  peer.send('node.observed', node('n1'));
+  await peer.ackedThrough(1);
+  return { c, peer };
+}

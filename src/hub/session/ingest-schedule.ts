@@ -175,8 +175,8 @@ export class IngestSchedule {
     // else has to be split again to find it. But not twice in a row while other frames wait: a
     // retry that fails takes as long as the lock that holds it, longer than the next subject's
     // retry delay, and retries alone would then starve every frame behind the holes.
-    const rest = this.held.size === 0 ? null : this.runPastHeld();
-    if (!(this.retriedLast && rest !== null && rest.length > 0)) {
+    const rest = this.retriedLast && this.held.size > 0 ? this.runPastHeld() : null;
+    if (!(rest !== null && rest.length > 0)) {
       for (const [key, hold] of this.held) {
         if (hold.until > now) continue;
         const run = this.framesOf(key);
