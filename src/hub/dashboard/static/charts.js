@@ -6,6 +6,27 @@ import { h, s } from './dom.js';
 /** Bars drawn at most: the rest are summed into one. */
 const MAX_BARS = 12;
 
+/** Characters of a bar's label, as a reader counts them (one emoji, flag or accented letter is one). */
+const LABEL_CHARS = 26;
+
+/** @type {Intl.Segmenter | null | undefined} */
+let graphemes;
+
+/**
+ * `text` cut to `max` characters with an ellipsis, never inside a character: a UTF-16 slice
+ * splits an emoji into a lone surrogate (drawn as a replacement box) and a grapheme cluster (a
+ * flag, a skin tone, a letter with its accent) into parts. Model names are the operator's to
+ * choose, so any of them can come.
+ * @param {string} text
+ * @param {number} [max]
+ */
+export function clipLabel(text, max = LABEL_CHARS) {
+  if (text.length <= max) return text;
+  graphemes ??= typeof Intl.Segmenter === 'function' ? new Intl.Segmenter(undefined, { granularity: 'grapheme' }) : null;
+  const parts = graphemes ? Array.from(graphemes.segment(text), (g) => g.segment) : Array.from(text);
+  return parts.length > max ? `${parts.slice(0, max - 1).join('')}…` : text;
+}
+
 /**
  * Model names are the operator's to choose, one per GPU if it likes. The hub lists the most
  * numerous and sums the rest (`other`); the chart draws at most MAX_BARS, the rest in one bar,
@@ -59,7 +80,7 @@ export function gpuBars(all, title, other) {
         return s(
           'g',
           {},
-          s('text', { x: labelW - 6, y: y + 14, 'text-anchor': 'end', class: 'lbl' }, m.model.length > 26 ? `${m.model.slice(0, 25)}…` : m.model),
+          s('text', { x: labelW - 6, y: y + 14, 'text-anchor': 'end', class: 'lbl' }, clipLabel(m.model)),
           s('rect', { x: labelW, y: y + 2, width: w, height: rowH - 6, class: 'bar' }),
           bad ? s('rect', { x: labelW + w - bad, y: y + 2, width: bad, height: rowH - 6, class: 'bar-bad' }) : null,
           s('text', { x: labelW + w + 6, y: y + 14, class: 'val' }, `${m.count}${m.unhealthy ? ` (${m.unhealthy} unhealthy)` : ''}`),
