@@ -3,7 +3,9 @@
  * connection carries the session), but not without bound: a claim can wait seconds on Postgres
  * (here, behind a row lock on the cluster's owner row), and what waits is isolate memory. A frame
  * over the size limit is answered at once (1009), and past eight frames' worth of the largest
- * size the sender is told to come back (1013), both while the hello still waits.
+ * size the sender is told to come back (1013), both while the hello still waits. And a held frame
+ * of the session's own connection is a sign of life when it arrives: a claim slower than the
+ * silence limit must not cut an operator that kept talking.
  */
 import { describe, expect, it } from 'vitest';
 import { CloseCode } from '../../src/protocol';
@@ -49,6 +51,26 @@ describe('frames held while a hello is in progress', () => {
       const closed = await live.closedWith(5_000);
       expect(closed.code).toBe(CloseCode.TRY_AGAIN_LATER);
       expect(Date.now() - t0, 'closed while the hello still waited on the lock').toBeLessThan(2_500);
+    } finally {
+      await release();
+    }
+    await welcome;
+    second.close();
+  }, 30_000);
+
+  it('the live connection that keeps talking while the hello waits longer than the silence limit is not closed for silence', async () => {
+    const c = await h.newCluster();
+    const { live, second, welcome, release } = await helloHeld(c);
+    const idle = Number(h.vars.IDLE_TIMEOUT_MS);
+    try {
+      const t0 = Date.now();
+      // Pings every 400 ms, held with everything else (the runtime answers none while a hello is in progress).
+      while (Date.now() - t0 < 1.5 * idle && !live.isClosed) {
+        live.send('ping', {}, { ack: live.hubCursor });
+        await sleep(400);
+      }
+      const closed = live.isClosed ? await live.closedWith(100) : null;
+      expect(closed, `closed ${Date.now() - t0} ms into the wait though it sent a frame every 400 ms`).toBeNull();
     } finally {
       await release();
     }

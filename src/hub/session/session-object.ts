@@ -206,6 +206,10 @@ export class SessionObject extends DurableObject<HubEnv> {
    */
   private defer(ws: WebSocket, message: string | ArrayBuffer): void {
     if (typeof message !== 'string' || bytesOver(message, this.cfg.MAX_FRAME_BYTES) > 0) return this.dispatch(ws, message);
+    // A held frame of the session's own connection is a sign of life when it arrives, not when
+    // the hello lets it through: a claim slower than the silence limit (a lock, a slow database)
+    // must not cut an operator that kept talking, its pings held with everything else.
+    if (ws === this.sockets.active()) this.state.noteFrame(Date.now());
     if (!this.held.hold(ws, message)) {
       this.sockets.refuse(ws, CloseCode.TRY_AGAIN_LATER, null, 'unavailable', 'too many frames sent while a handshake was in progress; reconnect and replay', true);
     }
