@@ -12,7 +12,7 @@ import { node, sleep, useHub } from './support/hub';
 const h = useHub({});
 
 describe('hibernation (spec: the session survives eviction mid-stream)', () => {
-  it('an evicted session object resumes the stream on the same socket with nothing lost or repeated', async () => {
+  it.concurrent('an evicted session object resumes the stream on the same socket with nothing lost or repeated', async () => {
     const c = await h.newCluster();
     const peer = await h.connect(c.token);
     await peer.hello({ cluster_id: c.name });
@@ -61,7 +61,7 @@ describe('hibernation (spec: the session survives eviction mid-stream)', () => {
     peer.close();
   }, 60_000);
 
-  it('an operator closing its connection after the session object was evicted (the close is the first event the new instance sees) is recorded as disconnected, and its next hello is no displacement', async () => {
+  it.concurrent('an operator closing its connection after the session object was evicted (the close is the first event the new instance sees) is recorded as disconnected, and its next hello is no displacement', async () => {
     const c = await h.newCluster();
     const peer = await h.connect(c.token);
     const welcome = await peer.hello({ cluster_id: c.name });
