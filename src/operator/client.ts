@@ -21,6 +21,7 @@ import { zeroStats, type ClientEvents, type ClientState, type ClientStats, type 
 import { Connection } from './connection';
 import { isCleanStop, isDrained, type DrainView } from './drain';
 import { RecordKeeper } from './durable';
+import { StateDirLostError } from './state-lock';
 import { assertHandlers } from './handlers';
 import { boundedLimits, decideWelcome } from './handshake';
 import type { DispatchHost } from './inbound-dispatch';
@@ -86,7 +87,7 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
     const counters = (this.counters = zeroStats(epoch));
     const session = (this.s = new SessionState(buffer));
     const operations = () => (this.book ? this.book.snapshot() : []);
-    const record = (this.record = new RecordKeeper(options.cursorStore, log, (clean) => session.record(clean, operations())));
+    const record = (this.record = new RecordKeeper(options.cursorStore, log, (clean) => session.record(clean, operations()), (err) => this.storageError(err)));
     const emit = <K extends keyof ClientEvents>(event: K, ...args: ClientEvents[K]) => this.safeEmit(event, ...args);
     const stopping = () => this.stopping;
     this.conn = new Connection({
@@ -140,12 +141,13 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
       link: () => this.conn.link,
       needsSave: () => record.needsSave(session.inbound.cursor),
       persist: () => record.persist(),
-      storageFailed: (numbered) => {
+      storageFailed: (numbered, err) => {
         // A log that failed to sync cannot vouch for itself any more.
         if (numbered) {
           session.lossy = true;
           record.markChanged();
         }
+        this.storageError(err);
       },
       closeLink: (link, code, reason) => this.conn.close(link, code, reason),
       wrote: (written) => {
@@ -194,6 +196,17 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
    * everything sent to be acknowledged and the cursor to be acked, persist (marked clean when
    * nothing was left over), close with 1000. Not graceful: persist as unclean and close now.
    */
+  /**
+   * The state directory was taken over by another process (StateDirLostError): it numbers frames
+   * from the same files now, so this one must neither write them nor speak for the cluster (its
+   * next hello would displace the new holder's session). It stops at once, without a drain.
+   */
+  private storageError(err: unknown): void {
+    if (!(err instanceof StateDirLostError) || this.stopPromise) return;
+    this.log.error('the state directory is no longer this process\'s: stopping', { err });
+    void this.stop({ graceful: false });
+  }
+
   stop(options: { graceful?: boolean; timeoutMs?: number } = {}): Promise<void> {
     this.stopPromise ??= this.stopNow(options.graceful ?? true, options.timeoutMs ?? this.opts.drainTimeoutMs ?? 10_000);
     return this.stopPromise;

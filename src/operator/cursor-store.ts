@@ -138,9 +138,14 @@ export class FileCursorStore implements CursorStore {
   private writing: Promise<void> = Promise.resolve();
   private queued: { text: string; waiters: { resolve: () => void; reject: (e: unknown) => void }[] } | null = null;
 
+  /**
+   * @param guard runs before every write; throws when the file may not be written any more (the
+   *   state directory's lock was lost), and the save is refused with its error.
+   */
   constructor(
     readonly path: string,
     private readonly hooks?: AtomicWriteHooks,
+    private readonly guard: () => void = () => {},
   ) {}
 
   async load(): Promise<DurableRecord | null> {
@@ -185,6 +190,7 @@ export class FileCursorStore implements CursorStore {
       this.writing = this.writing.then(async () => {
         this.queued = null;
         try {
+          this.guard();
           await writeFileAtomic(this.path, batch.text, this.hooks);
           for (const w of batch.waiters) w.resolve();
         } catch (err) {

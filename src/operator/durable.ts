@@ -22,6 +22,8 @@ export class RecordKeeper {
     private readonly log: Logger,
     /** The record as of now. */
     private readonly build: (clean: boolean) => DurableRecord,
+    /** Told of every failed save, before its callers are (the client stops on a lost state directory). */
+    private readonly failed: (err: unknown) => void = () => {},
   ) {}
 
   /** The saved record; an unreadable one is set aside and a new operator starts (slower, never wrong). */
@@ -65,6 +67,9 @@ export class RecordKeeper {
           this.savedVersion = version;
           this.persistedCursor = record.cursor;
         } while (this.again);
+      } catch (err) {
+        this.failed(err);
+        throw err;
       } finally {
         this.persisting = null;
       }

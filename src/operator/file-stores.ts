@@ -24,7 +24,9 @@ export type FileStoresOptions = FileOutboundLogOptions & { lock?: StateLockOptio
  *
  * The directory is this process's alone while the log is open (`operator.lock`, see
  * state-lock.ts): a second process fails to open it with `StateDirLockedError`, and stopping the
- * client (which closes the log) gives it up.
+ * client (which closes the log) gives it up. A process whose lock another one took over (it
+ * stalled past the lock's staleness) writes neither file again: each write fails with
+ * `StateDirLostError`, and the client stops.
  */
 export async function openFileStores(
   dir: string,
@@ -38,9 +40,12 @@ export async function openFileStores(
     for (const name of await readdir(dir)) {
       if (LEFTOVER.test(name)) await unlink(path.join(dir, name)).catch(() => {});
     }
+    // Every write checks the lock is still this process's: one taken over (this process stalled
+    // past its staleness) must not be written beside its new holder (StateDirLostError).
+    const guard = () => lock.check();
     return {
-      cursorStore: new FileCursorStore(path.join(dir, CURSOR)),
-      outboundLog: await FileOutboundLog.open(path.join(dir, LOG), { ...logOptions, afterClose: () => lock.release() }),
+      cursorStore: new FileCursorStore(path.join(dir, CURSOR), undefined, guard),
+      outboundLog: await FileOutboundLog.open(path.join(dir, LOG), { ...logOptions, afterClose: () => lock.release(), guard }),
     };
   } catch (err) {
     await lock.release();

@@ -23,4 +23,4 @@ export { connectUrl } from './transport';
 export type { Dialer, DialRequest, Transport, TransportEvents } from './transport';
 export { wsDialer } from './ws-transport';
 export { openFileStores, type FileStoresOptions } from './file-stores';
-export { DEFAULT_LOCK_STALE_MS, StateDirLockedError, type StateLockOptions } from './state-lock';
+export { DEFAULT_LOCK_STALE_MS, StateDirLockedError, StateDirLostError, type StateLockOptions } from './state-lock';

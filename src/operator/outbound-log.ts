@@ -91,6 +91,8 @@ export interface FileOutboundLogOptions {
   compactAtBytes?: number;
   /** Runs once the log is closed (the state directory's lock is released here). */
   afterClose?: () => Promise<void>;
+  /** Runs before every write to the file; throws when it may not be written any more (the directory's lock was lost). */
+  guard?: () => void;
 }
 
 export class FileOutboundLog implements OutboundLog {
@@ -117,6 +119,7 @@ export class FileOutboundLog implements OutboundLog {
   private chain: Promise<void> = Promise.resolve();
   private readonly compactAtBytes: number;
   private readonly afterClose: (() => Promise<void>) | undefined;
+  private readonly guard: () => void;
 
   private constructor(
     readonly path: string,
@@ -134,6 +137,7 @@ export class FileOutboundLog implements OutboundLog {
     this.fileBytes = fileBytes;
     this.compactAtBytes = options.compactAtBytes ?? 4 * 1024 * 1024;
     this.afterClose = options.afterClose;
+    this.guard = options.guard ?? (() => {});
   }
 
   /** Open (or create) the log and recover what it can vouch for. */
@@ -263,6 +267,10 @@ export class FileOutboundLog implements OutboundLog {
       return;
     }
     if (this.pending.length === 0) return;
+    // Only what this write covers leaves `pending`: a frame appended while it is on its way to
+    // the disk waits for the next sync, which must still find it.
+    this.guard();
+    const covered = this.pending.length;
     const text = this.pending.join('') + commitLine(this.pendingLast);
     const bytes = Buffer.from(text, 'utf8');
     try {
@@ -273,7 +281,7 @@ export class FileOutboundLog implements OutboundLog {
       this.rewriteNeeded = true;
       throw err;
     }
-    this.pending = [];
+    this.pending.splice(0, covered);
     this.fileBytes += bytes.length;
   }
 
@@ -284,7 +292,9 @@ export class FileOutboundLog implements OutboundLog {
    * rewrite (a sync finding no handle rewrites).
    */
   private async rewrite(): Promise<void> {
+    this.guard();
     const layout = this.layout;
+    const covered = this.pending.length;
     const live = this.mem.entriesAfter(0);
     const parts = [headerLine(this.session, this.released, this.highest), ...live.map(entryLine)];
     const last = live[live.length - 1];
@@ -303,7 +313,8 @@ export class FileOutboundLog implements OutboundLog {
       // session's, and appending the new one's frames behind its header would leave a file that
       // vouches for neither. Its frames are all in memory; the next sync rewrites.
       if (layout === this.layout) {
-        this.pending = [];
+        // Frames appended while the file was written are not in it: they stay pending.
+        this.pending.splice(0, covered);
         this.rewriteNeeded = false;
         this.releasedInFile = false;
       }

@@ -12,7 +12,7 @@
  * when it was another host, whose processes this one cannot see.
  */
 import { randomUUID } from 'node:crypto';
-import { realpathSync } from 'node:fs';
+import { readFileSync, realpathSync } from 'node:fs';
 import { open, readFile, realpath, stat, unlink, utimes } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { basename, dirname, join, resolve } from 'node:path';
@@ -39,6 +39,23 @@ export class StateDirLockedError extends Error {
   }
 }
 
+/**
+ * This process held the state directory and holds it no more: another process took the lock over
+ * (it judged it stale: this one stalled, or its refreshes failed, for longer than `staleMs`), or
+ * the lock could not be refreshed for that long. Nothing more may be written there: the other
+ * process numbers frames from the same files.
+ */
+export class StateDirLostError extends Error {
+  constructor(
+    readonly lockPath: string,
+    readonly holder: Holder | null,
+    why: string,
+  ) {
+    super(`the state directory is no longer this process's (${lockPath}): ${why}; stopping without writing to it`);
+    this.name = 'StateDirLostError';
+  }
+}
+
 export interface StateLockOptions {
   /** A lock not refreshed for this long, taken by another host, is taken over. Default 60 s. */
   staleMs?: number;
@@ -50,11 +67,14 @@ const held = new Map<string, StateLock>();
 export class StateLock {
   private timer: ReturnType<typeof setInterval> | null = null;
   private released = false;
+  private lost: StateDirLostError | null = null;
+  /** When the lock was last seen ours and its mtime refreshed. */
+  private refreshedAt = Date.now();
 
   private constructor(
     readonly path: string,
     private readonly token: string,
-    staleMs: number,
+    private readonly staleMs: number,
   ) {
     held.set(path, this);
     // A third of the stale time: two refreshes may fail before another host may take over.
@@ -125,11 +145,61 @@ export class StateLock {
     if ((await readHolder(this.path))?.token === this.token) await unlink(this.path).catch(() => {});
   }
 
+  /**
+   * Throws `StateDirLostError` once the directory is not this process's any more; called before
+   * every write to it. A process whose refresh is overdue (it stalled: a pause, a frozen VM) looks
+   * at the lock file itself first, since the timer that would have found it taken over may not
+   * have run yet.
+   */
+  check(): void {
+    if (this.lost) throw this.lost;
+    if (this.released || Date.now() - this.refreshedAt < this.staleMs / 2) return;
+    let holder: Holder | null | 'unreadable';
+    try {
+      holder = parseHolder(readFileSync(this.path, 'utf8'));
+    } catch (err) {
+      holder = (err as NodeJS.ErrnoException).code === 'ENOENT' ? null : 'unreadable';
+    }
+    this.judge(holder);
+    if (this.lost) throw this.lost;
+  }
+
   private async refresh(): Promise<void> {
-    if (this.released) return;
-    const now = new Date();
+    if (this.released || this.lost) return;
+    let holder: Holder | null | 'unreadable';
+    try {
+      holder = parseHolder(await readFile(this.path, 'utf8'));
+    } catch (err) {
+      holder = (err as NodeJS.ErrnoException).code === 'ENOENT' ? null : 'unreadable';
+    }
     // Only a lock that is still ours: one taken over while this process stalled is the other's.
-    if ((await readHolder(this.path))?.token === this.token) await utimes(this.path, now, now).catch(() => {});
+    if (!this.judge(holder)) return;
+    const now = new Date();
+    try {
+      await utimes(this.path, now, now);
+      this.refreshedAt = now.getTime();
+    } catch {
+      this.judge('unreadable');
+    }
+  }
+
+  /**
+   * Whether the lock, as read, is still ours; sets `lost` when it is not. A file naming another
+   * holder, or gone or replaced (this process never rewrites its own), is lost at once; one that
+   * could not be read or refreshed only when that has lasted `staleMs`, after which another host
+   * may take it over.
+   */
+  private judge(holder: Holder | null | 'unreadable'): boolean {
+    if (holder !== 'unreadable' && holder?.token === this.token) return true;
+    if (holder === 'unreadable') {
+      if (Date.now() - this.refreshedAt <= this.staleMs) return false;
+      this.lost ??= new StateDirLostError(this.path, null, `its lock could not be read or refreshed for over ${this.staleMs} ms`);
+    } else {
+      this.lost ??= new StateDirLostError(this.path, holder, holder ? `pid ${holder.pid} on ${holder.host} took its lock over` : 'its lock file was removed or replaced');
+    }
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+    return false;
   }
 }
 
@@ -178,7 +248,15 @@ async function underTakeoverGuard(path: string, fn: () => Promise<void>): Promis
 
 async function readHolder(path: string): Promise<Holder | null> {
   try {
-    const parsed = Holder.safeParse(JSON.parse(await readFile(path, 'utf8')));
+    return parseHolder(await readFile(path, 'utf8'));
+  } catch {
+    return null;
+  }
+}
+
+function parseHolder(text: string): Holder | null {
+  try {
+    const parsed = Holder.safeParse(JSON.parse(text));
     return parsed.success ? parsed.data : null;
   } catch {
     return null;

@@ -54,7 +54,7 @@ export interface WriterHost {
   needsSave(): boolean;
   persist(): Promise<void>;
   /** A batch could not be made durable, so none of it was written; `numbered`: it held sequenced frames. */
-  storageFailed(numbered: boolean): void;
+  storageFailed(numbered: boolean, err: unknown): void;
   closeLink(link: Link, code: number, reason: string): void;
   /** Frames of a batch reached the socket. */
   wrote(written: Written[]): void;
@@ -205,7 +205,7 @@ export class Writer {
       // Nothing of this batch reached the socket. A log that failed to sync cannot vouch for
       // itself any more, so the next hello says lossy.
       h.log.error('could not make the batch durable: nothing written, reconnecting', { err });
-      h.storageFailed(written.length > 0);
+      h.storageFailed(written.length > 0, err);
       if (h.link() === link) h.closeLink(link, CloseCode.INTERNAL, 'local storage failure');
       return;
     }

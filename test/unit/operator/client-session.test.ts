@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -160,6 +160,30 @@ describe('hello', () => {
       const replayed = [];
       for (let i = 0; i < sent.length; i++) replayed.push(await conn2.next());
       expect(replayed.map((f) => f.raw)).toEqual(sent.map((f) => f.raw));
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('a process whose state directory another took over (it stalled past the lock\'s staleness) stops at its next write: nothing more sent, nothing written, no hello', async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), 'wingsmith-op-'));
+    try {
+      const t = track(makeClient(hub, await openFileStores(dir, { lock: { staleMs: 3_000 } })));
+      const { conn } = await openAndSettle(t);
+      await writeFile(path.join(dir, 'operator.lock'), JSON.stringify({ pid: 1, host: 'another-node', token: 'theirs', since: new Date().toISOString() }));
+      // The holder's refresh (every second at this staleness) finds the lock is another's.
+      await new Promise((resolve) => setTimeout(resolve, 1_300));
+      const files = async () => Promise.all(['outbound.log', 'cursor.json', 'operator.lock'].map((f) => readFile(path.join(dir, f), 'utf8')));
+      const before = await files();
+      const seen = conn.frames.length;
+      t.client.reportNode({ ...SNAPSHOT.nodes[0]!, node_id: 'after-takeover' });
+      await eventually(() => t.client.state === 'stopped', 'the client to stop');
+      expect(conn.frames.slice(seen).filter((f) => f.seq !== null)).toEqual([]);
+      t.timers.advance(120_000);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      expect(hub.connections).toHaveLength(1);
+      expect(await files()).toEqual(before);
+      expect(t.logger.records.some((l) => l.level === 'error' && /no longer this process/.test(String(l.msg)))).toBe(true);
     } finally {
       await rm(dir, { recursive: true, force: true });
     }

@@ -126,6 +126,53 @@ describe('FileOutboundLog', () => {
     await again.close();
   });
 
+  it('a frame appended while a sync is on its way to the disk is made durable by the next sync, appended or rewritten', async () => {
+    /** Hold `method` of the log's open file handle until released; resolves `reached` when it is called. */
+    const hold = (log: FileOutboundLog, method: 'datasync' | 'close') => {
+      const fh = (log as unknown as { fh: Record<string, () => Promise<void>> }).fh;
+      const real = fh[method]!.bind(fh);
+      let reached!: () => void;
+      let release!: () => void;
+      const at = new Promise<void>((r) => (reached = r));
+      const gate = new Promise<void>((r) => (release = r));
+      fh[method] = async () => {
+        reached();
+        await gate;
+        return real();
+      };
+      return { at, release };
+    };
+    const log = await writeBatches([[1]]);
+    // The append path: frame 3 arrives while frames 2's batch waits for its fdatasync.
+    const appending = hold(log, 'datasync');
+    log.append(entry(2));
+    const first = log.sync();
+    await appending.at;
+    log.append(entry(3));
+    appending.release();
+    await first;
+    await log.sync();
+    const mid = await FileOutboundLog.open(file);
+    expect(mid.entriesAfter(0)).toEqual([1, 2, 3].map(entry));
+    await mid.close();
+    // The rewrite path (a new session's layout): frame 5 arrives after the live frames were read for the new file.
+    log.clear();
+    log.bindSession('S2');
+    log.append(entry(4));
+    const rewriting = hold(log, 'close');
+    const second = log.sync();
+    await rewriting.at;
+    log.append(entry(5));
+    rewriting.release();
+    await second;
+    await log.sync();
+    await log.close();
+    const again = await FileOutboundLog.open(file);
+    expect(again.recovery).toMatchObject({ session: 'S2', intact: true, problem: null });
+    expect(again.entriesAfter(0)).toEqual([4, 5].map(entry));
+    await again.close();
+  });
+
   it('remembers the highest seq sent even when every frame was released', async () => {
     const log = await FileOutboundLog.open(file, { compactAtBytes: 1 });
     log.bindSession('S1');

@@ -1,6 +1,7 @@
 /**
  * One operator process per state directory (src/operator/state-lock.ts): a second one is refused
- * at open, naming the holder; a lock its holder left behind by dying is taken over.
+ * at open, naming the holder; a lock its holder left behind by dying is taken over; and a holder
+ * whose lock was taken over (it stalled past the staleness) writes the directory no more.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp, readdir, readFile, rm, stat, symlink, utimes, writeFile } from 'node:fs/promises';
@@ -26,7 +27,7 @@ vi.mock('node:fs/promises', async (importOriginal) => {
 });
 
 import { openFileStores } from '../../../src/operator/file-stores';
-import { StateDirLockedError } from '../../../src/operator/state-lock';
+import { StateDirLockedError, StateDirLostError } from '../../../src/operator/state-lock';
 
 let dir: string;
 beforeEach(async () => {
@@ -153,6 +154,49 @@ describe('the state directory lock', () => {
       expect(Date.now() - (await stat(lockFile())).mtimeMs).toBeLessThan(3_000);
     } finally {
       await stores.outboundLog.close();
+    }
+  });
+
+  const frame = (seq: number) => {
+    const text = JSON.stringify({ v: 1, type: 'node.observed', seq, payload: { n: seq } });
+    return { seq, frame: text, bytes: Buffer.byteLength(text) };
+  };
+  const record = (cursor: number) => ({ version: 1 as const, sessionId: 's1', cursor, outbound: { nextSeq: 3, peerAck: 0, lostThrough: 0 }, clean: false, operations: [] });
+
+  it('a holder whose lock another host took over writes neither file again (StateDirLostError), and leaves the new holder its lock', async () => {
+    const { cursorStore, outboundLog } = await openFileStores(dir, { lock: { staleMs: 3_000 } });
+    outboundLog.bindSession('s1');
+    outboundLog.append(frame(1));
+    await outboundLog.sync();
+    await cursorStore.save(record(1));
+    const files = async () => [await readFile(path.join(dir, 'outbound.log'), 'utf8'), await readFile(path.join(dir, 'cursor.json'), 'utf8')];
+    const before = await files();
+    // Another host judged the lock stale and took the directory over; this holder's refresh (every second) finds it.
+    await writeFile(lockFile(), JSON.stringify({ pid: 1, host: 'another-node', token: 'theirs', since: new Date().toISOString() }));
+    await new Promise((resolve) => setTimeout(resolve, 1_300));
+    outboundLog.append(frame(2));
+    await expect(outboundLog.sync()).rejects.toBeInstanceOf(StateDirLostError);
+    await expect(cursorStore.save(record(2))).rejects.toBeInstanceOf(StateDirLostError);
+    await outboundLog.close();
+    expect(await files()).toEqual(before);
+    expect(JSON.parse(await readFile(lockFile(), 'utf8')).token).toBe('theirs');
+  });
+
+  it('a holder that stalled past half the staleness looks at the lock itself before it writes, before its refresh timer has run', async () => {
+    vi.useFakeTimers({ toFake: ['setInterval', 'clearInterval', 'Date'] });
+    try {
+      const { outboundLog } = await openFileStores(dir, { lock: { staleMs: 3_000 } });
+      outboundLog.bindSession('s1');
+      outboundLog.append(frame(1));
+      await outboundLog.sync();
+      // A stall of 2 s (its refresh, due every second, has not run) during which another host took over.
+      vi.setSystemTime(Date.now() + 2_000);
+      await writeFile(lockFile(), JSON.stringify({ pid: 1, host: 'another-node', token: 'theirs', since: new Date().toISOString() }));
+      outboundLog.append(frame(2));
+      await expect(outboundLog.sync()).rejects.toBeInstanceOf(StateDirLostError);
+      await outboundLog.close();
+    } finally {
+      vi.useRealTimers();
     }
   });
 
