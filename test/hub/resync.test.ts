@@ -1,5 +1,5 @@
 import { describe, expect, inject, it } from 'vitest';
-import { desired, node, sleep, useHub, type Peer, holdLock } from './support/hub';
+import { desired, holdLock, insertTooLarge, node, sleep, useHub, type Peer } from './support/hub';
 
 const h = useHub();
 const EMBEDDED = inject('embeddedPostgres');
@@ -206,21 +206,10 @@ describe('hub full resync (spec: Full resync; DESIGN decision 6)', () => {
 });
 
 /** A deployment too large for a frame, written past the admin API (which refuses it with 413): by another plane component, or before the check. */
-async function insertTooLarge(uid: string): Promise<void> {
-  const env: Record<string, string> = {};
-  for (let i = 0; i < 128; i++) env[`E${i}`] = '\u0001'.repeat(4096);
-  await h.sql(
-    `with rev as (update clusters set desired_revision = desired_revision + 1 where uid = $1 returning uid, desired_revision)
-     insert into desired_deployments (cluster_uid, deployment_id, workload_id, revision, min_replicas, max_replicas, serving)
-     select uid, 'huge', 'w', desired_revision, 1, 1, $2::jsonb from rev`,
-    [uid, JSON.stringify({ ...desired().serving, env })],
-  );
-}
-
 describe('hub full resync of large desired state (spec: Backpressure, hub → operator: desired state must not be dropped)', () => {
   it('a fresh session whose snapshot holds a deployment too large to send gets an error frame in its place and stream.end {complete: false} (nothing to prune against), and the session stays open', async () => {
     const c = await h.newCluster();
-    await insertTooLarge(c.uid);
+    await insertTooLarge(h, c.uid);
     expect((await h.admin('PUT', `/clusters/${c.name}/deployments/small`, desired())).status).toBe(200);
     const peer = await h.connect(c.token);
     await peer.hello({ cluster_id: c.name });
@@ -248,7 +237,7 @@ describe('hub full resync of large desired state (spec: Backpressure, hub → op
     await first.peer.closed;
     // While the operator is away: 'gone' is withdrawn, and a deployment too large to send appears.
     expect((await h.admin('DELETE', `/clusters/${c.name}/deployments/gone`)).status).toBe(200);
-    await insertTooLarge(c.uid);
+    await insertTooLarge(h, c.uid);
     // It comes back on a fresh session (a restart without its cursor, say).
     const peer = await h.connect(c.token);
     await peer.hello({ cluster_id: c.name });

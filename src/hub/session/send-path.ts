@@ -53,6 +53,8 @@ export interface SendHost {
  */
 export class SendPath {
   readonly queue: HubSendQueue<Outgoing>;
+  /** How many of the queued items were queued behind an incomplete resync's end (`queuedBehindIncomplete`). */
+  private behindIncomplete = 0;
   /** Since when frames have waited for the operator to release its replay window. */
   windowFullSince: number | null = null;
   /** The connection and the operator's ack when the window was found full: the wait goes on while both stand. */
@@ -176,6 +178,7 @@ export class SendPath {
   /** Drop what was queued but not numbered (answers owed stay: they are not queued). */
   clear(): void {
     this.queue.clear();
+    this.behindIncomplete = 0;
     this.windowFullSince = null;
   }
 
@@ -207,7 +210,23 @@ export class SendPath {
   private apply(meta: SessionMeta, e: Effect): void {
     const incomplete = e.t === 'resync_done' && meta.hubResync?.incomplete === true;
     applyEffect(meta, e);
-    if (incomplete) this.host.resyncIncomplete();
+    if (incomplete) {
+      this.behindIncomplete = this.queue.length;
+      this.host.resyncIncomplete();
+    }
+  }
+
+  /**
+   * Whether `o`, just taken from the queue, was queued behind an incomplete resync's end: the
+   * changes after the resync's revision that were queued before the pump went back to the
+   * watermark the resync left. They are sent, but must not move the watermark: that would
+   * record the withdrawals between the two as delivered while only the pump's re-fetch (memory)
+   * would still send them, and a resume before it ran would never send them.
+   */
+  private queuedBehindIncomplete(): boolean {
+    if (this.behindIncomplete === 0) return false;
+    this.behindIncomplete--;
+    return true;
   }
 
   private async drainOnce(): Promise<void> {
@@ -264,12 +283,14 @@ export class SendPath {
         break;
       }
       this.queue.shift();
+      const stale = this.queuedBehindIncomplete();
       if (o.kind === 'marker') {
+        if (stale && o.effect.t === 'watermark') continue;
         this.apply(meta, o.effect);
         effects++;
         continue;
       }
-      this.write(o, meta, frames, desiredSent);
+      this.write(stale ? withoutWatermark(o) : o, meta, frames, desiredSent);
     }
     const wait = stoppedSince !== null ? { since: stoppedSince, ack: outbound.peerAck } : null;
     const waitChanged = (meta.windowWait?.since ?? null) !== (wait?.since ?? null) || (meta.windowWait?.ack ?? null) !== (wait?.ack ?? null);
@@ -347,6 +368,12 @@ function notSent(type: MessageType, payload: Payload<MessageType>, bytes: number
     message: `${type}${what ? ` (${what})` : ''} is ${bytes} bytes, over the ${max} a frame may be: not sent; it stays undelivered until it is replaced or withdrawn`,
     retryable: false,
   };
+}
+
+/** `o` as it is sent, without what would move the desired watermark (its revision, a watermark effect). */
+function withoutWatermark(o: Extract<Outgoing, { kind: 'frame' }>): Extract<Outgoing, { kind: 'frame' }> {
+  const { revision: _revision, effect, ...rest } = o;
+  return effect && effect.t !== 'watermark' ? { ...rest, effect } : rest;
 }
 
 /** What a written frame (or a marker behind it) changes in the session's durable progress. */

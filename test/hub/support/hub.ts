@@ -8,7 +8,7 @@ import { fileDatabaseUrl } from '../../support/file-database';
 import WebSocket from 'ws';
 import { pgClient } from '../../../scripts/lib/pg-node';
 import { startHub, type Hub } from '../../e2e/support/worker';
-import { Peer, uniqueName } from '../../support/peer-core';
+import { desired, Peer, uniqueName } from '../../support/peer-core';
 
 export { desired, device, eventually, node, Peer, sleep, type Closed, type Frame } from '../../support/peer-core';
 
@@ -153,4 +153,19 @@ export async function holdLock(statement: string, params: unknown[] = []): Promi
     await client.query('rollback');
     await client.end();
   };
+}
+
+/**
+ * A deployment too large to send (over max_frame_bytes once escaped), written straight into
+ * Postgres as another writer (or an older hub) could: the admin API refuses such a body.
+ */
+export async function insertTooLarge(h: HubHandle, uid: string, deploymentId = 'huge'): Promise<void> {
+  const env: Record<string, string> = {};
+  for (let i = 0; i < 128; i++) env[`E${i}`] = '\u0001'.repeat(4096);
+  await h.sql(
+    `with rev as (update clusters set desired_revision = desired_revision + 1 where uid = $1 returning uid, desired_revision)
+     insert into desired_deployments (cluster_uid, deployment_id, workload_id, revision, min_replicas, max_replicas, serving)
+     select uid, $3, 'w', desired_revision, 1, 1, $2::jsonb from rev`,
+    [uid, JSON.stringify({ ...desired().serving, env }), deploymentId],
+  );
 }
