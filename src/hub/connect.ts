@@ -57,7 +57,7 @@ export async function connect(c: Context<{ Bindings: HubEnv }>): Promise<Respons
   // Each region has its own registry: a token from another region's is unknown here, and the
   // message says where the operator dialled.
   if (!cluster) return refuseSocket('not_found', `enrollment token is not valid${inRegion(cfg)} (unknown or rotated)`, remoteAddr);
-  if (cluster.disabled) return refuseSocket('conflict', 'cluster is disabled', remoteAddr, cluster.uid);
+  if (cluster.disabled) return refuseSocket('conflict', `cluster is disabled${inRegion(cfg)}`, remoteAddr, cluster.uid);
   if (cluster.ignored_hint) noteIgnoredHint(cluster.uid, cluster.ignored_hint, cfg.HUB_JURISDICTION);
 
   const routeKey = resumableKey(cluster, c.req.header(SESSION_HINT_HEADER)) ?? newRouteKey(cluster.placement_generation);

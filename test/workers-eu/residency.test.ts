@@ -210,6 +210,22 @@ describe('the eu deployment (wrangler.toml [env.eu])', () => {
     expect(closed.reason).toContain('in region eu');
   });
 
+  it("a disabled cluster's refusal names the region too: after a move, the old region's endpoint is disabled and this is what an operator still dialling it is told", async () => {
+    const c = await newCluster('eu-off');
+    // Connected before the disable, refused at its hello.
+    const early = await connect(c.token);
+    expect((await admin('POST', `/clusters/${c.name}/disable`)).status).toBe(200);
+    early.send('hello', { operator_version: '0.1.0', cluster_id: c.name, session_id: null, resume_from: null, lossy: false });
+    expect(await early.next()).toMatchObject({ type: 'error', payload: { code: 'conflict', message: 'cluster is disabled in region eu' } });
+    expect((await early.closedWith()).code).toBe(CloseCode.REFUSED);
+    // Connecting after it, refused at the connect.
+    const peer = await connect(c.token);
+    expect(await peer.next()).toMatchObject({ type: 'error', seq: null, payload: { code: 'conflict', retryable: false, message: 'cluster is disabled in region eu' } });
+    const closed = await peer.closedWith();
+    expect(closed.code).toBe(CloseCode.REFUSED);
+    expect(closed.reason).toContain('in region eu');
+  });
+
   it('the cluster view names the region and the jurisdiction its session state is kept in', async () => {
     const c = await newCluster('eu');
     const one = await admin('GET', `/clusters/${c.name}`);

@@ -3,6 +3,7 @@ import { buildFrame, CloseCode, newId } from '../../protocol';
 import { pollShardOf } from '../address';
 import type { HubConfig } from '../config';
 import { failureLine } from '../db/errors';
+import { inRegion } from '../region';
 import type { ClaimedSession, ClaimSnapshot } from '../db/claim-snapshot';
 import type { ClaimArgs } from '../db/ownership';
 import type { Logger } from '../log';
@@ -79,7 +80,8 @@ export async function answerHello(host: HelloHost, ws: WebSocket, att: Attachmen
   if (claim.refusal) {
     const e = REFUSAL_ERRORS[claim.refusal];
     log.warn('session refused at hello', { reason: claim.refusal });
-    return sockets.refuse(ws, CloseCode.REFUSED, replyTo, e.code, e.message);
+    // As at the connect: the message says where the operator dialled (a moved cluster is disabled in its old region).
+    return sockets.refuse(ws, CloseCode.REFUSED, replyTo, e.code, `${e.message}${inRegion(cfg)}`);
   }
   if (claim.displacement) {
     const d = displacementLog(claim.displacement, claim.contentionStarted);
