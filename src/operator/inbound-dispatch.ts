@@ -125,6 +125,9 @@ export async function dispatch(host: DispatchHost, incoming: Exclude<Incoming, {
       reason: incoming.reason,
     });
     host.send(refusal(env, 'invalid', incoming.reason));
+    // An unreadable end still ends its snapshot, unpruned: left open, the record would say a
+    // snapshot was under way, and every restart would go lossy until sixteen more pushed it out.
+    if (inStream && env.type === 'stream.end') host.streams.close(env.reply_to);
     return { settle: 'dropped', reason: incoming.reason };
   }
 

@@ -2,7 +2,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { OperatorClient } from '../../../src/operator/client';
 import { MemoryCursorStore } from '../../../src/operator/cursor-store';
 import { applied, permanent, PermanentError, transient, type OperatorHandlers } from '../../../src/operator/handlers';
-import { newId, readFrame } from '../../../src/protocol';
+import { newId, readFrame, type Payload } from '../../../src/protocol';
 import { ackAll, cursorReaches, desiredPayload, makeClient, readResync, reconnectAfterBackoff, SNAPSHOT, type TestClient, openWelcomed } from './support/harness';
 import { eventually, ScriptedHub, type HubConnection } from './support/scripted-hub';
 
@@ -319,22 +319,25 @@ describe('prune against the hub snapshot', () => {
     expect(build).toThrow(/pruneDesired/);
   });
 
-  async function stopMidSnapshot(ended: boolean) {
+  /** `unreadable`: the stream.end came, but its payload does not decode (a poison frame). */
+  async function stopMidSnapshot(ended: boolean | 'unreadable') {
     const store = new MemoryCursorStore();
     const { t, conn } = await open({ cursorStore: store });
     const begin = conn.sendSeq('resync.begin', { scope: ['deployment'] });
     conn.sendSeq('deployment.desired', desiredPayload('d1'), { reply_to: begin.id });
-    if (ended) conn.sendSeq('stream.end', { complete: true, count: 1 }, { reply_to: begin.id });
+    if (ended === true) conn.sendSeq('stream.end', { complete: true, count: 1 }, { reply_to: begin.id });
+    if (ended === 'unreadable') conn.sendSeq('stream.end', { complete: 'yes', count: 1 } as unknown as Payload<'stream.end'>, { reply_to: begin.id });
     await cursorReaches(t, ended ? 3 : 2);
+    if (ended === 'unreadable') await conn.seen((f) => f.type === 'error' && f.reply_to !== null, 'the answer to the unreadable frame');
     await conn.seen((f) => f.type === 'link.stats', 'link.stats');
     ackAll(conn);
     await eventually(() => t.client.stats.unacked === 0, 'everything acknowledged');
     await t.client.stop();
-    return store;
+    return { store, t };
   }
 
   it('a process stopped in the middle of a hub snapshot says lossy on its next hello, and the fresh session brings a snapshot it prunes against', async () => {
-    const store = await stopMidSnapshot(false);
+    const { store } = await stopMidSnapshot(false);
     // Even a graceful stop: the half-received snapshot is gone from memory with the process.
     expect(store.peek()).toMatchObject({ sessionId: 'S1', clean: true, hubSnapshotOpen: true });
 
@@ -354,8 +357,14 @@ describe('prune against the hub snapshot', () => {
     await eventually(() => store.peek()?.hubSnapshotOpen === false, 'the flag cleared once the stream ended');
   });
 
+  it('an unreadable stream.end still ends its snapshot, unpruned: the record does not say a snapshot was under way, so the next start resumes', async () => {
+    const { store, t } = await stopMidSnapshot('unreadable');
+    expect(store.peek()).toMatchObject({ sessionId: 'S1', clean: true, hubSnapshotOpen: false });
+    expect(t.calls.prunes).toEqual([]);
+  });
+
   it('a process stopped after the snapshot ended resumes without a resync', async () => {
-    const store = await stopMidSnapshot(true);
+    const { store } = await stopMidSnapshot(true);
     expect(store.peek()).toMatchObject({ sessionId: 'S1', clean: true, hubSnapshotOpen: false });
     const t2 = makeClient(hub, { cursorStore: store });
     clients.push(t2);
