@@ -3,17 +3,43 @@ import { adminApp } from './admin';
 import { connect } from './connect';
 import { dashboardApp } from './dashboard/route';
 import type { HubEnv } from './env';
-import { failureLine } from './db/errors';
+import { describeError, failureLine } from './db/errors';
 import { createLogger } from './log';
 import { jsonError } from './http-errors';
 import { gatewaySql } from './db/gateway';
 import { readSchemaState } from './db/schema-version';
-import { hubConfig } from './config';
+import { HubConfigError, hubConfig } from './config';
 
 const log = createLogger({ component: 'healthz' });
 
+/** One error line per isolate and problem: every request fails alike, and each would write one. */
+const configLog = {
+  logged: new Set<string>(),
+  once(err: HubConfigError): void {
+    if (this.logged.has(err.message)) return;
+    this.logged.add(err.message);
+    createLogger({ component: 'config' }).error('invalid hub configuration: every request is refused until it is fixed', { variable: err.variable, error: err.message });
+  },
+};
+
 export function hubApp(): Hono<{ Bindings: HubEnv }> {
   const app = new Hono<{ Bindings: HubEnv }>();
+  // Every request checks the configuration first (parsed once per env), so a var out of its
+  // bounds fails every route the same way, naming the var, rather than each route its own way
+  // (an admin read took it for a database outage, /healthz answered a bare 500).
+  app.use('*', async (c, next) => {
+    hubConfig(c.env);
+    await next();
+  });
+  app.onError((err, c) => {
+    if (err instanceof HubConfigError) {
+      configLog.once(err);
+      return jsonError(c, 503, 'unconfigured', err.message, err.variable);
+    }
+    // What no route answered itself: still a typed body, and a line saying what it was.
+    createLogger({ component: 'http' }).error('request failed', { path: c.req.path, error: describeError(err) });
+    return jsonError(c, 500, 'internal', 'the hub failed to answer this request');
+  });
   app.get('/v1/connect', connect);
   app.route('/admin', adminApp());
   app.route('/', dashboardApp());

@@ -180,13 +180,21 @@ export const HUB_CONFIG_NAMES: readonly string[] = Object.keys(ConfigSchema.shap
 
 let cached: { source: object; config: HubConfig } | null = null;
 
+/** A var out of its bounds: a deployment error, never an outage (nothing mends it but a new value). */
+export class HubConfigError extends Error {
+  constructor(readonly variable: string, detail: string) {
+    super(`invalid hub configuration ${variable}: ${detail}`);
+    this.name = 'HubConfigError';
+  }
+}
+
 /** Parse once per env object; a bad value is a deployment error and fails loudly. */
 export function hubConfig(env: object): HubConfig {
   if (cached?.source === env) return cached.config;
   const parsed = ConfigSchema.safeParse(env);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
-    throw new Error(`invalid hub configuration ${issue?.path.join('.')}: ${issue?.message}`);
+    throw new HubConfigError(issue?.path.join('.') ?? '', issue?.message ?? 'invalid');
   }
   cached = { source: env, config: parsed.data };
   return parsed.data;
