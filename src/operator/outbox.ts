@@ -32,6 +32,8 @@ export class Outbox {
   private readonly queue: OperatorSendQueue<OutItem>;
   private overflow: OutItem[] = [];
   private held: OutItem | null = null;
+  /** The last frame a stream handed out: a put-back frame that is it belongs to a stream. */
+  private lastFromStream: OutItem | null = null;
   private stream: ObservedResync | null = null;
   /** Control frames waiting in the queue, the overflow and `held` (not the resync stream's). */
   private control = 0;
@@ -128,10 +130,14 @@ export class Outbox {
   dropResync(): void {
     const old = this.stream;
     this.stream = null;
-    if (old && this.held && (this.held.id === old.beginId || this.held.replyTo === old.beginId)) {
-      if (isControl(this.held)) this.control--;
+    // Any stream's frame waiting to be written, not only the current stream's: a stream whose end
+    // waits for the window counts as finished, and a later one may have replaced it meanwhile.
+    const held = this.held;
+    if (held && (held === this.lastFromStream || (old && (held.id === old.beginId || held.replyTo === old.beginId)))) {
+      if (isControl(held)) this.control--;
       this.held = null;
     }
+    this.lastFromStream = null;
   }
 
   next(): OutItem | null {
@@ -142,7 +148,10 @@ export class Outbox {
       return h;
     }
     const fromStream = this.stream?.next() ?? null;
-    if (fromStream) return fromStream;
+    if (fromStream) {
+      this.lastFromStream = fromStream;
+      return fromStream;
+    }
     if (this.pushedDuringSnapshot !== null) {
       const head = this.queue.peek();
       if (head && queueClassOf(head.type) === 'state' && this.pushedDuringSnapshot.has(head)) return null;
