@@ -8,7 +8,7 @@
  * two regions) go to stderr and make the exit status 1. `--json` prints the reports instead.
  */
 import { parseArgs } from 'node:util';
-import { fetchRegion, fleetProblems, fleetTable, parseHubArg, tokenVarFor, type RegionTarget } from './lib/fleet';
+import { fetchRegion, fleetProblems, fleetTable, parseHubArgs, tokenVarFor, type RegionTarget } from './lib/fleet';
 
 const USAGE = `usage: npm run fleet -- --hub <region>=<url> [--hub <region>=<url> …] [--json]
 
@@ -21,8 +21,7 @@ function targets(): { targets: RegionTarget[]; json: boolean } {
     console.log(USAGE);
     process.exit(values.help ? 0 : 2);
   }
-  const list = values.hub.map((arg) => {
-    const { region, url } = parseHubArg(arg);
+  const list = parseHubArgs(values.hub).map(({ region, url }) => {
     const token = process.env[tokenVarFor(region)] || process.env.WINGSMITH_ADMIN_TOKEN;
     if (!token) throw new Error(`no admin token for region ${region}: set ${tokenVarFor(region)} (or WINGSMITH_ADMIN_TOKEN)`);
     return { region, url, token };

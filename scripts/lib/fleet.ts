@@ -60,6 +60,22 @@ export function parseHubArg(arg: string): { region: string; url: string } {
   return { region, url: url.replace(/\/+$/, '') };
 }
 
+/**
+ * Every --hub argument, each region once: a region given twice would count each of its clusters
+ * as registered in two regions (the problem this view exists to find), and which URL to believe
+ * is the caller's to say.
+ */
+export function parseHubArgs(args: readonly string[]): { region: string; url: string }[] {
+  const seen = new Map<string, string>();
+  return args.map((arg) => {
+    const hub = parseHubArg(arg);
+    const earlier = seen.get(hub.region);
+    if (earlier !== undefined) throw new Error(`--hub names region ${hub.region} twice (${earlier} and ${hub.url}): give each region once`);
+    seen.set(hub.region, hub.url);
+    return hub;
+  });
+}
+
 /** WINGSMITH_ADMIN_TOKEN_EU for region eu (one token per region), else WINGSMITH_ADMIN_TOKEN. */
 export function tokenVarFor(region: string): string {
   return `WINGSMITH_ADMIN_TOKEN_${region.toUpperCase().replace(/-/g, '_')}`;

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { fleetProblems, fleetTable, parseHubArg, tokenVarFor, type FleetCluster, type RegionReport } from '../../scripts/lib/fleet';
+import { fleetProblems, fleetTable, parseHubArg, parseHubArgs, tokenVarFor, type FleetCluster, type RegionReport } from '../../scripts/lib/fleet';
 
 const cluster = (region: string, name: string, extra: Partial<FleetCluster> = {}): FleetCluster => ({
   region,
@@ -25,6 +25,11 @@ describe('fleet view across regions', () => {
     expect(parseHubArg('eu=https://eu.hub.example.com/')).toEqual({ region: 'eu', url: 'https://eu.hub.example.com' });
     for (const bad of ['https://eu.hub.example.com', '=https://x', 'eu=', 'EU=https://x', 'eu=ftp://x']) expect(() => parseHubArg(bad)).toThrow(/--hub takes/);
     expect(tokenVarFor('us-east')).toBe('WINGSMITH_ADMIN_TOKEN_US_EAST');
+  });
+
+  it('refuses a region given twice, which would report every one of its clusters as registered in two regions', () => {
+    expect(parseHubArgs(['eu=https://eu.hub.example.com', 'us=https://us.hub.example.com'])).toHaveLength(2);
+    expect(() => parseHubArgs(['eu=https://eu.hub.example.com', 'eu=https://eu.hub.example.com/'])).toThrow(/region eu twice/);
   });
 
   it('a consistent fleet has no problems', () => {
