@@ -4,7 +4,7 @@
 import { call, pollAll } from './api.js';
 import { gpuBars, ratio, strip } from './charts.js';
 import { badge, h, render, time } from './dom.js';
-import { clearFormErrors, field, notify, operatorCommand, secretPanel, showFormError } from './ui.js';
+import { clearFormErrors, field, notify, onSubmit, operatorCommand, secretPanel, showFormError } from './ui.js';
 
 const HOURS = 6;
 
@@ -93,8 +93,7 @@ export function fleetView() {
     h('p', { class: 'form-error', role: 'alert' }),
   );
   const secretEl = h('div');
-  regForm.addEventListener('submit', async (e) => {
-    e.preventDefault();
+  onSubmit(regForm, async () => {
     clearFormErrors(regForm);
     const input = /** @type {HTMLInputElement} */ (regForm.querySelector('input'));
     try {

@@ -3,7 +3,7 @@
 // to the admin API unchanged and show the API's own validation message next to the field it names.
 import { ApiError, call } from './api.js';
 import { h } from './dom.js';
-import { clearFormErrors, confirmAction, field, notify, showFormError } from './ui.js';
+import { clearFormErrors, confirmAction, field, notify, onSubmit, showFormError } from './ui.js';
 
 /** @param {string} text one `KEY=VALUE` a line */
 function pairs(text) {
@@ -50,8 +50,7 @@ export function deploymentForm(clusterId, changed) {
     h('div', { class: 'actions wide' }, h('button', { type: 'submit' }, 'Put deployment')),
     h('p', { class: 'form-error wide', role: 'alert' }),
   );
-  form.addEventListener('submit', async (e) => {
-    e.preventDefault();
+  onSubmit(form, async () => {
     clearFormErrors(form);
     const f = new FormData(form);
     const str = (/** @type {string} */ k) => String(f.get(k) ?? '').trim();
@@ -127,8 +126,7 @@ export function operationForm(clusterId, started) {
     h('div', { class: 'actions wide' }, h('button', { type: 'submit' }, 'Start operation')),
     h('p', { class: 'form-error wide', role: 'alert' }),
   );
-  form.addEventListener('submit', async (e) => {
-    e.preventDefault();
+  onSubmit(form, async () => {
     clearFormErrors(form);
     const f = new FormData(form);
     const kind = String(f.get('kind'));

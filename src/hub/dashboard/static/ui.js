@@ -54,6 +54,32 @@ export function showFormError(form, err) {
   if (out) out.textContent = message;
 }
 
+/**
+ * Handle a form's submits one at a time: while one is being answered, another (a double click,
+ * Enter pressed twice) is ignored and the submit buttons are disabled. A second register answers
+ * "already exists" beside the token the first just issued, and a second PUT is a second revision.
+ * @param {HTMLFormElement} form
+ * @param {(e: SubmitEvent) => Promise<void>} handler
+ */
+export function onSubmit(form, handler) {
+  let busy = false;
+  form.addEventListener('submit', async (e) => {
+    e.preventDefault();
+    if (busy) return;
+    busy = true;
+    const buttons = /** @type {HTMLButtonElement[]} */ ([...form.querySelectorAll('button[type="submit"]')]);
+    for (const b of buttons) b.disabled = true;
+    form.setAttribute('aria-busy', 'true');
+    try {
+      await handler(/** @type {SubmitEvent} */ (e));
+    } finally {
+      busy = false;
+      for (const b of buttons) b.disabled = false;
+      form.removeAttribute('aria-busy');
+    }
+  });
+}
+
 /** @param {HTMLFormElement} form */
 export function clearFormErrors(form) {
   for (const el of form.querySelectorAll('.field-error')) el.remove();

@@ -1,0 +1,54 @@
+/**
+ * The dashboard's write forms against a double submit (a double click, or Enter pressed twice):
+ * one request per submit that is being answered. Before, a second register answered "already
+ * exists" beside the enrollment token the first had just issued, and a second PUT wrote a second
+ * revision and sent the operator the change twice. (Starting an operation was already safe: both
+ * requests carry one idempotency key.)
+ */
+import type { Request } from 'playwright-core';
+import { describe, expect, it } from 'vitest';
+import { useHub } from '../hub/support/hub';
+import { signedIn, useBrowser } from './support/signed-in';
+
+const h = useHub();
+const browser = useBrowser();
+
+describe('write forms under a double click', () => {
+  it('Register sends one POST and shows no error beside the token it issued', async () => {
+    const errors: string[] = [];
+    const page = await signedIn(browser(), h, errors);
+    const posts: Request[] = [];
+    page.on('request', (r) => {
+      if (r.method() === 'POST' && new URL(r.url()).pathname === '/admin/clusters') posts.push(r);
+    });
+    const name = `dbl-${Date.now().toString(36)}`;
+    await page.getByLabel('Name', { exact: true }).last().waitFor({ timeout: 30_000 });
+    await page.locator('#register-name').fill(name);
+    await page.getByRole('button', { name: 'Register' }).dblclick();
+    await page.getByRole('region', { name: `Enrollment token for ${name}` }).waitFor({ timeout: 15_000 });
+    await new Promise((r) => setTimeout(r, 1_500));
+    const formError = await page.locator('form[aria-labelledby="register-h"] .form-error').innerText();
+    const fieldErrors = await page.locator('form[aria-labelledby="register-h"] .field-error').count();
+    expect({ posts: posts.length, formError, fieldErrors }).toEqual({ posts: 1, formError: '', fieldErrors: 0 });
+  }, 90_000);
+
+  it('Put deployment sends one PUT: one new revision', async () => {
+    const c = await h.newCluster('dblput');
+    const errors: string[] = [];
+    const page = await signedIn(browser(), h, errors, `#/clusters/${c.name}`);
+    const puts: Request[] = [];
+    page.on('request', (r) => {
+      if (r.method() === 'PUT' && new URL(r.url()).pathname.includes('/deployments/')) puts.push(r);
+    });
+    await page.locator('#dep-deployment_id').waitFor({ timeout: 30_000 });
+    await page.locator('#dep-deployment_id').fill('d1');
+    await page.locator('#dep-workload_id').fill('w1');
+    await page.locator('#dep-model').fill('m');
+    await page.locator('#dep-image').fill('img:1');
+    await page.getByRole('button', { name: 'Put deployment' }).dblclick();
+    await new Promise((r) => setTimeout(r, 2_000));
+    const got = await h.admin('GET', `/clusters/${c.uid}/deployments?limit=10`);
+    const revision = got.json.items?.[0]?.desired?.revision;
+    expect({ puts: puts.length, revision }).toEqual({ puts: 1, revision: 1 });
+  }, 90_000);
+});
