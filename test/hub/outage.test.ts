@@ -1,12 +1,16 @@
 /**
  * A Postgres outage, cut at the network: this hub reaches the database through a proxy the test
- * owns, and the test takes it down and brings it back on the same port.
+ * owns, and the test takes it down and brings it back on the same port. The hole limit (5 s) is
+ * well under the silence limit (30 s), as an outage that outlasts it must close the link at the
+ * hole limit, not at the next silence check.
  */
 import { describe, expect, it } from 'vitest';
+import { CloseCode } from '../../src/protocol';
 import { FAST_TIMERS, node } from './support/hub';
 import { useHubBehindProxy } from './support/proxy-hub';
 
-const { h, proxyUp, proxyDown } = useHubBehindProxy({ ...FAST_TIMERS, HOLE_TIMEOUT_MS: '30000', IDLE_TIMEOUT_MS: '30000' });
+const HOLE_MS = 5_000;
+const { h, proxyUp, proxyDown } = useHubBehindProxy({ ...FAST_TIMERS, HOLE_TIMEOUT_MS: String(HOLE_MS), IDLE_TIMEOUT_MS: '30000' });
 
 describe('Postgres outage during ingest (spec: transient failure withholds; DESIGN decision 5)', () => {
   it('frames sent while the database is unreachable are not acknowledged, and apply without loss once it returns', async () => {
@@ -39,4 +43,40 @@ describe('Postgres outage during ingest (spec: transient failure withholds; DESI
     expect(peer.isClosed).toBe(false);
     peer.close();
   });
+
+  it('an outage longer than HOLE_TIMEOUT_MS closes the link 1013 at that limit, though the operator keeps pinging; the resume applies everything once', async () => {
+    const c = await h.newCluster();
+    const { peer, sessionId } = await h.openFresh(c);
+    peer.send('node.observed', node('before'));
+    await peer.ackedThrough(1);
+    await proxyDown();
+    let closed;
+    let took = 0;
+    try {
+      const t0 = Date.now();
+      for (let i = 1; i <= 5; i++) peer.send('node.observed', node(`n${i}`));
+      // A live operator: its pings keep the silence limit away.
+      const pinger = setInterval(() => peer.isClosed || peer.send('ping', {}), 1_000);
+      try {
+        closed = await peer.closedWith(45_000);
+      } finally {
+        clearInterval(pinger);
+      }
+      took = Date.now() - t0;
+    } finally {
+      await proxyUp();
+    }
+    expect(closed.code).toBe(CloseCode.TRY_AGAIN_LATER);
+    expect(peer.lastAck()).toBe(1);
+    // Before, the alarm came only at the silence check: the close took up to IDLE_TIMEOUT_MS (30 s).
+    expect(took, `closed ${took} ms after the first unapplied frame`).toBeLessThan(HOLE_MS + 3_000);
+    const again = await h.connect(c.token, sessionId);
+    again.hubCursor = peer.hubCursor;
+    expect((await again.hello({ cluster_id: c.name, session_id: sessionId, resume_from: peer.hubCursor })).payload).toMatchObject({ full_resync: false, ack_seq: 1 });
+    for (let i = 1; i <= 5; i++) again.send('node.observed', node(`n${i}`), { seq: i + 1 });
+    await again.ackedThrough(6, 10_000);
+    const rows = await h.sql<{ n: string }>('select count(*) as n from nodes where cluster_uid = $1', [c.uid]);
+    expect(Number(rows[0]?.n)).toBe(6);
+    again.close();
+  }, 60_000);
 });

@@ -37,6 +37,16 @@ export class SessionClock {
     this.alarmAt = null;
   }
 
+  /**
+   * A deadline that may have come up sooner than the alarm as set (a frame left unapplied: the
+   * hole's): set the alarm again only if it would come later, or none is set, or it is not known.
+   * An in-memory comparison otherwise, so it can run at every frame.
+   */
+  dueBy(deadline: number): void {
+    if (typeof this.alarmAt === 'number' && this.alarmAt <= deadline) return;
+    void this.schedule();
+  }
+
   async schedule(): Promise<void> {
     const now = Date.now();
     const next = nextDeadline(this.host.state(), this.host.cfg, now);

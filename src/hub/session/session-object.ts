@@ -430,6 +430,9 @@ export class SessionObject extends DurableObject<HubEnv> {
         logAccepted(state.log, this.logBudget, action.item);
         action.item.bytes = text.length;
         this.ingest.push(action.item);
+        // A frame still unapplied HOLE_TIMEOUT_MS after it came closes the link (1013): the alarm
+        // must come by then, not only at the next silence check (up to IDLE_TIMEOUT_MS later).
+        this.clock.dueBy((this.ingest.oldestArrival() ?? action.item.arrivedAt) + this.cfg.HOLE_TIMEOUT_MS);
         if (this.ingest.size > this.unapplied.frames || this.ingest.bytes > this.unapplied.bytes) {
           sockets.refuse(ws, CloseCode.TRY_AGAIN_LATER, null, 'unavailable', 'too many frames waiting to be applied; reconnect and replay', true);
         }
