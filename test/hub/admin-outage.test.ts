@@ -15,7 +15,10 @@ describe('admin writes during a Postgres outage (DESIGN: 503 documented on every
     const { peer } = await h.openFresh(c);
     await proxyDown();
     let results: { status: number; json: any }[];
+    let retryAfter: string | null = null;
     try {
+      // When to come back, as the connect route says it.
+      retryAfter = (await fetch(`${h.hub.url}/admin/clusters/${c.name}/deployments/a`, { method: 'PUT', headers: { authorization: `Bearer ${h.hub.adminToken}`, 'content-type': 'application/json' }, body: JSON.stringify(desired()) })).headers.get('retry-after');
       results = await Promise.all([
         h.admin('PUT', `/clusters/${c.name}/deployments/a`, desired()),
         h.admin('PUT', `/clusters/${c.name}/deployments/b`, desired()),
@@ -33,6 +36,7 @@ describe('admin writes during a Postgres outage (DESIGN: 503 documented on every
       expect(r.status).toBe(503);
       expect(r.json.error.code).toBe('unavailable');
     }
+    expect(retryAfter).toBe('5');
     const rows = await h.sql('select deployment_id from desired_deployments where cluster_uid = $1', [c.uid]);
     expect(rows).toEqual([]);
     expect(peer.frames.filter((f) => f.type === 'deployment.desired')).toEqual([]);

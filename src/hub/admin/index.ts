@@ -130,6 +130,8 @@ export function adminApp(): OpenAPIHono<AdminEnv> {
     // (a schema behind the code, a bug) is an error: no retry mends it.
     const line = failureLine('admin request', err);
     log[line.level](line.message, { path: c.req.path, ...line.fields });
+    // As the connect route says it: when to come back, so scripts and proxies back off on their own.
+    c.header('Retry-After', '5');
     return jsonError(c, 503, 'unavailable', 'the hub could not complete the request; retry');
   });
   admin.notFound((c) => jsonError(c, 404, 'not_found', `no route ${c.req.method} ${c.req.path}`));
