@@ -336,6 +336,7 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
     }
     this.sessionLog = this.log.child({ session: w.session_id });
     link.welcome();
+    link.limitsChanged();
     this.counters.sessionsOpened++;
     this.setState('open');
     // Canonical: while the cursor does not move every ping is the same text, which the hub's

@@ -39,6 +39,8 @@ export class Link {
   private ackLimit: { limitMs: () => number; onStalled: (waitedMs: number) => void } | null = null;
   private cancelPing = NOOP;
   private cancelIdle = NOOP;
+  /** What `watchSilence` watches with, to look again when the limits change. */
+  private silence: { idleMs: () => number; look: () => void } | null = null;
   private cancelAckWait = NOOP;
   private ackLookPending = false;
   private cancelHandshake = NOOP;
@@ -72,8 +74,20 @@ export class Link {
       if (s.expired) return onSilent(s.silentMs);
       this.cancelIdle = this.timers.schedule(look, s.checkInMs);
     };
+    this.silence = { idleMs, look };
     this.cancelIdle();
     this.cancelIdle = this.timers.schedule(look, idleMs());
+  }
+
+  /**
+   * The limits changed (the welcome's): the look scheduled under the old idle limit may come too
+   * late for a lower one (a first link watches by the spec's 30 s until the welcome says 3 s).
+   */
+  limitsChanged(): void {
+    if (!this.silence || this.ended) return;
+    const { idleMs, look } = this.silence;
+    this.cancelIdle();
+    this.cancelIdle = this.timers.schedule(look, Math.max(0, idleMs() - (this.timers.now() - this.lastFrameAt)));
   }
 
   /** Sequenced frames went out on this link. */

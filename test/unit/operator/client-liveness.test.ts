@@ -280,3 +280,26 @@ describe('reconnect backoff', () => {
     expect(t.client.session.nextReconnectInMs).toBe(1_000);
   });
 });
+
+describe('the silence limit the welcome sets', () => {
+  it('a half-open link after a welcome lowering idle_timeout_s to 3 s is closed 4408 by then, not after the 30 s the first link was watched by', async () => {
+    const t = makeClient(hub);
+    clients.push(t);
+    await t.client.start();
+    const conn = await hub.nextConnection();
+    await conn.nextOf('hello');
+    conn.welcome({ session_id: 'S1', limits: { ping_interval_s: 1, idle_timeout_s: 3 } });
+    await readResync(conn);
+    ackAll(conn);
+    await new Promise((r) => setTimeout(r, 30));
+    // The hub goes silent (no close frame, no pong): step a second at a time.
+    let closedAfterS: number | null = null;
+    for (let i = 1; i <= 40 && closedAfterS === null; i++) {
+      t.timers.advance(1_000);
+      await new Promise((r) => setTimeout(r, 30));
+      if (conn.closed || t.client.state === 'waiting') closedAfterS = i;
+    }
+    expect(conn.closed?.code).toBe(4408);
+    expect(closedAfterS).toBeLessThanOrEqual(4);
+  });
+});
