@@ -297,6 +297,9 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
   }
 
   private onWelcome(link: Link, w: Payload<'welcome'>): void {
+    // Hub frames that arrive once stop() began are not applied, a welcome least of all: the
+    // stopping process would open a session (and go back to `open`) on its way out.
+    if (this.stopping) return;
     const s = this.s;
     const asked = s.id;
     const decision = decideWelcome(asked, s.lossy, w);

@@ -153,6 +153,9 @@ export class Connection {
   private onOpen(link: Link): void {
     const h = this.host;
     if (this.link !== link || link.ended) return;
+    // A hello claims the cluster (the newest wins): a process that is stopping must not take it
+    // from its successor with a dial that was in flight when the stop began.
+    if (h.stopping()) return this.close(link, CloseCode.NORMAL, 'operator stopping');
     h.setState('handshaking');
     const s = h.session;
     const { clusterId, operatorVersion } = h.opts;

@@ -4,10 +4,13 @@
  * fsync, rename, fsync the directory) leaves the link open and the receiver still dispatching. An
  * operation.start read there is accepted and its handler started (with a signal nobody aborts);
  * the single-flight save loops once more and writes `clean: true` with the operation `running`;
- * the accepted frame and the ack are never written (the link closes first).
+ * the accepted frame and the ack are never written (the link closes first). Nor may a dial in
+ * flight when the stop began send a hello (it claims the cluster, and the newest hello wins: the
+ * stopping pod would displace its successor), nor a welcome arriving then open a session.
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { MemoryCursorStore, type CursorStore, type DurableRecord } from '../../../src/operator/cursor-store';
+import type { Dialer, TransportEvents } from '../../../src/operator/transport';
 import type { OperationContext } from '../../../src/operator/handlers';
 import { newId, type Payload } from '../../../src/protocol';
 import { ackAll, makeClient, readResync, type TestClient } from './support/harness';
@@ -101,5 +104,51 @@ describe('graceful stop: frames read while the final record is being saved', () 
       savedOperation: 'absent',
       stillRunningAfterStop: false,
     });
+  });
+});
+
+describe('stop while the link is still opening', () => {
+  it('a socket that opens after stop() began gets no hello', async () => {
+    const sent: string[] = [];
+    const dials: TransportEvents[] = [];
+    const dial: Dialer = (_req, events) => {
+      dials.push(events);
+      return { send: (text) => sent.push(text), close: () => {}, bufferedAmount: 0 };
+    };
+    const store = new GatedStore();
+    const t = makeClient(hub, { dial, cursorStore: store });
+    clients.push(t);
+    await t.client.start();
+    await eventually(() => dials.length === 1, 'the dial');
+    // SIGTERM while the upgrade is in progress; the final save is slow.
+    store.shut = true;
+    const stopped = t.client.stop();
+    await eventually(() => store.waiting > 0, 'the stop to be saving');
+    dials[0]!.onOpen();
+    const hellos = sent.filter((text) => JSON.parse(text).type === 'hello').length;
+    const state = t.client.state;
+    store.release();
+    await stopped;
+    expect({ hellos, state }).toEqual({ hellos: 0, state: 'stopping' });
+  });
+
+  it('a welcome that arrives after stop() began opens no session in the stopping process', async () => {
+    const store = new GatedStore();
+    const t = makeClient(hub, { cursorStore: store });
+    clients.push(t);
+    const states: string[] = [];
+    t.client.on('state', (st) => states.push(st));
+    await t.client.start();
+    const conn = await hub.nextConnection();
+    await conn.nextOf('hello');
+    store.shut = true;
+    const stopped = t.client.stop();
+    await eventually(() => store.waiting > 0, 'the stop to be saving');
+    conn.welcome({ session_id: 'S-new' });
+    await new Promise((r) => setTimeout(r, 100));
+    const during = { state: t.client.state, session: t.client.session.sessionId };
+    store.release();
+    await stopped;
+    expect({ during, after: states.slice(states.indexOf('stopping')) }).toEqual({ during: { state: 'stopping', session: null }, after: ['stopping', 'stopped'] });
   });
 });
