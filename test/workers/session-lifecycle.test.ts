@@ -281,3 +281,34 @@ describe('retention', () => {
     expect(after).toEqual({ alarm: null, tables: [], deleteAlarmCalls: 0 });
   });
 });
+
+describe('an alarm whose due action throws', () => {
+  it('is re-armed with a growing delay, not a millisecond ahead again and again (a storage write and an error line each time)', async () => {
+    const c = await newCluster('alarm-throws');
+    const peer = await connect(c.token);
+    const s = (await peer.hello({ cluster_id: c.name })).payload.session_id as string;
+    await peer.next((f) => f.type === 'stream.end');
+    const stub = sessionStub(hubEnv, { clusterUid: c.uid, routeKey: routeKeyOf(s) as string });
+    const runs = await runInDurableObject(stub, async (i, state) => {
+      const inner = i as unknown as { state: { meta: { ackWaitSince: number | null } | null }; sendPath: { resendUnacked(now: number): void }; alarm(): Promise<void> };
+      if (!inner.state.meta) throw new Error('no session');
+      // Unacked frames (the resync's) whose wait is long past: a resend is due at every alarm, and it throws.
+      inner.state.meta.ackWaitSince = Date.now() - 10 * 60_000;
+      inner.sendPath.resendUnacked = () => {
+        throw new Error('injected resend failure');
+      };
+      const run = inner.alarm.bind(inner);
+      let n = 0;
+      inner.alarm = async () => {
+        n++;
+        await run();
+      };
+      await state.storage.setAlarm(Date.now() + 10);
+      await sleep(1_000);
+      return n;
+    });
+    peer.close();
+    expect(runs).toBeGreaterThan(0);
+    expect(runs).toBeLessThan(10);
+  });
+});

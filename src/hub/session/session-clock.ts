@@ -47,9 +47,15 @@ export class SessionClock {
     void this.schedule();
   }
 
-  async schedule(): Promise<void> {
+  /**
+   * Set the alarm for the next deadline. `notBefore`: after a run that failed, no sooner than
+   * this, or a deadline already past (the one whose action threw) would re-arm the alarm a
+   * millisecond ahead, again and again, a storage write and an error line each time.
+   */
+  async schedule(notBefore?: number): Promise<void> {
     const now = Date.now();
-    const next = nextDeadline(this.host.state(), this.host.cfg, now);
+    const due = nextDeadline(this.host.state(), this.host.cfg, now);
+    const next = due === null || notBefore === undefined ? due : Math.max(due, notBefore);
     if (!this.host.hasSession()) return this.arm(next);
     this.arm(null);
     if (next === null) return;

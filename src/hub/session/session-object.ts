@@ -23,6 +23,7 @@ import { IngestPipeline, unappliedBounds } from './ingest-pipeline';
 import { buildLiveView, type LiveView } from './live-view';
 import { ResidencyGate } from '../residency-gate';
 import { SessionSql } from './schema';
+import { sessionRetryDelay } from './retry-delay';
 import { SessionClock } from './session-clock';
 import { SendPath } from './send-path';
 import { SessionState } from './session-state';
@@ -56,6 +57,8 @@ export class SessionObject extends DurableObject<HubEnv> {
   private readonly unapplied: { frames: number; bytes: number };
   private readonly fleet!: FleetMember;
   private helloInProgress: Promise<void> | null = null;
+  /** Alarm runs that threw in a row: the next is put off by a growing delay (`runDue`). */
+  private alarmFailures = 0;
   /** What the hello under way claimed, and whether a connection ended without publishing it. */
   private helloClaim: SessionRef | null = null;
   private disconnectHeld = false;
@@ -252,14 +255,18 @@ export class SessionObject extends DurableObject<HubEnv> {
 
   private async runDue(what: string): Promise<void> {
     let forgotten = false;
+    let failed = false;
     try {
       this.logBudget.flush(this.state.log);
       forgotten = await this.onAlarm();
+      this.alarmFailures = 0;
     } catch (err) {
-      this.state.log.error(`${what} failed`, { error: describeError(err) });
+      failed = true;
+      this.alarmFailures++;
+      this.state.log.error(`${what} failed`, { error: describeError(err), failures: this.alarmFailures });
     } finally {
-      // The alarm is the session's clock: never let it lapse.
-      if (!forgotten) await this.clock.schedule();
+      // The alarm is the session's clock: never let it lapse, nor spin on a deadline whose action throws.
+      if (!forgotten) await this.clock.schedule(failed ? Date.now() + sessionRetryDelay(this.cfg.POLL_INTERVAL_MS, this.alarmFailures - 1) : undefined);
     }
   }
 
