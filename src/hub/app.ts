@@ -11,6 +11,7 @@ import { readSchemaState } from './db/schema-version';
 import { HubConfigError, hubConfig } from './config';
 
 const log = createLogger({ component: 'healthz' });
+const httpLog = createLogger({ component: 'http' });
 
 /** One error line per isolate and problem: every request fails alike, and each would write one. */
 const configLog = {
@@ -37,7 +38,7 @@ export function hubApp(): Hono<{ Bindings: HubEnv }> {
       return jsonError(c, 503, 'unconfigured', err.message, err.variable);
     }
     // What no route answered itself: still a typed body, and a line saying what it was.
-    createLogger({ component: 'http' }).error('request failed', { path: c.req.path, error: describeError(err) });
+    httpLog.error('request failed', { path: c.req.path, error: describeError(err) });
     return jsonError(c, 500, 'internal', 'the hub failed to answer this request');
   });
   app.get('/v1/connect', connect);

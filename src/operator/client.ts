@@ -196,6 +196,11 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
    * everything sent to be acknowledged and the cursor to be acked, persist (marked clean when
    * nothing was left over), close with 1000. Not graceful: persist as unclean and close now.
    */
+  stop(options: { graceful?: boolean; timeoutMs?: number } = {}): Promise<void> {
+    this.stopPromise ??= this.stopNow(options.graceful ?? true, options.timeoutMs ?? this.opts.drainTimeoutMs ?? 10_000);
+    return this.stopPromise;
+  }
+
   /**
    * The state directory was taken over by another process (StateDirLostError): it numbers frames
    * from the same files now, so this one must neither write them nor speak for the cluster (its
@@ -205,11 +210,6 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
     if (!(err instanceof StateDirLostError) || this.stopPromise) return;
     this.log.error('the state directory is no longer this process\'s: stopping', { err });
     void this.stop({ graceful: false });
-  }
-
-  stop(options: { graceful?: boolean; timeoutMs?: number } = {}): Promise<void> {
-    this.stopPromise ??= this.stopNow(options.graceful ?? true, options.timeoutMs ?? this.opts.drainTimeoutMs ?? 10_000);
-    return this.stopPromise;
   }
 
   reportCluster(payload: Payload<'cluster.observed'>): PushOutcome {

@@ -158,7 +158,7 @@ export class StateLock {
     try {
       holder = parseHolder(readFileSync(this.path, 'utf8'));
     } catch (err) {
-      holder = (err as NodeJS.ErrnoException).code === 'ENOENT' ? null : 'unreadable';
+      holder = unreadable(err);
     }
     this.judge(holder);
     if (this.lost) throw this.lost;
@@ -170,7 +170,7 @@ export class StateLock {
     try {
       holder = parseHolder(await readFile(this.path, 'utf8'));
     } catch (err) {
-      holder = (err as NodeJS.ErrnoException).code === 'ENOENT' ? null : 'unreadable';
+      holder = unreadable(err);
     }
     // Only a lock that is still ours: one taken over while this process stalled is the other's.
     if (!this.judge(holder)) return;
@@ -252,6 +252,11 @@ async function readHolder(path: string): Promise<Holder | null> {
   } catch {
     return null;
   }
+}
+
+/** A lock file that could not be read: gone (null: another may create it), or unreadable for now. */
+function unreadable(err: unknown): null | 'unreadable' {
+  return (err as NodeJS.ErrnoException).code === 'ENOENT' ? null : 'unreadable';
 }
 
 function parseHolder(text: string): Holder | null {

@@ -63,6 +63,14 @@ describe('hub configuration refused at startup', () => {
     expect(() => hubConfig(cfgText)).toThrow(/IDLE_TIMEOUT_MS|PING_INTERVAL_MS/);
   });
 
+  it('SEND_QUEUE_BYTES must hold two of the largest frames the hub sends: 2 × min(MAX_FRAME_BYTES, 1.9 MB) + 64 KiB (README)', () => {
+    const floor = (max: number) => 2 * Math.min(max, 1_900_000) + (64 << 10);
+    for (const max of [1 << 16, 1 << 20, 8 << 20]) {
+      expect(hubConfig({ ...BASE, MAX_FRAME_BYTES: String(max), SEND_QUEUE_BYTES: String(floor(max)) }).SEND_QUEUE_BYTES, String(max)).toBe(floor(max));
+      expect(() => hubConfig({ ...BASE, MAX_FRAME_BYTES: String(max), SEND_QUEUE_BYTES: String(floor(max) - 1) }), String(max)).toThrow(/SEND_QUEUE_BYTES/);
+    }
+  });
+
   it('DESIRED_PAGE_BYTES beyond what the gateway RPC carries (32 MiB) is refused', () => {
     // Desired-state pages are read through the gateway shards (the pump's sql is gatewaySql) and
     // come back over Durable Object RPC, which refuses a value over 32 MiB. desiredPageBytes()
