@@ -226,6 +226,26 @@ describe('the eu deployment (wrangler.toml [env.eu])', () => {
     expect(closed.reason).toContain('in region eu');
   });
 
+  it('a live session cut by its cluster\'s disable (the old region after a move) or by a token rotation is told the region too', async () => {
+    const open = async (c: { token: string; name: string }) => {
+      const peer = await connect(c.token);
+      peer.send('hello', { operator_version: '0.1.0', cluster_id: c.name, session_id: null, resume_from: null, lossy: false });
+      expect(await peer.next()).toMatchObject({ type: 'welcome', payload: { region: 'eu' } });
+      return peer;
+    };
+    const off = await newCluster('eu-live-off');
+    const offPeer = await open(off);
+    expect((await admin('POST', `/clusters/${off.name}/disable`)).status).toBe(200);
+    expect(await offPeer.next((f) => f.type === 'error')).toMatchObject({ payload: { code: 'conflict', message: 'cluster is disabled in region eu' } });
+    expect((await offPeer.closedWith()).code).toBe(CloseCode.REFUSED);
+
+    const rot = await newCluster('eu-live-rot');
+    const rotPeer = await open(rot);
+    expect((await admin('POST', `/clusters/${rot.name}/rotate-token`)).status).toBe(200);
+    expect(await rotPeer.next((f) => f.type === 'error')).toMatchObject({ payload: { code: 'invalid', message: 'enrollment token was rotated in region eu' } });
+    expect((await rotPeer.closedWith()).code).toBe(CloseCode.REFUSED);
+  });
+
   it('the cluster view names the region and the jurisdiction its session state is kept in', async () => {
     const c = await newCluster('eu');
     const one = await admin('GET', `/clusters/${c.name}`);

@@ -7,6 +7,7 @@ import { checkSession, leaveFleetPoll } from '../db/ownership';
 import type { Sql } from '../db/sql';
 import type { HubEnv } from '../env';
 import type { Logger } from '../log';
+import { inRegion } from '../region';
 import { REFUSAL_ERRORS } from './handshake';
 import type { LiveView } from './live-view';
 import type { SessionState } from './session-state';
@@ -153,7 +154,8 @@ export class FleetMember {
     if (r.refusal) {
       const e = REFUSAL_ERRORS[r.refusal];
       state.log.warn('session refused by its check', { reason: r.refusal });
-      return sockets.refuse(ws, CloseCode.REFUSED, null, e.code, e.message);
+      // As at the connect and the hello: a live session cut by a move (its cluster disabled here) learns where.
+      return sockets.refuse(ws, CloseCode.REFUSED, null, e.code, `${e.message}${inRegion(this.host.cfg)}`);
     }
     if (!r.owner) {
       state.log.warn('displaced by a newer session for the cluster');
