@@ -31,6 +31,16 @@ export class QueryTimeoutError extends Error {
 }
 
 /**
+ * Whether a failed statement may still commit later: one we stopped waiting for. Its bytes may
+ * be on their way (a half-dead path that heals delivers them; `statement_timeout` counts only
+ * from their arrival), so it may run after a retry of the same frames on a new connection, and
+ * after newer ones. Every other failure is the server's answer or a connection gone for good.
+ */
+export function outcomeUnknown(err: unknown): boolean {
+  return err instanceof QueryTimeoutError;
+}
+
+/**
  * Raised when the connection died under a query, or could not be opened. When the server itself
  * refused the connection it carries the server's SQLSTATE (`code`): a role that does not exist
  * (28000), a wrong password (28P01), a database that does not exist (3D000) are faults someone

@@ -162,6 +162,7 @@ describe('the poison path always ends in an acknowledgement', () => {
           throw new Error('fence lost');
         },
         keepRetrying: () => true,
+        outcomeUnknown: () => undefined,
         log: recordingLogger(lines),
       },
       100,

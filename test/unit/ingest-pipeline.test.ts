@@ -7,6 +7,7 @@ import type { Sql } from '../../src/hub/db/sql';
 import { createLogger, type Logger } from '../../src/hub/log';
 import type { InboundItem } from '../../src/hub/session/ingest-batch';
 import { IngestPipeline, unappliedBounds, type IngestHost } from '../../src/hub/session/ingest-pipeline';
+import { QueryTimeoutError } from '../../src/hub/pg';
 
 const item = (seq: number): InboundItem => ({ kind: 'unknown', seq, id: `f${seq}`, replyTo: null, type: 'future.thing', arrivedAt: Date.now() });
 
@@ -46,6 +47,7 @@ function harness(onCommitted: (seqs: number[], pipeline: IngestPipeline) => void
       throw new Error('fence lost');
     },
     keepRetrying: () => true,
+    outcomeUnknown: () => undefined,
     log: createLogger({}, 'error'),
   };
   const pipeline = new IngestPipeline(host, 100);
@@ -81,6 +83,7 @@ describe('ingest pipeline scheduling', () => {
 /** Statements that answer when the test says, in the order they were sent. */
 function scripted(maxBatch: number, log: Logger = createLogger({}, 'error')) {
   const committed: number[][] = [];
+  const unknown: unknown[] = [];
   const pending: { resolve: () => void; reject: (e: unknown) => void }[] = [];
   const sql: Sql = {
     query<R>() {
@@ -99,10 +102,52 @@ function scripted(maxBatch: number, log: Logger = createLogger({}, 'error')) {
       throw new Error('fence lost');
     },
     keepRetrying: () => true,
+    outcomeUnknown: (err) => unknown.push(err),
     log,
   };
-  return { pipeline: new IngestPipeline(host, maxBatch), committed, pending };
+  return { pipeline: new IngestPipeline(host, maxBatch), committed, pending, unknown };
 }
+
+describe('ingest pipeline: a statement given up on unanswered', () => {
+  it('halts: no retry on another connection (it could commit before the abandoned one) until the next hello quiesces it', async () => {
+    const h = scripted(2);
+    for (let seq = 1; seq <= 3; seq++) h.pipeline.push(item(seq));
+    await settle();
+    expect(h.pending.length).toBe(2);
+    const timeout = new QueryTimeoutError(1500);
+    h.pending[0]?.reject(timeout);
+    h.pending[1]?.reject(new QueryTimeoutError(1500));
+    await settle();
+    expect(h.unknown).toEqual([timeout]);
+    expect(h.committed).toEqual([]);
+    // Nothing is retried and nothing new runs: the frames are replayed after the operator's resume.
+    h.pipeline.push(item(4));
+    await settle();
+    expect(h.pending.length).toBe(2);
+    await h.pipeline.quiesce();
+    expect(h.pipeline.size).toBe(0);
+    h.pipeline.push(item(1));
+    await settle();
+    expect(h.pending.length).toBe(3);
+    h.pending[2]?.resolve();
+    await settle();
+    expect(h.committed).toEqual([[1]]);
+  });
+
+  it('a statement the server answered with its own statement timeout is retried, not halted on', async () => {
+    const h = scripted(5);
+    h.pipeline.push(item(1));
+    await settle();
+    h.pending[0]?.reject(Object.assign(new Error('canceling statement due to statement timeout'), { code: '57014' }));
+    await new Promise((r) => setTimeout(r, 300));
+    await settle();
+    expect(h.unknown).toEqual([]);
+    expect(h.pending.length).toBe(2);
+    h.pending[1]?.resolve();
+    await settle();
+    expect(h.committed).toEqual([[1]]);
+  });
+});
 
 describe('ingest pipeline: a second statement in flight', () => {
   it('is sent before the first is answered, and the two settle in the order they were sent', async () => {
@@ -278,6 +323,7 @@ describe('ingest pipeline: the size of a statement', () => {
           throw new Error('fence lost');
         },
         keepRetrying: () => true,
+        outcomeUnknown: () => undefined,
         log: createLogger({}, 'error'),
       },
       2_000,
@@ -309,6 +355,7 @@ describe('ingest pipeline: the size of a statement', () => {
           throw new Error('fence lost');
         },
         keepRetrying: () => true,
+        outcomeUnknown: () => undefined,
         log: createLogger({}, 'error'),
       },
       2_000,

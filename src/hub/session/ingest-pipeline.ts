@@ -1,6 +1,7 @@
 import { applyIngestBatch, type IngestResult, type SessionFence } from '../db/ingest';
 import { classifyDbError, describeError, failureKind, isIsolatable, NOT_AN_OUTAGE } from '../db/errors';
 import type { Sql } from '../db/sql';
+import { outcomeUnknown } from '../pg';
 import type { HubConfig } from '../config';
 import type { Logger } from '../log';
 import { LogBudget } from '../log-budget';
@@ -43,6 +44,12 @@ export interface IngestHost {
   fenceLost(): void;
   /** Whether retrying still helps: with no connection the peer will replay after its resume anyway. */
   keepRetrying(): boolean;
+  /**
+   * A statement was given up on unanswered, so it may still commit, later than anything sent
+   * after it. Nothing more is applied until the next hello: its claim moves the fence's
+   * generation, and the abandoned statement, fenced by the old one, then writes nothing.
+   */
+  outcomeUnknown(err: unknown): void;
   log: Logger;
   /**
    * For the lines an operator can provoke once per frame (a frame the database refuses): the
@@ -75,6 +82,8 @@ export class IngestPipeline {
   private readonly schedule: IngestSchedule;
   private running: Promise<void> | null = null;
   private stopping = false;
+  /** A statement's outcome is unknown: nothing runs until `quiesce` (the next hello). */
+  private halted = false;
   private wake: (() => void) | null = null;
   /** Consecutive failed statements, for the live view. */
   transientFailures = 0;
@@ -121,7 +130,7 @@ export class IngestPipeline {
   }
 
   kick(): void {
-    if (this.stopping) return;
+    if (this.stopping || this.halted) return;
     if (this.running) {
       // A frame for a subject nobody waits on may be runnable at once.
       this.wake?.();
@@ -142,6 +151,7 @@ export class IngestPipeline {
     } finally {
       this.schedule.clear();
       this.stopping = false;
+      this.halted = false;
       this.transientFailures = 0;
     }
   }
@@ -264,6 +274,18 @@ export class IngestPipeline {
   ): 'committed' | 'failed' | 'stop' {
     if ('error' in outcome) {
       if (this.stopping) return 'stop';
+      if (outcomeUnknown(outcome.error)) {
+        // A retry, on a new connection, could commit before it and be overwritten by it.
+        this.host.log.warn('ingest statement unanswered past PG_QUERY_TIMEOUT_MS; applying nothing more until the operator reconnects', {
+          error: describeError(outcome.error),
+          frames: this.schedule.size,
+          first_seq: chunk[0]?.seq,
+        });
+        this.halted = true;
+        this.schedule.clear();
+        this.host.outcomeUnknown(outcome.error);
+        return 'stop';
+      }
       this.onFailure(chunk, outcome.error, failed, own);
       if (!this.host.keepRetrying()) {
         this.host.log.warn('ingest failed with no connection left; dropping unapplied frames for replay', {

@@ -164,6 +164,10 @@ export class SessionObject extends DurableObject<HubEnv> {
           void this.fleet.check();
         },
         keepRetrying: () => sockets.active() !== null,
+        outcomeUnknown: () => {
+          const active = sockets.active();
+          if (active) sockets.refuse(active, CloseCode.TRY_AGAIN_LATER, null, 'unavailable', 'the database did not answer a write in time; reconnect and replay', true);
+        },
         logBudget: this.logBudget,
         // Read at each line: the session's logger names its cluster and session, and is replaced
         // when a hello opens a session (the base logger names neither).

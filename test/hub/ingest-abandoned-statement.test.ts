@@ -1,0 +1,112 @@
+/**
+ * A statement the hub gave up on (no answer within PG_QUERY_TIMEOUT_MS) may still reach Postgres
+ * and commit later: a half-dead path that heals delivers its bytes, and `statement_timeout` counts
+ * only from their arrival. Retried on a new connection, its frames and newer ones would commit
+ * first and then be overwritten by it. So the session applies nothing more and sends the operator
+ * away (1013); the resume's claim moves the fence's generation, which the late statement then fails.
+ *
+ * The hub reaches the database through the usual WS→TCP proxy whose TCP side goes through a relay
+ * this file owns. `stallOpen()` stalls the connections open now (their bytes are held, in order,
+ * sockets stay up), while connections opened after it flow; `releaseHeld()` delivers the held
+ * bytes, as TCP does when such a path heals.
+ */
+import net from 'node:net';
+import { afterAll, describe, expect, inject, it } from 'vitest';
+import { startPgWsProxy, type PgWsProxy } from '../../scripts/lib/pg-ws-proxy';
+import { findProxyTarget } from './support/proxy-target';
+import { FAST_TIMERS, node, sleep, useHub, type Peer } from './support/hub';
+
+interface Link { stalled: boolean; held: Array<() => void> }
+const links = new Set<Link>();
+const sockets = new Set<net.Socket>();
+let relay: net.Server | null = null;
+let wsProxy: PgWsProxy | null = null;
+
+function pipe(link: Link, from: net.Socket, to: net.Socket): void {
+  from.on('data', (chunk) => {
+    const send = () => { if (!to.destroyed) to.write(chunk); };
+    if (link.stalled) link.held.push(send);
+    else send();
+  });
+  from.on('end', () => { const f = () => to.end(); if (link.stalled) link.held.push(f); else f(); });
+  from.on('error', () => undefined);
+}
+const stallOpen = () => { for (const l of links) l.stalled = true; };
+const releaseHeld = () => { for (const l of links) { l.stalled = false; for (const f of l.held.splice(0)) f(); } };
+
+const QUERY_MS = 1_500;
+const h = useHub({ ...FAST_TIMERS, PG_QUERY_TIMEOUT_MS: String(QUERY_MS), IDLE_TIMEOUT_MS: '30000', HOLE_TIMEOUT_MS: '20000', RETENTION_MS: '60000' }, async () => {
+  const target = await findProxyTarget(inject('databaseUrl'), inject('pgWsProxy'));
+  relay = net.createServer((client) => {
+    const upstream = net.connect(target);
+    const link: Link = { stalled: false, held: [] };
+    links.add(link);
+    sockets.add(client); sockets.add(upstream);
+    pipe(link, client, upstream);
+    pipe(link, upstream, client);
+    const forget = () => { if (client.destroyed && upstream.destroyed) links.delete(link); };
+    client.on('close', forget); upstream.on('close', forget);
+  });
+  await new Promise<void>((r) => relay!.listen(0, '127.0.0.1', () => r()));
+  const port = (relay.address() as net.AddressInfo).port;
+  wsProxy = await startPgWsProxy({ target: { host: '127.0.0.1', port } });
+  return { PG_WS_PROXY: `127.0.0.1:${wsProxy.port}` };
+});
+afterAll(async () => {
+  releaseHeld();
+  await wsProxy?.close();
+  for (const s of sockets) s.destroy();
+  relay?.close();
+});
+
+/**
+ * Resume until welcomed: the gateway's own connections were stalled too, so the token lookup or
+ * the claim may be refused (503, 1013: retry) until it has given up on them.
+ */
+async function resume(c: { token: string; name: string }, sessionId: string, hubCursor: number): Promise<Peer> {
+  for (let attempt = 0; ; attempt++) {
+    let again: Peer | null = null;
+    try {
+      again = await h.connect(c.token, sessionId);
+      const welcome = await again.hello({ cluster_id: c.name, session_id: sessionId, resume_from: hubCursor });
+      expect(welcome.payload['full_resync'], 'resumed, not a fresh session').toBe(false);
+      return again;
+    } catch (err) {
+      again?.close();
+      if (attempt >= 20) throw err;
+      await sleep(300);
+    }
+  }
+}
+
+describe('an ingest statement given up on unanswered', () => {
+  it('does not overwrite a newer, acknowledged observation when it commits late', async () => {
+    const c = await h.newCluster('late-ing');
+    const { peer, sessionId } = await h.openFresh(c);
+    peer.send('node.observed', node('n1', true)); // seq 1: opens the session's ingest connection
+    await peer.ackedThrough(1);
+    stallOpen();
+    peer.send('node.observed', node('n1', true)); // seq 2: its statement is held on the stalled connection
+    // Either the hub sends the operator away (1013) and it resumes and replays seq 2, or (what the
+    // hub did before) it retries seq 2 on a new connection and acks it on the same link.
+    const outcome = await Promise.race([peer.closed.then((c) => c.code), peer.ackedThrough(2, 10_000).then(() => 'acked' as const)]);
+    let live = peer;
+    if (outcome !== 'acked') {
+      expect(outcome).toBe(1013);
+      expect(peer.lastAck()).toBe(1);
+      live = await resume(c, sessionId, peer.hubCursor);
+      live.nextSeq = 2;
+      live.send('node.observed', node('n1', true));
+    }
+    live.send('node.observed', node('n1', false)); // seq 3: the operator's newest word: not ready
+    await live.ackedThrough(3, 10_000);
+    const acked = await h.sql<{ ready: boolean; obs_seq: string }>('select ready, obs_seq from nodes where cluster_uid = $1 and node_id = $2', [c.uid, 'n1']);
+    expect(acked[0]).toMatchObject({ ready: false, obs_seq: '3' });
+    // The stalled path heals: the abandoned seq-2 statement reaches Postgres now, fenced off.
+    releaseHeld();
+    await sleep(1_500);
+    const after = await h.sql<{ ready: boolean; obs_seq: string }>('select ready, obs_seq from nodes where cluster_uid = $1 and node_id = $2', [c.uid, 'n1']);
+    expect(after[0], 'the node as the operator last reported it (seq 3, acknowledged)').toMatchObject({ ready: false, obs_seq: '3' });
+    live.close();
+  }, 40_000);
+});
