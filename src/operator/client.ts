@@ -167,6 +167,10 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
       open: () => this.conn.link?.welcomed === true,
       requestPump: () => this.writer.request(),
     });
+    session.appliedRevision.pastHole = () => {
+      record.markChanged();
+      this.writer.request();
+    };
   }
 
   // --- public surface ----------------------------------------------------------------------------

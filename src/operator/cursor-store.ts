@@ -17,7 +17,8 @@
  *   snapshot (the frames before the restart are gone from memory), so its hello says `lossy` and
  *   a fresh session brings a whole new snapshot;
  * - `displacedSession`: the session this operator was displaced from (close 4409), kept for
- *   diagnostics only: `sessionId` is null from then on, so it is never resumed.
+ *   diagnostics only: `sessionId` is null from then on, so it is never resumed;
+ * - `appliedPastCursor`: desired revisions applied behind a hole, which a replay delivers again.
  */
 import { readFile, rename } from 'node:fs/promises';
 import { z } from 'zod';
@@ -64,6 +65,12 @@ const DurableRecordSchema = z.object({
    * the log seems to vouch for, until a fresh session replaces it.
    */
   lossy: z.boolean().optional(),
+  /**
+   * `deployment.desired` revisions applied past the cursor (behind a hole): a replay delivers
+   * them and the frames around them again, and the process continuing the session must not apply
+   * an older revision over one the cluster already has (applied-revisions.ts).
+   */
+  appliedPastCursor: z.array(z.object({ deploymentId: z.string().min(1), revision: Count, seq: z.number().int().positive() })).optional(),
 });
 export type DurableRecord = z.infer<typeof DurableRecordSchema>;
 
@@ -78,6 +85,7 @@ export function emptyRecord(): DurableRecord {
     hubSnapshotOpen: false,
     displacedSession: null,
     lossy: false,
+    appliedPastCursor: [],
   };
 }
 

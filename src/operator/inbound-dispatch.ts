@@ -17,6 +17,7 @@ import type { Logger } from './logger';
 import type { OperationBook } from './operations';
 import { outItem, type OutItem } from './outgoing';
 import type { InboundResyncs } from './resync';
+import type { AppliedRevisions } from './applied-revisions';
 
 export type Settled =
   | { settle: 'applied' }
@@ -30,7 +31,7 @@ export interface DispatchHost {
   readonly book: OperationBook;
   readonly streams: InboundResyncs;
   /** Highest `deployment.desired.revision` applied per deployment in this session. */
-  readonly appliedRevision: Map<string, number>;
+  readonly appliedRevision: AppliedRevisions;
   readonly logger: Logger;
   send(item: OutItem): void;
   /** Whether the send queue has room for this frame's answer (an error or operation.accepted). */
@@ -159,7 +160,7 @@ export async function dispatch(host: DispatchHost, incoming: Exclude<Incoming, {
       }
       // The handler gets the payload exactly as decoded: bounds are rendered as sent.
       const r = await runHandler(() => host.handlers.desired(p, ctx));
-      if (r.ok) host.appliedRevision.set(p.deployment_id, p.revision);
+      if (r.ok) host.appliedRevision.applied(p.deployment_id, p.revision, seq);
       return fromHandler(host, env, r, 'deployment.desired');
     }
     case 'operation.start': {
@@ -196,7 +197,7 @@ async function endOfStream(host: DispatchHost, env: Envelope, end: Payload<'stre
   const keep = verdict.keepDeployments;
   const r = await runHandler(() => host.handlers.pruneDesired(keep, ctx));
   if (r.ok) {
-    for (const id of [...host.appliedRevision.keys()]) if (!keep.has(id)) host.appliedRevision.delete(id);
+    host.appliedRevision.keepOnly(keep);
     host.logger.info('pruned desired deployments against a complete hub snapshot', { reply_to: env.reply_to, kept: keep.size });
     host.pruned(keep);
   }

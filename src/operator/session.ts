@@ -5,6 +5,7 @@
  * ways, both replay buffers dropped), or, after a displacement, forgotten.
  */
 import { InboundSequencer, OutboundSequencer, type OutboundState, type ReplayEntry } from '../protocol';
+import { AppliedRevisions } from './applied-revisions';
 import { DEFAULT_LIMITS, type Limits } from './client-types';
 import type { DurableRecord, OperationRecord } from './cursor-store';
 import type { Logger } from './logger';
@@ -39,7 +40,7 @@ export class SessionState {
   /** The hub's snapshot streams open in this session. */
   readonly streams = new InboundResyncs();
   /** Highest `deployment.desired.revision` applied per deployment in this session. */
-  readonly appliedRevision = new Map<string, number>();
+  readonly appliedRevision = new AppliedRevisions(() => this.inbound.cursor);
 
   constructor(private readonly buffer: OutboundLog) {
     this.outbound = new OutboundSequencer(buffer, UNBOUNDED);
@@ -53,6 +54,7 @@ export class SessionState {
     this.id = record.sessionId;
     this.displaced = record.displacedSession ?? null;
     this.inbound = new InboundSequencer(record.cursor);
+    this.appliedRevision.restore(record.appliedPastCursor ?? []);
     const base = decideResumeBase(record, this.buffer);
     if (base.keepBuffer) {
       this.buffer.releaseThrough(base.outbound.peerAck);
@@ -85,6 +87,7 @@ export class SessionState {
       hubSnapshotOpen: this.streams.size > 0 || this.snapshotInterrupted,
       displacedSession: this.displaced,
       lossy: this.lossy,
+      appliedPastCursor: this.appliedRevision.pastCursor(this.inbound.cursor),
     };
   }
 
