@@ -31,6 +31,8 @@ interface Case {
   body?: string;
   headers?: Record<string, string>;
   status?: number;
+  /** The field the error names. */
+  field?: string;
 }
 
 const S = desired().serving;
@@ -134,6 +136,13 @@ const cases: Case[] = [
   { name: 'op target with NUL', method: 'POST', path: (c) => `/clusters/${c.uid}/operations`, body: j({ kind: 'node.drain', target: 'a\u0000b', params: {}, deadline_s: 60 }) },
   { name: 'op param string with NUL', method: 'POST', path: (c) => `/clusters/${c.uid}/operations`, body: j({ kind: 'node.drain', target: 'n', params: { a: 'x\u0000' }, deadline_s: 60 }) },
   { name: 'op param key empty', method: 'POST', path: (c) => `/clusters/${c.uid}/operations`, body: j({ kind: 'node.drain', target: 'n', params: { '': 1 }, deadline_s: 60 }) },
+  // Unknown keys are refused by name, not dropped: a tombstone put back as a read shows it
+  // (`deleted: true`) would otherwise bring the deployment back to life.
+  { name: 'deleted: true in a PUT', method: 'PUT', path: (c) => `/clusters/${c.uid}/deployments/d1`, body: j({ ...desired(), deleted: true, revision: 3 }), status: 400, field: 'deleted' },
+  { name: 'unknown serving field', method: 'PUT', path: (c) => `/clusters/${c.uid}/deployments/d1`, body: j(desired({ serving: { ...S, gpu_memory_utilization: 0.9 } })), status: 400, field: 'serving.gpu_memory_utilization' },
+  { name: 'bulk item with deleted: true', method: 'PUT', path: (c) => `/clusters/${c.uid}/deployments`, body: j({ deployments: [{ deployment_id: 'd1', ...desired(), deleted: true }] }), status: 400, field: 'deployments.0.deleted' },
+  { name: 'bulk body with an unknown key', method: 'PUT', path: (c) => `/clusters/${c.uid}/deployments`, body: j({ deployments: [{ deployment_id: 'd1', ...desired() }], replace: true }), status: 400, field: 'replace' },
+  { name: 'op with an unknown key', method: 'POST', path: (c) => `/clusters/${c.uid}/operations`, body: j({ kind: 'node.drain', target: 'n', params: {}, deadline_s: 60, priority: 'high' }), status: 400, field: 'priority' },
   ...[
     ['empty', ''],
     ['space inside', 'a b'],
@@ -166,6 +175,7 @@ describe('bad admin writes: typed 4xx, nothing changed, nothing sent', () => {
       expect(r.status, JSON.stringify(r.json).slice(0, 400)).toBeGreaterThanOrEqual(400);
       expect(r.status, JSON.stringify(r.json).slice(0, 400)).toBeLessThan(500);
       if (k.status) expect(r.status, JSON.stringify(r.json).slice(0, 400)).toBe(k.status);
+      if (k.field) expect(r.json?.error?.field).toBe(k.field);
       expect(r.json?.error, JSON.stringify(r.json).slice(0, 400)).toMatchObject({ code: expect.any(String), message: expect.any(String) });
       const [row] = await h.sql<{ rev: string }>('select desired_revision::text as rev from clusters where uid = $1', [c.uid]);
       expect(row?.rev).toBe('0');

@@ -48,7 +48,9 @@ export function adminRouter(): OpenAPIHono<AdminEnv> {
     defaultHook: (result, c) => {
       if (!result.success) {
         const issue = result.error.issues[0];
-        const field = issue?.path.join('.') || undefined;
+        // An unknown key is named as the field itself: the object holding it is not what is wrong.
+        const path = issue?.code === 'unrecognized_keys' ? [...issue.path, ...issue.keys.slice(0, 1)] : (issue?.path ?? []);
+        const field = path.join('.') || undefined;
         return jsonError(c, 400, 'invalid', `${field ?? 'request'}: ${issue?.message ?? 'invalid'}`, field);
       }
       return undefined;

@@ -58,7 +58,7 @@ export const clustersRouter = adminRouter()
           required: true,
           content: {
             'application/json': {
-              schema: z.object({
+              schema: z.strictObject({
                 name: z
                   .string()
                   .regex(CLUSTER_NAME_RE, 'lowercase letters, digits and -, 1–63 characters, starting and ending with a letter or digit')
@@ -155,7 +155,7 @@ export const clustersRouter = adminRouter()
       summary: 'Change where the cluster\'s new session objects are placed',
       request: {
         params: ClusterIdParam,
-        body: { required: true, content: { 'application/json': { schema: z.object({ location_hint: HintSchema }) } } },
+        body: { required: true, content: { 'application/json': { schema: z.strictObject({ location_hint: HintSchema }) } } },
       },
       responses: {
         ...commonResponses,

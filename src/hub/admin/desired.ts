@@ -13,11 +13,14 @@ const DeploymentParams = ClusterIdParam.extend({
   deployment_id: Ident,
 });
 
+// Strict, unlike the wire (whose receivers ignore unknown fields): a key the hub would drop is
+// refused by name, so `deleted: true` put back from a read, or a misspelt field, is not a
+// silent 200 that writes something else.
 const desiredFields = {
   workload_id: Ident,
   min_replicas: z.number().int().nonnegative().max(MAX_REPLICAS),
   max_replicas: z.number().int().nonnegative().max(MAX_REPLICAS),
-  serving: ServingConfig,
+  serving: ServingConfig.strict(),
 };
 const replicasInOrder: [(b: { min_replicas: number; max_replicas: number }) => boolean, { message: string; path: string[] }] = [
   (b) => b.min_replicas <= b.max_replicas,
@@ -25,7 +28,7 @@ const replicasInOrder: [(b: { min_replicas: number; max_replicas: number }) => b
 ];
 
 const DesiredBody = z
-  .object(desiredFields)
+  .strictObject(desiredFields)
   .refine(...replicasInOrder)
   .openapi('DesiredDeployment', {
     description: "This cluster's share of a workload's replicas and its serving configuration. Stored and sent exactly as given.",
@@ -35,9 +38,9 @@ const DesiredBody = z
 export const BULK_MAX = 5_000;
 
 const BulkBody = z
-  .object({
+  .strictObject({
     deployments: z
-      .array(z.object({ deployment_id: Ident, ...desiredFields }).refine(...replicasInOrder))
+      .array(z.strictObject({ deployment_id: Ident, ...desiredFields }).refine(...replicasInOrder))
       .min(1)
       .max(BULK_MAX)
       .superRefine((items, ctx) => {

@@ -13,7 +13,7 @@ import { cursorCodec, KeyText, KeyTimestamp, LimitParam, pageRequest, pageSchema
 /** Operations: started here, delivered by the owning session, concluded by the operator. */
 
 const OperationBody = z
-  .object({
+  .strictObject({
     kind: z.enum(OPERATION_KINDS),
     target: z.string().min(1).max(512),
     params: OperationParams.default({}),
