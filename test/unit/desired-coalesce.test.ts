@@ -204,6 +204,22 @@ describe('desired PUT coalescing (group commit per cluster)', () => {
     expect(store.statements).toEqual([['d0'], ['d1', 'bad', 'd2'], ['d1']]);
   });
 
+  it('caps a batch by its serving bytes too: large PUTs that queue together go out in several statements, a lone one whatever its size', async () => {
+    const store = new FakeStore();
+    const large = (id: string): DesiredItem => ({ ...item(id), serving: { ...SERVING, env: { BLOB: 'x'.repeat(400) } } });
+    const c = new PutCoalescer(store, { maxBytes: 1_000 });
+    const ps = ['d0', 'd1', 'd2', 'd3', 'd4', 'd5'].map((id) => c.put('a', large(id)));
+    await settle(store, ...ps);
+    // Each serving is about 530 bytes as JSON: one fits under 1,000, two do not.
+    expect(store.statements).toEqual([['d0'], ['d1'], ['d2'], ['d3'], ['d4'], ['d5']]);
+    const store2 = new FakeStore();
+    const small = new PutCoalescer(store2, { maxBytes: 1_000 });
+    const qs = ['e0', 'e1', 'e2', 'e3', 'e4'].map((id) => small.put('a', item(id)));
+    await settle(store2, ...qs);
+    expect(store2.statements).toEqual([['e0'], ['e1', 'e2', 'e3', 'e4']]);
+    expect((await Promise.all([...ps, ...qs])).every((w) => w !== null)).toBe(true);
+  });
+
   it('takeBatch takes at least one item and stops before a repeated deployment', () => {
     const q = [{ item: item('a') }, { item: item('a') }];
     expect(takeBatch(q, 10)).toHaveLength(1);

@@ -1,4 +1,5 @@
 import type { DesiredItem } from './desired-admin';
+import { jsonUtf8Length } from '../../protocol';
 
 /** One statement's outcome for a cluster's items: the first item's revision, the rest follow in order. */
 export interface BatchWritten {
@@ -45,6 +46,12 @@ export interface CoalesceLimits {
   /** The most items in one statement. */
   maxBatch: number;
   /**
+   * The most serving bytes in one statement (a lone item is written whatever its size). A count
+   * alone let a burst of large PUTs become one statement of tens of MB: it outlived its deadline
+   * and failed every PUT in it, and its poke outgrew what one RPC carries.
+   */
+  maxBytes: number;
+  /**
    * The longest a PUT may wait behind its cluster's statement before its own starts: the
    * caller's deadline less one statement's. A PUT waited on longer would be written after its
    * caller gave up (a 503 "retry" for a change that then reaches the operator).
@@ -73,7 +80,7 @@ export class PutCoalescer {
     private readonly host: CoalesceHost,
     limits: Partial<CoalesceLimits> = {},
   ) {
-    this.limits = { maxBatch: 500, maxWaitMs: Number.POSITIVE_INFINITY, now: Date.now, ...limits };
+    this.limits = { maxBatch: 500, maxBytes: 4 << 20, maxWaitMs: Number.POSITIVE_INFINITY, now: Date.now, ...limits };
   }
 
   put(cluster: string, item: DesiredItem): Promise<PutWritten | null> {
@@ -97,7 +104,7 @@ export class PutCoalescer {
   private async drain(cluster: string): Promise<void> {
     const queue = this.waiting.get(cluster) as Waiter[];
     while (queue.length > 0) {
-      const batch = this.unexpired(takeBatch(queue, this.limits.maxBatch));
+      const batch = this.unexpired(takeBatch(queue, this.limits.maxBatch, this.limits.maxBytes));
       if (batch.length > 0) await this.writeBatch(cluster, batch);
     }
     this.waiting.delete(cluster);
@@ -145,14 +152,22 @@ export class PutCoalescer {
   }
 }
 
-/** The longest prefix of the queue, up to `max`, that names no deployment twice (taken off the queue). */
-export function takeBatch<T extends { item: { deployment_id: string } }>(queue: T[], max: number): T[] {
+/**
+ * The longest prefix of the queue, up to `max` items and `maxBytes` of serving, that names no
+ * deployment twice (taken off the queue); always at least one item. Sizes are measured only when
+ * there is more than one to take: a lone PUT pays nothing for the bound.
+ */
+export function takeBatch<T extends { item: { deployment_id: string; serving: unknown } }>(queue: T[], max: number, maxBytes = Number.POSITIVE_INFINITY): T[] {
+  if (queue.length <= 1) return queue.splice(0, 1);
   const seen = new Set<string>();
   let n = 0;
+  let bytes = 0;
   while (n < queue.length && n < max) {
-    const id = (queue[n] as T).item.deployment_id;
-    if (seen.has(id)) break;
-    seen.add(id);
+    const { item } = queue[n] as T;
+    if (seen.has(item.deployment_id)) break;
+    bytes += jsonUtf8Length(item.serving);
+    if (n > 0 && bytes > maxBytes) break;
+    seen.add(item.deployment_id);
     n++;
   }
   return queue.splice(0, Math.max(1, n));

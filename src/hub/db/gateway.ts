@@ -64,7 +64,7 @@ export class DbGateway extends DurableObject<HubEnv> {
     },
     pokeFailed: (err) => log.error('the poke after a desired write failed; the fleet poll will deliver the change', { error: String(err) }),
     itemFault: (err) => classifyDbError(err) === 'permanent',
-  }, { maxWaitMs: coalescedWaitMs(hubConfig(this.env)) });
+  }, { maxWaitMs: coalescedWaitMs(hubConfig(this.env)), maxBytes: hubConfig(this.env).DESIRED_PAGE_BYTES });
   /** When this poller next runs a history retention pass (0: at the next poll, a backlog remains). */
   private pruneAt: number;
   private pruning = false;
