@@ -84,6 +84,28 @@ describe('desired state out (spec: Demand hub → operator)', () => {
     expect(missing.json.error.code).toBe('not_found');
   });
 
+  it('one revision has the same bytes whichever path sends it: the live frame of a single or bulk PUT, and the resync read back from Postgres', async () => {
+    const c = await h.newCluster();
+    const { peer } = await h.openFresh(c);
+    // Keys in an order Postgres does not keep (jsonb: shorter first, then by bytes).
+    const serving = { port: 8000, env: { ZETA_LONGER: '1', ALPHA: '2', B: '3', AA: '4' }, model: 'm', args: ['--x'], image: 'img', engine: 'vllm', gpu_model: null, gpus_per_replica: 1 };
+    expect((await h.admin('PUT', `/clusters/${c.uid}/deployments/single`, desired({ serving }))).status).toBe(200);
+    const bulk = { deployments: [{ deployment_id: 'bulk-a', ...desired({ serving }) }, { deployment_id: 'bulk-b', ...desired({ serving: { ...serving, env: { Q: 'x', QQQ: 'y', QQ: 'z' } } }) }] };
+    expect((await h.admin('PUT', `/clusters/${c.uid}/deployments`, bulk)).status).toBe(200);
+    const live = [];
+    for (let i = 0; i < 3; i++) live.push(await peer.next((f) => f.type === 'deployment.desired'));
+    peer.close();
+    const again = await h.connect(c.token);
+    await again.hello({ cluster_id: c.name, lossy: true });
+    const byId = new Map<string, string>();
+    for (let i = 0; i < 3; i++) {
+      const f = await again.next((x) => x.type === 'deployment.desired');
+      byId.set(f.payload['deployment_id'] as string, JSON.stringify(f.payload));
+    }
+    expect(live.map((f) => JSON.stringify(f.payload))).toEqual(live.map((f) => byId.get(f.payload['deployment_id'] as string)));
+    again.close();
+  });
+
   it('desired state written while no operator is connected arrives in the next session\'s resync', async () => {
     const c = await h.newCluster();
     await h.admin('PUT', `/clusters/${c.name}/deployments/early`, desired());

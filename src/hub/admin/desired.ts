@@ -31,7 +31,8 @@ const DesiredBody = z
   .strictObject(desiredFields)
   .refine(...replicasInOrder)
   .openapi('DesiredDeployment', {
-    description: "This cluster's share of a workload's replicas and its serving configuration. Stored and sent exactly as given.",
+    description:
+      "This cluster's share of a workload's replicas and its serving configuration. Stored and sent as given, except that a JSON object's keys (env's included) come in Postgres's jsonb order (shorter first, then by bytes) on every path: a JSON object has no order, and one revision is sent with the same bytes live and in a resync.",
   });
 
 /** Most deployments one bulk request may carry. */

@@ -1,6 +1,7 @@
 import type { OperationKind } from '../../protocol';
 import { createOperation, putDesiredDeployment, putDesiredDeployments, withdrawDesiredDeployment, type DesiredItem } from './desired-admin';
 import type { DesiredChange } from './desired';
+import { jsonbOrder } from './jsonb-order';
 import type { Sql } from './sql';
 
 /** An admin write of desired state, as the Worker hands it to a gateway shard. */
@@ -41,9 +42,25 @@ export interface OwnerPoke {
   changes: DesiredChange[];
 }
 
-/** The frames' content for deployments written in order from revision `first`. */
+/**
+ * The frames' content for deployments written in order from revision `first`: shaped as the same
+ * revision read back from Postgres is (desired.ts), serving in jsonb's key order, so every path
+ * sends one revision with the same bytes.
+ */
 export function putChanges(first: number, items: readonly DesiredItem[]): DesiredChange[] {
-  return items.map((d, i) => ({ kind: 'deployment', revision: first + i, payload: { ...d, revision: first + i, deleted: false } }));
+  return items.map((d, i) => {
+    const revision = first + i;
+    const payload = {
+      deployment_id: d.deployment_id,
+      workload_id: d.workload_id,
+      revision,
+      min_replicas: d.min_replicas,
+      max_replicas: d.max_replicas,
+      serving: jsonbOrder(d.serving),
+      deleted: false,
+    };
+    return { kind: 'deployment', revision, payload };
+  });
 }
 
 /** Write deployments in one statement: the single-row statement for one, the set-based one for more. */
