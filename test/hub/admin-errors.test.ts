@@ -100,6 +100,19 @@ describe('admin API error shapes', () => {
     expect(JSON.stringify(doc.paths['/clusters/{id}/deployments/{deployment_id}']?.put?.responses['413'])).toContain('too_large');
   });
 
+  it('openapi.json declares the headers the hub answers with (Retry-After on a 503, the Bearer challenge on a 401), strict request bodies, and integer revisions', async () => {
+    const doc = (await (await fetch(`${h.hub.url}/admin/openapi.json`)).json()) as any;
+    const put = doc.paths['/clusters/{id}/deployments/{deployment_id}'].put;
+    expect(put.responses['503'].headers['Retry-After'].schema.type).toBe('integer');
+    expect(put.responses['401'].headers['WWW-Authenticate']).toBeDefined();
+    const body = doc.components.schemas.DesiredDeployment;
+    expect(body.additionalProperties).toBe(false);
+    expect(body.properties.serving.additionalProperties).toBe(false);
+    const written = put.responses['200'].content['application/json'].schema;
+    const resolved = written.$ref ? doc.components.schemas[written.$ref.split('/').pop()] : written;
+    expect(resolved.properties.revision.type).toBe('integer');
+  });
+
   it('a POST with no body where none is needed still works', async () => {
     const c = await h.newCluster();
     const r = await raw('POST', `/clusters/${c.name}/disable`, '', null);

@@ -38,8 +38,14 @@ export const TimestampSchema = z.string().openapi({ format: 'date-time', example
  * generated from openapi.json knows their shape.
  */
 export const commonResponses = {
-  401: errorResponse('missing or wrong admin bearer token'),
-  503: errorResponse('the hub could not complete the request (database unreachable or slow); retry'),
+  401: {
+    ...errorResponse('missing or wrong admin bearer token'),
+    headers: { 'WWW-Authenticate': { description: 'a Bearer challenge', schema: { type: 'string' as const } } },
+  },
+  503: {
+    ...errorResponse('the hub could not complete the request (database unreachable or slow); retry'),
+    headers: { 'Retry-After': { description: 'seconds to wait before retrying', schema: { type: 'integer' as const } } },
+  },
 } as const;
 
 /** A sub-router whose validation failures answer 400 with the offending field named. */

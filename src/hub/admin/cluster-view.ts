@@ -98,7 +98,7 @@ export const ClusterSchema = z
     token_issued_at: z.string(),
     disabled: z.boolean(),
     disabled_at: z.string().nullable(),
-    desired_revision: z.number(),
+    desired_revision: z.number().int(),
     operator_version: z.string().nullable().openapi({ description: 'of the session that last claimed the cluster' }),
     contention: ContentionSchema.nullable(),
     session: SessionSchema.nullable(),

@@ -85,12 +85,12 @@ const tooLargeResponse = errorResponse(
 const BulkWritten = z
   .object({
     cluster_uid: z.string(),
-    items: z.array(z.object({ deployment_id: z.string(), revision: z.number() })),
+    items: z.array(z.object({ deployment_id: z.string(), revision: z.number().int() })),
   })
   .openapi('DesiredDeploymentsWritten');
 
 const DesiredWritten = z
-  .object({ cluster_uid: z.string(), deployment_id: z.string(), revision: z.number(), deleted: z.boolean() })
+  .object({ cluster_uid: z.string(), deployment_id: z.string(), revision: z.number().int(), deleted: z.boolean() })
   .openapi('DesiredWritten');
 
 export const desiredRouter = adminRouter()
