@@ -75,3 +75,27 @@ describe('a cluster that flapped more often than the fleet answer lists', () => 
     expect(errors).toEqual([]);
   }, 60_000);
 });
+
+describe('fleet rows read every poll', () => {
+  it("a reconnected operator's new version shows from /admin/fleet, without waiting for the cluster list (read every fifth poll)", async () => {
+    const c = await h.newCluster('rvver');
+    const first = await h.openFresh(c);
+    const errors: string[] = [];
+    const page = await signedIn(browser(), h, errors);
+    const cell = page.locator('tr', { has: page.locator('th a', { hasText: c.name }) }).locator('td[data-label="Operator"]');
+    await expect.poll(() => cell.innerText().catch(() => ''), { timeout: 30_000 }).toBe('0.1.0');
+    // From here on the cluster list answers what it said before the reconnect: only the fleet
+    // summary can bring the new version.
+    const stale = await (await page.waitForResponse((r) => new URL(r.url()).pathname === '/admin/clusters' && r.request().method() === 'GET' && r.status() === 200, { timeout: 15_000 })).text();
+    await page.route(
+      (u) => u.pathname === '/admin/clusters',
+      (route) => route.fulfill({ status: 200, contentType: 'application/json', body: stale }),
+    );
+    first.peer.close();
+    const peer = await h.connect(c.token);
+    await peer.hello({ cluster_id: c.name, operator_version: '0.2.0' });
+    await expect.poll(() => cell.innerText().catch(() => ''), { timeout: 20_000, interval: 100 }).toBe('0.2.0');
+    expect(errors).toEqual([]);
+    peer.close();
+  }, 90_000);
+});

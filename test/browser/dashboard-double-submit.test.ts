@@ -3,7 +3,8 @@
  * one request per submit that is being answered. Before, a second register answered "already
  * exists" beside the enrollment token the first had just issued, and a second PUT wrote a second
  * revision and sent the operator the change twice. (Starting an operation was already safe: both
- * requests carry one idempotency key.)
+ * requests carry one idempotency key.) And a refusal names a field inside one of the form's
+ * boxes (an env entry): its message goes on that box.
  */
 import type { Request } from 'playwright-core';
 import { describe, expect, it } from 'vitest';
@@ -50,5 +51,29 @@ describe('write forms under a double click', () => {
     const got = await h.admin('GET', `/clusters/${c.uid}/deployments?limit=10`);
     const revision = got.json.items?.[0]?.desired?.revision;
     expect({ puts: puts.length, revision }).toEqual({ puts: 1, revision: 1 });
+  }, 90_000);
+});
+
+describe('write forms: the field the API names', () => {
+  it('a PUT refused on one env entry (serving.env.<KEY>) shows the message on the Environment field, as README promises for the field the API names', async () => {
+    const c = await h.newCluster('rvenv');
+    const errors: string[] = [];
+    const page = await signedIn(browser(), h, errors, `#/clusters/${c.name}`);
+    await page.locator('#dep-deployment_id').waitFor({ timeout: 30_000 });
+    await page.locator('#dep-deployment_id').fill('d1');
+    await page.locator('#dep-workload_id').fill('w1');
+    await page.locator('#dep-model').fill('m');
+    await page.locator('#dep-image').fill('img:1');
+    await page.locator('#dep-env').fill('1BAD=x');
+    const answered = page.waitForResponse((r) => r.request().method() === 'PUT' && r.url().includes('/deployments/d1'));
+    await page.getByRole('button', { name: 'Put deployment' }).click();
+    const res = await answered;
+    const body = await res.json();
+    // The API names the field (serving.env.1BAD): the form's Environment field.
+    expect(res.status()).toBe(400);
+    expect(String(body.error.field)).toMatch(/^serving\.env/);
+    await expect.poll(() => page.locator('#dep-env').getAttribute('aria-invalid'), { timeout: 5_000 }).toBe('true');
+    expect(await page.locator('#dep-env-error').innerText()).toContain('serving.env.1BAD');
+    expect(errors).toEqual([]);
   }, 90_000);
 });

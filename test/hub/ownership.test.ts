@@ -139,6 +139,11 @@ describe('ownership (spec: Resume is per hub instance; Authentication)', () => {
     const named = (view.json.contention.sessions as { session_id: string }[]).map((s) => s.session_id).sort();
     expect(named).toEqual([...opened].sort());
     expect(Date.parse(view.json.contention.since)).toBeLessThanOrEqual(Date.parse(view.json.contention.last_at));
+    // The fleet summary (which the dashboard reads every poll) says the same, without the sessions.
+    const fleet = await h.admin('GET', '/fleet?limit=500');
+    const item = (fleet.json.items as { uid: string }[]).find((i) => i.uid === c.uid) as Record<string, unknown>;
+    const { sessions: _sessions, ...contention } = view.json.contention;
+    expect({ operator_version: item['operator_version'], contention: item['contention'] }).toEqual({ operator_version: '0.1.0', contention });
     previous?.peer.close();
   });
 
@@ -148,6 +153,8 @@ describe('ownership (spec: Resume is per hub instance; Authentication)', () => {
     const b = await h.openFresh(c);
     expect((await a.peer.closedWith(withinPoll)).code).toBe(CloseCode.DISPLACED);
     expect((await h.admin('GET', `/clusters/${c.name}`)).json.contention).toBeNull();
+    const fleet = await h.admin('GET', '/fleet?limit=500');
+    expect((fleet.json.items as { uid: string; contention: unknown }[]).find((i) => i.uid === c.uid)?.contention).toBeNull();
     b.peer.close();
   });
 });

@@ -48,6 +48,11 @@ const FleetCluster = z
     deployments: SyncCounts,
     rejections_1h: z.number().int().openapi({ description: 'frames rejected in the last hour' }),
     refusals_1h: z.number().int().openapi({ description: "deployments whose latest refusal by the operator (an error answering deployment.desired) came in the last hour" }),
+    operator_version: z.string().nullable().openapi({ description: 'of the session that last claimed the cluster' }),
+    contention: z
+      .object({ since: Timestamp, last_at: Timestamp, displacements: z.number().int() })
+      .nullable()
+      .openapi({ description: "the claim keeps changing hands, as the cluster view's `contention` (whose `sessions` name who); null: no episode" }),
     connections: z.object({
       connected_at_start: z.boolean().openapi({ description: 'the state when the window opened' }),
       changes: z.array(z.object({ at: Timestamp, connected: z.boolean() })).openapi({
@@ -124,13 +129,15 @@ export const fleetRouter = adminRouter()
     async (c) => {
       const q = c.req.valid('query');
       const req = pageRequest(fleetCursor, q);
+      const cfg = hubConfig(c.env);
       const page = await readFleet(c.var.pg, {
         // The same staleness rule as the cluster view: three poll intervals without a poll.
-        staleAfterMs: connectedStaleAfterMs(hubConfig(c.env)),
+        staleAfterMs: connectedStaleAfterMs(cfg),
         hours: q.hours,
         after: req.after?.[0] ?? null,
         limit: req.limit,
         totals: q.totals === 'true',
+        contention: { windowMs: cfg.CONTENTION_WINDOW_MS, quietMs: cfg.CONTENTION_QUIET_MS },
       });
       const { next, ...rest } = page;
       return c.json({ ...rest, next_cursor: next === null ? null : fleetCursor.encode([next]) }, 200);

@@ -78,6 +78,10 @@ export interface FleetCluster {
   rejections_1h: number;
   /** Deployments whose latest refusal by the operator (an error answering deployment.desired) came in the last hour. */
   refusals_1h: number;
+  /** Of the session that last claimed the cluster. */
+  operator_version: string | null;
+  /** The claim keeps changing hands (the cluster view's contention, without its sessions). */
+  contention: { since: string; last_at: string; displacements: number } | null;
   connections: {
     /** The state when the window opened (false when nothing was known then). */
     connected_at_start: boolean;
@@ -140,6 +144,8 @@ interface FleetRow {
   in_sync: string;
   rejections_1h: string;
   refusals_1h: string;
+  operator_version: string | null;
+  contention: { since: string; last_at: string; displacements: string | number } | null;
   connected_at_start: boolean | null;
   changes: ConnectionChange[];
   change_count: string;
@@ -197,6 +203,16 @@ items as (
     (select count(*) from rejections r where r.cluster_uid = p.uid and r.received_at > now() - interval '1 hour') as rejections_1h,
     (select count(*) from desired_deployments dd where dd.cluster_uid = p.uid
        and (dd.last_refusal->>'at')::timestamptz > now() - interval '1 hour') as refusals_1h,
+    o.operator_version,
+    -- As the cluster view decides it ($5 contention window, $6 quiet period, ms); only a contended
+    -- owner row reaches the count.
+    (select case when count(*) = 0 then null else json_build_object('since', ${iso('o.contention_since')},
+              'last_at', ${iso('o.contention_last_at')}, 'displacements', count(*)) end
+       from cluster_displacements d
+       where o.contention_since is not null
+         and o.contention_last_at > now() - make_interval(secs => $6::double precision / 1000)
+         and d.cluster_uid = p.uid
+         and d.at >= o.contention_since - make_interval(secs => $5::double precision / 1000)) as contention,
     (select ce.connected from connection_events ce where ce.cluster_uid = p.uid and ce.at <= (select start from win)
        order by ce.at desc, ce.id desc limit 1) as connected_at_start,
     (select coalesce(json_agg(json_build_object('at', ${iso('x.at')}, 'connected', x.connected) order by x.at, x.id), '[]'::json)
@@ -221,9 +237,16 @@ const n = (v: string | number): number => Number(v);
 
 export async function readFleet(
   sql: Sql,
-  opts: { staleAfterMs: number; hours: number; after: string | null; limit: number; totals: boolean },
+  opts: { staleAfterMs: number; hours: number; after: string | null; limit: number; totals: boolean; contention: { windowMs: number; quietMs: number } },
 ): Promise<FleetPage> {
-  const { rows } = await sql.query<FleetRow>(opts.totals ? FLEET_SQL_TOTALS : FLEET_SQL_PAGE, [opts.staleAfterMs, opts.hours, opts.after, opts.limit + 1]);
+  const { rows } = await sql.query<FleetRow>(opts.totals ? FLEET_SQL_TOTALS : FLEET_SQL_PAGE, [
+    opts.staleAfterMs,
+    opts.hours,
+    opts.after,
+    opts.limit + 1,
+    opts.contention.windowMs,
+    opts.contention.quietMs,
+  ]);
   const first = rows[0];
   if (!first) throw new Error('fleet query returned no row');
   const hits = rows.filter((r) => r.uid !== null);
@@ -262,6 +285,8 @@ export async function readFleet(
         deployments: sync(r.desired, r.in_sync),
         rejections_1h: n(r.rejections_1h),
         refusals_1h: n(r.refusals_1h),
+        operator_version: r.operator_version,
+        contention: r.contention === null ? null : { since: r.contention.since, last_at: r.contention.last_at, displacements: n(r.contention.displacements) },
         connections: {
           connected_at_start: r.connected_at_start === true,
           changes: r.changes,

@@ -15,21 +15,22 @@ const view = { name: '', state: 'all', model: 'all', sort: 'name', dir: 1 };
 const FLEET_PAGE = 500;
 
 /**
- * The cluster as the fleet view shows it: the fleet summary joined with the cluster list, whose
- * newer fields (operator_version, contention) are used when the hub has them. The region is the
- * operator's (cluster.observed), from the fleet summary only: the list's `region` is the hub's
- * own region, and a location hint is where session objects run, not where the cluster is.
+ * The cluster as the fleet view shows it: the fleet summary, read every poll, which carries the
+ * operator version and contention (a hub before it had them only in the cluster list, read every
+ * fifth poll: they showed up to 5 s late). The region is the operator's (cluster.observed), from
+ * the fleet summary only: the list's `region` is the hub's own region, and a location hint is
+ * where session objects run, not where the cluster is.
  * @param {any} f an item of /admin/fleet
  * @param {any} c an item of /admin/clusters, or undefined
  */
 function merge(f, c) {
-  const contention = c?.contention ?? null;
+  const contention = ('contention' in f ? f.contention : c?.contention) ?? null;
   // In the last hour, from the fleet summary; a hub without it has no such count (not the all-time one).
   const refusals = typeof f.refusals_1h === 'number' ? f.refusals_1h : null;
   return {
     ...f,
     region: f.region ?? null,
-    operator_version: c?.operator_version ?? c?.session?.live?.operator_version ?? null,
+    operator_version: ('operator_version' in f ? f.operator_version : (c?.operator_version ?? c?.session?.live?.operator_version)) ?? null,
     contention,
     refusals,
     state: f.disabled ? 'disabled' : contention ? 'contended' : f.connected ? 'connected' : 'disconnected',
@@ -214,10 +215,10 @@ export function fleetView() {
     title: 'Fleet',
     root: h('div', { class: 'view' }, totalsEl, chartEl, h('section', { 'aria-label': 'Clusters' }, h('h2', {}, 'Clusters'), filters, countEl, tableEl), h('section', {}, regForm, secretEl)),
     async refresh() {
-      // /admin/fleet carries everything that moves (connected, counts, sync, rejections, history)
-      // and is read every poll; the cluster list adds what changes rarely (region, operator
-      // version, contention, refusals), so it is read every fifth poll: one request a poll
-      // instead of two, for the hub's sake when many dashboards are open.
+      // /admin/fleet carries everything that moves (connected, counts, sync, rejections, history,
+      // operator version, contention) and is read every poll; the cluster list is read every
+      // fifth poll, for what only it has and what only an older hub's list had: one request a
+      // poll instead of two, for the hub's sake when many dashboards are open.
       const listDue = clusterList === null || polls++ % 5 === 0;
       // Fleet-wide totals come with the first page; later pages leave them out (totals=false)
       // rather than recount the whole fleet once per page.

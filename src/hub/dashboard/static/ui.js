@@ -41,8 +41,12 @@ export function showFormError(form, err) {
   clearFormErrors(form);
   const e = err instanceof ApiError ? err : null;
   const message = e ? e.message : String(err);
-  const fieldName = e?.field ? e.field.replace(/^serving\./, '') : null;
-  const input = fieldName ? form.querySelector(`[name="${CSS.escape(fieldName)}"]`) : null;
+  // The field the API names, or the nearest input holding it: `serving.env.1BAD` is the
+  // Environment box, `serving.args.3` the Arguments box, `params.x` the parameters box.
+  const path = e?.field ? e.field.replace(/^serving\./, '').split('.') : [];
+  /** @type {Element | null} */
+  let input = null;
+  for (let n = path.length; n > 0 && !input; n--) input = form.querySelector(`[name="${CSS.escape(path.slice(0, n).join('.'))}"]`);
   const out = /** @type {HTMLElement | null} */ (form.querySelector('.form-error'));
   if (input instanceof HTMLElement) {
     const id = `${input.id}-error`;
