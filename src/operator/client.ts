@@ -320,15 +320,16 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
     s.limits = bounded.limits;
     const fresh = decision.kind === 'fresh';
     if (fresh) {
-      const { dropped, droppedEvents } = s.fresh(w.session_id);
+      const { dropped, droppedEvents, removals } = s.fresh(w.session_id);
       this.outbox.countLostEvents(droppedEvents);
       this.sendSide.freshSession();
+      for (const r of removals) this.sendSide.enqueue(outItem(r.type, r.payload));
       // Nothing of the new session is processed yet: 0 is a true ack even before the save.
       this.record.persistedCursor = 0;
       this.record.markChanged();
       this.book.freshSession();
       this.counters.freshSessions++;
-      this.log.info('fresh session', { session: w.session_id, asked, full_resync: w.full_resync, dropped_unacked_frames: dropped, dropped_unacked_events: droppedEvents });
+      this.log.info('fresh session', { session: w.session_id, asked, full_resync: w.full_resync, dropped_unacked_frames: dropped, dropped_unacked_events: droppedEvents, removals_sent_again: removals.length });
     } else {
       const plan = s.resume(w.ack_seq, s.limits.max_frame_bytes);
       if (!plan.ok) {

@@ -8,7 +8,8 @@
  * While the application's `snapshot()` is being taken, a state frame queued after it was asked for
  * waits at the head of the queue (`holdReports`): the snapshot lists the state at some moment
  * inside that call, so such a report may be newer than the snapshot and must reach the hub after
- * the stream, never before it (where the snapshot would overwrite or prune it).
+ * the stream, never before it (where the snapshot would overwrite or prune it). One queued before
+ * it was asked for is older than the snapshot, which supersedes it (`startResync`).
  *
  * Bounded: state and event frames by the queue's capacity (what happens at it is the queue's
  * policy above). Control frames (error replies, operation reports) are never replaced or
@@ -121,9 +122,25 @@ export class Outbox {
     this.pushedDuringSnapshot = null;
   }
 
-  /** Start streaming a snapshot; one already in progress is abandoned (the new one supersedes it). */
+  /**
+   * Start streaming a snapshot; one already in progress is abandoned (the new one supersedes it).
+   * The stream goes out before the queue, so a state frame queued before the snapshot was asked
+   * for would follow it while being older: an observed frame would bring back a subject the
+   * snapshot left out (pruned by then), a removal would delete one it lists. Those are dropped
+   * (counted as replaced). A removal of a subject the snapshot leaves out stays: an incomplete
+   * snapshot prunes nothing, so only the removal takes the subject away at the hub.
+   */
   startResync(stream: ObservedResync): void {
     this.stream = stream;
+    const during = this.pushedDuringSnapshot;
+    const scope = new Set<string>(stream.scope);
+    const members = stream.memberKeys();
+    this.queue.supersede((item, key) => {
+      if (during?.has(item)) return false;
+      const [kind, what] = item.type.split('.') as [string, string];
+      if (!scope.has(kind)) return false;
+      return what === 'observed' || members.has(key);
+    });
   }
 
   /** A fresh session: a stream numbered under the old session must not continue in the new one. */

@@ -12,7 +12,7 @@
  * begin's id, and none of which was unreadable.
  */
 import { ResyncBeginPayload, type Payload, type ResyncKind } from '../protocol';
-import { checkedPayload, outItem, type OutItem } from './outgoing';
+import { checkedPayload, outItem, queueing, type OutItem } from './outgoing';
 
 /** The operator's complete observed state, as the application sees it now. */
 export interface ObservedSnapshot {
@@ -60,6 +60,16 @@ export class ObservedResync {
     this.scope = scope;
     this.body = body;
     this.missing = missing;
+  }
+
+  /** The coalescing keys of the objects it carries (`node/<id>`, …). */
+  memberKeys(): Set<string> {
+    const keys = new Set<string>();
+    for (const item of this.body) {
+      const key = queueing(item).key;
+      if (key !== null) keys.add(key);
+    }
+    return keys;
   }
 
   /** Problems found so far (objects left out); non-empty means `complete: false`. */

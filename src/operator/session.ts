@@ -4,7 +4,7 @@
  * session continues on the next one, or is replaced by a fresh one (numbering restarts at 1 both
  * ways, both replay buffers dropped), or, after a displacement, forgotten.
  */
-import { InboundSequencer, OutboundSequencer, type OutboundState, type ReplayEntry } from '../protocol';
+import { InboundSequencer, OutboundSequencer, type OutboundState, type Payload, type ReplayEntry } from '../protocol';
 import { AppliedRevisions } from './applied-revisions';
 import { DEFAULT_LIMITS, type Limits } from './client-types';
 import type { DurableRecord, OperationRecord } from './cursor-store';
@@ -91,14 +91,25 @@ export class SessionState {
     };
   }
 
-  /** The hub granted a fresh session: everything numbered under the old one is dropped. Returns how many unacked frames were. */
-  fresh(sessionId: string): { dropped: number; droppedEvents: number } {
+  /**
+   * The hub granted a fresh session: everything numbered under the old one is dropped. Returns how
+   * many unacked frames were, and the removals among them, to be sent again under the new one.
+   */
+  fresh(sessionId: string): { dropped: number; droppedEvents: number; removals: Removal[] } {
     const dropped = this.outbound.unacked;
     // Events are history, not state: the resync that supersedes the old numbering does not carry
     // them, so those the hub never acknowledged are lost, and counted like any dropped event.
+    // A removal is state the snapshot carries only by leaving the subject out, which removes it
+    // at the hub only when the snapshot ends complete: one member the catalog refuses and the
+    // hub would keep the subject for good. So it is queued again; it follows the snapshot unless
+    // the snapshot lists the subject (back since: Outbox.startResync drops the removal then).
     let droppedEvents = 0;
+    const removals: Removal[] = [];
     for (const e of this.buffer.entriesAfter(this.outbound.peerAck)) {
-      if (eventFrame(e.frame)) droppedEvents++;
+      const kind = frameKind(e.frame);
+      if (kind === null) continue;
+      if (kind.type.endsWith('.event')) droppedEvents++;
+      else if (isRemoval(kind.type)) removals.push(kind as Removal);
     }
     this.gen++;
     this.outbound.reset();
@@ -109,7 +120,7 @@ export class SessionState {
     this.id = sessionId;
     this.lossy = false;
     this.snapshotInterrupted = false;
-    return { dropped, droppedEvents };
+    return { dropped, droppedEvents, removals };
   }
 
   /**
@@ -156,11 +167,21 @@ export class SessionState {
 }
 
 /** Whether a frame as sent is of an event type (`*.event`). */
-function eventFrame(frame: string): boolean {
+/** A `*.removed` frame numbered under a session the hub replaced. */
+export type Removal =
+  | { type: 'node.removed'; payload: Payload<'node.removed'> }
+  | { type: 'device.removed'; payload: Payload<'device.removed'> }
+  | { type: 'deployment.removed'; payload: Payload<'deployment.removed'> };
+
+const REMOVALS = new Set(['node.removed', 'device.removed', 'deployment.removed']);
+const isRemoval = (type: string): boolean => REMOVALS.has(type);
+
+/** A frame of our own log, as written (it passed the catalog then). */
+function frameKind(frame: string): { type: string; payload: unknown } | null {
   try {
-    const type = (JSON.parse(frame) as { type?: unknown }).type;
-    return typeof type === 'string' && type.endsWith('.event');
+    const f = JSON.parse(frame) as { type?: unknown; payload?: unknown };
+    return typeof f.type === 'string' ? { type: f.type, payload: f.payload } : null;
   } catch {
-    return false;
+    return null;
   }
 }

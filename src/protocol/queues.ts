@@ -120,6 +120,24 @@ export class OperatorSendQueue<T> {
     return this.head?.item.value;
   }
 
+  /**
+   * Remove the state frames `superseded` names (a snapshot newer than them is about to go out),
+   * counted as replaced. Returns how many.
+   */
+  supersede(superseded: (value: T, key: string) => boolean): number {
+    let removed = 0;
+    for (let n = this.head; n; ) {
+      const next = n.next;
+      if (n.item.class === 'state' && n.item.key !== null && superseded(n.item.value, n.item.key)) {
+        this.unlink(n);
+        this.counters.replacedFrames++;
+        removed++;
+      }
+      n = next;
+    }
+    return removed;
+  }
+
   /** Drop everything (a fresh session supersedes what was queued under the old numbering). */
   clear(): void {
     this.head = this.tail = null;

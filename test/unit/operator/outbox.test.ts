@@ -78,6 +78,27 @@ describe('outbox', () => {
     expect(box.empty).toBe(true);
   });
 
+  it('a state frame queued before the snapshot was asked for, and older than it, does not follow the stream: only a removal of a subject the snapshot leaves out does', () => {
+    const box = new Outbox(16);
+    // Queued before the snapshot: an update of a node the snapshot lists (older than it), an update
+    // of a node it leaves out (gone since: sent after the stream, it would bring the node back after
+    // the prune), removals of a node it lists (back since) and of one it leaves out.
+    box.push(nodeItem('node-a', false));
+    box.push(nodeItem('node-gone'));
+    box.push(outItem('node.removed', { node_id: 'node-a' }));
+    box.push(outItem('node.removed', { node_id: 'node-x' }));
+    box.push(eventItem(1));
+    box.holdReports();
+    // Reported while the snapshot is being taken: may be newer than it, so it follows it.
+    box.push(nodeItem('node-b'));
+    box.startResync(new ObservedResync(SNAPSHOT, newId));
+    box.releaseReports();
+    const out: string[] = [];
+    for (let i = box.next(); i; i = box.next()) out.push(`${i.type}${'node_id' in (i.payload as object) && i.replyTo === null ? ` ${(i.payload as { node_id: string }).node_id}` : ''}`);
+    expect(out).toEqual(['resync.begin', 'cluster.observed', 'node.observed', 'device.observed', 'stream.end', 'node.removed node-x', 'node.event', 'node.observed node-b']);
+    expect(box.counters.replacedFrames).toBe(3);
+  });
+
   it("a fresh session drops a finished stream's end still waiting for the window, though a later stream replaced it meanwhile", () => {
     const box = new Outbox(8);
     const first = new ObservedResync(SNAPSHOT, newId);

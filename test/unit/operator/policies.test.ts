@@ -224,7 +224,7 @@ describe('session state', () => {
     s.inbound.arrive(1);
     s.inbound.settle(1, 'applied');
     s.streams.begin('B', ['deployment']);
-    expect(s.fresh('S2')).toEqual({ dropped: 3, droppedEvents: 0 });
+    expect(s.fresh('S2')).toEqual({ dropped: 3, droppedEvents: 0, removals: [] });
     expect(s).toMatchObject({ id: 'S2', lossy: false, gen: 2 });
     expect(s.outbound.nextSeq).toBe(1);
     expect(s.inbound.cursor).toBe(0);
