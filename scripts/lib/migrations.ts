@@ -155,18 +155,27 @@ export function poolerRefusal(databaseUrl: string): string | null {
 export async function applyMigrations(client: Client, migrations: Migration[], options: MigrateOptions = {}): Promise<MigrationResult> {
   const lockTimeoutMs = options.lockTimeoutMs ?? DEFAULT_LOCK_TIMEOUT_MS;
   const lockWaitMs = options.lockWaitMs ?? DEFAULT_LOCK_WAIT_MS;
-  await client.query(`select pg_advisory_lock(hashtext('wingsmith:schema_migrations'))`);
+  await takeMigrateLock(client);
   try {
-    await client.query(
-      `create table if not exists schema_migrations (
-         version text primary key,
-         name text not null,
-         applied_at timestamptz not null default now(),
-         checksum text
-       )`,
+    // Only what is missing: `create table if not exists` and `add column if not exists` take their
+    // locks even when there is nothing to do, and the column's is ACCESS EXCLUSIVE, which waits
+    // for any reader of the ledger (a backup) and holds the hub's own reads behind it.
+    const { rows: ledger } = await client.query<{ column_name: string }>(
+      `select column_name from information_schema.columns where table_schema = current_schema() and table_name = 'schema_migrations'`,
     );
-    // Ledgers written before checksums were kept.
-    await client.query('alter table schema_migrations add column if not exists checksum text');
+    if (ledger.length === 0) {
+      await client.query(
+        `create table if not exists schema_migrations (
+           version text primary key,
+           name text not null,
+           applied_at timestamptz not null default now(),
+           checksum text
+         )`,
+      );
+    } else if (!ledger.some((c) => c.column_name === 'checksum')) {
+      // Ledgers written before checksums were kept.
+      await client.query('alter table schema_migrations add column if not exists checksum text');
+    }
     const { rows } = await client.query<{ version: string; checksum: string | null }>('select version, checksum from schema_migrations order by version');
     const byVersion = new Map(migrations.map((m) => [m.version, m]));
     const changed = rows.flatMap((r) => {
@@ -201,6 +210,20 @@ export async function applyMigrations(client: Client, migrations: Migration[], o
     return { applied, alreadyApplied: [...done], checksumsRecorded: unrecorded.map((m) => m.version) };
   } finally {
     await client.query(`select pg_advisory_unlock(hashtext('wingsmith:schema_migrations'))`).catch(() => undefined);
+  }
+}
+
+/**
+ * The advisory lock that keeps two migrates apart, taken by polling: a migrate blocked inside
+ * `pg_advisory_lock` is a statement with a snapshot open, which the other's `CREATE INDEX
+ * CONCURRENTLY` waits for while it holds the lock: a deadlock Postgres ends by failing one of them.
+ */
+async function takeMigrateLock(client: Client): Promise<void> {
+  for (let n = 0; ; n++) {
+    const { rows } = await client.query<{ ok: boolean }>(`select pg_try_advisory_lock(hashtext('wingsmith:schema_migrations')) as ok`);
+    if (rows[0]?.ok === true) return;
+    if (n === 10) console.error('migrate: waiting for another migrate of this database to finish');
+    await new Promise((r) => setTimeout(r, Math.min(1_000, 50 * 2 ** Math.min(n, 5))));
   }
 }
 

@@ -182,3 +182,56 @@ describe.skipIf(embedded)('migrations against a live database', () => {
     expect((await migrate(scratchUrl, proxy)).applied).toEqual([]);
   });
 });
+
+describe.skipIf(embedded)('migrate beside another migrate and beside a reader of the ledger', () => {
+  const created: string[] = [];
+  const fresh = async (tag: string): Promise<string> => {
+    const db = `migration_locks_${tag}_${process.pid}_${Date.now().toString(36)}`;
+    created.push(db);
+    await withPg(serverUrl, proxy, (c) => c.query(`create database "${db}"`));
+    return withDatabase(databaseUrl, db);
+  };
+  afterAll(async () => {
+    for (const db of created) await withPg(serverUrl, proxy, (c) => c.query(`drop database if exists "${db}" with (force)`)).catch(() => undefined);
+  });
+
+  // README "Deploying": the advisory lock keeps two migrates apart; migrate is idempotent. The
+  // one waiting sat inside pg_advisory_lock, a statement the other's CREATE INDEX CONCURRENTLY
+  // (0017, 0018, 0020) waited for: "deadlock detected" failed one of them, every time.
+  it('two migrates of a fresh database at once both succeed, the second finding everything applied', { retry: 0, timeout: 90_000 }, async () => {
+    const url = await fresh('conc');
+    const results = await Promise.allSettled([migrate(url, proxy), migrate(url, proxy)]);
+    expect(results.flatMap((r) => (r.status === 'rejected' ? [String((r.reason as Error)?.message ?? r.reason)] : []))).toEqual([]);
+  });
+
+  // A backup holds ACCESS SHARE on the ledger while it runs. The ledger's own
+  // `add column if not exists`, run every time, asked for ACCESS EXCLUSIVE with no time limit:
+  // migrate waited as long as the backup, and the hub's read of the ledger (/healthz) behind it.
+  it("an up-to-date migrate neither waits behind a backup's read of the ledger nor holds the hub's read of it", { retry: 0, timeout: 60_000 }, async () => {
+    const url = await fresh('ledger');
+    await migrate(url, proxy);
+    const reader = await open(url);
+    await reader.query('begin isolation level repeatable read');
+    await reader.query('select count(*) from schema_migrations');
+    const run = migrate(url, proxy).then(
+      () => ({ ok: true }),
+      (err: unknown) => ({ ok: false, error: err instanceof Error ? err.message : String(err) }),
+    );
+    try {
+      await new Promise((r) => setTimeout(r, 1_000));
+      // What /healthz runs (src/hub/db/schema-version.ts), with the hub's 2 s lock wait.
+      const hub = await open(url);
+      try {
+        await hub.query('set lock_timeout = 2000');
+        expect((await hub.query('select max(version) as latest from schema_migrations')).rows).toHaveLength(1);
+      } finally {
+        await hub.end().catch(() => undefined);
+      }
+      expect(await Promise.race([run, new Promise((r) => setTimeout(() => r('still waiting after 20 s'), 20_000))])).toEqual({ ok: true });
+    } finally {
+      await reader.query('rollback').catch(() => undefined);
+      await reader.end().catch(() => undefined);
+      await run;
+    }
+  });
+});
