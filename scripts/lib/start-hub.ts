@@ -52,15 +52,19 @@ function hubConfigNames(): string[] {
   return HUB_CONFIG_NAMES.filter((n) => !(REGION_VARS as readonly string[]).includes(n));
 }
 
-/** The hub configuration the environment sets, checked here so a typo fails now, not per request. */
-function hubVarsFromEnv(): Record<string, string> {
+/**
+ * The hub configuration the environment sets, checked here so a typo fails now, not per request:
+ * with the region's own vars it runs beside (a hint outside the region's jurisdiction is only
+ * wrong together with it).
+ */
+function hubVarsFromEnv(regionVars: Record<string, string> = {}): Record<string, string> {
   const vars: Record<string, string> = {};
   for (const name of hubConfigNames()) {
     const value = process.env[name];
     if (value !== undefined && value !== '') vars[name] = value;
   }
   try {
-    hubConfig({ ...vars });
+    hubConfig({ ...regionVars, ...vars });
   } catch (err) {
     throw new StartError(err instanceof Error ? err.message : String(err));
   }
@@ -165,6 +169,7 @@ async function prepareDatabase(url: string | undefined, dataDir: string): Promis
 }
 
 /** What /healthz says of the schema when the database answers (src/hub/db/schema-version.ts). */
+const UnconfiguredSchema = z.object({ error: z.object({ code: z.literal('unconfigured'), message: z.string() }) });
 const HealthSchema = z.object({ schema: z.enum(['ok', 'behind', 'missing']), schema_applied: z.string().nullable().optional(), schema_required: z.string().optional() });
 
 /** The hub answers /healthz 200 once the Worker runs, reaches Postgres, and finds it migrated. */
@@ -175,13 +180,18 @@ async function waitHealthy(origin: string, timeoutMs: number): Promise<void> {
     try {
       const res = await fetch(`${origin}/healthz`, { signal: AbortSignal.timeout(5_000) });
       if (res.ok) return;
-      const schema = HealthSchema.safeParse(await res.json().catch(() => null));
+      const body: unknown = await res.json().catch(() => null);
+      // A configuration the Worker refuses never becomes healthy: say so now, naming the var.
+      const refused = UnconfiguredSchema.safeParse(body);
+      if (refused.success) throw new StartError(`invalid hub configuration: ${refused.data.error.message}`);
+      const schema = HealthSchema.safeParse(body);
       // An unreachable database's reason is not in the answer (it is public); the hub's log above says why.
       last =
         schema.success && schema.data.schema !== 'ok'
           ? `HTTP ${res.status}, the database is not migrated for this hub (schema ${schema.data.schema}, applied ${schema.data.schema_applied ?? 'none'}, required ${schema.data.schema_required}; npm run migrate)`
           : `HTTP ${res.status}${res.status === 503 ? ', the database is unavailable to the hub (its log says why)' : ''}`;
     } catch (err) {
+      if (err instanceof StartError) throw err;
       last = err instanceof Error ? err.message : String(err);
     }
     await new Promise((r) => setTimeout(r, 250));
@@ -357,7 +367,7 @@ export async function runHub(): Promise<void> {
     const region = regionName ? resolveRegion(await wranglerModule, CONFIG_PATH, regionName) : null;
     const host = process.env.HOST || DEFAULT_HOST;
     const port = parsePort(process.env.PORT);
-    const hubVars = hubVarsFromEnv();
+    const hubVars = hubVarsFromEnv(region?.vars);
     const databaseUrlFromEnv = process.env.DATABASE_URL || undefined;
 
     let release: () => void;

@@ -23,6 +23,8 @@ export interface StartRegion {
   /** The wrangler environment (and HUB_REGION) to run. */
   name: string;
   jurisdiction: string | null;
+  /** The environment's own vars (strings only), which the shell's hub vars are run with. */
+  vars: Record<string, string>;
 }
 
 /** The region asked for (HUB_REGION), checked before it names a directory; null: the default deployment. */
@@ -61,5 +63,6 @@ export function resolveRegion(wrangler: WranglerConfigApi, configPath: string, n
     throw new RegionError(`${path.basename(configPath)} [env.${name}] must set HUB_REGION = "${name}" in its vars (found ${JSON.stringify(vars.HUB_REGION ?? null)})`);
   }
   const j = vars.HUB_JURISDICTION;
-  return { name, jurisdiction: typeof j === 'string' && j !== '' ? j : null };
+  const strings = Object.fromEntries(Object.entries(vars).filter((e): e is [string, string] => typeof e[1] === 'string'));
+  return { name, jurisdiction: typeof j === 'string' && j !== '' ? j : null, vars: strings };
 }

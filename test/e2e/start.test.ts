@@ -304,4 +304,17 @@ describe('npm start', () => {
     expect(startLines(run.stderr())).toEqual([expect.stringMatching(/no region mars in wrangler.toml \(regions: eu, us\)/)]);
     expect(existsSync(stateDir)).toBe(false);
   }, 60_000);
+
+  // README: "a bad setting gets one clear line". The shell's vars were checked alone, so a hint
+  // outside the eu region's jurisdiction passed, the database was made and migrated, every request
+  // answered 503 unconfigured, and after 20 s start blamed the database.
+  it("refuses a shell var that the region's own vars make invalid, with one line naming it, before creating any state", async () => {
+    const stateParent = await tempStateDir();
+    const stateDir = path.join(stateParent, 'state');
+    const run = start({ PORT: String(await freePort()), WINGSMITH_STATE_DIR: stateDir, HUB_REGION: 'eu', DB_GATEWAY_LOCATION_HINT: 'wnam' });
+    const { code } = await within(30_000, 'exit', run.exited, run);
+    expect(code).not.toBe(0);
+    expect(startLines(run.stderr())).toEqual([expect.stringMatching(/DB_GATEWAY_LOCATION_HINT/)]);
+    expect(existsSync(stateDir)).toBe(false);
+  }, 60_000);
 });
