@@ -62,23 +62,28 @@ export class StateLockedError extends Error {
 /**
  * Takes the state directory for this process. PGlite has no lock of its own (two processes on
  * one data directory corrupt it silently) and workerd's SQLite files are no better shared, so
- * the whole directory gets one pid file. A file whose pid is gone is left over from a crash and
- * is taken over. Returns the release function; release also runs on process exit.
+ * the whole directory gets one pid file. A file whose process is gone is left over from a crash
+ * and is taken over. The file names the process by its pid and, where the system says, its start
+ * time: after a reboot or in a new container the pid is soon another process's, and a pid alone
+ * would lock the directory out until someone deleted the file. Returns the release function;
+ * release also runs on process exit.
  */
 export async function lockStateDir(paths: StatePaths): Promise<() => void> {
   await mkdir(paths.root, { recursive: true });
+  const mine = `${process.pid}${startTimeSuffix(process.pid)}`;
   for (let attempt = 0; ; attempt++) {
     let fd: number;
     try {
       fd = openSync(paths.lock, 'wx', 0o644);
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'EEXIST' || attempt > 0) throw err;
-      const pid = Number(readFileSync(paths.lock, 'utf8').trim());
-      if (Number.isInteger(pid) && pid > 0 && pid !== process.pid && processAlive(pid)) throw new StateLockedError(pid, paths.root);
+      const [pidText, started] = readFileSync(paths.lock, 'utf8').trim().split(/\s+/);
+      const pid = Number(pidText);
+      if (Number.isInteger(pid) && pid > 0 && pid !== process.pid && processAlive(pid) && sameProcess(pid, started)) throw new StateLockedError(pid, paths.root);
       unlinkSync(paths.lock);
       continue;
     }
-    writeSync(fd, `${process.pid}\n`);
+    writeSync(fd, `${mine}\n`);
     closeSync(fd);
     break;
   }
@@ -88,13 +93,38 @@ export async function lockStateDir(paths: StatePaths): Promise<() => void> {
     released = true;
     try {
       // Only our own file: a crash-recovery takeover by another process must not be undone.
-      if (readFileSync(paths.lock, 'utf8').trim() === String(process.pid)) unlinkSync(paths.lock);
+      if (readFileSync(paths.lock, 'utf8').trim() === mine) unlinkSync(paths.lock);
     } catch {
       // Already gone.
     }
   };
   process.once('exit', release);
   return release;
+}
+
+/** When the process started, in clock ticks since boot (Linux: /proc/<pid>/stat, field 22), or null. */
+export function processStartTime(pid: number): string | null {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // The command name (field 2) is in parentheses and may hold spaces: count from after it.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    const ticks = fields[19];
+    return ticks && /^\d+$/.test(ticks) ? ticks : null;
+  } catch {
+    return null;
+  }
+}
+
+function startTimeSuffix(pid: number): string {
+  const t = processStartTime(pid);
+  return t === null ? '' : ` ${t}`;
+}
+
+/** The live `pid` is the process that wrote the lock: unknowable without a start time, so assumed. */
+function sameProcess(pid: number, started: string | undefined): boolean {
+  if (started === undefined) return true;
+  const now = processStartTime(pid);
+  return now === null || now === started;
 }
 
 /** Write a secret so that no other local user can read it, replacing the file atomically. */
