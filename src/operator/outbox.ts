@@ -33,6 +33,12 @@ export class Outbox {
   private readonly queue: OperatorSendQueue<OutItem>;
   private overflow: OutItem[] = [];
   private held: OutItem | null = null;
+  /**
+   * The latest `link.stats`, waiting: one slot of its own, outside the queue. In the queue it was
+   * a state frame like any other: under backpressure each report replaced the last one (counted
+   * as replaced, so the counters counted their own reports) or evicted an application frame.
+   */
+  private stats: OutItem | null = null;
   /** The last frame a stream handed out: a put-back frame that is it belongs to a stream. */
   private lastFromStream: OutItem | null = null;
   private stream: ObservedResync | null = null;
@@ -60,7 +66,7 @@ export class Outbox {
 
   /** Frames waiting (not counting the unwritten rest of a resync stream). */
   get length(): number {
-    return this.queue.length + this.overflow.length + (this.held ? 1 : 0);
+    return this.queue.length + this.overflow.length + (this.held ? 1 : 0) + (this.stats ? 1 : 0);
   }
 
   /** Control frames waiting. */
@@ -94,6 +100,11 @@ export class Outbox {
   }
 
   push(item: OutItem): PushOutcome {
+    if (item.type === 'link.stats') {
+      // Counters are cumulative: the newest report says all the older one did.
+      this.stats = item;
+      return 'appended';
+    }
     const q = queueing(item);
     if (q.class === 'control') {
       if (this.control >= this.controlLimit) return 'rejected';
@@ -168,6 +179,11 @@ export class Outbox {
     if (fromStream) {
       this.lastFromStream = fromStream;
       return fromStream;
+    }
+    if (this.stats) {
+      const st = this.stats;
+      this.stats = null;
+      return st;
     }
     if (this.pushedDuringSnapshot !== null) {
       const head = this.queue.peek();

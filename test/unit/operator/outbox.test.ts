@@ -99,6 +99,18 @@ describe('outbox', () => {
     expect(box.counters.replacedFrames).toBe(3);
   });
 
+  it('link.stats waits in a slot of its own: a newer report takes the older one\'s place without being counted, and never evicts a report of the application', () => {
+    const box = new Outbox(2, 3);
+    box.push(nodeItem('n1'));
+    box.push(nodeItem('n2'));
+    const stats = (n: number) => outItem('link.stats', { epoch: 'e', dropped_events: n, evicted_frames: 0, replaced_frames: 0, handler_failures: 0 });
+    for (let i = 0; i < 5; i++) box.push(stats(i));
+    expect(box.counters).toEqual({ droppedEvents: 0, evictedFrames: 0, replacedFrames: 0 });
+    const out = [];
+    for (let i = box.next(); i; i = box.next()) out.push(i.type === 'link.stats' ? `stats ${(i.payload as { dropped_events: number }).dropped_events}` : i.type);
+    expect(out).toEqual(['stats 4', 'node.observed', 'node.observed']);
+  });
+
   it("a fresh session drops a finished stream's end still waiting for the window, though a later stream replaced it meanwhile", () => {
     const box = new Outbox(8);
     const first = new ObservedResync(SNAPSHOT, newId);
