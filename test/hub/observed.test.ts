@@ -207,6 +207,13 @@ describe('observed state in (spec: Supply, Demand operator → hub)', () => {
       ['2016-12-31T15:59:60-08:00', '2017-01-01T00:00:00.000000'],
       ['2017-01-01T19:59:60.5+20:00', '2017-01-01T00:00:00.500000'],
       ['2020-01-01t00:00:00.25z', '2020-01-01T00:00:00.250000'],
+      // A real leap second has a fraction in UTC: Postgres refuses 23:59:60.x as written (22008).
+      ['2016-12-31T23:59:60.5Z', '2017-01-01T00:00:00.500000'],
+      ['2016-12-31T23:59:60.25+00:00', '2017-01-01T00:00:00.250000'],
+      // Past microseconds the fraction is cut, not rounded: rounded, the last instant of 9999 was
+      // stored in year 10000 and read back as no RFC 3339 time.
+      ['9999-12-31T23:59:59.9999999Z', '9999-12-31T23:59:59.999999'],
+      ['2020-01-01T00:00:00.1234567+01:00', '2019-12-31T23:00:00.123456'],
     ];
     cases.forEach(([occurred_at], i) => peer.send('node.event', { subject: `n${i}`, reason: 'Edge', message: '', severity: 'info', occurred_at }));
     await peer.ackedThrough(cases.length, 10_000);

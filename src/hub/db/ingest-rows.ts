@@ -79,20 +79,24 @@ const PG_OFFSET_MAX_MIN = 15 * 60 + 59;
 const pad = (n: number, width = 2) => String(n).padStart(width, '0');
 
 /**
- * An RFC 3339 time as Postgres reads it: as sent, unless its offset is wider than timestamptz
- * takes (22009: a valid event dropped as poison), then the same instant in UTC. Written by hand,
- * not through toISOString, which would cut the fraction to milliseconds. The instant is in years
- * 1 to 9999 in UTC (`namesTime`). A leap second rolls over, as Postgres rolls it.
+ * An RFC 3339 time as Postgres reads it: as sent when Postgres reads it as that instant, else the
+ * same instant written in UTC by hand (not through toISOString, which would cut the fraction to
+ * milliseconds). Postgres refuses an offset wider than timestamptz takes (22009) and a leap second
+ * with a fraction (22008: every real one, 23:59:60.x in UTC): a valid event dropped as poison. And
+ * it rounds a fraction past microseconds, which can carry the last instant of 9999 into year 10000,
+ * which reads back as no RFC 3339 time: the fraction is cut to microseconds instead. The instant is
+ * in years 1 to 9999 in UTC (`namesTime`). A leap second rolls over, as Postgres rolls it.
  */
 export function utcTime(s: string): string {
   const m = OFFSET_RE.exec(s);
   const offset = m ? (Number(m[2]) * 60 + Number(m[3])) * (m[1] === '-' ? -1 : 1) : 0;
-  if (Math.abs(offset) <= PG_OFFSET_MAX_MIN) return s;
+  const fraction = s.slice(19, m ? s.length - 6 : s.length - 1);
+  const leap = s.slice(17, 19) === '60';
+  if (Math.abs(offset) <= PG_OFFSET_MAX_MIN && !leap && fraction.length <= 7) return s;
   const d = new Date(0);
   d.setUTCFullYear(Number(s.slice(0, 4)), Number(s.slice(5, 7)) - 1, Number(s.slice(8, 10)));
   d.setUTCHours(Number(s.slice(11, 13)), Number(s.slice(14, 16)) - offset, Number(s.slice(17, 19)));
-  const fraction = s.slice(19, s.length - 6);
-  return `${pad(d.getUTCFullYear(), 4)}-${pad(d.getUTCMonth() + 1)}-${pad(d.getUTCDate())}T${pad(d.getUTCHours())}:${pad(d.getUTCMinutes())}:${pad(d.getUTCSeconds())}${fraction}Z`;
+  return `${pad(d.getUTCFullYear(), 4)}-${pad(d.getUTCMonth() + 1)}-${pad(d.getUTCDate())}T${pad(d.getUTCHours())}:${pad(d.getUTCMinutes())}:${pad(d.getUTCSeconds())}${fraction.slice(0, 7)}Z`;
 }
 
 /** One parameter's JSON text; most tables are empty in most batches. */
