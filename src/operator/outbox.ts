@@ -139,14 +139,15 @@ export class Outbox {
    * for would follow it while being older: an observed frame would bring back a subject the
    * snapshot left out (pruned by then), a removal would delete one it lists. Those are dropped
    * (counted as replaced). A removal of a subject the snapshot leaves out stays: an incomplete
-   * snapshot prunes nothing, so only the removal takes the subject away at the hub.
+   * snapshot prunes nothing, so only the removal takes the subject away at the hub. Returns how
+   * many were dropped.
    */
-  startResync(stream: ObservedResync): void {
+  startResync(stream: ObservedResync): number {
     this.stream = stream;
     const during = this.pushedDuringSnapshot;
     const scope = new Set<string>(stream.scope);
     const members = stream.memberKeys();
-    this.queue.supersede((item, key) => {
+    return this.queue.supersede((item, key) => {
       if (during?.has(item)) return false;
       const [kind, what] = item.type.split('.') as [string, string];
       if (!scope.has(kind)) return false;

@@ -263,7 +263,8 @@ export class SendSide {
     h.log.info('streaming observed resync', { reason, begin: stream.beginId, scope: stream.scope });
     h.counters.resyncsSent++;
     // The stream goes out whole before the queue: what was held follows its stream.end.
-    h.outbox.startResync(stream);
+    // What the snapshot superseded is counted, and the hub told (link.stats) like any other loss.
+    if (h.outbox.startResync(stream) > 0) this.scheduleStats();
     h.outbox.releaseReports();
     h.requestPump();
   }

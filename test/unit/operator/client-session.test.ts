@@ -315,6 +315,24 @@ describe('resume and fresh sessions', () => {
     expect(conn2.frames.filter((f) => f.type === 'node.removed').map((f) => f.payload)).toEqual([{ node_id: 'node-gone' }]);
   });
 
+  it('a report the snapshot supersedes is counted replaced_frames, and the count reaches the hub in a link.stats', async () => {
+    const t = track(makeClient(hub, { statsIntervalMs: 1_000 }));
+    t.client.reportNode(SNAPSHOT.nodes[0]!); // queued before the session's snapshot, which lists the node
+    await t.client.start();
+    const conn = await hub.nextConnection();
+    await conn.nextOf('hello');
+    conn.welcome({ session_id: 'S1', full_resync: true });
+    await readResync(conn);
+    await conn.nextOf('link.stats');
+    expect(t.client.stats.queue.replacedFrames).toBe(1);
+    for (let i = 0; i < 3 && !conn.frames.some((f) => f.type === 'link.stats' && (f.payload as { replaced_frames: number }).replaced_frames === 1); i++) {
+      t.timers.advance(1_000);
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    const reports = conn.frames.filter((f) => f.type === 'link.stats').map((f) => (f.payload as { replaced_frames: number }).replaced_frames);
+    expect(reports.at(-1)).toBe(1);
+  });
+
   it('a session id different from the one asked for is a fresh session even without full_resync', async () => {
     const t = track(makeClient(hub));
     const { conn } = await openAndSettle(t);
