@@ -323,7 +323,11 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
       const { dropped, droppedEvents, removals } = s.fresh(w.session_id);
       this.outbox.countLostEvents(droppedEvents);
       this.sendSide.freshSession();
-      for (const r of removals) this.sendSide.enqueue(outItem(r.type, r.payload));
+      for (const r of removals) {
+        const item = outItem(r.type, r.payload);
+        // A report of the subject made since is newer than the removal: it stands.
+        if (!this.outbox.hasQueued(item)) this.sendSide.enqueue(item);
+      }
       // Nothing of the new session is processed yet: 0 is a true ack even before the save.
       this.record.persistedCursor = 0;
       this.record.markChanged();

@@ -133,6 +133,12 @@ export class Outbox {
     this.pushedDuringSnapshot = null;
   }
 
+  /** Whether a state frame for this subject (its coalescing key) waits in the queue. */
+  hasQueued(item: OutItem): boolean {
+    const key = queueing(item).key;
+    return key !== null && this.queue.hasKey(key);
+  }
+
   /**
    * Start streaming a snapshot; one already in progress is abandoned (the new one supersedes it).
    * The stream goes out before the queue, so a state frame queued before the snapshot was asked

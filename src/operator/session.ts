@@ -4,7 +4,7 @@
  * session continues on the next one, or is replaced by a fresh one (numbering restarts at 1 both
  * ways, both replay buffers dropped), or, after a displacement, forgotten.
  */
-import { InboundSequencer, OutboundSequencer, type OutboundState, type Payload, type ReplayEntry } from '../protocol';
+import { coalescingKey, InboundSequencer, OutboundSequencer, queueClassOf, type OutboundState, type Payload, type ReplayEntry, type TypedMessage } from '../protocol';
 import { AppliedRevisions } from './applied-revisions';
 import { DEFAULT_LIMITS, type Limits } from './client-types';
 import type { DurableRecord, OperationRecord } from './cursor-store';
@@ -104,13 +104,21 @@ export class SessionState {
     // hub would keep the subject for good. So it is queued again; it follows the snapshot unless
     // the snapshot lists the subject (back since: Outbox.startResync drops the removal then).
     let droppedEvents = 0;
-    const removals: Removal[] = [];
+    // The last word per subject: a removal followed by a newer report of its subject is not one.
+    const last = new Map<string, { type: string; payload: unknown }>();
     for (const e of this.buffer.entriesAfter(this.outbound.peerAck)) {
       const kind = frameKind(e.frame);
       if (kind === null) continue;
       if (kind.type.endsWith('.event')) droppedEvents++;
-      else if (isRemoval(kind.type)) removals.push(kind as Removal);
+      else if (isStateFrame(kind.type)) {
+        const key = coalescingKey(kind as TypedMessage);
+        if (key !== null) {
+          last.delete(key);
+          last.set(key, kind);
+        }
+      }
     }
+    const removals = [...last.values()].filter((k): k is Removal => isRemoval(k.type));
     this.gen++;
     this.outbound.reset();
     this.buffer.bindSession(sessionId);
@@ -175,6 +183,7 @@ export type Removal =
 
 const REMOVALS = new Set(['node.removed', 'device.removed', 'deployment.removed']);
 const isRemoval = (type: string): boolean => REMOVALS.has(type);
+const isStateFrame = (type: string): boolean => queueClassOf(type) === 'state';
 
 /** A frame of our own log, as written (it passed the catalog then). */
 function frameKind(frame: string): { type: string; payload: unknown } | null {

@@ -108,6 +108,11 @@ export class OperatorSendQueue<T> {
     return 'rejected';
   }
 
+  /** Whether a state frame with this coalescing key is waiting. */
+  hasKey(key: string): boolean {
+    return (this.byKey.get(key)?.length ?? 0) > 0;
+  }
+
   /** Take the oldest frame for writing. */
   shift(): T | undefined {
     const n = this.head;
