@@ -6,9 +6,11 @@
  */
 import { describe, expect, it } from 'vitest';
 import { CloseCode } from '../../src/protocol';
+import { captureHubLines } from './support/hub-lines';
 import { FAST_TIMERS, node } from './support/hub';
 import { useHubBehindProxy } from './support/proxy-hub';
 
+const lines = captureHubLines();
 const HOLE_MS = 5_000;
 const { h, proxyUp, proxyDown } = useHubBehindProxy({ ...FAST_TIMERS, HOLE_TIMEOUT_MS: String(HOLE_MS), IDLE_TIMEOUT_MS: '30000' });
 
@@ -79,4 +81,30 @@ describe('Postgres outage during ingest (spec: transient failure withholds; DESI
     expect(Number(rows[0]?.n)).toBe(6);
     again.close();
   }, 60_000);
+
+  it('a poison frame sent during an outage and replayed after the hole limit closed the link is logged POISON once, when it is recorded, not once per delivery', async () => {
+    const c = await h.newCluster();
+    const { peer, sessionId } = await h.openFresh(c);
+    peer.send('node.observed', node('before'));
+    await peer.ackedThrough(1);
+    await proxyDown();
+    let closed;
+    try {
+      peer.send('node.observed', { ...node(''), node_id: '' }, { seq: 2 });
+      closed = await peer.closedWith(HOLE_MS + 15_000);
+    } finally {
+      await proxyUp();
+    }
+    expect(closed.code).toBe(CloseCode.TRY_AGAIN_LATER);
+    const again = await h.connect(c.token, sessionId);
+    again.hubCursor = peer.hubCursor;
+    await again.hello({ cluster_id: c.name, session_id: sessionId, resume_from: peer.hubCursor });
+    again.send('node.observed', { ...node(''), node_id: '' }, { seq: 2 });
+    await again.ackedThrough(2, 10_000);
+    const rej = await h.sql('select seq from rejections where cluster_uid = $1', [c.uid]);
+    expect(rej).toHaveLength(1);
+    const poison = lines.filter((l) => l.session === sessionId && /POISON/.test(l.msg));
+    expect(poison.map((l) => ({ level: l.level, seq: l.seq }))).toEqual([{ level: 'error', seq: 2 }]);
+    again.close();
+  }, 40_000);
 });

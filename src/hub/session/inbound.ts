@@ -202,8 +202,10 @@ export function logCommitted(log: Logger, budget: LogBudget, built: BuiltBatch, 
 }
 
 /**
- * What an accepted frame says about the operator, for the log: unknown types and poison, loudly,
- * within the session's log budget, and quoting at most a few hundred characters of what it sent.
+ * What an accepted frame says about the operator, for the log, once its batch has committed (it is
+ * acknowledged and recorded then, and a replay of it is a duplicate): unknown types and poison,
+ * loudly, within the session's log budget, and quoting at most a few hundred characters of what it
+ * sent.
  */
 export function logAccepted(log: Logger, budget: LogBudget, item: InboundItem): void {
   if (item.kind === 'unknown') {

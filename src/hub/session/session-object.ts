@@ -438,7 +438,6 @@ export class SessionObject extends DurableObject<HubEnv> {
       case 'apply':
         // Owing the operator too many answers closes the link with this frame unapplied (replayed).
         if (!this.sendPath.admit(action.answer)) return;
-        logAccepted(state.log, this.logBudget, action.item);
         action.item.bytes = text.length;
         this.ingest.push(action.item);
         // A frame still unapplied HOLE_TIMEOUT_MS after it came closes the link (1013): the alarm
@@ -456,6 +455,9 @@ export class SessionObject extends DurableObject<HubEnv> {
     if (!state.meta) return;
     const settled = settleCommitted(items, built, result, (state.meta.countedAhead ??= []));
     state.settle(settled, built.resyncs);
+    // Said when it is true: a frame not yet committed may be replayed (a link closed 1013), and
+    // was logged once per delivery, "acknowledged and recorded" before either.
+    for (const item of items) logAccepted(state.log, this.logBudget, item);
     logCommitted(state.log, this.logBudget, built, result);
     this.logBudget.flush(state.log);
     // Stored in this turn's commit with the cursor that passes their frames.
