@@ -1,6 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { desired, useHub } from './support/hub';
+import { captureHubLines } from './support/hub-lines';
 
+const lines = captureHubLines();
 const h = useHub();
 
 /** Schema-valid serving whose env values are `count` strings of 4096 `ch` (a control character escapes to 6 bytes, a quote to 2). */
@@ -266,7 +268,7 @@ describe('desired state too large for a frame (spec: Backpressure, hub → opera
 
   it('a deployment already in Postgres too large to send (written by another plane component) does not wedge the live session: an error frame names it in its place and later changes still arrive', async () => {
     const c = await h.newCluster();
-    const { peer } = await h.openFresh(c);
+    const { peer, sessionId } = await h.openFresh(c);
     await h.sql(
       `with rev as (update clusters set desired_revision = desired_revision + 1 where uid = $1 returning uid, desired_revision)
        insert into desired_deployments (cluster_uid, deployment_id, workload_id, revision, min_replicas, max_replicas, serving)
@@ -276,6 +278,9 @@ describe('desired state too large for a frame (spec: Backpressure, hub → opera
     const err = await peer.next((x) => x.type === 'error', 10_000);
     expect(err.payload).toMatchObject({ code: 'invalid', retryable: false });
     expect(err.payload.message).toContain('huge');
+    // Logged loudly, once, naming the frame the error went out as (cluster, session and seq on every line).
+    const poison = lines.filter((l) => l.session === sessionId && /POISON/.test(l.msg));
+    expect(poison).toEqual([expect.objectContaining({ level: 'error', cluster: c.uid, deployment_id: 'huge', seq: err.seq, frame_id: err.id })]);
     const small = await h.admin('PUT', `/clusters/${c.name}/deployments/small`, desired());
     expect(small.status).toBe(200);
     const f = await peer.next((x) => x.type === 'deployment.desired' && x.payload.deployment_id === 'small', 5_000);

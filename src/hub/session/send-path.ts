@@ -321,7 +321,9 @@ export class SendPath {
     const replyTo = o.replyTo;
     const payload = type === 'stream.end' && o.effect?.t === 'resync_end' && meta.hubResync?.incomplete ? { ...(o.payload() as Payload<'stream.end'>), complete: false } : o.payload();
     let tooLarge = 0;
+    let stamped = 0;
     const { frame } = outbound.stamp((seq) => {
+      stamped = seq;
       const ack = this.host.cursor();
       const text = buildFrame({ type, payload, seq, ack, reply_to: replyTo, id });
       tooLarge = bytesOver(text, this.maxFrameBytes);
@@ -335,6 +337,8 @@ export class SendPath {
       // is told in its place; a resync carrying it ends incomplete (nothing is pruned).
       if (meta.hubResync && replyTo === meta.hubResync.beginId) meta.hubResync.incomplete = true;
       this.host.log().error('POISON: frame too large to send; an error frame was sent in its place', {
+        seq: stamped,
+        frame_id: id,
         type,
         ...subjectOf(type, payload),
         bytes: tooLarge,
