@@ -132,7 +132,10 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
       stopping,
     });
     this.writer = new Writer({
-      timers, log, counters, outbox, buffer, stopping,
+      timers, counters, outbox, buffer, stopping,
+      get log() {
+        return sessionLog();
+      },
       ackDelayMs: options.ackDelayMs ?? 50,
       outbound: () => session.outbound,
       cursor: () => session.inbound.cursor,
@@ -158,7 +161,11 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
       idle: () => this.checkDrained(),
     });
     this.sendSide = new SendSide({
-      timers, log, counters, outbox, stopping,
+      timers, counters, outbox, stopping,
+      // The session's logger: its lines name seqs of the session's numbering.
+      get log() {
+        return sessionLog();
+      },
       linkStats: new LinkStatsReporter(epoch, options.statsIntervalMs ?? 5_000),
       snapshot: options.snapshot,
       reobserveDelayMs: options.reobserveDelayMs ?? 1_000,

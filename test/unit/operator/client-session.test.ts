@@ -73,6 +73,17 @@ describe('hello', () => {
     expect(conn.frames.filter((f) => f.seq !== null).every((f) => f.ack === 0)).toBe(true);
   });
 
+  it('the send side logs with the session: "observed resync written" carries cluster, session and the seq of its stream.end (a seq of the session\'s numbering)', async () => {
+    const t = track(makeClient(hub));
+    await t.client.start();
+    const conn = await hub.nextConnection();
+    await conn.nextOf('hello');
+    conn.welcome({ session_id: 'S-logged' });
+    const { end } = await readResync(conn);
+    await eventually(() => t.logger.records.some((r) => r.msg === 'observed resync written'), 'the resync end to be logged');
+    expect(t.logger.records.find((r) => r.msg === 'observed resync written')).toMatchObject({ level: 'info', cluster: 'c1', session: 'S-logged', seq: end.seq });
+  });
+
   it('after a graceful stop the restart resumes: same session, durable cursor, not lossy', async () => {
     const store = new MemoryCursorStore();
     const first = track(makeClient(hub, { cursorStore: store }));
