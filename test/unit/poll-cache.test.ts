@@ -179,4 +179,31 @@ describe('pollCache', () => {
     vi.setSystemTime(Date.now() + 200); // 600 ms after it began, 200 ms after it finished
     expect(await (await get(t, { 'cache-control': 'max-age=1' })).json()).toEqual({ runs: 2 });
   });
+
+  it('does not hand a poll the answer of a read in flight that began longer ago than the poll accepts: that answer describes the state when it began', async () => {
+    vi.useFakeTimers({ toFake: ['Date'] });
+    let state = 'old';
+    let calls = 0;
+    let release: () => void = () => undefined;
+    const gate = new Promise<void>((r) => (release = r));
+    const a = new Hono<AdminEnv>();
+    a.use('*', pollCache);
+    a.get('/review-reads-slow', async (c) => {
+      const seen = state; // the statement's snapshot, taken when it starts
+      calls++;
+      if (calls === 1) await gate; // only the first read is slow
+      return c.json({ state: seen });
+    });
+    const poll = () => a.request('http://hub/review-reads-slow', { headers: { 'cache-control': 'max-age=1' } });
+
+    const first = poll();
+    await new Promise((r) => setTimeout(r, 10));
+    vi.setSystemTime(Date.now() + 2_000); // that read has now run for 2 s
+    state = 'new'; // the operator's frames changed the state meanwhile
+    const second = poll(); // accepts an answer at most 500 ms old
+    await new Promise((r) => setTimeout(r, 10));
+    release();
+    expect(await (await first).json()).toEqual({ state: 'old' }); // right for the first: it began then
+    expect(await (await second).json()).toEqual({ state: 'new' });
+  });
 });

@@ -8,8 +8,9 @@ import type { AdminEnv } from './app';
  *   `If-None-Match` names it gets 304 with no body.
  * - A request that says it accepts a slightly old answer (`Cache-Control: max-age=N`, as the
  *   dashboard sends) may be served the answer another request got at most `min(N s, 500 ms)`
- *   ago, and requests for the same URL that arrive while one is being computed wait for it
- *   instead of running their own statement. So N pollers of one view cost at most about two
+ *   ago, and requests for the same URL that arrive while one is being computed (begun at most
+ *   that long ago: its answer describes the state then) wait for it instead of running their own
+ *   statement. So N pollers of one view cost at most about two
  *   statements a second per isolate, not N. A request without that header (every other client)
  *   always runs the handler: read-after-write stays exact for them.
  * - Any admin write (any method but GET, HEAD and OPTIONS) clears the shared answers of this isolate, so a dashboard sees its own
@@ -30,8 +31,8 @@ interface Answer {
 }
 
 const answers = new Map<string, Answer>();
-/** The read now running for a URL, with the write count it began under. */
-const computing = new Map<string, { writes: number; answer: Promise<Answer | null> }>();
+/** The read now running for a URL, with the write count and the time it began under. */
+const computing = new Map<string, { writes: number; at: number; answer: Promise<Answer | null> }>();
 /** Admin writes begun in this isolate: a read whose answer straddles one must not be shared. */
 let writes = 0;
 
@@ -109,8 +110,9 @@ export const pollCache: MiddlewareHandler<AdminEnv> = async (c, next) => {
       c.res = respond(fresh, ifNoneMatch);
       return;
     }
+    // Its answer will describe the state when it began: joined only while that is young enough.
     const pending = computing.get(key);
-    if (pending && pending.writes === writes) {
+    if (pending && pending.writes === writes && Date.now() - pending.at <= maxAge) {
       const shared = await pending.answer.catch(() => null);
       if (shared) {
         c.res = respond(shared, ifNoneMatch);
@@ -122,7 +124,12 @@ export const pollCache: MiddlewareHandler<AdminEnv> = async (c, next) => {
   const startedAt = Date.now();
   const startedWrites = writes;
   let settle: (a: Answer | null) => void = () => undefined;
-  const mine = maxAge > 0 && !computing.has(key) ? { writes: startedWrites, answer: new Promise<Answer | null>((resolve) => (settle = resolve)) } : null;
+  const running = computing.get(key);
+  // A read too old to join is replaced as the one later polls join (it still answers its own).
+  const mine =
+    maxAge > 0 && (!running || running.writes !== writes || startedAt - running.at > MAX_SHARED_AGE_MS)
+      ? { writes: startedWrites, at: startedAt, answer: new Promise<Answer | null>((resolve) => (settle = resolve)) }
+      : null;
   if (mine) computing.set(key, mine);
   try {
     await next();
