@@ -64,4 +64,16 @@ describe('GET /healthz and the schema', () => {
     }
     expect((await health()).status).toBe(200);
   });
+
+  it('answers 503 "missing" too when the ledger exists but records no migration (a first migrate that failed after making it)', async () => {
+    await withFileSql((sql) => sql.query('create table schema_migrations_saved as select * from schema_migrations'));
+    await withFileSql((sql) => sql.query('delete from schema_migrations'));
+    try {
+      expect(await health()).toEqual({ status: 503, body: { ok: false, database: 'ok', schema: 'missing', schema_required: SCHEMA_REQUIRED, region: null } });
+    } finally {
+      await withFileSql((sql) => sql.query('insert into schema_migrations select * from schema_migrations_saved'));
+      await withFileSql((sql) => sql.query('drop table schema_migrations_saved'));
+    }
+    expect((await health()).status).toBe(200);
+  });
 });

@@ -9,7 +9,7 @@ import type { Sql } from './sql';
  */
 export const SCHEMA_REQUIRED = '0021';
 
-export type SchemaState = { schema: 'ok' } | { schema: 'behind'; schema_applied: string | null; schema_required: string } | { schema: 'missing'; schema_required: string };
+export type SchemaState = { schema: 'ok' } | { schema: 'behind'; schema_applied: string; schema_required: string } | { schema: 'missing'; schema_required: string };
 
 /** Whether the database has the migrations this code needs: one statement on the migration ledger. */
 export async function readSchemaState(sql: Sql): Promise<SchemaState> {
@@ -20,7 +20,9 @@ export async function readSchemaState(sql: Sql): Promise<SchemaState> {
     );
     const r = rows[0];
     if (r?.has) return { schema: 'ok' };
-    return { schema: 'behind', schema_applied: r?.latest ?? null, schema_required: SCHEMA_REQUIRED };
+    // A ledger with no row (a first migrate that failed after making it) is a database never migrated.
+    if (r?.latest == null) return { schema: 'missing', schema_required: SCHEMA_REQUIRED };
+    return { schema: 'behind', schema_applied: r.latest, schema_required: SCHEMA_REQUIRED };
   } catch (err) {
     // undefined_table: a database never migrated (no ledger at all); anything else is the database's.
     if (sqlState(err) === '42P01') return { schema: 'missing', schema_required: SCHEMA_REQUIRED };
