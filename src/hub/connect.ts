@@ -60,7 +60,9 @@ export async function connect(c: Context<{ Bindings: HubEnv }>): Promise<Respons
   if (cluster.disabled) return refuseSocket('conflict', `cluster is disabled${inRegion(cfg)}`, remoteAddr, cluster.uid);
   if (cluster.ignored_hint) noteIgnoredHint(cluster.uid, cluster.ignored_hint, cfg.HUB_JURISDICTION);
 
-  const routeKey = resumableKey(cluster, c.req.header(SESSION_HINT_HEADER)) ?? newRouteKey(cluster.placement_generation);
+  // Trimmed as the Authorization header is: a field value's surrounding whitespace is not part of
+  // it (RFC 9110 5.5), and local workerd keeps it; untrimmed, a resume started a fresh session.
+  const routeKey = resumableKey(cluster, c.req.header(SESSION_HINT_HEADER)?.trim()) ?? newRouteKey(cluster.placement_generation);
   const stub = sessionStub(c.env, { clusterUid: cluster.uid, routeKey, locationHint: cluster.location_hint });
   // A fresh request: nothing the operator sent besides the upgrade reaches the object.
   return stub.fetch('https://session.internal/connect', {

@@ -42,6 +42,17 @@ describe('review: resume edges', () => {
     again.close();
   });
 
+  it('a Wingsmith-Session hint with whitespace around it (not part of a field value, RFC 9110 5.5) still resumes the session', async () => {
+    const c = await h.newCluster('hint-ws');
+    const { peer, sessionId } = await h.openFresh(c);
+    peer.close();
+    await peer.closed;
+    const again = await h.connect(c.token, `${sessionId} `);
+    const w = await again.hello({ cluster_id: c.name, session_id: sessionId, resume_from: 0 });
+    again.close();
+    expect({ session_id: w.payload.session_id, full_resync: w.payload.full_resync }).toEqual({ session_id: sessionId, full_resync: false });
+  });
+
   it('a resume from below what the operator already acknowledged is a fresh session', async () => {
     const { c, peer, sessionId, seqs } = await threeDesired();
     peer.send('ack', {}, { ack: seqs[1]?.seq });
