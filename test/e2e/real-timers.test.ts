@@ -47,6 +47,19 @@ async function idleOperator(prefix: string, viaProxy = false) {
   });
   await converge(e.query, { uid: reg.uid, cluster: sim, expectFullPlacement: false });
   await until('the hub to hold nothing unacknowledged', async () => (await live(reg.name)).replay_buffer_frames === 0, 15_000);
+  // And to have heard the operator's latest counters: the reports its first snapshot superseded
+  // are counted, and told in a link.stats up to statsIntervalMs later (later still on a loaded
+  // machine), which would otherwise land in the idle window as a wake.
+  await until(
+    "the hub to have the operator's latest link counters",
+    async () => {
+      const view = await e.admin.must('GET', `/clusters/${reg.name}`, 200);
+      const link = view.link as { replaced_frames?: number; evicted_frames?: number; dropped_events?: number } | null;
+      const q = sim.client.stats.queue;
+      return link?.replaced_frames === q.replacedFrames && link?.evicted_frames === q.evictedFrames && link?.dropped_events === q.droppedEvents;
+    },
+    15_000,
+  );
   return { reg, sim, proxy };
 }
 
