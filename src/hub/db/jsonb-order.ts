@@ -15,7 +15,7 @@ export function jsonbOrder<T>(v: T): T {
 }
 
 /** jsonb's key order: UTF-8 length, then bytes (code point order is UTF-8 byte order). */
-export function jsonbKeyOrder(a: string, b: string): number {
+function jsonbKeyOrder(a: string, b: string): number {
   const la = utf8Bytes(a);
   const lb = utf8Bytes(b);
   if (la !== lb) return la - lb;

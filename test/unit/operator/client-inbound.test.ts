@@ -229,13 +229,7 @@ describe('handler outcomes', () => {
       rendered = p.revision;
       return applied();
     };
-    const t1 = makeClient(hub, { cursorStore: store, desiredResult });
-    clients.push(t1);
-    await t1.client.start();
-    const conn = await hub.nextConnection();
-    await conn.nextOf('hello');
-    conn.welcome({ session_id: 'S1' });
-    await readResync(conn);
+    const { t: t1, conn } = await open({ cursorStore: store, desiredResult });
 
     const f1 = conn.sendSeq('deployment.desired', desiredPayload('D', 5));
     const f2 = conn.sendSeq('deployment.desired', desiredPayload('D', 6));
