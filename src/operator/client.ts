@@ -23,7 +23,7 @@ import { isCleanStop, isDrained, type DrainView } from './drain';
 import { RecordKeeper } from './durable';
 import { StateDirLostError } from './state-lock';
 import { assertHandlers } from './handlers';
-import { boundedLimits, decideWelcome } from './handshake';
+import { bearerToken, boundedLimits, decideWelcome } from './handshake';
 import type { DispatchHost } from './inbound-dispatch';
 import type { Link } from './link';
 import { LinkStatsReporter } from './link-stats';
@@ -76,6 +76,7 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
   constructor(options: OperatorClientOptions) {
     super();
     assertHandlers(options.handlers);
+    options = { ...options, token: bearerToken(options.token) };
     this.opts = options;
     const timers = (this.timers = options.timers ?? systemTimers);
     const log = (this.log = (options.logger ?? jsonLogger()).child({ cluster: options.clusterId }));

@@ -18,6 +18,22 @@ export interface HandshakeState {
   lossy: boolean;
 }
 
+/**
+ * The token as the Authorization header will carry it. Whitespace around it is not part of it
+ * (RFC 9110 5.5; the hub trims it too), and a token read from a Secret file (or a Secret made
+ * `--from-file`, then passed as an env var) keeps that file's last line break:
+ * Node refuses to write that into a header, and every dial failed like a network outage, retried
+ * for ever without a refusal anyone would see. Anything else no header can carry is a
+ * configuration error, said at once; the message never quotes the secret.
+ */
+export function bearerToken(token: string): string {
+  const t = typeof token === 'string' ? token.trim() : '';
+  if (!HEADER_SAFE_RE.test(t)) {
+    throw new TypeError('token: an enrollment token is printable ASCII without spaces (wsmet_…); this one cannot be sent in an HTTP header');
+  }
+  return t;
+}
+
 export function dialHeaders(token: string, s: Pick<HandshakeState, 'operatorVersion' | 'sessionId'>): Record<string, string> {
   const headers: Record<string, string> = {
     Authorization: `Bearer ${token}`,

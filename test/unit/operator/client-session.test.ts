@@ -47,6 +47,28 @@ describe('hello', () => {
     expect(conn.headers['sec-websocket-extensions']).toBeUndefined();
   });
 
+  // A token read from a Secret file (or a Secret made `--from-file`) ends with a line break. Node refuses to
+  // write it into a header, and every dial failed as if the network were down: an info line and
+  // a retry, for ever, with no refusal to tell a person.
+  it('a token with the line break a secret file ends with dials as the token itself', async () => {
+    const t = track(makeClient(hub, { token: ' wsmet_test\n' }));
+    await t.client.start();
+    const conn = await hub.nextConnection();
+    expect((await conn.next()).type).toBe('hello');
+    expect(conn.headers.authorization).toBe('Bearer wsmet_test');
+  });
+
+  it('a token no HTTP header can carry is refused at construction with a TypeError that does not quote it', () => {
+    for (const token of ['', ' \n', 'wsmet_te\nst', 'wsmet_te st', 'wsmet_tést']) {
+      expect(() => makeClient(hub, { token }), JSON.stringify(token)).toThrow(TypeError);
+      try {
+        makeClient(hub, { token });
+      } catch (err) {
+        if (token.trim()) expect((err as Error).message).not.toContain(token.trim());
+      }
+    }
+  });
+
   it('writes no sequenced frame before welcome, then numbers from 1 and streams the full observed state', async () => {
     const t = track(makeClient(hub));
     t.client.reportNode(SNAPSHOT.nodes[0]!);
