@@ -1,12 +1,13 @@
 import type { Context, MiddlewareHandler } from 'hono';
-import { utf8Length } from '../../protocol';
+import { bodyLimit } from 'hono/body-limit';
 import { jsonError } from '../http-errors';
 import type { AdminEnv } from './app';
 
 /**
  * The admin API's JSON body at the trust boundary, before any route validates it:
- * - a body over `MAX_BODY_BYTES` is refused with 413 (`payload_too_large`), by its
- *   Content-Length before it is read when it has one;
+ * - a body over `MAX_BODY_BYTES` is refused with 413 (`payload_too_large`) by `bodySizeGuard`,
+ *   which runs first: by its Content-Length before it is read, and a chunked one as soon as it
+ *   passes the limit (read to its end first, a body of any size was held in memory whole);
  * - a body must be `application/json` (415 otherwise) and parse (400 otherwise), answered with
  *   the API's JSON error shape instead of the framework's plain text;
  * - no key may be `__proto__` (a JavaScript object would silently drop it: a value the caller
@@ -19,11 +20,8 @@ import type { AdminEnv } from './app';
  */
 export const jsonBodyGuard: MiddlewareHandler<AdminEnv> = async (c, next) => {
   if (c.req.method !== 'POST' && c.req.method !== 'PUT' && c.req.method !== 'PATCH') return next();
-  const declared = Number(c.req.header('content-length') ?? 0);
-  if (declared > MAX_BODY_BYTES) return tooLarge(c);
   const text = await c.req.text();
   if (text.length === 0) return next();
-  if (text.length * 3 > MAX_BODY_BYTES && utf8Length(text) > MAX_BODY_BYTES) return tooLarge(c);
   const type = (c.req.header('content-type') ?? '').split(';')[0]?.trim().toLowerCase();
   if (type !== 'application/json') {
     return jsonError(c, 415, 'unsupported_media_type', `the body must be application/json (got ${type || 'no content type'})`);
@@ -47,6 +45,9 @@ export const jsonBodyGuard: MiddlewareHandler<AdminEnv> = async (c, next) => {
  * about 3 KB each.
  */
 export const MAX_BODY_BYTES = 16 << 20;
+
+/** The body's size at the trust boundary, in bytes as they arrive: before `jsonBodyGuard` reads it. */
+export const bodySizeGuard: MiddlewareHandler<AdminEnv> = bodyLimit({ maxSize: MAX_BODY_BYTES, onError: (c) => tooLarge(c as Context<AdminEnv>) });
 
 function tooLarge(c: Context<AdminEnv>): Response {
   return jsonError(c, 413, 'payload_too_large', `the body is over ${MAX_BODY_BYTES} bytes, the most the admin API accepts; send fewer items per request`);

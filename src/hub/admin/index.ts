@@ -4,7 +4,7 @@ import { classifyDbError, describeError, failureLine } from '../db/errors';
 import { jsonError } from '../http-errors';
 import { createLogger } from '../log';
 import { adminAuth, errorResponse, requestPg, type AdminEnv } from './app';
-import { jsonBodyGuard, MAX_BODY_BYTES } from './body-guard';
+import { bodySizeGuard, jsonBodyGuard, MAX_BODY_BYTES } from './body-guard';
 import { badClusterId, clustersRouter } from './clusters';
 import { desiredRouter } from './desired';
 import { diagnosticsRouter } from './diagnostics';
@@ -88,6 +88,7 @@ export function adminApp(): OpenAPIHono<AdminEnv> {
   });
   admin.openAPIRegistry.registerComponent('securitySchemes', 'bearer', { type: 'http', scheme: 'bearer' });
   admin.use('*', adminAuth);
+  admin.use('*', bodySizeGuard);
   admin.use('*', jsonBodyGuard);
   admin.use('*', requestPg);
   admin.use('*', pollCache);
