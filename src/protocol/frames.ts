@@ -5,10 +5,19 @@ import { decodeEnvelope, encodeEnvelope, ENVELOPE_VERSION, frameProblem, timesta
 // Created on first use: Workers forbid generating random values at global scope.
 let ulid: ReturnType<typeof monotonicFactory> | null = null;
 
-/** A new frame id (ULID, monotonic within this process). */
+/** The last millisecond a ULID's 48-bit time can hold (year 10889). */
+const ULID_TIME_MAX = 2 ** 48 - 1;
+
+/**
+ * A new frame id (ULID, monotonic within this process). A clock outside what a ULID can hold
+ * (before 1970, past year 10889) is held to its ends, as `timestamp` holds the ts: the factory
+ * throws there (a negative time as its first, a time past the end at every call after), and a
+ * frame that cannot be built is an operator that cannot even say hello. 1, not 0: the factory
+ * reads 0 as "no time given" and asks the same wrong clock again.
+ */
 export function newId(now: number = Date.now()): string {
   ulid ??= monotonicFactory();
-  return ulid(now);
+  return ulid(Math.min(ULID_TIME_MAX, Math.max(1, now)));
 }
 
 export interface FrameFields<T extends MessageType> {

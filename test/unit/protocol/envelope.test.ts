@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import fc from 'fast-check';
 import {
   answerableId,
@@ -367,6 +367,19 @@ describe('timestamps name a real calendar time', () => {
     expect(timestamp(Date.UTC(2026, 11, 4, 23, 0, 0, 5))).toBe('2026-12-04T23:00:00.005Z');
     const f = readFrame(buildFrame({ type: 'node.removed', payload: { node_id: 'n1' }, seq: 1, now: Date.UTC(10000, 0, 1) }));
     expect(f.kind).toBe('message');
+  });
+
+  it('a clock before 1970 or past year 10889 (what a ULID can hold) still writes frames with a ULID id: newId threw there, so the SDK client could not be constructed (its epoch is an id) and no frame, the hello first, could be built; one reading past 10889 broke every later id of the process', async () => {
+    // A process that starts with such a clock: a fresh id factory, not the one this file has warmed up.
+    vi.resetModules();
+    const fresh = await import('../../../src/protocol/frames');
+    const beforeEpoch = Date.UTC(1969, 6, 20);
+    expect(fresh.newId(beforeEpoch)).toMatch(ULID_RE);
+    expect(fresh.readFrame(fresh.buildFrame({ type: 'hello', payload: { cluster_id: 'c', operator_version: 'dev', session_id: null, resume_from: null, lossy: false }, now: beforeEpoch })).kind).toBe('message');
+    const pastUlid = 2 ** 48;
+    expect(fresh.readFrame(fresh.buildFrame({ type: 'node.removed', payload: { node_id: 'n1' }, seq: 1, now: pastUlid })).kind).toBe('message');
+    // The clock put right: ids keep coming.
+    expect(fresh.newId(Date.UTC(2026, 11, 5))).toMatch(ULID_RE);
   });
 
   it('an envelope ts in year 0000 is read (never stored, and RFC 3339 admits it); an event occurred_at there is not (Postgres cannot store it)', () => {
