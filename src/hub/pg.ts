@@ -135,7 +135,7 @@ export class Pg {
     // The idle timer is left running: it finds the statement in flight and does nothing.
     this.inFlight++;
     try {
-      const client = await this.connect();
+      const client = await this.connectWithin(this.queryTimeoutMs);
       try {
         // Unique per connection: an embedded Postgres (PGlite) runs every connection in one
         // backend, where a fixed name would collide with another connection's statement.
@@ -178,6 +178,19 @@ export class Pg {
     await client.end().catch(() => undefined);
   }
 
+  /**
+   * The connection, waited for at most `ms`: a statement still waiting for a connection when its
+   * deadline passes is never sent. Its caller has given up by then (the gateway's caller answers
+   * 503 "retry"), and one sent once a slow connect completed would commit after that answer. The
+   * connect itself goes on, for the statements after it.
+   */
+  private connectWithin(ms: number): Promise<Client> {
+    if (this.client) return Promise.resolve(this.client);
+    return withDeadline(this.connect(), ms, () => {
+      throw new ConnectionLostError(`no connection to the database within ${ms} ms; the statement was not sent`);
+    });
+  }
+
   private connect(): Promise<Client> {
     if (this.client) return Promise.resolve(this.client);
     if (this.connecting) return this.connecting;
@@ -204,6 +217,9 @@ export class Pg {
         this.progressAt = Date.now();
         this.connectionTag = (++connections).toString(36) + Math.random().toString(36).slice(2, 8);
         this.prepared.clear();
+        // Every statement that asked for it may have given up waiting (connectWithin): a
+        // connection nobody uses must still close when idle.
+        this.armIdle();
         return client;
       })
       .catch((err: unknown) => {

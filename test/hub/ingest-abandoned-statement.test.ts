@@ -14,7 +14,7 @@ import net from 'node:net';
 import { afterAll, describe, expect, inject, it } from 'vitest';
 import { startPgWsProxy, type PgWsProxy } from '../../scripts/lib/pg-ws-proxy';
 import { findProxyTarget } from './support/proxy-target';
-import { FAST_TIMERS, node, sleep, useHub, type Peer } from './support/hub';
+import { desired, eventually, FAST_TIMERS, node, sleep, useHub, type Peer } from './support/hub';
 
 interface Link { stalled: boolean; held: Array<() => void> }
 const links = new Set<Link>();
@@ -32,14 +32,19 @@ function pipe(link: Link, from: net.Socket, to: net.Socket): void {
   from.on('error', () => undefined);
 }
 const stallOpen = () => { for (const l of links) l.stalled = true; };
-const releaseHeld = () => { for (const l of links) { l.stalled = false; for (const f of l.held.splice(0)) f(); } };
+const releaseHeld = () => { holdNew = false; for (const l of links) { l.stalled = false; for (const f of l.held.splice(0)) f(); } };
+/** While set, connections opened are stalled from their first byte (a database slow to accept them). */
+let holdNew = false;
+/** Every open connection drops (a database restart), and new ones are held until `releaseHeld()`. */
+const restartSlowly = () => { holdNew = true; for (const s of sockets) s.destroy(); };
 
 const QUERY_MS = 1_500;
-const h = useHub({ ...FAST_TIMERS, PG_QUERY_TIMEOUT_MS: String(QUERY_MS), IDLE_TIMEOUT_MS: '30000', HOLE_TIMEOUT_MS: '20000', RETENTION_MS: '60000' }, async () => {
+// One gateway connection: a statement asked for while it is stalled is the one sent into the stall.
+const h = useHub({ ...FAST_TIMERS, PG_QUERY_TIMEOUT_MS: String(QUERY_MS), IDLE_TIMEOUT_MS: '30000', HOLE_TIMEOUT_MS: '20000', RETENTION_MS: '60000', DB_GATEWAY_SHARDS: '1', DB_GATEWAY_CONNECTIONS: '1' }, async () => {
   const target = await findProxyTarget(inject('databaseUrl'), inject('pgWsProxy'));
   relay = net.createServer((client) => {
     const upstream = net.connect(target);
-    const link: Link = { stalled: false, held: [] };
+    const link: Link = { stalled: holdNew, held: [] };
     links.add(link);
     sockets.add(client); sockets.add(upstream);
     pipe(link, client, upstream);
@@ -108,5 +113,74 @@ describe('an ingest statement given up on unanswered', () => {
     const after = await h.sql<{ ready: boolean; obs_seq: string }>('select ready, obs_seq from nodes where cluster_uid = $1 and node_id = $2', [c.uid, 'n1']);
     expect(after[0], 'the node as the operator last reported it (seq 3, acknowledged)').toMatchObject({ ready: false, obs_seq: '3' });
     live.close();
+  }, 40_000);
+});
+
+describe('an admin statement still waiting for its connection when the hub gives up', () => {
+  // Found by review: the query deadline counted only from when the statement was sent, not from
+  // when it was asked for, so one waiting on a slow connect (up to 5 s, past the Worker's wait)
+  // was sent after the admin had been answered 503, and committed: a PUT refused, then stored and
+  // sent to the operator.
+  it('is never sent: a PUT answered 503 is not stored or sent to the operator when the connection opens after', async () => {
+    const c = await h.newCluster('slow-conn');
+    const { peer } = await h.openFresh(c);
+    // Postgres restarts and is slow to take connections: the gateway's next statement must connect.
+    restartSlowly();
+    await sleep(500);
+    let b: { status: number; json: any };
+    try {
+      b = await h.admin('PUT', `/clusters/${c.name}/deployments/b`, desired({ workload_id: 'wb' }));
+    } finally {
+      // Postgres takes connections again, the one opened for PUT b included.
+      releaseHeld();
+    }
+    expect(b.status).toBe(503);
+    expect(b.json.error.code).toBe('unavailable');
+    // Behind PUT b on the same shard and cluster: answered after anything of b could have committed.
+    const put = await h.admin('PUT', `/clusters/${c.name}/deployments/c`, desired({ workload_id: 'wc' }));
+    expect(put.status).toBe(200);
+    await peer.next((f) => f.type === 'deployment.desired' && f.payload.deployment_id === 'c', 10_000);
+    const rows = await h.sql<{ deployment_id: string }>('select deployment_id from desired_deployments where cluster_uid = $1 order by deployment_id', [c.uid]);
+    expect(rows.map((r) => r.deployment_id), 'the PUT answered 503 was never written').toEqual(['c']);
+    expect(peer.frames.filter((f) => f.type === 'deployment.desired').map((f) => f.payload.deployment_id)).toEqual(['c']);
+    peer.close();
+  }, 40_000);
+});
+
+describe('a claim given up on unanswered that commits late', () => {
+  // Found by review: the hello was refused 1013 when its claim went unanswered, but the claim
+  // (held on a half-dead path) committed later and moved the session's generation past the one
+  // its object holds. The operator's resume then no longer matched the claim and was turned into
+  // a fresh session and full resync (and a displacement of the session by itself), though no
+  // other session ever held the cluster.
+  it("does not cost the operator its session: the resume after the 1013 still resumes", async () => {
+    const c = await h.newCluster('late-claim');
+    const { peer, sessionId } = await h.openFresh(c);
+    peer.send('node.observed', node('n1', true));
+    await peer.ackedThrough(1);
+    const cursor = peer.hubCursor;
+    const generation = async () => (await h.sql<{ generation: string; connected: boolean }>('select generation, connected from cluster_owners where cluster_uid = $1', [c.uid]))[0];
+    peer.close();
+    await eventually(async () => (await generation())?.connected === false);
+    const before = Number((await generation())?.generation);
+
+    const again = await h.connect(c.token, sessionId);
+    // The token lookup is answered; the claim is sent into a path that has gone quiet.
+    stallOpen();
+    again.send('hello', { operator_version: '0.1.0', cluster_id: c.name, session_id: sessionId, resume_from: cursor, lossy: false });
+    try {
+      // 1013 when the claim's deadline passes first, 4408 when the handshake's does: never welcomed.
+      expect([1013, 4408]).toContain((await again.closedWith(10_000)).code);
+      expect(again.frames.map((f) => f.type)).not.toContain('welcome');
+    } finally {
+      // The path heals: the claim reaches Postgres and commits, after the hello was refused.
+      releaseHeld();
+    }
+    await eventually(async () => Number((await generation())?.generation) > before, 10_000);
+
+    const back = await resume(c, sessionId, cursor);
+    const displacements = await h.sql('select 1 from cluster_displacements where cluster_uid = $1', [c.uid]);
+    expect(displacements, 'no other session ever held the cluster').toEqual([]);
+    back.close();
   }, 40_000);
 });

@@ -59,6 +59,9 @@ export interface ClaimResult {
  *
  * Whether the session may be resumed is decided under the row lock, on the claim as it stands:
  * only a session that still holds the claim it last had (same session, same generation) resumes.
+ * A later generation of the same session counts too: only this session's own object ever claims
+ * under its id, so that is a claim of its own that committed after its hello gave up on it (the
+ * answer lost on a half-dead path). Any other session's claim in between would have renamed it.
  * A session that lost its claim to another is never resumed: it gets the fresh id, so its return
  * is a full resync that replaces the plane's rows with one snapshot instead of mixing two views.
  * (A session superseding its own half-open connection still holds its claim and resumes.)
@@ -89,7 +92,7 @@ export async function claimCluster(sql: Sql, args: ClaimArgs): Promise<ClaimResu
     args.contention.quietMs,
     args.pollShard,
     args.watermark,
-  ], 'wingsmith_claim_v2');
+  ], 'wingsmith_claim_v3');
   const r = rows[0];
   if (!r) throw new Error('claim returned no row');
   const previous = r.prev_session_id !== null && r.prev_session_id !== r.session_id ? r.prev_session_id : null;
@@ -140,7 +143,7 @@ with held as (
     remote_addr, operator_version)
   select uid, $3, 1, now(), true, now(), $4::jsonb, $7, $8 from ok
   on conflict (cluster_uid) do update set
-    session_id = case when cluster_owners.session_id = $5 and cluster_owners.generation = $6::bigint
+    session_id = case when cluster_owners.session_id = $5 and cluster_owners.generation >= $6::bigint
                       then $5 else excluded.session_id end,
     generation = cluster_owners.generation + 1, revoked = false,
     claimed_at = now(), connected = true, polled_at = now(), live = excluded.live,
@@ -153,7 +156,7 @@ with held as (
     -- starts when this displacement makes more than the threshold within the window.
     contention_since = case
       when not (cluster_owners.connected and cluster_owners.session_id is distinct from
-                (case when cluster_owners.session_id = $5 and cluster_owners.generation = $6::bigint then $5 else excluded.session_id end))
+                (case when cluster_owners.session_id = $5 and cluster_owners.generation >= $6::bigint then $5 else excluded.session_id end))
         then cluster_owners.contention_since
       when cluster_owners.contention_since is not null
            and cluster_owners.contention_last_at > now() - make_interval(secs => $11::bigint / 1000.0)
@@ -162,7 +165,7 @@ with held as (
       else null end,
     contention_last_at = case
       when not (cluster_owners.connected and cluster_owners.session_id is distinct from
-                (case when cluster_owners.session_id = $5 and cluster_owners.generation = $6::bigint then $5 else excluded.session_id end))
+                (case when cluster_owners.session_id = $5 and cluster_owners.generation >= $6::bigint then $5 else excluded.session_id end))
         then cluster_owners.contention_last_at
       else now() end
   returning session_id, generation, prev_session_id, prev_connected, prev_remote_addr, prev_operator_version,
