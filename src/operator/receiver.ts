@@ -87,6 +87,8 @@ export class Receiver {
   private applying: Applying | null = null;
   /** Cancels the stall watch's timer, armed while frames are being applied. */
   private stallTimer: (() => void) | null = null;
+  /** When the armed stall timer fires. */
+  private stallDueAt = 0;
   private disposed = false;
 
   constructor(private readonly host: ReceiverHost) {}
@@ -187,6 +189,12 @@ export class Receiver {
     const started = h.timers.now();
     const entry: Applying = { what: { seq: env.seq as number, type: env.type, id: env.id }, started, nextAt: started + h.handlerStallMs, reports: 0 };
     this.applying = entry;
+    // The timer may still be armed for the next report of a long stall just ended (up to
+    // STALL_REPORT_CAP_MS away): this frame's first report is due sooner.
+    if (this.stallTimer !== null && this.stallDueAt > entry.nextAt) {
+      this.stallTimer();
+      this.stallTimer = null;
+    }
     if (this.stallTimer === null) this.armStall(h.handlerStallMs);
     return () => {
       if (this.applying === entry) this.applying = null;
@@ -196,6 +204,7 @@ export class Receiver {
 
   private armStall(inMs: number): void {
     if (this.disposed) return;
+    this.stallDueAt = this.host.timers.now() + inMs;
     this.stallTimer = this.host.timers.schedule(() => this.checkStall(), inMs);
   }
 

@@ -63,6 +63,35 @@ describe('a handler that does not return', () => {
     expect(stalls.length, 'no report after it returned').toBe(3);
   });
 
+  it('a stall after a long one is reported at handlerStallMs too, not when the last one\'s next report was due', async () => {
+    const releases = new Map<string, (r: HandlerResult) => void>();
+    t = makeClient(hub, {
+      handlerStallMs: 1_000,
+      desiredResult: (p) => new Promise<HandlerResult>((r) => releases.set(p.deployment_id, r)),
+    });
+    const stalls: { seq: number; heldMs: number }[] = [];
+    t.client.on('stalled', (s) => stalls.push({ seq: s.seq, heldMs: s.heldMs }));
+    await t.client.start();
+    const conn = await hub.nextConnection();
+    await conn.nextOf('hello');
+    conn.welcome({ session_id: 'S-again' });
+    const first = conn.sendSeq('deployment.desired', desiredPayload('first'));
+    const second = conn.sendSeq('deployment.desired', desiredPayload('second'));
+    await eventually(() => releases.has('first'), 'the first handler to be called');
+    // Reported at 1, 2 and 4 s held: the next report of this stall would be due at 8 s.
+    t.timers.advance(4_000);
+    expect(stalls.map((s) => s.heldMs)).toEqual([1_000, 2_000, 4_000]);
+    t.timers.advance(500);
+
+    releases.get('first')?.(applied());
+    await eventually(() => releases.has('second'), 'the second handler to be called');
+    t.timers.advance(1_000);
+    expect(stalls.slice(3), 'the second stall, reported at handlerStallMs').toEqual([{ seq: second.seq, heldMs: 1_000 }]);
+    expect(first.seq).toBeLessThan(second.seq);
+    releases.get('second')?.(applied());
+    await eventually(() => t!.client.session.cursor === second.seq, 'both frames to settle');
+  });
+
   it('a stop ends the reports: no stall timer outlives the client (it would keep the process running)', async () => {
     t = makeClient(hub, { handlerStallMs: 1_000, desiredResult: () => new Promise<HandlerResult>(() => undefined) });
     const stalls: unknown[] = [];
