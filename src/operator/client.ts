@@ -70,6 +70,8 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
   private stopPromise: Promise<void> | null = null;
   private starting: Promise<void> | null = null;
   private drainWaiters: (() => void)[] = [];
+  /** The stop saved the record for the last time: nothing is written to the state after it. */
+  private finalSaved = false;
   /** Out-of-bounds welcome limits already warned about: a hub that always sends one is logged once. */
   private readonly limitWarnings = new Set<string>();
 
@@ -177,7 +179,11 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
     });
     session.appliedRevision.pastHole = () => {
       record.markChanged();
-      this.writer.request();
+      // Saved here, not by the writer: it saves only while a link is open, and a handler that
+      // returns after the link dropped would leave the revision unsaved for the whole backoff.
+      // Never after the stop's final save: the state may belong to the next process by then.
+      if (this.finalSaved) return;
+      record.persist().catch((err: unknown) => log.error('could not save a revision applied behind a hole', { err }));
     };
   }
 
@@ -337,8 +343,7 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
         if (!this.outbox.hasQueued(item)) this.sendSide.enqueue(item);
       }
       // Nothing of the new session is processed yet: 0 is a true ack even before the save.
-      this.record.persistedCursor = 0;
-      this.record.markChanged();
+      this.record.freshCursor();
       this.book.freshSession();
       this.counters.freshSessions++;
       this.log.info('fresh session', { session: w.session_id, asked, full_resync: w.full_resync, dropped_unacked_frames: dropped, dropped_unacked_events: droppedEvents, removals_sent_again: removals.length });
@@ -461,6 +466,8 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
       await this.record.persist();
     } catch (err) {
       this.log.error('could not save the cursor on stop', { err });
+    } finally {
+      this.finalSaved = true;
     }
     if (this.conn.link) this.conn.close(this.conn.link, graceful ? CloseCode.NORMAL : 1001, 'operator stopping');
     try {

@@ -17,10 +17,12 @@ export interface DrainView {
 /**
  * Everything sent is acknowledged, everything read is settled and its cursor acked. Without a
  * link nothing more can drain, but the operations asked to stop still settle: the conclusion they
- * reach must be in the final record, not replaced by "interrupted" in the next process.
+ * reach must be in the final record, not replaced by "interrupted" in the next process. So do
+ * the hub frames whose handlers are running: a revision one applies behind a hole must be in the
+ * final record, or the next process renders the older frame the hub replays over it.
  */
 export function isDrained(v: DrainView): boolean {
-  if (!v.linkOpen) return v.runningOperations === 0;
+  if (!v.linkOpen) return v.runningOperations === 0 && v.inboundPending === 0;
   return v.outboxEmpty && v.unacked === 0 && v.inboundPending === 0 && v.runningOperations === 0 && v.lastAckSent >= v.cursor;
 }
 

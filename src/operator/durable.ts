@@ -16,6 +16,8 @@ export class RecordKeeper {
   private savedVersion = 0;
   private persisting: Promise<void> | null = null;
   private again = false;
+  /** Bumped when a fresh session restarts the cursor: a save built before it holds another session's. */
+  private numbering = 0;
 
   constructor(
     private readonly store: CursorStore,
@@ -36,6 +38,17 @@ export class RecordKeeper {
       this.log.error('cursor store unreadable: starting as a new session', { err, moved_to: aside });
       return emptyRecord();
     }
+  }
+
+  /**
+   * A fresh session: its cursor starts at 0, and 0 is a true ack even before the save. A save of
+   * the old session's record still under way must not make its cursor the durable one when it
+   * completes: pings and acks of the new session would carry it.
+   */
+  freshCursor(): void {
+    this.numbering++;
+    this.persistedCursor = 0;
+    this.markChanged();
   }
 
   /** Something in the record other than the cursor changed. */
@@ -62,10 +75,11 @@ export class RecordKeeper {
         do {
           this.again = false;
           const version = this.changeVersion;
+          const numbering = this.numbering;
           const record = this.build(this.cleanOnSave);
           await this.store.save(record);
           this.savedVersion = version;
-          this.persistedCursor = record.cursor;
+          if (numbering === this.numbering) this.persistedCursor = record.cursor;
         } while (this.again);
       } catch (err) {
         this.failed(err);

@@ -3,11 +3,12 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { MemoryCursorStore } from '../../../src/operator/cursor-store';
-import { applied, transient } from '../../../src/operator/handlers';
+import { MemoryCursorStore, type CursorStore, type DurableRecord } from '../../../src/operator/cursor-store';
+import { applied, transient, type HandlerResult } from '../../../src/operator/handlers';
+import { newId } from '../../../src/protocol';
 import { openFileStores } from '../../../src/operator/file-stores';
 import { MemoryOutboundLog } from '../../../src/operator/outbound-log';
-import { ackAll, cursorReaches, makeClient, readResync, reconnectAfterBackoff, SNAPSHOT, type TestClient } from './support/harness';
+import { ackAll, cursorReaches, desiredPayload, makeClient, readResync, reconnectAfterBackoff, SNAPSHOT, type TestClient } from './support/harness';
 import { eventually, ScriptedHub } from './support/scripted-hub';
 
 let hub: ScriptedHub;
@@ -21,6 +22,29 @@ afterEach(async () => {
   for (const t of clients.splice(0)) await t.client.stop({ graceful: false });
   await hub.stop();
 });
+
+/** A cursor store whose saves wait while the gate is shut (a slow fsync). */
+class GatedStore implements CursorStore {
+  readonly inner = new MemoryCursorStore();
+  shut = false;
+  waiting = 0;
+  private open: (() => void)[] = [];
+  load() {
+    return this.inner.load();
+  }
+  async save(record: DurableRecord): Promise<void> {
+    if (this.shut) {
+      this.waiting++;
+      await new Promise<void>((r) => this.open.push(r));
+      this.waiting--;
+    }
+    await this.inner.save(record);
+  }
+  release(): void {
+    this.shut = false;
+    for (const r of this.open.splice(0)) r();
+  }
+}
 
 /** Run a first session to the point where everything sent is acknowledged. */
 async function openAndSettle(t: TestClient, sessionId = 'S1') {
@@ -303,6 +327,51 @@ describe('resume and fresh sessions', () => {
     t.timers.advance(50);
     await conn2.seen((f) => f.ack === 1, 'ack of the new session seq 1');
     expect(t.client.session).toMatchObject({ sessionId: 'S2', cursor: 1 });
+  });
+
+  it('a record save of the old session still under way at a fresh welcome never makes its cursor the durable one: no ping of the new session acks what it never received', async () => {
+    const store = new GatedStore();
+    let admit: ((r: HandlerResult) => void) | null = null;
+    const t = track(makeClient(hub, {
+      cursorStore: store,
+      handlers: { admitOperation: () => new Promise<HandlerResult>((r) => (admit = r)) },
+    }));
+    const { conn } = await openAndSettle(t);
+    for (const id of ['d1', 'd2', 'd3']) conn.sendSeq('deployment.desired', desiredPayload(id));
+    await cursorReaches(t, 3);
+    t.timers.advance(50);
+    await eventually(() => t.client.session.durableCursor === 3, 'cursor 3 saved');
+    // An operation whose gate is still deciding when the link drops.
+    conn.sendSeq('operation.start', {
+      operation_id: newId(), kind: 'node.drain', target: 'node-a', params: {}, deadline: new Date(t.timers.now() + 600_000).toISOString(),
+    });
+    await eventually(() => admit !== null, 'the gate asked');
+    conn.terminate();
+    await reconnectAfterBackoff(t);
+    const conn2 = await hub.nextConnection();
+    await conn2.nextOf('hello');
+
+    // The gate admits it during the handshake: the operation is recorded, a save of session S1's
+    // record (cursor 3) under way when the hub grants a fresh session.
+    store.shut = true;
+    admit!(applied());
+    await eventually(() => store.waiting === 1, 'the old session\'s save under way');
+    conn2.welcome({ session_id: 'S2', full_resync: true });
+    await eventually(() => t.client.session.sessionId === 'S2', 'the fresh session taken');
+    // That save completes; the next one (the new session's record) is slow.
+    const saves = store.inner.saves;
+    store.release();
+    store.shut = true;
+    await eventually(() => store.inner.saves > saves && store.waiting === 1, 'the new session\'s save under way');
+
+    t.timers.advance(10_000); // the ping interval
+    const ping = await conn2.nextOf('ping');
+    const durableThen = t.client.session.durableCursor;
+    store.release();
+    // The hub has sent nothing in S2: an ack of 3 is one it reads as beyond what it sent (4400),
+    // or, with frames sent, as their durable processing (it releases them from its buffer).
+    expect(ping.ack).toBe(0);
+    expect(durableThen).toBe(0);
   });
 
   it('events the hub never acknowledged before it granted a fresh session are lost (the resync does not carry history) and are counted in link.stats dropped_events', async () => {

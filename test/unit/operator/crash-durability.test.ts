@@ -11,12 +11,13 @@
  * - a process that was lossy and stopped before a fresh session left a log header (file log) or a
  *   clean record (in-memory buffer) that let the next process resume.
  */
+import { readFileSync } from 'node:fs';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { FileCursorStore, emptyRecord } from '../../../src/operator/cursor-store';
-import type { OperationContext } from '../../../src/operator/handlers';
+import { applied, transient, type HandlerResult, type OperationContext } from '../../../src/operator/handlers';
 import { FileOutboundLog, MemoryOutboundLog } from '../../../src/operator/outbound-log';
 import { newId, type Payload } from '../../../src/protocol';
 import { ackAll, desiredPayload, makeClient, readResync, SNAPSHOT, type TestClient } from './support/harness';
@@ -164,6 +165,101 @@ describe('operations across a crash', () => {
     const logged = (await readFile(logPath(), 'utf8')).match(/"ack":(\d+)/g) ?? [];
     const acks = logged.map((m) => Number(m.slice(6)));
     expect(Math.max(0, ...acks)).toBeLessThanOrEqual(saved.cursor);
+  });
+});
+
+describe('desired revisions across a crash', () => {
+  it('a revision applied behind a hole after the link dropped is saved at once: a crash during the backoff does not let the next process render the older one over it', async () => {
+    // The cluster's own state: which revision of D is rendered now.
+    let rendered = 0;
+    let failedOnce = false;
+    let finishSix: () => void = () => undefined;
+    const desiredResult = (p: { revision: number }): HandlerResult | Promise<HandlerResult> => {
+      if (p.revision === 5 && !failedOnce) {
+        failedOnce = true;
+        return transient('api server busy');
+      }
+      if (p.revision === 6 && rendered === 0) {
+        // Slow: the link drops while the cluster is still taking revision 6.
+        return new Promise<HandlerResult>((resolve) => (finishSix = () => ((rendered = 6), resolve(applied()))));
+      }
+      rendered = p.revision;
+      return applied();
+    };
+    const first = makeClient(hub, { cursorStore: new FileCursorStore(cursorPath()), outboundLog: await FileOutboundLog.open(logPath()), desiredResult });
+    const { conn, acked } = await openSettled(first);
+    const f1 = conn.sendSeq('deployment.desired', desiredPayload('D', 5));
+    const f2 = conn.sendSeq('deployment.desired', desiredPayload('D', 6));
+    await eventually(() => first.calls.desired.length === 2, 'both frames handed to the handler');
+    conn.terminate();
+    await eventually(() => first.client.state === 'waiting', 'the first process in its backoff');
+    finishSix();
+    expect(first.client.session.cursor).toBe(0); // the hole at seq 1 holds the cursor
+    // The cluster renders revision 6 now: the record must say so before the process can die.
+    const savedSix = () => {
+      const r = JSON.parse(readFileSync(cursorPath(), 'utf8')) as { appliedPastCursor?: { deploymentId: string; revision: number }[] };
+      return r.appliedPastCursor?.some((e) => e.deploymentId === 'D' && e.revision === 6);
+    };
+    await eventually(savedSix, 'revision 6 in the saved record');
+    // The crash, during the backoff: the next process resumes S1 and the hub replays from 0.
+
+    const second = makeClient(hub, { cursorStore: new FileCursorStore(cursorPath()), outboundLog: await FileOutboundLog.open(logPath()), desiredResult });
+    clients.push(second);
+    await second.client.start();
+    const conn2 = await hub.nextConnection();
+    expect((await conn2.nextOf('hello')).payload).toMatchObject({ session_id: 'S1', resume_from: 0, lossy: false });
+    conn2.welcome({ session_id: 'S1', full_resync: false, ack_seq: acked });
+    conn2.send('deployment.desired', desiredPayload('D', 5), { seq: 1, id: f1.id! });
+    conn2.send('deployment.desired', desiredPayload('D', 6), { seq: 2, id: f2.id! });
+    await eventually(() => second.client.session.cursor >= 2 || undefined, 'both replayed frames settled');
+    // The cluster had revision 6; it must never be rendered back to revision 5.
+    expect(second.calls.desired.map((c) => c.payload.revision)).not.toContain(5);
+    expect(rendered).toBe(6);
+  });
+});
+
+describe('desired revisions across a graceful stop during an outage', () => {
+  it('the stop waits for a desired handler still running, so the revision it applies behind a hole is in the final record', async () => {
+    let rendered = 0;
+    let failedOnce = false;
+    let finishSix: () => void = () => undefined;
+    const desiredResult = (p: { revision: number }): HandlerResult | Promise<HandlerResult> => {
+      if (p.revision === 5 && !failedOnce) {
+        failedOnce = true;
+        return transient('api server busy');
+      }
+      if (p.revision === 6 && rendered === 0) {
+        return new Promise<HandlerResult>((resolve) => (finishSix = () => ((rendered = 6), resolve(applied()))));
+      }
+      rendered = p.revision;
+      return applied();
+    };
+    const first = makeClient(hub, { cursorStore: new FileCursorStore(cursorPath()), outboundLog: await FileOutboundLog.open(logPath()), desiredResult });
+    const { conn, acked } = await openSettled(first);
+    const f1 = conn.sendSeq('deployment.desired', desiredPayload('D', 5));
+    const f2 = conn.sendSeq('deployment.desired', desiredPayload('D', 6));
+    await eventually(() => first.calls.desired.length === 2, 'both frames handed to the handler');
+    conn.terminate();
+    await eventually(() => first.client.state === 'waiting', 'the first process in its backoff');
+
+    // A graceful stop while the hub is unreachable and the cluster is still taking revision 6.
+    const stopping = first.client.stop({ graceful: true });
+    await Promise.race([stopping, settle()]);
+    finishSix();
+    await stopping;
+
+    const second = makeClient(hub, { cursorStore: new FileCursorStore(cursorPath()), outboundLog: await FileOutboundLog.open(logPath()), desiredResult });
+    clients.push(second);
+    await second.client.start();
+    const conn2 = await hub.nextConnection();
+    expect((await conn2.nextOf('hello')).payload).toMatchObject({ session_id: 'S1', resume_from: 0, lossy: false });
+    conn2.welcome({ session_id: 'S1', full_resync: false, ack_seq: acked });
+    conn2.send('deployment.desired', desiredPayload('D', 5), { seq: 1, id: f1.id! });
+    conn2.send('deployment.desired', desiredPayload('D', 6), { seq: 2, id: f2.id! });
+    await eventually(() => second.client.session.cursor >= 2 || undefined, 'both replayed frames settled');
+    // The cluster had revision 6 when the first process stopped; it must never go back to 5.
+    expect(second.calls.desired.map((c) => c.payload.revision)).not.toContain(5);
+    expect(rendered).toBe(6);
   });
 });
 

@@ -201,6 +201,8 @@ describe('stop', () => {
       expect(isDrained(view(o)), JSON.stringify(o)).toBe(false);
     }
     expect(isDrained(view({ linkOpen: false, unacked: 3 }))).toBe(true);
+    // A handler still running settles without a link, and what it applies belongs in the final record.
+    expect(isDrained(view({ linkOpen: false, inboundPending: 1 }))).toBe(false);
   });
 
   it('clean only when graceful and nothing was left over', () => {
