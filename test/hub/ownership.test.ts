@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { CloseCode } from '../../src/protocol';
-import { FAST_TIMERS, node, useHub } from './support/hub';
+import { desired, eventually, FAST_TIMERS, holdLock, node, useHub, type Peer } from './support/hub';
 
 const h = useHub();
 
@@ -106,6 +106,48 @@ describe('ownership (spec: Resume is per hub instance; Authentication)', () => {
     expect(begin.seq).toBe(1);
     back.close();
     b.peer.close();
+  });
+
+  it('a session that lost its claim returns as a fresh session the fleet poll knows has sent nothing yet: it is poked while its resync is open', async () => {
+    const c = await h.newCluster();
+    expect((await h.admin('PUT', `/clusters/${c.name}/deployments/d1`, desired())).status).toBe(200);
+    // a's resync put the cluster's desired state (revision 1) into its stream: its watermark is 1.
+    const a = await h.openFresh(c);
+    const b = await h.openFresh(c);
+    expect((await a.peer.closedWith(withinPoll)).code).toBe(CloseCode.DISPLACED);
+
+    // The desired-state table is held (a migration, a stalled database): the returning session's
+    // resync cannot be read and stays open, and the fleet poll is what pokes its retry.
+    const release = await holdLock('lock table desired_deployments in access exclusive mode');
+    const back = await h.connect(c.token, a.sessionId);
+    let pinger: ReturnType<typeof setInterval> | undefined;
+    try {
+      const w = await back.hello({ cluster_id: c.name, session_id: a.sessionId, resume_from: a.peer.hubCursor });
+      expect(w.payload.full_resync).toBe(true);
+      const fresh = w.payload.session_id as string;
+      // Alive and acknowledging, as a real operator is (idle limit 3 s).
+      pinger = setInterval(() => back.send('ping', {}, { ack: back.hubCursor }), 500);
+      // The fresh session has sent none of the cluster's desired state, so the poll finds it
+      // behind the cluster's revision and pokes it, and it checks (its owner row is polled).
+      // Before, it joined the poll with the watermark of the session it replaced (1): taken for
+      // caught up, it was never poked, and its resync waited on its own backoff (up to 30 s).
+      await eventually(async () => {
+        const [o] = await h.sql<{ checked: boolean }>('select polled_at > claimed_at as checked from cluster_owners where cluster_uid = $1 and session_id = $2', [c.uid, fresh]);
+        return o?.checked === true;
+      }, withinPoll);
+      const [reg] = await h.sql<{ seen: number }>('select seen_revision::int as seen from live_sessions where session_id = $1', [fresh]);
+      expect(reg?.seen).toBe(0);
+    } finally {
+      await release();
+    }
+    try {
+      const end = await back.next((f) => f.type === 'stream.end', withinPoll);
+      expect(end.payload).toEqual({ complete: true, count: 1 });
+    } finally {
+      clearInterval(pinger);
+      back.close();
+      b.peer.close();
+    }
   });
 
   it('a session that reconnects while its own old connection is half-open still holds its claim and resumes', async () => {

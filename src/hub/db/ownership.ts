@@ -92,7 +92,7 @@ export async function claimCluster(sql: Sql, args: ClaimArgs): Promise<ClaimResu
     args.contention.quietMs,
     args.pollShard,
     args.watermark,
-  ], 'wingsmith_claim_v3');
+  ], 'wingsmith_claim_v4');
   const r = rows[0];
   if (!r) throw new Error('claim returned no row');
   const previous = r.prev_session_id !== null && r.prev_session_id !== r.session_id ? r.prev_session_id : null;
@@ -184,9 +184,12 @@ with held as (
   where cluster_uid = $1 and exists (select 1 from displaced) and at < now() - interval '1 day'
 ), registered as (
   -- The session joins the fleet poll with the claim and token it now holds and the desired
-  -- revision it has already sent (a fresh session: none).
+  -- revision it has already sent (a fresh session: none). $13 is the watermark of the session
+  -- asked to resume: a claim that turns the resume down grants the fresh id, which has sent
+  -- nothing, and registered with the old watermark it would look caught up to the poll.
   insert into live_sessions (session_id, cluster_uid, poll_shard, generation, token_hash, seen_revision)
-  select cl.session_id, $1, $12, cl.generation, decode($2, 'hex'), $13::bigint from claim cl
+  select cl.session_id, $1, $12, cl.generation, decode($2, 'hex'),
+    case when cl.session_id = $5 then $13::bigint else 0 end from claim cl
   on conflict (session_id) do update set poll_shard = excluded.poll_shard, generation = excluded.generation,
     token_hash = excluded.token_hash, seen_revision = excluded.seen_revision, checked_at = now()
 )
