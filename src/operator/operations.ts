@@ -79,6 +79,11 @@ export class OperationBook {
   private idleWaiters: (() => void)[] = [];
   /** A graceful stop asked every operation to stop: none is accepted from here on. */
   private stopping = false;
+  /**
+   * Operations concluded at their deadline while their start waited behind an earlier frame:
+   * when that start's turn comes its answer has already gone, so it is only settled.
+   */
+  private readonly answeredInQueue = new Set<string>();
 
   constructor(
     initial: readonly OperationRecord[],
@@ -128,7 +133,9 @@ export class OperationBook {
   async start(payload: Payload<'operation.start'>, ctx: FrameContext): Promise<StartSettlement> {
     const known = this.records.get(payload.operation_id);
     if (known) {
-      if (known.state === 'running') {
+      if (known.startId === ctx.frameId && this.answeredInQueue.delete(known.operationId)) {
+        this.host.logger.debug('operation.start answered at its deadline while queued: settled, not run', { operation_id: known.operationId });
+      } else if (known.state === 'running') {
         this.host.logger.debug('redelivered operation.start for a running operation dropped', { operation_id: known.operationId });
       } else {
         this.host.logger.info('redelivered operation.start for a concluded operation: re-sending its conclusion', {
@@ -201,6 +208,33 @@ export class OperationBook {
     return { settle: 'applied' };
   }
 
+  /**
+   * The deadline of a start still waiting behind an earlier frame's handler passed: the spec
+   * wants an answer then, not when the handler ahead returns. It is concluded as a start whose
+   * deadline passed before it could start (recorded, so a redelivery or a restart re-sends the
+   * conclusion and never runs it). A stopping process leaves it to the next, which answers it at
+   * once.
+   */
+  deadlinePassedInQueue(payload: Payload<'operation.start'>, frameId: string): void {
+    if (this.stopping || this.records.has(payload.operation_id)) return;
+    const now = this.host.timers.now();
+    const record: OperationRecord = {
+      operationId: payload.operation_id,
+      startId: frameId,
+      kind: payload.kind,
+      deadline: Date.parse(payload.deadline),
+      acceptedAt: now,
+      state: 'running',
+      conclusion: null,
+      concludedAt: null,
+      delivered: false,
+    };
+    this.host.logger.warn('operation.start missed its deadline waiting behind an earlier frame', { operation_id: record.operationId, kind: record.kind });
+    this.records.set(record.operationId, record);
+    this.answeredInQueue.add(record.operationId);
+    this.conclude(record, { frame: 'error', code: 'deadline', message: `deadline ${payload.deadline} passed before the operation could start` });
+  }
+
   /** The hub acknowledged everything through `peerAck`: conclusions at or below it are delivered. */
   acknowledged(peerAck: number): void {
     let changed = false;
@@ -223,6 +257,8 @@ export class OperationBook {
   freshSession(): void {
     this.writtenSeq.clear();
     this.deferred.clear();
+    // The old session's frames are not replayed: their turn never comes.
+    this.answeredInQueue.clear();
     for (const r of this.records.values()) {
       if (r.state === 'concluded' && !r.delivered) this.sendConclusion(r, r.startId);
     }

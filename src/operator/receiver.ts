@@ -13,7 +13,7 @@ import { triage, type ReadableFrame } from './frame-triage';
 import { dispatch, type DispatchHost, type Settled } from './inbound-dispatch';
 import type { Link } from './link';
 import type { Logger } from './logger';
-import type { Timers } from './timers';
+import { MAX_TIMEOUT_MS, type Timers } from './timers';
 
 /** The delay before retry `attempt + 1` of a frame that failed transiently. */
 export function retryDelay(policy: BackoffPolicy, attempt: number): number {
@@ -83,6 +83,8 @@ export class Receiver {
   pending = 0;
   private chain: Promise<void> = Promise.resolve();
   private readonly retries = new Set<() => void>();
+  /** Deadline timers of operation starts waiting behind an earlier frame (cancelled at their turn). */
+  private readonly queuedDeadlines = new Set<() => void>();
   /** The frame being applied (one at a time), for the stall watch. */
   private applying: Applying | null = null;
   /** Cancels the stall watch's timer, armed while frames are being applied. */
@@ -156,6 +158,8 @@ export class Receiver {
   /** The client stopped: no retry and no stall report outlives it (a timer would keep Node running). */
   dispose(): void {
     this.cancelRetries();
+    for (const cancel of this.queuedDeadlines) cancel();
+    this.queuedDeadlines.clear();
     this.disposed = true;
     this.stallTimer?.();
     this.stallTimer = null;
@@ -225,15 +229,50 @@ export class Receiver {
   }
 
   private enqueue(frame: ReadableFrame, task: () => Promise<void>): void {
+    // Something ahead may hold the stream past a start's deadline: the deadline is watched while
+    // it waits, not only once its handler would run.
+    const unwatch = this.pending > 0 ? this.watchQueuedDeadline(frame) : null;
     this.pending++;
     const { seq, type, id } = frame.envelope;
     this.chain = this.chain
-      .then(task)
+      .then(() => {
+        unwatch?.();
+        return task();
+      })
       .catch((err: unknown) => this.host.log.error('inbound processing failed', { err, seq, type, id }))
       .finally(() => {
         this.pending--;
         this.host.settled();
       });
+  }
+
+  /** At the deadline of an `operation.start` still queued, answer it (operations.ts) without waiting for its turn. */
+  private watchQueuedDeadline(frame: ReadableFrame): (() => void) | null {
+    if (frame.kind !== 'message' || frame.message.type !== 'operation.start') return null;
+    const payload = frame.message.payload;
+    const deadline = Date.parse(payload.deadline);
+    if (!Number.isFinite(deadline)) return null;
+    const h = this.host;
+    let cancelTimer = () => {};
+    const unwatch = () => {
+      cancelTimer();
+      this.queuedDeadlines.delete(unwatch);
+    };
+    const arm = () => {
+      const left = deadline - h.timers.now();
+      // setTimeout cannot wait longer; a timer that fired early would answer before the deadline.
+      if (left > MAX_TIMEOUT_MS) {
+        cancelTimer = h.timers.schedule(arm, MAX_TIMEOUT_MS);
+        return;
+      }
+      cancelTimer = h.timers.schedule(() => {
+        this.queuedDeadlines.delete(unwatch);
+        if (!h.stopping()) h.dispatchHost().book.deadlinePassedInQueue(payload, frame.envelope.id);
+      }, left);
+    };
+    arm();
+    this.queuedDeadlines.add(unwatch);
+    return unwatch;
   }
 
   private async apply(link: Link, frame: ReadableFrame, attempt: number): Promise<void> {

@@ -164,6 +164,51 @@ describe('operations', () => {
     expect(framesOf(conn, 'operation.result')).toHaveLength(0);
   });
 
+  it('answers a start queued behind a hung desired handler with error {code: deadline} at its deadline, and never runs it', async () => {
+    const store = new MemoryCursorStore();
+    let release!: () => void;
+    const hung = new Promise<void>((r) => (release = r));
+    const { t, conn } = await open({
+      cursorStore: store,
+      desiredResult: async () => {
+        await hung;
+        return { ok: true };
+      },
+    });
+    conn.sendSeq('deployment.desired', desiredPayload('d1'));
+    await eventually(() => t.calls.desired.length === 1, 'the desired handler running');
+    const payload = start(t, { deadline: new Date(t.timers.now() + 5_000).toISOString() });
+    const queued = conn.sendSeq('operation.start', payload);
+    const answers = () => conn.frames.filter((f) => f.type === 'error' && f.reply_to === queued.id);
+
+    t.timers.advance(4_999);
+    await new Promise((r) => setTimeout(r, 20));
+    expect(answers(), 'nothing before the deadline').toHaveLength(0);
+    t.timers.advance(1);
+    const [err] = await eventually(() => answers().length === 1 && answers(), 'the deadline error at the deadline');
+    expect(err).toMatchObject({ reply_to: queued.id, payload: { code: 'deadline', retryable: false } });
+    // Recorded as the operation's conclusion before the answer went out.
+    expect(store.peek()?.operations.find((r) => r.operationId === payload.operation_id)).toMatchObject({
+      state: 'concluded',
+      conclusion: { frame: 'error', code: 'deadline' },
+    });
+    expect(t.client.session.cursor, 'the desired handler still holds the stream').toBe(0);
+
+    // Its turn: settled and acknowledged in order, not run, not answered twice.
+    release();
+    await cursorReaches(t, 2);
+    await new Promise((r) => setTimeout(r, 20));
+    expect(t.calls.operations).toHaveLength(0);
+    expect(answers()).toHaveLength(1);
+    expect(framesOf(conn, 'operation.accepted')).toHaveLength(0);
+
+    // A redelivery re-sends the conclusion, and still runs nothing.
+    const again = conn.sendSeq('operation.start', payload);
+    const resent = await conn.seen((f) => f.type === 'error' && f.reply_to === again.id, 'the conclusion re-sent');
+    expect(resent.payload).toMatchObject({ code: 'deadline' });
+    expect(t.calls.operations).toHaveLength(0);
+  });
+
   it('an admission gate can withhold (transient) or refuse (permanent) an operation', async () => {
     let verdict: 'transient' | 'permanent' | 'ok' = 'transient';
     const { t, conn } = await open({
