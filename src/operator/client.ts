@@ -141,11 +141,11 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
       },
       ackDelayMs: options.ackDelayMs ?? 50,
       outbound: () => session.outbound,
-      cursor: () => session.inbound.cursor,
+      cursor: () => session.ackableCursor(),
       durableCursor: () => record.persistedCursor,
       limits: () => session.limits,
       link: () => this.conn.link,
-      needsSave: () => record.needsSave(session.inbound.cursor),
+      needsSave: () => record.needsSave(session.ackableCursor()),
       persist: () => record.persist(),
       storageFailed: (numbered, err) => {
         // A log that failed to sync cannot vouch for itself any more.
@@ -156,6 +156,9 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
         this.storageError(err);
       },
       closeLink: (link, code, reason) => this.conn.close(link, code, reason),
+      settledAnswers: (items) => {
+        for (const item of items) session.answerSettled(item);
+      },
       wrote: (written) => {
         // Control frames went out: conclusions that waited for room in the queue may follow.
         if (this.book.hasDeferred) this.book.resumeDeferred();
@@ -381,7 +384,10 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
       appliedRevision: this.s.appliedRevision,
       logger: this.sessionLog,
       counters: this.counters,
-      send: (item) => this.sendSide.enqueue(item),
+      send: (item) => {
+        // Queued before the frame it answers settles, so no save of the cursor can pass it first.
+        if (this.sendSide.enqueue(item) !== 'rejected' && item.answers !== undefined) this.s.oweAnswer(item, item.answers);
+      },
       canReply: () => this.outbox.canApply(),
       hubError: (payload, env) => this.safeEmit('hubError', { payload, replyTo: env.reply_to, seq: env.seq }),
       pruned: (keep) => this.safeEmit('pruned', { keep }),

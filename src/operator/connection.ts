@@ -58,7 +58,7 @@ export class Connection {
     this.nextReconnectAt = null;
     h.setState('connecting');
     // hello's resume_from must be durable, and so must anything the previous link left unsaved.
-    if (!h.record.needsSave(h.session.inbound.cursor)) return this.dialNow();
+    if (!h.record.needsSave(h.session.ackableCursor())) return this.dialNow();
     h.record.persist().then(
       () => this.dialNow(),
       (err: unknown) => {

@@ -64,6 +64,7 @@ export function refusal(envelope: Envelope, code: ErrorCode, message: string, un
     { code, message: text, retryable: false, ...(unknownType !== undefined ? { unknown_type: cutText(unknownType, UNKNOWN_TYPE_MAX) } : {}) },
     // reply_to must be a ULID; a poison frame's own id may not be one.
     ULID_RE.test(envelope.id) ? envelope.id : null,
+    envelope.seq !== null ? { answers: envelope.seq } : {},
   );
 }
 

@@ -12,13 +12,15 @@ export interface OutItem {
   id?: string;
   /** Told the seq the frame got when the writer numbers it, whatever then becomes of its batch (operation conclusions track their delivery by it). */
   onWritten?: (seq: number) => void;
+  /** The seq of the hub frame this frame answers (an error refusing it): see `SessionState.oweAnswer`. */
+  answers?: number;
 }
 
 export function outItem<T extends MessageType>(
   type: T,
   payload: Payload<T>,
   replyTo: string | null = null,
-  extra: Pick<OutItem, 'id' | 'onWritten'> = {},
+  extra: Pick<OutItem, 'id' | 'onWritten' | 'answers'> = {},
 ): OutItem {
   return { type, payload, replyTo, ...extra };
 }

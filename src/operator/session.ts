@@ -40,7 +40,14 @@ export class SessionState {
   /** The hub's snapshot streams open in this session. */
   readonly streams = new InboundResyncs();
   /** Highest `deployment.desired.revision` applied per deployment in this session. */
-  readonly appliedRevision = new AppliedRevisions(() => this.inbound.cursor);
+  readonly appliedRevision = new AppliedRevisions(() => this.ackableCursor());
+  /**
+   * The answers (error frames) to hub frames that are queued or numbered but not yet in the synced
+   * outbound log, each with the seq of the frame it answers. Only the log survives the process: a
+   * cursor saved past such a frame (the hello's resume_from, an ack) would tell the hub it need
+   * never send it again, and the answer would be lost with the process.
+   */
+  private readonly unwrittenAnswers = new Map<object, number>();
 
   constructor(private readonly buffer: OutboundLog) {
     this.outbound = new OutboundSequencer(buffer, UNBOUNDED);
@@ -80,15 +87,37 @@ export class SessionState {
     return {
       version: 1,
       sessionId: this.id,
-      cursor: this.inbound.cursor,
+      cursor: this.ackableCursor(),
       outbound: this.outbound.snapshot(),
       clean,
       operations,
       hubSnapshotOpen: this.streams.size > 0 || this.snapshotInterrupted,
       displacedSession: this.displaced,
       lossy: this.lossy,
-      appliedPastCursor: this.appliedRevision.pastCursor(this.inbound.cursor),
+      appliedPastCursor: this.appliedRevision.pastCursor(this.ackableCursor()),
     };
+  }
+
+  /**
+   * The cursor this side may make durable and send as `ack`: the contiguous cursor, held below the
+   * first hub frame whose answer is not yet in the synced outbound log. Frames past it that were
+   * applied are replayed after a restart and dropped or applied again (at-least-once); the one
+   * whose answer died with the process is answered again.
+   */
+  ackableCursor(): number {
+    let cursor = this.inbound.cursor;
+    for (const seq of this.unwrittenAnswers.values()) if (seq <= cursor) cursor = seq - 1;
+    return cursor;
+  }
+
+  /** `answer` (queued) answers the hub frame `seq`: the durable cursor stays below it until… */
+  oweAnswer(answer: object, seq: number): void {
+    this.unwrittenAnswers.set(answer, seq);
+  }
+
+  /** …it is in the synced log, or will never be sent (too large for the hub). */
+  answerSettled(answer: object): void {
+    this.unwrittenAnswers.delete(answer);
   }
 
   /**
@@ -125,6 +154,8 @@ export class SessionState {
     this.inbound.reset();
     this.streams.clear();
     this.appliedRevision.clear();
+    // The frames they answer belong to the old numbering: the resync supersedes them.
+    this.unwrittenAnswers.clear();
     this.id = sessionId;
     this.lossy = false;
     this.snapshotInterrupted = false;

@@ -44,7 +44,7 @@ export interface WriterHost {
   readonly buffer: OutboundLog;
   readonly ackDelayMs: number;
   outbound(): OutboundSequencer;
-  /** The contiguous cursor of the hub's stream (may be ahead of the durable one). */
+  /** The cursor of the hub's stream that may be saved and acked (may be ahead of the saved one). */
   cursor(): number;
   /** The cursor the last completed save holds: the only one that may go out as `ack`. */
   durableCursor(): number;
@@ -56,6 +56,8 @@ export interface WriterHost {
   /** A batch could not be made durable, so none of it was written; `numbered`: it held sequenced frames. */
   storageFailed(numbered: boolean, err: unknown): void;
   closeLink(link: Link, code: number, reason: string): void;
+  /** Frames that can no longer die with the process: in the synced log, or never to be sent. */
+  settledAnswers(items: OutItem[]): void;
   /** Frames of a batch reached the socket. */
   wrote(written: Written[]): void;
   /** The pump went idle (a graceful stop may be drained). */
@@ -177,6 +179,7 @@ export class Writer {
         h.counters.oversizeFrames++;
         h.log.error('frame larger than the hub accepts: not sent', { type: item.type, bytes, max: limits.max_frame_bytes });
         h.outbox.skipped(item, `frame of ${bytes} bytes exceeds max_frame_bytes`);
+        h.settledAnswers([item]);
         continue;
       }
       if (verdict === 'wait') {
@@ -209,6 +212,8 @@ export class Writer {
       if (h.link() === link) h.closeLink(link, CloseCode.INTERNAL, 'local storage failure');
       return;
     }
+    // The log keeps these now (a resume replays them), whatever becomes of the link.
+    h.settledAnswers(written.map((w) => w.item));
     // Numbered frames wait in the buffer for the resume (their seq was told when numbered).
     if (h.link() !== link || !link.open) return;
 

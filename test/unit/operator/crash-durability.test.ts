@@ -17,7 +17,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { FileCursorStore, emptyRecord } from '../../../src/operator/cursor-store';
-import { applied, transient, type HandlerResult, type OperationContext } from '../../../src/operator/handlers';
+import { applied, permanent, transient, type HandlerResult, type OperationContext } from '../../../src/operator/handlers';
 import { FileOutboundLog, MemoryOutboundLog } from '../../../src/operator/outbound-log';
 import { newId, type Payload } from '../../../src/protocol';
 import { ackAll, desiredPayload, makeClient, readResync, SNAPSHOT, type TestClient } from './support/harness';
@@ -333,5 +333,41 @@ describe('torn files never stop a start', () => {
     const conn = await hub.nextConnection();
     const hello = await conn.nextOf('hello');
     expect(hello.payload).toMatchObject({ session_id: null });
+  });
+});
+
+describe('answers across a stop', () => {
+  it('a refusal still waiting to be written is not lost with the process: the cursor saved never passes the frame it answers', async () => {
+    // The hub's window is full (it has not acknowledged the operator's reports), so the error
+    // answering a refused deployment.desired waits in memory while the frame itself is processed.
+    const refuse = () => permanent('gpu model not in this cluster');
+    const first = makeClient(hub, { cursorStore: new FileCursorStore(cursorPath()), outboundLog: await FileOutboundLog.open(logPath()), desiredResult: refuse });
+    await first.client.start();
+    const conn = await hub.nextConnection();
+    await conn.nextOf('hello');
+    conn.welcome({ session_id: 'S1', full_resync: true, limits: { replay_buffer_frames: 8 } });
+    await readResync(conn);
+    await conn.seen((f) => f.type === 'link.stats', 'link.stats');
+    const acked = ackAll(conn);
+    await eventually(() => first.client.stats.unacked === 0, 'everything acked');
+    for (let i = 0; i < 8; i++) first.client.reportNode({ ...SNAPSHOT.nodes[0]!, node_id: `node-${i}`, name: `node-${i}` });
+    await eventually(() => first.client.stats.unacked === 8, 'the window full');
+
+    const { id } = conn.sendSeq('deployment.desired', desiredPayload('d1'));
+    await eventually(() => first.calls.desired.length === 1 && first.client.session.cursor >= 1, 'd1 refused');
+    expect(conn.frames.some((f) => f.type === 'error' && f.reply_to === id)).toBe(false);
+    await first.client.stop({ graceful: false });
+
+    // The next process continues the session; the hub replays whatever follows resume_from.
+    const second = makeClient(hub, { cursorStore: new FileCursorStore(cursorPath()), outboundLog: await FileOutboundLog.open(logPath()), desiredResult: refuse });
+    clients.push(second);
+    await second.client.start();
+    const conn2 = await hub.nextConnection();
+    const hello = await conn2.nextOf('hello');
+    expect(hello.payload).toMatchObject({ session_id: 'S1', lossy: false });
+    conn2.welcome({ session_id: 'S1', full_resync: false, ack_seq: acked });
+    conn2.seqFrom((hello.payload.resume_from as number) + 1);
+    if ((hello.payload.resume_from as number) < 1) conn2.sendSeq('deployment.desired', desiredPayload('d1'), { id });
+    await conn2.seen((f) => f.type === 'error' && f.reply_to === id, 'the error answering d1');
   });
 });
