@@ -9,7 +9,8 @@
  * mtime while it lives, so a lock whose holder vanished without releasing it (a crash, a killed
  * pod) is taken over: at once when the holder was a process on this host that no longer runs, or
  * this very pid (a container restarted as pid 1 again), and after `staleMs` without a refresh
- * when it was another host, whose processes this one cannot see.
+ * when it was another host, whose processes this one cannot see, or a pid on this host that runs
+ * (another process may have the number since the holder died).
  */
 import { randomUUID } from 'node:crypto';
 import { readFileSync, realpathSync } from 'node:fs';
@@ -93,8 +94,10 @@ export class StateLock {
     for (let attempt = 0; ; attempt++) {
       const token = randomUUID();
       const me: Holder = { pid: process.pid, host: hostname(), token, since: new Date().toISOString() };
+      let created = false;
       try {
         const fh = await open(path, 'wx', 0o600);
+        created = true;
         try {
           await fh.writeFile(JSON.stringify(me));
           await fh.sync();
@@ -104,6 +107,9 @@ export class StateLock {
         await fsyncDir(dirname(path));
         return new StateLock(path, token, staleMs);
       } catch (err) {
+        // A lock this open created and could not finish (ENOSPC, EIO) names no holder: left
+        // behind, it would refuse every open for staleMs as held by one that cannot be read.
+        if (created) await unlink(path).catch(() => {});
         if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
       }
       const holder = await readHolder(path);
@@ -273,7 +279,10 @@ async function isStale(path: string, holder: Holder | null, staleMs: number): Pr
     // This pid is this process, which holds no lock here (`held`): a previous life of the same
     // pid left it, as a container restarted as pid 1 does.
     if (holder.pid === process.pid) return true;
-    return !processAlive(holder.pid);
+    if (!processAlive(holder.pid)) return true;
+    // The pid runs, but it may be another process's now (pids are reused: after a reboot a
+    // system daemon can hold the dead holder's number): a live holder refreshes its lock, so one
+    // unrefreshed for staleMs is judged as another host's would be, or it would be refused forever.
   }
   // Another host (or a file no holder wrote whole): only its age tells.
   try {

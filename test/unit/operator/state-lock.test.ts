@@ -10,7 +10,8 @@ import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 
 // A seam to interleave a second process with this one's takeover at an exact point.
-const hooks = vi.hoisted(() => ({ beforeOpen: null as null | ((p: string) => Promise<void>) }));
+// And a disk that fills while the lock's holder is written into it.
+const hooks = vi.hoisted(() => ({ beforeOpen: null as null | ((p: string) => Promise<void>), lockWriteFails: false }));
 vi.mock('node:fs/promises', async (importOriginal) => {
   const orig = await importOriginal<typeof import('node:fs/promises')>();
   return {
@@ -21,7 +22,16 @@ vi.mock('node:fs/promises', async (importOriginal) => {
         hooks.beforeOpen = null;
         await h(String(args[0]));
       }
-      return orig.open(...args);
+      const fh = await orig.open(...args);
+      if (hooks.lockWriteFails && String(args[0]).endsWith('operator.lock') && args[1] === 'wx') {
+        hooks.lockWriteFails = false;
+        Object.defineProperty(fh, 'writeFile', {
+          value: async () => {
+            throw Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC' });
+          },
+        });
+      }
+      return fh;
     },
   };
 });
@@ -114,6 +124,32 @@ describe('the state directory lock', () => {
       expect(JSON.parse(await readFile(lockFile(), 'utf8'))).toMatchObject({ pid: process.pid });
       await stores.outboundLog.close();
     }
+  });
+
+  it('a lock naming a pid on this host that runs again as another process (reused after a reboot) is taken over once it has gone staleMs without a refresh', async () => {
+    // The pid now names a process that is no operator and never refreshes the lock.
+    const other = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1000)']);
+    try {
+      await writeFile(lockFile(), holder(other.pid as number));
+      await expect(openFileStores(dir, { lock: { staleMs: 60_000 } })).rejects.toBeInstanceOf(StateDirLockedError);
+      const old = new Date(Date.now() - 61_000);
+      await utimes(lockFile(), old, old);
+      const stores = await openFileStores(dir, { lock: { staleMs: 60_000 } });
+      expect(JSON.parse(await readFile(lockFile(), 'utf8'))).toMatchObject({ pid: process.pid });
+      await stores.outboundLog.close();
+    } finally {
+      await kill(other);
+    }
+  });
+
+  it('a lock that could not be written (the disk was full) is not left behind: the next open, once there is room, takes the directory', async () => {
+    hooks.lockWriteFails = true;
+    await expect(openFileStores(dir)).rejects.toMatchObject({ code: 'ENOSPC' });
+    // No process holds the directory; an empty lock file would refuse every open for staleMs,
+    // telling the operator a holder it cannot read has it.
+    const stores = await openFileStores(dir);
+    expect(JSON.parse(await readFile(lockFile(), 'utf8'))).toMatchObject({ pid: process.pid });
+    await stores.outboundLog.close();
   });
 
   it('two processes finding the same dead holder: one takes the directory over, and the other, looking again under the takeover guard, is refused (both used to take it)', async () => {
