@@ -436,7 +436,14 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
     this.sendSide.stopBegins();
     if (this.starting) await this.starting.catch(() => {});
     if (!this.starting || !this.book) {
-      // Never started (or failed to load): nothing to drain or persist.
+      // Never started (or failed to load): nothing to drain or persist. The log is still closed,
+      // as after any stop: that gives the state directory's lock up, and a process that retries
+      // with a new client (the record was unreadable for a moment) would find it held by itself.
+      try {
+        await this.buffer.close();
+      } catch (err) {
+        this.log.error('could not close the outbound log', { err });
+      }
       this.setState('stopped');
       this.emit('stopped');
       return;
@@ -466,10 +473,12 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
     this.sendSide.dispose();
     this.receiver.dispose();
     this.book.dispose();
+    let saved = false;
     try {
       this.record.cleanOnSave = clean;
       this.record.markChanged();
       await this.record.persist();
+      saved = true;
     } catch (err) {
       this.log.error('could not save the cursor on stop', { err });
     } finally {
@@ -477,7 +486,11 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
     }
     if (this.conn.link) this.conn.close(this.conn.link, graceful ? CloseCode.NORMAL : 1001, 'operator stopping');
     try {
-      await this.buffer.close();
+      // Frames numbered and never synced were never sent. Once the record is saved it backs them
+      // (the log may keep them for the next process to replay); when that save failed, the record
+      // on disk is older than they are, and a log replaying them would ack a cursor, or conclude
+      // an operation, that the next process does not know of.
+      await this.buffer.close({ dropUnsynced: !saved });
     } catch (err) {
       this.log.error('could not close the outbound log', { err });
     }

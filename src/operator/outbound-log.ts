@@ -54,7 +54,12 @@ export interface OutboundLog extends ReplayStore {
   bindSession(sessionId: string): void;
   /** Make everything appended so far durable; resolve only then. */
   sync(): Promise<void>;
-  close(): Promise<void>;
+  /**
+   * `dropUnsynced`: frames appended and never synced (so never written to the socket) are left out
+   * of the file. The client asks for it when its last save of the durable record failed: such
+   * frames may carry acks and conclusions the record on disk does not have.
+   */
+  close(options?: { dropUnsynced?: boolean }): Promise<void>;
 }
 
 const NO_RECOVERY: LogRecovery = {
@@ -102,6 +107,8 @@ export class FileOutboundLog implements OutboundLog {
   private pendingLast = 0;
   /** Highest seq ever appended, including frames since released or pushed out. */
   private highest: number;
+  /** Highest seq a completed sync made durable (the file's last commit): past it, nothing was sent. */
+  private synced: number;
   private released: number;
   private session: string | null;
   private rewriteNeeded = false;
@@ -132,7 +139,11 @@ export class FileOutboundLog implements OutboundLog {
     for (const e of entries) this.mem.append(e);
     this.released = recovery.released;
     this.highest = recovery.lastSeq;
-    this.session = recovery.session;
+    this.synced = recovery.lastSeq;
+    // A log that cannot vouch for itself holds its session's frames no more (recovery kept none):
+    // its rewrite must not write a header vouching for that session, as `clear()` does not, or a
+    // close before the client restored (and cleared) it would make the damaged log resumable.
+    this.session = recovery.intact ? recovery.session : null;
     this.fh = fh;
     this.fileBytes = fileBytes;
     this.compactAtBytes = options.compactAtBytes ?? 4 * 1024 * 1024;
@@ -202,6 +213,7 @@ export class FileOutboundLog implements OutboundLog {
     this.pending = [];
     this.released = 0;
     this.highest = 0;
+    this.synced = 0;
     // Cleared, the log vouches for no session until `bindSession`: a process that cleared it
     // because it could not vouch, and stopped before a fresh session, must not leave behind a
     // header that lets the next one resume.
@@ -226,7 +238,7 @@ export class FileOutboundLog implements OutboundLog {
    * Compact if the file holds released frames (so the next start does not mistake them for
    * unacknowledged ones), then close.
    */
-  async close(): Promise<void> {
+  async close(options: { dropUnsynced?: boolean } = {}): Promise<void> {
     await this.chain;
     if (this.closed) return;
     this.closed = true;
@@ -234,7 +246,7 @@ export class FileOutboundLog implements OutboundLog {
     // file if the disk allows, or the next start would believe the old header.
     if (this.releasedInFile || this.rewriteNeeded) {
       try {
-        await this.rewrite();
+        await this.rewrite(options.dropUnsynced === true);
       } catch {
         // Recovery copes with released frames left in the file; a failed compaction costs nothing.
       }
@@ -271,7 +283,9 @@ export class FileOutboundLog implements OutboundLog {
     // the disk waits for the next sync, which must still find it.
     this.guard();
     const covered = this.pending.length;
-    const text = this.pending.join('') + commitLine(this.pendingLast);
+    const last = this.pendingLast;
+    const layout = this.layout;
+    const text = this.pending.join('') + commitLine(last);
     const bytes = Buffer.from(text, 'utf8');
     try {
       await writeAll(this.fh, bytes);
@@ -283,6 +297,8 @@ export class FileOutboundLog implements OutboundLog {
     }
     this.pending.splice(0, covered);
     this.fileBytes += bytes.length;
+    // A clear() while the batch was on its way: its seqs are the old numbering's.
+    if (layout === this.layout && last > this.synced) this.synced = last;
   }
 
   /**
@@ -291,12 +307,15 @@ export class FileOutboundLog implements OutboundLog {
    * happened, so the log stays usable; a handle that cannot be reopened is reopened by the next
    * rewrite (a sync finding no handle rewrites).
    */
-  private async rewrite(): Promise<void> {
+  private async rewrite(onlySynced = false): Promise<void> {
     this.guard();
     const layout = this.layout;
     const covered = this.pending.length;
-    const live = this.mem.entriesAfter(0);
-    const parts = [headerLine(this.session, this.released, this.highest), ...live.map(entryLine)];
+    // The header's `sent` is where numbering resumes: past every frame in the file, and past none
+    // that the file leaves out (a frame numbered and never written to the socket may be renumbered).
+    const through = onlySynced ? this.synced : this.highest;
+    const live = this.mem.entriesAfter(0).filter((e) => e.seq <= through);
+    const parts = [headerLine(this.session, this.released, through), ...live.map(entryLine)];
     const last = live[live.length - 1];
     if (last) parts.push(commitLine(last.seq));
     const bytes = Buffer.from(parts.join(''), 'utf8');
@@ -317,6 +336,7 @@ export class FileOutboundLog implements OutboundLog {
         this.pending.splice(0, covered);
         this.rewriteNeeded = false;
         this.releasedInFile = false;
+        if (through > this.synced) this.synced = through;
       }
     } finally {
       if (!this.closed) {

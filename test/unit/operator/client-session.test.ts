@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rename, rm, rmdir, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -243,6 +243,38 @@ describe('hello', () => {
       expect(hub.connections).toHaveLength(1);
       expect(await files()).toEqual(before);
       expect(t.logger.records.some((l) => l.level === 'error' && /no longer this process/.test(String(l.msg)))).toBe(true);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('a start that could not read the cursor record: stop() gives the state directory up, and the log it could not vouch for still does not vouch for the session', async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), 'wingsmith-op-'));
+    try {
+      // A crash with unacknowledged frames in the log, then bit rot inside a committed batch.
+      const first = makeClient(hub, await openFileStores(dir));
+      await openAndSettle(first);
+      await first.client.stop({ graceful: false });
+      const logFile = path.join(dir, 'outbound.log');
+      const text = await readFile(logFile, 'utf8');
+      const damaged = text.replace(/("type":"cluster\.observed"[^\n]*?"kubernetes_version":")1/, '$19');
+      expect(damaged).not.toBe(text);
+      await writeFile(logFile, damaged);
+      // The record cannot be read for now (an I/O error, not a damaged record: the start fails).
+      const cursorFile = path.join(dir, 'cursor.json');
+      await rename(cursorFile, `${cursorFile}.away`);
+      await mkdir(cursorFile);
+
+      const failed = makeClient(hub, await openFileStores(dir));
+      await expect(failed.client.start()).rejects.toThrow();
+      await failed.client.stop();
+
+      await rmdir(cursorFile);
+      await rename(`${cursorFile}.away`, cursorFile);
+      const next = track(makeClient(hub, await openFileStores(dir)));
+      await next.client.start();
+      const conn = await hub.nextConnection();
+      expect((await conn.nextOf('hello')).payload).toMatchObject({ session_id: 'S1', lossy: true });
     } finally {
       await rm(dir, { recursive: true, force: true });
     }

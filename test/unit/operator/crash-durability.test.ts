@@ -263,6 +263,44 @@ describe('desired revisions across a graceful stop during an outage', () => {
   });
 });
 
+describe('a batch whose record save failed', () => {
+  it("never reaches the outbound log, not even through the stop's final rewrite", async () => {
+    // The cursor file's disk fails (ENOSPC) while the log's still takes a write: the batch's save
+    // fails, so the batch is never synced; the stop's save fails too, and its compaction of the log
+    // must not commit what the record cannot back.
+    const ctl = { failing: false, failed: 0 };
+    const store = new FileCursorStore(cursorPath(), {
+      afterTempWrite: () => {
+        if (!ctl.failing) return;
+        ctl.failed++;
+        throw Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC' });
+      },
+    });
+    const first = makeClient(hub, { cursorStore: store, outboundLog: await FileOutboundLog.open(logPath()) });
+    const { conn, acked } = await openSettled(first);
+    ctl.failing = true;
+    conn.sendSeq('deployment.desired', desiredPayload('d1'));
+    await eventually(() => first.client.session.cursor >= 1, 'applied');
+    first.client.reportNode({ ...SNAPSHOT.nodes[0]!, ready: false });
+    await eventually(() => ctl.failed > 0, 'the failed save');
+    await conn.waitClosed();
+    await first.client.stop({ graceful: false });
+
+    const saved = JSON.parse(await readFile(cursorPath(), 'utf8')) as { cursor: number };
+    const logged = (await readFile(logPath(), 'utf8')).match(/"ack":(\d+)/g) ?? [];
+    expect(Math.max(0, ...logged.map((m) => Number(m.slice(6))))).toBeLessThanOrEqual(saved.cursor);
+
+    // The next process resumes from what the record and the log agree on, numbering on from the
+    // last frame the hub can have seen.
+    const second = makeClient(hub, { cursorStore: new FileCursorStore(cursorPath()), outboundLog: await FileOutboundLog.open(logPath()) });
+    clients.push(second);
+    await second.client.start();
+    const conn2 = await hub.nextConnection();
+    expect((await conn2.nextOf('hello')).payload).toMatchObject({ session_id: 'S1', resume_from: saved.cursor });
+    expect(second.client.session.outbound?.nextSeq).toBe(acked + 1);
+  });
+});
+
 describe('a lossy verdict survives a process that never reached the hub', () => {
   it('a file log that could not vouch for itself: the next start after a stop says lossy too', async () => {
     const log0 = await FileOutboundLog.open(logPath());

@@ -85,6 +85,23 @@ describe('FileOutboundLog', () => {
     await again.close();
   });
 
+  it('a log that could not vouch for itself, opened and closed unused, vouches for its session no more after the close', async () => {
+    const log = await writeBatches([[1, 2], [3]]);
+    await log.close();
+    const text = await readFile(file, 'utf8');
+    await writeFile(file, text.replace('frame 2', 'frame X'));
+    // A process that opened the state directory and gave it up before its client restored the
+    // session (a start that failed): the close rewrites the file it could not read.
+    const unused = await FileOutboundLog.open(file);
+    expect(unused.recovery.intact).toBe(false);
+    await unused.close();
+    const next = await FileOutboundLog.open(file);
+    // Frames 1-3 may have reached the hub: a log resumable as S1 with none of them would number
+    // new frames over them, and the hub would never see what they said.
+    expect(next.recovery.intact && next.recovery.session === 'S1').toBe(false);
+    await next.close();
+  });
+
   it('releases acknowledged frames and compacts the file once they dominate it', async () => {
     const log = await FileOutboundLog.open(file, { compactAtBytes: 1 });
     log.bindSession('S1');
