@@ -115,7 +115,12 @@ export class Connection {
     const link = (this.link = new Link(h.timers));
     h.counters.connects++;
     const idleMs = () => h.opts.idleTimeoutMs ?? h.session.limits.idle_timeout_s * 1000;
-    link.watchSilence(idleMs, (silentMs) => {
+    // Until the welcome the handshake deadline is the rule (the spec gives a handshake 10 s, and
+    // the hub applies its silence rule only to an open session): a hub is silent while it
+    // answers the hello, and a previous welcome's short idle limit would cut every hello that
+    // takes longer. The silence watch still bounds a dial that never opens.
+    const handshakeMs = h.opts.handshakeTimeoutMs ?? 10_000;
+    link.watchSilence(() => (link.welcomed ? idleMs() : Math.max(idleMs(), handshakeMs)), (silentMs) => {
       h.log.warn('no frame from the hub within the idle limit: closing the link', { silent_ms: silentMs });
       this.close(link, CloseCode.TIMEOUT, `no frame for ${Math.round(silentMs / 1000)} s`);
     });
@@ -157,6 +162,9 @@ export class Connection {
     // from its successor with a dial that was in flight when the stop began.
     if (h.stopping()) return this.close(link, CloseCode.NORMAL, 'operator stopping');
     h.setState('handshaking');
+    // The upgrade's answer is the hub's first word: the handshake deadline runs from here, and so
+    // does the silence, so a slow dial does not eat into the time the hub has for the hello.
+    link.heard();
     const s = h.session;
     const { clusterId, operatorVersion } = h.opts;
     const hello = helloFor({ clusterId, operatorVersion, sessionId: s.id, durableCursor: h.record.persistedCursor, lossy: s.lossy });

@@ -302,4 +302,34 @@ describe('the silence limit the welcome sets', () => {
     expect(conn.closed?.code).toBe(4408);
     expect(closedAfterS).toBeLessThanOrEqual(4);
   });
+
+  it('the next handshake still gets its 10 s: a hub that takes 5 s to answer the hello is not cut at the 3 s the previous welcome set for an open link', async () => {
+    // The hub closes a handshake only at its HANDSHAKE_TIMEOUT_MS (10 s) and applies its silence
+    // rule to the session's open connection; an operator that applied the open link's 3 s during
+    // the handshake would never get past a hello that costs the hub more than 3 s (a slow claim).
+    const t = makeClient(hub);
+    clients.push(t);
+    await t.client.start();
+    const first = await hub.nextConnection();
+    await first.nextOf('hello');
+    first.welcome({ session_id: 'S1', limits: { ping_interval_s: 1, idle_timeout_s: 3 } });
+    await readResync(first);
+    const acked = ackAll(first);
+    first.close(1013, 'try again later');
+    await eventually(() => t.client.state === 'waiting', 'backoff');
+    t.timers.advance(t.client.session.nextReconnectInMs ?? 0);
+    const conn = await hub.nextConnection();
+    await conn.nextOf('hello');
+    for (let i = 1; i <= 5; i++) {
+      t.timers.advance(1_000);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    expect(conn.closed).toBeNull();
+    expect(t.client.state).toBe('handshaking');
+    conn.welcome({ session_id: 'S1', ack_seq: acked, full_resync: false, limits: { ping_interval_s: 1, idle_timeout_s: 3 } });
+    await eventually(() => t.client.state === 'open', 'the session to open on the second link');
+    // Once open, the welcome's 3 s silence rule applies again.
+    t.timers.advance(3_000);
+    expect((await conn.waitClosed()).code).toBe(4408);
+  });
 });
