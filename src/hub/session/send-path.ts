@@ -2,7 +2,7 @@ import { buildFrame, bytesOver, CloseCode, HubSendQueue, newId, type MessageType
 import type { HubConfig } from '../config';
 import { describeError } from '../db/errors';
 import { sendableFrameBytes } from '../frame-budget';
-import type { Logger } from '../log';
+import type { LogFields, Logger } from '../log';
 import { CoalescedRun } from './coalesced-run';
 import { estimateBytes, type Effect, type Outgoing } from './outgoing';
 import type { OwedAnswer, SessionMeta, SessionStore } from './store';
@@ -29,7 +29,8 @@ export interface SendHost {
   cursor(): number;
   socket(): WebSocket | null;
   send(ws: WebSocket, frame: string): void;
-  closeActive(code: number, reason: string): void;
+  /** Close the session's connection; `fields` join the close's one log line (sockets.ts close). */
+  closeActive(code: number, reason: string, fields?: LogFields): void;
   log(): Logger;
   /** Frames were numbered and written (the replay buffer moved; the queue has room again). */
   written(queued: number): void;
@@ -104,8 +105,7 @@ export class SendPath {
   admit(answer: Outgoing | null): boolean {
     const owed = this.host.store.owed.count;
     if (owed >= owedAnswersMax(this.host.cfg)) {
-      this.host.log().warn('hub owes the operator too many answers; closing', { owed, unacked: this.host.outbound().unacked });
-      this.host.closeActive(CloseCode.SEND_QUEUE_FULL, 'hub send queue full');
+      this.host.closeActive(CloseCode.SEND_QUEUE_FULL, 'hub owes the operator too many answers', { owed, unacked: this.host.outbound().unacked });
       return false;
     }
     if (answer) this.owe([answer]);
@@ -144,8 +144,7 @@ export class SendPath {
     // A frame over the largest sendable leaves as a small error frame instead (drainOnce): it
     // must not take more of the queue than the largest frame, or it alone could overflow it.
     if (!this.queue.push(o, Math.min(estimateBytes(o), this.maxFrameBytes))) {
-      this.host.log().warn('hub send queue full; closing', { queued: this.queue.length, unacked: this.host.outbound().unacked });
-      this.host.closeActive(CloseCode.SEND_QUEUE_FULL, 'hub send queue full');
+      this.host.closeActive(CloseCode.SEND_QUEUE_FULL, 'hub send queue full', { queued: this.queue.length, unacked: this.host.outbound().unacked });
       return false;
     }
     if (this.holding > 0) this.held = true;

@@ -111,8 +111,9 @@ export class SessionObject extends DurableObject<HubEnv> {
       cursor: () => state.inbound.cursor,
       socket: () => sockets.active(),
       send: (ws, frame) => sockets.send(ws, frame),
-      // Every close the send path makes follows a line of its own saying why.
-      closeActive: (code, reason) => sockets.closeActive(code, reason, 'logged'),
+      // The close's own line (cluster, session, connection, close, reason), with the send path's
+      // figures: a search for a cluster's 4429s must find these as it finds every other close.
+      closeActive: (code, reason, fields) => sockets.closeActive(code, reason, 'log', fields),
       log,
       written: (queued) => {
         this.syncAutoPong();
@@ -286,8 +287,7 @@ export class SessionObject extends DurableObject<HubEnv> {
       else if (due.t === 'silence') sockets.closeActive(CloseCode.TIMEOUT, `no frame for ${this.cfg.IDLE_TIMEOUT_MS} ms`);
       else if (due.t === 'window') {
         // A peer that stays alive but never acknowledges would stall desired state forever.
-        state.log.warn('operator has not released the replay window; closing so resume sorts it out', { unacked: state.outbound.unacked });
-        sockets.closeActive(CloseCode.SEND_QUEUE_FULL, 'replay window not released', 'logged');
+        sockets.closeActive(CloseCode.SEND_QUEUE_FULL, 'replay window not released', 'log', { unacked: state.outbound.unacked });
       } else if (due.t === 'hole' && active) {
         sockets.refuse(active, CloseCode.TRY_AGAIN_LATER, null, 'unavailable', 'frames could not be applied in time; reconnect and replay', true);
       } else if (due.t === 'resend' && active) {

@@ -1,6 +1,6 @@
 import { buildFrame, canonicalPing, canonicalPong, CloseCode, closeReason, cutText, LIMITS, type ErrorCode } from '../../protocol';
 import { describeError } from '../db/errors';
-import type { Logger } from '../log';
+import type { LogFields, Logger } from '../log';
 import { storableText } from '../storable-text';
 
 /** Closes that lose the peer's work, or mean it misbehaves or stalls: logged at warn. */
@@ -163,15 +163,16 @@ export class Sockets {
   /**
    * Close a connection from the hub's side. Every close the hub initiates leaves one line naming
    * the cluster, session (once known), connection, close code and reason: here, unless the caller
-   * already wrote the line that explains it (`'logged'`: a refusal, a protocol error, a full send
-   * queue). A close that loses the peer's work or means it misbehaves or stalls (1009, 4408, 4429,
-   * 1011) is a warning; the others (a superseded connection) are info.
+   * already wrote such a line (`'logged'`: a refusal, a protocol error). A close that loses the
+   * peer's work or means it misbehaves or stalls (1009, 4408, 4429, 1011) is a warning; the others
+   * (a superseded connection) are info. `fields` add what the caller knows of why (the queue's
+   * depth), so the close's one line carries it.
    */
-  close(ws: WebSocket, code: number, reason: string, line: 'log' | 'logged' = 'log'): void {
+  close(ws: WebSocket, code: number, reason: string, line: 'log' | 'logged' = 'log', fields: LogFields = {}): void {
     // A connection already ended (closed by the peer meanwhile) is not closed by us: no line.
     if (line === 'log' && !this.endedSockets.has(ws)) {
       const level = WARN_CLOSES.has(code) ? 'warn' : 'info';
-      this.hooks.log()[level]('hub closed the connection', { ...this.whose(ws), close: code, reason: storableText(reason, CLOSE_REASON_LOG_CHARS) });
+      this.hooks.log()[level]('hub closed the connection', { ...fields, ...this.whose(ws), close: code, reason: storableText(reason, CLOSE_REASON_LOG_CHARS) });
     }
     try {
       ws.close(code, closeReason(reason));
@@ -192,9 +193,9 @@ export class Sockets {
     return this.endedSockets.has(ws);
   }
 
-  closeActive(code: number, reason: string, line: 'log' | 'logged' = 'log'): void {
+  closeActive(code: number, reason: string, line: 'log' | 'logged' = 'log', fields: LogFields = {}): void {
     const ws = this.active();
-    if (ws) this.close(ws, code, reason, line);
+    if (ws) this.close(ws, code, reason, line, fields);
   }
 
   /**
