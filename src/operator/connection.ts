@@ -226,7 +226,7 @@ export class Connection {
     const line = refusalLogLine(refusal, delay);
     const displaced = refusal.forgetSession ? h.session.displaced : undefined;
     h.log[line.level](line.msg, { ...line.fields, session: h.session.id, displaced_session: displaced });
-    h.emit('refused', { kind: refusal.kind, closeCode: code, code, httpStatus, error, reason, retryInMs: delay });
+    h.emit('refused', { kind: refusal.kind, closeCode: code, code, httpStatus, error: refusal.error, reason, retryInMs: delay });
     this.scheduleReconnect(delay);
   }
 

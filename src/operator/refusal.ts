@@ -7,7 +7,9 @@
  * - close 4403: not registered, disabled, token rotated (`refused`);
  * - close 4409: another connection holds the cluster (`displaced`);
  * - any close before `welcome` that the hub explained with an error frame (`handshake`: another
- *   major, a `cluster_id` of another cluster, the registry unavailable…).
+ *   major, a `cluster_id` of another cluster, the registry unavailable…);
+ * - any other HTTP status at the upgrade but 5xx and 429 (`handshake`, not retryable): no hub
+ *   answers so, so it is a wrong url or something in front of the hub.
  * Every other close (network, 4408, 1013 after welcome, 4400 for a gap…) is not a refusal: the
  * operator reconnects with the ordinary backoff and resumes.
  *
@@ -68,6 +70,12 @@ export function classifyClose(link: ClosedLink): Refusal | null {
   if (link.closeCode === REFUSED) return { ...base, kind: 'refused', waitCap: true, forgetSession: false };
   if (!link.welcomed && link.error !== null) {
     return { ...base, kind: 'handshake', waitCap: !link.error.retryable, forgetSession: false };
+  }
+  if (link.httpStatus !== null && !isRetryableHttpStatus(link.httpStatus)) {
+    // No hub answers an upgrade so (it explains every refusal with a JSON body): a wrong url's
+    // 404, a redirect, a proxy's 400. Retrying will not fix it, and a person must hear of it.
+    const error = { code: 'invalid', message: `the upgrade was answered HTTP ${link.httpStatus}, not by a hub: check the url`, retryable: false };
+    return { ...base, error, kind: 'handshake', waitCap: true, forgetSession: false };
   }
   return null;
 }

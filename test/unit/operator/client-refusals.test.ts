@@ -107,6 +107,20 @@ describe('refusals reach the application', () => {
     expect(errorLines(t)).toHaveLength(1);
   });
 
+  it('an upgrade answered by something that is not the hub (a 404 of a wrong url, a redirect) is a refusal a person sees: the event, one error line, and the next attempt under the cap', async () => {
+    // Was an info "link closed" and the ordinary backoff, for ever: nothing told anyone the url was wrong.
+    for (const status of [404, 301]) {
+      hub.refuseWith = status;
+      const t = track(makeClient(hub, { random: () => 0.999999 }));
+      const refused = watch(t);
+      await t.client.start();
+      expect(await waiting(t)).toBe(30_000);
+      expect(refused).toEqual([expect.objectContaining({ kind: 'handshake', httpStatus: status, error: expect.objectContaining({ retryable: false, message: expect.stringContaining(`HTTP ${status}`) }) })]);
+      expect(errorLines(t)).toHaveLength(1);
+      await t.client.stop();
+    }
+  });
+
   it('an HTTP 503 at the upgrade (registry unavailable, JSON body, Retry-After: 5) is retried after Retry-After plus the backoff draw, with a warning', async () => {
     // It used to be a non-retryable handshake refusal: an error line and a wait drawn under the
     // whole cap, as if the operator were refused for good.
