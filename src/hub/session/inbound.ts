@@ -25,8 +25,18 @@ export type FrameAction =
   /** Accepted: apply it (in a batch; counted when committed); answer at once when `answer` is set. */
   | { do: 'apply'; item: InboundItem; answer: Outgoing | null };
 
-/** After the envelope's ack was taken: what to do with this frame. */
-export function triageFrame(f: Exclude<Incoming, { kind: 'fatal' }>, arrive: (seq: number) => Arrival, expected: () => number, now: number): FrameAction {
+/**
+ * After the envelope's ack was taken: what to do with this frame. `committedAhead`: whether the
+ * frame with this seq was committed past a hole already (and answered then), so its replay after a
+ * resume is applied again but not answered again.
+ */
+export function triageFrame(
+  f: Exclude<Incoming, { kind: 'fatal' }>,
+  arrive: (seq: number) => Arrival,
+  expected: () => number,
+  now: number,
+  committedAhead: (seq: number) => boolean = () => false,
+): FrameAction {
   const env = f.envelope;
   if (env.seq === null) {
     switch (env.type) {
@@ -51,6 +61,7 @@ export function triageFrame(f: Exclude<Incoming, { kind: 'fatal' }>, arrive: (se
   if (f.kind === 'message') return { do: 'apply', item: { seq, id: env.id, replyTo, type: env.type, arrivedAt: now, kind: 'message', message: f.message }, answer: null };
   const base = { seq, id: env.id, replyTo, type: env.type, arrivedAt: now };
   if (f.kind === 'unknown') {
+    if (committedAhead(seq)) return { do: 'apply', item: { ...base, kind: 'unknown' }, answer: null };
     // Never fatal, never silent: dropped, acknowledged, and answered with the type named.
     const answer: Outgoing = {
       kind: 'frame',
@@ -86,16 +97,22 @@ export interface Settled {
  * committed again, harmlessly, but is counted once.
  */
 export function settleCommitted(items: readonly InboundItem[], built: BuiltBatch, result: IngestResult, counted: [number, number][]): Settled {
-  const rejected = [...built.batch.rejections.filter((x) => x.answer), ...result.unknownOperations];
   let framesIn = 0;
   let unknownTypes = 0;
   let poison = 0;
+  // Committed before (past a hole) and replayed after a resume: it was answered at that commit,
+  // and the operator must not get a second error for one frame.
+  let again: Set<number> | null = null;
   for (const i of items) {
-    if (!countOnceIn(counted, i.seq)) continue;
+    if (!countOnceIn(counted, i.seq)) {
+      (again ??= new Set()).add(i.seq);
+      continue;
+    }
     framesIn++;
     if (i.kind === 'unknown') unknownTypes++;
     else if (i.kind === 'poison') poison++;
   }
+  const rejected = [...built.batch.rejections.filter((x) => x.answer), ...result.unknownOperations].filter((r) => !again?.has(r.seq));
   return {
     outcomes: items.map((i) => [i.seq, i.kind === 'message' ? 'applied' : 'dropped']),
     counters: {

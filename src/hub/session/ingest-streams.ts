@@ -47,6 +47,17 @@ export function countOnceIn(r: [number, number][], seq: number): boolean {
   return true;
 }
 
+/** Whether `seq` lies in sorted, disjoint, inclusive ranges (as `countOnceIn` keeps them). */
+export function inRanges(r: readonly [number, number][] | undefined, seq: number): boolean {
+  if (!r) return false;
+  for (let i = r.length - 1; i >= 0; i--) {
+    const [first, last] = r[i] as [number, number];
+    if (seq > last) return false;
+    if (seq >= first) return true;
+  }
+  return false;
+}
+
 /**
  * Forget counted seqs at or below the contiguous cursor: the operator never sends them again
  * (a resume replays from the cursor, and the sequencer drops anything below it), so only the

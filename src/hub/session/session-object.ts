@@ -18,6 +18,7 @@ import { FleetMember, type SessionRef } from './fleet-member';
 import { admitConnect } from './handshake';
 import { answerHello, claimSnapshotRows } from './hello';
 import { logAccepted, logCommitted, logPeerError, settleCommitted, triageFrame } from './inbound';
+import { inRanges } from './ingest-streams';
 import type { BuiltBatch, InboundItem } from './ingest-batch';
 import { IngestPipeline, unappliedBounds } from './ingest-pipeline';
 import { buildLiveView, type LiveView } from './live-view';
@@ -424,7 +425,7 @@ export class SessionObject extends DurableObject<HubEnv> {
         this.syncAutoPong();
       }
     }
-    const action = triageFrame(f, (seq) => state.inbound.arrive(seq), () => state.inbound.expected, Date.now());
+    const action = triageFrame(f, (seq) => state.inbound.arrive(seq), () => state.inbound.expected, Date.now(), (seq) => inRanges(state.meta?.countedAhead, seq));
     switch (action.do) {
       case 'protocol-error':
         return sockets.protocolError(ws, action.replyTo, action.reason);

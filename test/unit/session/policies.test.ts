@@ -208,7 +208,10 @@ describe('an open session frame', () => {
     expect(settleCommitted(past, buildBatch(past, {}), committed, counted).counters).toMatchObject({ framesIn: 3, unknownTypes: 1, rejections: 1 });
     // The resume: the operator replays from the cursor, 3 through 6.
     const replayed = arrive([3, 4, 5, 6]);
-    expect(settleCommitted(replayed, buildBatch(replayed, {}), committed, counted).counters).toMatchObject({ framesIn: 1, unknownTypes: 0, rejections: 0 });
+    const again = settleCommitted(replayed, buildBatch(replayed, {}), committed, counted);
+    expect(again.counters).toMatchObject({ framesIn: 1, unknownTypes: 0, rejections: 0, answeredRejections: 0 });
+    // The poison frame (5) was answered when it first committed: not again.
+    expect(again.answers).toEqual([]);
     expect(counted).toEqual([[3, 6]]);
   });
 });
