@@ -3,7 +3,8 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { MAX_GPU_MODELS } from '../../src/hub/db/fleet';
-import { desired, eventually, node, useHub, type Peer } from './support/hub';
+import { canonicalPing } from '../../src/protocol';
+import { desired, eventually, node, sleep, useHub, type Peer } from './support/hub';
 
 /**
  * The dashboard's reads: GET /admin/fleet (every cluster at a glance, with fleet totals and each
@@ -173,6 +174,30 @@ describe('GET /admin/fleet', () => {
     peer.close();
   });
 
+  it('last_frame_at stays at the last frame the session applied when a later check publishes its view: the pings the runtime answered do not count', async () => {
+    const c = await h.newCluster('fleet-pinged');
+    const { peer } = await h.openFresh(c);
+    // Nothing left unacknowledged, so the runtime answers the canonical ping by itself.
+    peer.send('ack', {}, { ack: peer.hubCursor });
+    await applied(peer, (p) => p.send('node.observed', node('n1')));
+    // Well past the second last_frame_at is kept to.
+    await sleep(2_500);
+    const pingedAt = Date.now();
+    peer.sendRaw(canonicalPing(peer.hubCursor));
+    await peer.next((f) => f.type === 'pong');
+    // A desired write pokes the session: its check publishes the object's view to Postgres.
+    await h.admin('PUT', `/clusters/${c.name}/deployments/d1`, desired());
+    await peer.next((f) => f.type === 'deployment.desired');
+    await eventually(async () => {
+      const list = await h.admin('GET', `/clusters?limit=500`);
+      const s = list.json.items.find((i: any) => i.uid === c.uid)?.session;
+      return s && Date.parse(s.last_poll_at) > pingedAt && Date.parse(s.live.last_frame_at) >= pingedAt - 100;
+    });
+    const item = await fleetItem(c.uid);
+    expect(Date.parse(item.last_frame_at), item.last_frame_at).toBeLessThan(pingedAt - 1_000);
+    peer.close();
+  });
+
   it('records each connect and disconnect, shows since when, and reads the state at the window start', async () => {
     const c = await h.newCluster('flap');
     const before = await fleetItem(c.uid);
@@ -221,6 +246,23 @@ describe('GET /admin/fleet', () => {
     });
     expect(cut.disabled).toBe(true);
     expect((await h.admin('GET', `/clusters/${c.uid}/connections`)).json.items[0]).toMatchObject({ connected: false, session_id: second.sessionId });
+  });
+
+  it('knows the state at the window start of a cluster that stayed connected longer than the history is kept, after it disconnects', async () => {
+    const c = await h.newCluster('long-lived');
+    const { peer } = await h.openFresh(c);
+    await eventually(async () => (await fleetItem(c.uid))?.connected === true);
+    // Connected ten days ago and ever since: its connect is older than the week of history kept.
+    await h.sql(`update connection_events set at = at - interval '10 days' where cluster_uid = $1`, [c.uid]);
+    peer.close();
+    const item = await eventually(async () => {
+      const i = await fleetItem(c.uid);
+      return i?.connected === false && i.connections.changes.length === 1 ? i : undefined;
+    });
+    // The disconnect just now ended a connection that held through the whole window.
+    expect(item.connections.changes.map((x: any) => x.connected)).toEqual([false]);
+    expect(item.connections.connected_at_start).toBe(true);
+    expect((await fleetItem(c.uid, '&hours=168')).connections.connected_at_start).toBe(true);
   });
 
   it('answers 404 for an unknown cluster and 400 naming the parameter for bad input', async () => {

@@ -44,6 +44,16 @@ describe('OpenAPI describes the answers every GET actually gives', () => {
     expect(undocumented).toEqual([]);
   });
 
+  it('GET /clusters marks its deprecated ?after= and its deprecated answer keys deprecated (README: "marked deprecated in OpenAPI")', async () => {
+    const doc = await openapi();
+    const op = doc.paths['/clusters'].get;
+    const after = (op.parameters ?? []).find((p: any) => p.in === 'query' && p.name === 'after');
+    expect(after?.deprecated, JSON.stringify(after)).toBe(true);
+    expect((op.parameters ?? []).find((p: any) => p.in === 'query' && p.name === 'cursor')?.deprecated).toBeUndefined();
+    const page = doc.components.schemas.ClusterPage.properties;
+    expect([page.clusters.deprecated, page.next.deprecated]).toEqual([true, true]);
+  });
+
   it('GET /clusters/{id} and GET /clusters/{id}/session/wakes document the 400 they answer for an invalid {id}', async () => {
     const long = 'x'.repeat(254);
     for (const p of [`/clusters/${long}`, `/clusters/${long}/session/wakes`]) {

@@ -44,7 +44,7 @@ const ListQuery = z.object({
     .max(64)
     .refine((s) => !s.includes('\0'), { message: 'a uid never contains U+0000' })
     .optional()
-    .openapi({ description: 'deprecated (one release): the last uid of the previous page; use cursor' }),
+    .openapi({ description: 'deprecated (one release): the last uid of the previous page; use cursor', param: { deprecated: true } }),
 });
 
 export const clustersRouter = adminRouter()

@@ -194,7 +194,9 @@ items as (
       else coalesce((select max(ce.at) from connection_events ce where ce.cluster_uid = p.uid and not ce.connected), o.polled_at)
     end`)} as since,
     oc.region,
-    ${iso(`greatest(o.last_frame_at, (o.live->>'last_frame_at')::timestamptz)`)} as last_frame_at,
+    -- Only what the ingest statement records: the published live view's last_frame_at is the last
+    -- sign of life (an answered ping, a resume's hello), which a session's check puts there too.
+    ${iso('o.last_frame_at')} as last_frame_at,
     ${iso('o.polled_at')} as last_poll_at,
     (select count(*) from nodes n where n.cluster_uid = p.uid) as nodes,
     (select count(*) from nodes n where n.cluster_uid = p.uid and n.ready) as nodes_ready,
