@@ -46,13 +46,29 @@ export class Outbox {
   private control = 0;
   /** While a snapshot is being taken: the frames pushed since it was asked for (see the header). */
   private pushedDuringSnapshot: WeakSet<OutItem> | null = null;
+  /**
+   * Removals the full queue lost outright, by coalescing key, until a snapshot newer than them
+   * is streamed (`startResync`). The snapshot that follows an eviction observes an evicted
+   * `.observed` frame again, but a removal only by leaving its subject out of a stream that ends
+   * complete, and one object the catalog refuses makes every snapshot incomplete: the hub would
+   * keep the subject for good. At most `capacity` (the oldest forgotten first).
+   */
+  private readonly lostRemovals = new Map<string, OutItem>();
 
   constructor(
     capacity: number,
     readonly controlLimit = capacity,
   ) {
     if (!(controlLimit > REPLY_RESERVE)) throw new RangeError(`controlLimit must exceed ${REPLY_RESERVE}`);
-    this.queue = new OperatorSendQueue<OutItem>(capacity);
+    this.queue = new OperatorSendQueue<OutItem>(capacity, undefined, (lost) => {
+      if (lost.key === null || !lost.value.type.endsWith('.removed')) return;
+      this.lostRemovals.delete(lost.key);
+      if (this.lostRemovals.size >= capacity) {
+        const oldest = this.lostRemovals.keys().next().value;
+        if (oldest !== undefined) this.lostRemovals.delete(oldest);
+      }
+      this.lostRemovals.set(lost.key, lost.value);
+    });
   }
 
   get counters(): OperatorQueueCounters {
@@ -120,6 +136,8 @@ export class Outbox {
       return outcome;
     }
     this.pushedDuringSnapshot?.add(item);
+    // A newer statement of the subject: a removal lost before it is no longer the last word.
+    if (q.key !== null) this.lostRemovals.delete(q.key);
     return this.queue.push({ value: item, class: q.class, key: q.key });
   }
 
@@ -133,10 +151,14 @@ export class Outbox {
     this.pushedDuringSnapshot = null;
   }
 
-  /** Whether a state frame for this subject (its coalescing key) waits in the queue. */
+  /**
+   * Whether a state frame for this subject (its coalescing key) waits to be written: in the queue,
+   * or taken and put back for want of room in the window (it is written first).
+   */
   hasQueued(item: OutItem): boolean {
     const key = queueing(item).key;
-    return key !== null && this.queue.hasKey(key);
+    if (key === null) return false;
+    return this.queue.hasKey(key) || (this.held !== null && queueing(this.held).key === key);
   }
 
   /**
@@ -153,12 +175,23 @@ export class Outbox {
     const during = this.pushedDuringSnapshot;
     const scope = new Set<string>(stream.scope);
     const members = stream.memberKeys();
-    return this.queue.supersede((item, key) => {
+    const superseded = this.queue.supersede((item, key) => {
       if (during?.has(item)) return false;
       const [kind, what] = item.type.split('.') as [string, string];
       if (!scope.has(kind)) return false;
       return what === 'observed' || members.has(key);
     });
+    // A removal the queue lost before the snapshot was asked for follows the stream, like one
+    // still queued, unless the snapshot lists its subject. One lost while it was taken is newer
+    // than it: the snapshot its eviction asked for decides. (Taken first: one lost again by the
+    // push waits for that next snapshot, not for this loop.)
+    for (const [key, item] of [...this.lostRemovals]) {
+      const [kind] = item.type.split('.') as [string];
+      if (during?.has(item) || !scope.has(kind)) continue;
+      this.lostRemovals.delete(key);
+      if (!members.has(key) && !this.queue.hasKey(key)) this.queue.push({ value: item, class: 'state', key });
+    }
+    return superseded;
   }
 
   /** A fresh session: a stream numbered under the old session must not continue in the new one. */

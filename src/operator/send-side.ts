@@ -264,7 +264,11 @@ export class SendSide {
     h.counters.resyncsSent++;
     // The stream goes out whole before the queue: what was held follows its stream.end.
     // What the snapshot superseded is counted, and the hub told (link.stats) like any other loss.
-    if (h.outbox.startResync(stream) > 0) this.scheduleStats();
+    const evictedBefore = h.outbox.counters.evictedFrames;
+    h.outbox.startResync(stream);
+    this.scheduleStats();
+    // A lost removal it queued again took an older state frame's place in the full queue.
+    if (h.outbox.counters.evictedFrames > evictedBefore) this.scheduleReobserve();
     h.outbox.releaseReports();
     h.requestPump();
   }

@@ -56,6 +56,8 @@ export class OperatorSendQueue<T> {
   constructor(
     readonly capacity: number,
     readonly controlReserve = Math.max(16, Math.ceil(capacity / 4)),
+    /** Told of each state frame lost outright (evicted, or refused for want of room): no newer frame of its subject took its place. */
+    private readonly lost: (item: Queued<T>) => void = () => {},
   ) {
     if (capacity < 1) throw new RangeError('capacity must be at least 1');
   }
@@ -92,7 +94,10 @@ export class OperatorSendQueue<T> {
     if (victim) {
       this.unlink(victim);
       if (victim.item.class === 'event') this.counters.droppedEvents++;
-      else this.counters.evictedFrames++;
+      else {
+        this.counters.evictedFrames++;
+        this.lost(victim.item);
+      }
       this.append(item);
       return 'evicted_oldest';
     }
@@ -103,6 +108,7 @@ export class OperatorSendQueue<T> {
     if (item.class === 'state') {
       // Nothing evictable ahead of it: this state frame is the one to lose.
       this.counters.evictedFrames++;
+      this.lost(item);
       return 'dropped_state';
     }
     return 'rejected';

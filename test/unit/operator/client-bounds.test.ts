@@ -13,7 +13,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { CursorStore, OperationRecord } from '../../../src/operator/cursor-store';
 import type { OperationContext } from '../../../src/operator/handlers';
 import { newId, type Payload } from '../../../src/protocol';
-import { cursorReaches, desiredPayload, makeClient, readResync, type TestClient } from './support/harness';
+import { cursorReaches, desiredPayload, makeClient, readResync, SNAPSHOT, type TestClient } from './support/harness';
 import { operationStart } from './support/operations';
 import { eventually, ScriptedHub, type HubConnection, type SeenFrame } from './support/scripted-hub';
 
@@ -353,5 +353,72 @@ describe('link.stats under backpressure', () => {
     }, 'a link.stats reporting the two dropped events');
     const last = conn.frames.filter((f) => f.type === 'link.stats').at(-1);
     expect(last?.payload.dropped_events).toBe(2);
+  });
+});
+
+/**
+ * "When the queue is full and no frame matches the incoming one's type and subject, the oldest
+ * frame overall is evicted ... recoverable ... the sender will observe the state again." The SDK
+ * observes again with a snapshot, but a snapshot removes a subject at the hub only by leaving it
+ * out of a stream that ends complete, and one object the catalog refuses makes every snapshot
+ * incomplete (the reason a fresh session queues its unacknowledged removals again). A removal
+ * evicted from the full queue must therefore still reach the hub, or the hub keeps a node the
+ * cluster no longer has, for good.
+ */
+describe('a removal evicted from the full send queue', () => {
+  it('still reaches the hub after the re-observe snapshot, though that snapshot ends incomplete', async () => {
+    const node = (id: string) => ({ ...SNAPSHOT.nodes[0]!, node_id: id, name: id });
+    const device = (n: number) => ({ ...SNAPSHOT.devices[0]!, device_id: `GPU-${n}` });
+    // The application's observed state; one device the catalog refuses makes every snapshot incomplete.
+    const state = {
+      cluster: SNAPSHOT.cluster,
+      nodes: [node('node-a'), node('node-x')],
+      devices: [device(1), { ...device(99), memory_total_mb: -1 }],
+      deployments: [],
+    };
+    const t = makeClient(hub, {
+      sendQueueCapacity: STATS_QUEUE_CAPACITY,
+      reobserveDelayMs: 1_000,
+      idleTimeoutMs: 3_600_000,
+      pingIntervalMs: 3_600_000,
+      snapshot: () => structuredClone(state),
+    });
+    clients.push(t);
+    await t.client.start();
+    const conn = await hub.nextConnection();
+    await conn.nextOf('hello');
+    // link.stats, resync.begin, cluster, node-a, node-x, GPU-1, stream.end: then the window is full.
+    const opening = 7;
+    conn.welcome({ session_id: 'S1', limits: { replay_buffer_frames: opening } });
+    const first = await readResync(conn);
+    expect(first.end.payload).toMatchObject({ complete: false });
+    await eventually(() => t.client.stats.unacked === opening, 'the replay window to fill');
+
+    // node-x leaves the cluster; then a burst of device reports fills the queue past its capacity.
+    state.nodes = [node('node-a')];
+    expect(t.client.removeNode('node-x')).toBe('appended');
+    for (let i = 2; i < 2 + STATS_QUEUE_CAPACITY; i++) {
+      state.devices.push(device(i));
+      t.client.reportDevice(device(i));
+    }
+    expect(t.client.stats.queue.evictedFrames).toBe(1);
+
+    // The re-observe snapshot follows the eviction; the hub catches up and everything flows.
+    t.timers.advance(1_000);
+    await eventually(() => {
+      const max = maxSeq(conn);
+      if (max > conn.highestAckFromHub) conn.send('ack', {}, { ack: max });
+      return t.client.stats.queued === 0 && t.client.stats.unacked === 0 && framesOf(conn, 'stream.end').length === 2;
+    }, 'the re-observe snapshot and everything queued to reach the hub');
+    expect(framesOf(conn, 'stream.end')[1]?.payload).toMatchObject({ complete: false });
+
+    // What the hub believes about node-x, applying the frames in seq order (an incomplete stream prunes nothing).
+    let nodeX: 'present' | 'removed' = 'present';
+    for (const f of [...conn.frames].filter((f) => f.seq !== null).sort((a, b) => a.seq! - b.seq!)) {
+      if (f.payload.node_id !== 'node-x') continue;
+      if (f.type === 'node.observed') nodeX = 'present';
+      if (f.type === 'node.removed') nodeX = 'removed';
+    }
+    expect(nodeX).toBe('removed');
   });
 });

@@ -99,6 +99,37 @@ describe('outbox', () => {
     expect(box.counters.replacedFrames).toBe(3);
   });
 
+  it('a removal the full queue evicted follows the next snapshot that leaves its subject out, unless a newer report of it came; one evicted while that snapshot was taken waits for the one after', () => {
+    const box = new Outbox(4);
+    let n = 0;
+    /** Push a removal of `id`, then as many other reports as the queue holds: the removal is evicted. */
+    const evict = (id: string) => {
+      box.push(outItem('node.removed', { node_id: id }));
+      for (let i = 0; i < 4; i++) box.push(nodeItem(`filler-${n++}`));
+    };
+    const removalsOut = () => {
+      const out: string[] = [];
+      for (let i = box.next(); i; i = box.next()) if (i.type === 'node.removed') out.push((i.payload as { node_id: string }).node_id);
+      return out;
+    };
+    // Evicted before the snapshot: node-x (gone), node-a (the snapshot lists it), node-y (reported again since).
+    for (const id of ['node-x', 'node-a', 'node-y']) {
+      evict(id);
+      expect(removalsOut()).toEqual([]);
+    }
+    box.push(nodeItem('node-y'));
+    box.holdReports();
+    // Evicted while the snapshot is taken: newer than it.
+    evict('node-z');
+    box.startResync(new ObservedResync(SNAPSHOT, newId));
+    box.releaseReports();
+    expect(removalsOut()).toEqual(['node-x']);
+    box.startResync(new ObservedResync(SNAPSHOT, newId));
+    expect(removalsOut()).toEqual(['node-z']);
+    box.startResync(new ObservedResync(SNAPSHOT, newId));
+    expect(removalsOut()).toEqual([]);
+  });
+
   it('link.stats waits in a slot of its own: a newer report takes the older one\'s place without being counted, and never evicts a report of the application', () => {
     const box = new Outbox(2, 3);
     box.push(nodeItem('n1'));
