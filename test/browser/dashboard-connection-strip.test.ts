@@ -11,7 +11,7 @@
  */
 import type { Page } from 'playwright-core';
 import { describe, expect, it } from 'vitest';
-import { useHub } from '../hub/support/hub';
+import { device, useHub } from '../hub/support/hub';
 import { signedIn, useBrowser } from './support/signed-in';
 
 const h = useHub();
@@ -95,6 +95,59 @@ describe('fleet rows read every poll', () => {
     const peer = await h.connect(c.token);
     await peer.hello({ cluster_id: c.name, operator_version: '0.2.0' });
     await expect.poll(() => cell.innerText().catch(() => ''), { timeout: 20_000, interval: 100 }).toBe('0.2.0');
+    expect(errors).toEqual([]);
+    peer.close();
+  }, 90_000);
+});
+
+describe('fleet totals and filters', () => {
+  it('the contended total counts the contended rows, from /admin/fleet, without waiting for the cluster list (read every fifth poll)', async () => {
+    const c = await h.newCluster('rvcont');
+    const errors: string[] = [];
+    const page = await signedIn(browser(), h, errors);
+    const row = page.locator('tr', { has: page.locator('th a', { hasText: c.name }) });
+    await row.waitFor({ timeout: 30_000 });
+    // From here on the cluster list answers what it said before the contention.
+    const stale = JSON.stringify((await h.admin('GET', '/clusters?limit=500')).json);
+    await page.route(
+      (u) => u.pathname === '/admin/clusters',
+      (route) => route.fulfill({ status: 200, contentType: 'application/json', body: stale }),
+    );
+    // Five claims, each taken from a session still connected: four displacements, contention.
+    let previous: Awaited<ReturnType<typeof h.openFresh>> | null = null;
+    for (let i = 0; i < 5; i++) {
+      const next = await h.openFresh(c);
+      if (previous) await previous.peer.closedWith(10_000);
+      previous = next;
+    }
+    await expect.poll(() => row.locator('td[data-label="State"]').innerText().catch(() => ''), { timeout: 20_000 }).toContain('contended');
+    const contendedRows = await page.locator('td[data-label="State"]').filter({ hasText: 'contended' }).count();
+    const stat = page.locator('.stat').filter({ has: page.locator('.stat-l', { hasText: /^contended$/ }) }).locator('.stat-v');
+    await expect.poll(() => stat.innerText(), { timeout: 10_000 }).toBe(String(contendedRows));
+    expect(errors).toEqual([]);
+    previous?.peer.close();
+  }, 90_000);
+
+  it('a GPU model filter whose model leaves the fleet still shows in the select, not "any GPU model" over a table it empties', async () => {
+    const c = await h.newCluster('rvmodel');
+    const model = `vanishing-${c.name}`;
+    const { peer } = await h.openFresh(c);
+    for (let i = 0; i < 3; i++) peer.send('device.observed', device(`GPU-${i}`, { model }));
+    await peer.ackedThrough(3);
+    const errors: string[] = [];
+    const page = await signedIn(browser(), h, errors);
+    const select = page.locator('#filter-model');
+    await expect.poll(() => select.locator('option', { hasText: model }).count(), { timeout: 30_000 }).toBe(1);
+    await select.selectOption(model);
+    const shown = page.getByRole('status').filter({ hasText: 'clusters shown' });
+    await expect.poll(() => shown.innerText(), { timeout: 10_000 }).toMatch(/^1 of \d+ clusters shown$/);
+    // Its GPUs are gone (as a resync that no longer lists them prunes them).
+    await h.sql('delete from devices where cluster_uid = $1', [c.uid]);
+    const chart = page.getByRole('img', { name: /^GPUs by model across the fleet/ });
+    await expect.poll(async () => ((await chart.count()) ? await chart.getAttribute('aria-label') : ''), { timeout: 20_000 }).not.toContain(model);
+    // The table is still filtered by that model: the select must say so.
+    expect(await shown.innerText()).toMatch(/^0 of \d+ clusters shown$/);
+    expect(await select.inputValue()).toBe(model);
     expect(errors).toEqual([]);
     peer.close();
   }, 90_000);

@@ -77,3 +77,47 @@ describe('write forms: the field the API names', () => {
     expect(errors).toEqual([]);
   }, 90_000);
 });
+
+describe('write forms: a field left empty', () => {
+  it('Put deployment with no deployment id says so on the Deployment id field, as every other field error is shown', async () => {
+    const c = await h.newCluster('rvnoid');
+    const errors: string[] = [];
+    const page = await signedIn(browser(), h, errors, `#/clusters/${c.name}`);
+    await page.locator('#dep-deployment_id').waitFor({ timeout: 30_000 });
+    await page.locator('#dep-workload_id').fill('w1');
+    await page.getByRole('button', { name: 'Put deployment' }).click();
+    await expect.poll(() => page.locator('#dep-deployment_id').getAttribute('aria-invalid'), { timeout: 5_000 }).toBe('true');
+    expect(await page.locator('#dep-deployment_id-error').innerText()).toBe('deployment_id: required');
+    expect(await page.locator('form[aria-labelledby="dep-h"] .form-error').innerText()).toBe('deployment_id: required');
+    expect(errors).toEqual([]);
+  }, 90_000);
+});
+
+describe('write forms: editing a deployment', () => {
+  it('Edit then Put, with only the replicas changed, writes back the args and env it read unchanged (an empty arg, a value with spaces or a newline)', async () => {
+    const c = await h.newCluster('rvedit');
+    const serving = {
+      engine: 'vllm',
+      model: 'm',
+      image: 'img:1',
+      args: ['--chat-template', '', '  padded  ', 'two\nlines'],
+      env: { GREETING: ' hello ', MULTI: 'a\nB=c', EQ: 'x=y' },
+      gpus_per_replica: 1,
+      gpu_model: null,
+      port: 8000,
+    };
+    const put = await h.admin('PUT', `/clusters/${c.uid}/deployments/d1`, { workload_id: 'w1', min_replicas: 1, max_replicas: 1, serving });
+    expect(put.status).toBe(200);
+    const errors: string[] = [];
+    const page = await signedIn(browser(), h, errors, `#/clusters/${c.name}`);
+    await page.getByRole('button', { name: 'Edit d1' }).click({ timeout: 30_000 });
+    await page.locator('#dep-max_replicas').fill('3');
+    const answered = page.waitForResponse((r) => r.request().method() === 'PUT' && r.url().includes('/deployments/d1'));
+    await page.getByRole('button', { name: 'Put deployment' }).click();
+    expect((await answered).status()).toBe(200);
+    const got = await h.admin('GET', `/clusters/${c.uid}/deployments?limit=10`);
+    const want = got.json.items?.[0]?.desired;
+    expect({ max: want?.max_replicas, args: want?.serving?.args, env: want?.serving?.env }).toEqual({ max: 3, args: serving.args, env: serving.env });
+    expect(errors).toEqual([]);
+  }, 90_000);
+});

@@ -290,6 +290,36 @@ describe('fleet dashboard', () => {
     expect(ops.filter((o) => o.kind === 'node.cordon' && o.target === 'node-003' && Date.parse(o.created_at) >= since)).toHaveLength(1);
   });
 
+  it('a start whose answer was lost does not swallow the same start asked for again after another operation on that target: cordon, uncordon, cordon cordons', async () => {
+    const since = Date.now() - 500;
+    const page = await newPage();
+    await signIn(page, stack.adminToken);
+    await page.getByRole('link', { name: 'demo', exact: true }).click();
+    await visible(page.getByRole('heading', { level: 2, name: /^demo/ }));
+    const nodeRow = page.getByRole('row').filter({ has: page.getByRole('cell', { name: 'node-004', exact: true }) });
+    await visible(page.getByRole('button', { name: 'Cordon node node-004' }));
+    // The first cordon reaches the hub, which commits it and the operator runs it; its answer never reaches the page.
+    let lost = 0;
+    await page.route('**/admin/clusters/*/operations', async (route) => {
+      if (route.request().method() !== 'POST' || lost > 0) return route.fallback();
+      lost++;
+      await route.fetch();
+      await route.abort('connectionreset');
+    });
+    await page.getByRole('button', { name: 'Cordon node node-004' }).click();
+    await waitText(nodeRow, 'cordoned');
+    expect(lost).toBe(1);
+    // Then the node is uncordoned, and later cordoned again: a new request, not a retry of the first.
+    await page.getByRole('button', { name: 'Uncordon node node-004' }).click();
+    await waitText(page.locator('.follow').filter({ hasText: 'node.uncordon node-004' }), 'succeeded');
+    await waitNoText(nodeRow, 'cordoned');
+    await page.getByRole('button', { name: 'Cordon node node-004' }).click();
+    await waitText(nodeRow, 'cordoned');
+    const res = await fetch(`${stack.url}/admin/clusters/demo/operations?limit=500`, { headers: { authorization: `Bearer ${stack.adminToken}` } });
+    const ops = ((await res.json()) as { items: { kind: string; target: string; created_at: string }[] }).items;
+    expect(ops.filter((o) => o.kind === 'node.cordon' && o.target === 'node-004' && Date.parse(o.created_at) >= since)).toHaveLength(2);
+  });
+
   it('disables the cluster only after confirmation and watches it disconnect', async () => {
     const page = await newPage();
     await signIn(page, stack.adminToken);

@@ -186,6 +186,7 @@ export function fleetView() {
   /** @param {any} fleet @param {any[]} clusters */
   function drawTotals(fleet, clusters) {
     const t = fleet.totals;
+    const byUid = new Map(clusters.map((c) => [c.uid, c]));
     const stat = (/** @type {string} */ label, /** @type {string | number} */ value, tone = '') => h('div', { class: `stat ${tone}` }, h('span', { class: 'stat-v' }, String(value)), h('span', { class: 'stat-l' }, label));
     render(
       totalsEl,
@@ -200,11 +201,17 @@ export function fleetView() {
         stat('GPUs', t.gpus),
         stat('deployments in sync', `${t.deployments.in_sync} / ${t.deployments.desired}`, t.deployments.out_of_sync ? 'warn' : ''),
         stat('rejections, last hour', t.rejections_1h, t.rejections_1h ? 'warn' : ''),
-        stat('contended', clusters.filter((c) => c.contention).length),
+        // From the fleet summary, read every poll, as the rows' state is: the cluster list is read
+        // every fifth poll, and the total disagreed with the rows for up to 5 s.
+        stat('contended', fleet.items.filter((/** @type {any} */ f) => merge(f, byUid.get(f.uid)).contention).length),
       ),
     );
     render(chartEl, gpuBars(t.gpus_by_model, 'GPUs by model across the fleet', t.gpus_other_models));
-    const models = t.gpus_by_model.map((/** @type {any} */ g) => g.model);
+    const reported = t.gpus_by_model.map((/** @type {any} */ g) => g.model);
+    // The model filtering the table stays listed (and selected) after its last GPU is gone or it
+    // left the hub's list: without its option the select showed "any GPU model" over a table
+    // that the filter still emptied.
+    const models = view.model !== 'all' && !reported.includes(view.model) ? [...reported, view.model] : reported;
     const current = [...modelSelect.options].slice(1).map((o) => o.value);
     if (models.join('\n') !== current.join('\n')) {
       render(modelSelect, h('option', { value: 'all' }, 'any GPU model'), models.map((/** @type {string} */ m) => h('option', { value: m, selected: m === view.model }, m)));

@@ -50,28 +50,44 @@ export function deploymentForm(clusterId, changed) {
     h('div', { class: 'actions wide' }, h('button', { type: 'submit' }, 'Put deployment')),
     h('p', { class: 'form-error wide', role: 'alert' }),
   );
+  /**
+   * What edit() put in each box and the value it stands for. The boxes' text is lossy (trimmed,
+   * one arg or NAME=value a line, empty lines dropped), so an empty arg, a value with a space at
+   * an end or a newline inside would come back changed from an edit that never touched it: a box
+   * still showing what edit() put there sends the value as it was read.
+   * @type {Map<string, {shown: string, value: unknown}>}
+   */
+  const filled = new Map();
   onSubmit(form, async () => {
     clearFormErrors(form);
     const f = new FormData(form);
     const str = (/** @type {string} */ k) => String(f.get(k) ?? '').trim();
+    /** @template T @param {string} k @param {T} parsed */
+    const kept = (k, parsed) => {
+      const was = filled.get(k);
+      const el = form.elements.namedItem(k);
+      const shown = el instanceof HTMLInputElement || el instanceof HTMLTextAreaElement ? el.value : null;
+      return was && shown === was.shown ? was.value : parsed;
+    };
     const id = str('deployment_id');
     if (!id) {
-      showFormError(form, Object.assign(new Error('deployment_id: required'), {}));
+      // Worded and placed as the API's own refusals are: beside the field, not "Error: …" at the top.
+      showFormError(form, new ApiError(400, 'invalid', 'deployment_id: required', 'deployment_id'));
       return;
     }
     const body = {
-      workload_id: str('workload_id'),
-      min_replicas: num(f, 'min_replicas'),
-      max_replicas: num(f, 'max_replicas'),
+      workload_id: kept('workload_id', str('workload_id')),
+      min_replicas: kept('min_replicas', num(f, 'min_replicas')),
+      max_replicas: kept('max_replicas', num(f, 'max_replicas')),
       serving: {
-        engine: str('engine'),
-        model: str('model'),
-        image: str('image'),
-        args: str('args') ? str('args').split('\n').map((a) => a.trim()).filter(Boolean) : [],
-        env: pairs(str('env')),
-        gpus_per_replica: num(f, 'gpus_per_replica'),
-        gpu_model: str('gpu_model') || null,
-        port: num(f, 'port'),
+        engine: kept('engine', str('engine')),
+        model: kept('model', str('model')),
+        image: kept('image', str('image')),
+        args: kept('args', str('args') ? str('args').split('\n').map((a) => a.trim()).filter(Boolean) : []),
+        env: kept('env', pairs(str('env'))),
+        gpus_per_replica: kept('gpus_per_replica', num(f, 'gpus_per_replica')),
+        gpu_model: kept('gpu_model', str('gpu_model') || null),
+        port: kept('port', num(f, 'port')),
       },
     };
     try {
@@ -97,9 +113,15 @@ export function deploymentForm(clusterId, changed) {
         env: Object.entries(d.serving?.env ?? {}).map(([k, x]) => `${k}=${x}`).join('\n'),
         gpu_model: d.serving?.gpu_model ?? '',
       };
+      /** @type {Record<string, unknown>} */
+      const read = { workload_id: d.workload_id, min_replicas: d.min_replicas, max_replicas: d.max_replicas, ...(d.serving ?? {}) };
+      filled.clear();
       for (const [k, x] of Object.entries(v)) {
         const el = form.elements.namedItem(k);
-        if (el instanceof HTMLInputElement || el instanceof HTMLTextAreaElement) el.value = String(x ?? '');
+        if (!(el instanceof HTMLInputElement || el instanceof HTMLTextAreaElement)) continue;
+        el.value = String(x ?? '');
+        // As the box holds it (a textarea normalises line breaks), to compare at submit.
+        if (read[k] !== undefined) filled.set(k, { shown: el.value, value: read[k] });
       }
       /** @type {HTMLInputElement} */ (form.elements.namedItem('deployment_id')).focus();
     },
@@ -153,8 +175,8 @@ export function operationForm(clusterId, started) {
  */
 export async function startOperation(clusterId, kind, target, params, deadline_s = 600) {
   const ask = JSON.stringify([clusterId, kind, target, params]);
-  const key = unanswered.get(ask) ?? crypto.randomUUID();
-  unanswered.set(ask, key);
+  const key = unanswered.get(ask)?.key ?? crypto.randomUUID();
+  unanswered.set(ask, { key, clusterId, target });
   let r;
   try {
     r = await call('POST', `/clusters/${encodeURIComponent(clusterId)}/operations`, { kind, target, params, deadline_s }, { 'idempotency-key': key });
@@ -163,7 +185,11 @@ export async function startOperation(clusterId, kind, target, params, deadline_s
     if (err instanceof ApiError && err.status < 500) unanswered.delete(ask);
     throw err;
   }
-  unanswered.delete(ask);
+  // A start on this target was made: any start of it whose answer was lost, committed or not,
+  // is now behind this one, so asking for that again is a new request, not its retry. Its key
+  // would make the hub answer with the old operation (keys match for ever) and start nothing:
+  // cordon (answer lost), uncordon, cordon again left the node uncordoned, "started".
+  for (const [k, v] of unanswered) if (v.clusterId === clusterId && v.target === target) unanswered.delete(k);
   notify(`Started ${kind} on ${target}; following it below.`);
   return r.operation_id;
 }
@@ -171,7 +197,7 @@ export async function startOperation(clusterId, kind, target, params, deadline_s
 /**
  * Idempotency keys of starts that got no answer, by what they asked for: asking again for the same
  * operation sends the same key, so a start the hub committed before its answer was lost is not
- * started twice (the hub answers with the first one).
- * @type {Map<string, string>}
+ * started twice (the hub answers with the first one), until another start on its target is made.
+ * @type {Map<string, {key: string, clusterId: string, target: string}>}
  */
 const unanswered = new Map();
