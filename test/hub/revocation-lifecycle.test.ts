@@ -157,6 +157,25 @@ describe('location hint change with a live session', () => {
     peer3.close();
   }, 30_000);
 
+  // The answer ("the cluster as changed") was read by a statement after the PATCH's own update, so
+  // a concurrent PATCH that committed between them was reported as this one's result.
+  it('concurrent PATCHes: each 200 answer shows the hint its own PATCH set', async () => {
+    const c = await h.newCluster('rl');
+    const mismatches: string[] = [];
+    for (let i = 0; i < 15; i++) {
+      const [a, b] = await Promise.all([
+        h.admin('PATCH', `/clusters/${c.name}`, { location_hint: 'weur' }),
+        h.admin('PATCH', `/clusters/${c.name}`, { location_hint: 'enam' }),
+      ]);
+      expect([a.status, b.status]).toEqual([200, 200]);
+      if (a.json.location_hint !== 'weur') mismatches.push(`round ${i}: PATCH weur answered ${a.json.location_hint}`);
+      if (b.json.location_hint !== 'enam') mismatches.push(`round ${i}: PATCH enam answered ${b.json.location_hint}`);
+    }
+    const [row] = await h.sql<{ location_hint: string }>('select location_hint from clusters where uid = $1', [c.uid]);
+    expect((await h.admin('GET', `/clusters/${c.uid}`)).json.location_hint).toBe(row!.location_hint);
+    expect(mismatches).toEqual([]);
+  }, 60_000);
+
   it('PATCH with the same hint (no change) leaves the session resumable', async () => {
     const c = await h.newCluster('rl');
     const { peer, sessionId } = await h.openFresh(c);
@@ -280,6 +299,51 @@ describe('a disable whose pokes were all lost', () => {
       peer.close();
     } finally {
       await releaseOwner().catch(() => undefined);
+      if (releaseSessions) await releaseSessions();
+    }
+  }, 40_000);
+
+  // Found by review: the claims a disable revoked were told apart from later ones by claimed_at <=
+  // disabled_at, but both are their transactions' start times. A first claim that began after the
+  // disable's statement (which had found no owner row) and locked the cluster row before the
+  // disable's update did was committed before the disable, yet stamped later than it: never
+  // revoked, so an enable before the next poll kept it open and sent it what was written while disabled.
+  it('a first claim that began after the disable\'s statement but locked the cluster row first is revoked too: with the pokes lost and the cluster enabled again, the session is still cut (4403)', async () => {
+    const c = await h.newCluster('rv-later');
+    expect(await h.sql('select 1 from cluster_owners where cluster_uid = $1', [c.uid])).toEqual([]);
+    // Something else holds the cluster row FOR SHARE (in production: another claim): the disable's
+    // update waits for it, while a claim's FOR SHARE does not.
+    const releaseCluster = await holdLock('select 1 from clusters where uid = $1 for share', [c.uid]);
+    let releaseSessions: (() => Promise<void>) | null = null;
+    try {
+      const disabled = h.admin('POST', `/clusters/${c.name}/disable`);
+      await eventually(() => waiting('%update clusters set disabled_at%'), 3_000);
+      // The claim begins after the disable's statement did.
+      const peer = await h.connect(c.token);
+      const w = await peer.hello({ cluster_id: c.name });
+      expect(w.type).toBe('welcome');
+      // Keep every session check from writing its poll row: the disable's poke is lost.
+      releaseSessions = await holdLock('lock table live_sessions in share mode');
+      await releaseCluster();
+      expect((await disabled).status).toBe(200);
+      const revokedFlag = (await h.sql<{ revoked: boolean }>('select revoked from cluster_owners where cluster_uid = $1', [c.uid]))[0];
+      expect((await h.admin('PUT', `/clusters/${c.name}/deployments/while-disabled`, desired())).status).toBe(200);
+      await sleep(2_000);
+      expect((await h.admin('POST', `/clusters/${c.name}/enable`)).status).toBe(200);
+      await sleep(1_000);
+      expect(peer.isClosed, 'the lost poke did not cut it yet').toBe(false);
+      await releaseSessions();
+      releaseSessions = null;
+      // The next poll (5 s) must find the claim the disable revoked.
+      const closed = await peer.closedWith(8_000).catch(() => 'still open' as const);
+      const sent = peer.frames.filter((f) => f.type === 'deployment.desired').map((f) => f.payload.deployment_id);
+      expect(
+        { closed: closed === 'still open' ? closed : closed.code, sent },
+        `owner row right after the disable: ${JSON.stringify(revokedFlag)}`,
+      ).toEqual({ closed: CloseCode.REFUSED, sent: [] });
+      peer.close();
+    } finally {
+      await releaseCluster().catch(() => undefined);
       if (releaseSessions) await releaseSessions();
     }
   }, 40_000);

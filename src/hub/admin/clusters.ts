@@ -1,11 +1,11 @@
 import { createRoute, z } from '@hono/zod-openapi';
 import { ulid } from 'ulid';
 import { hubConfig } from '../config';
-import { CLUSTER_NAME_RE, createCluster, rotateToken, setDisabled, setLocationHint } from '../db/registry';
+import { CLUSTER_NAME_RE, createCluster, knownHint, rotateToken, setDisabled, setLocationHint } from '../db/registry';
 import type { Sql } from '../db/sql';
 import type { HubEnv } from '../env';
 import { jsonError } from '../http-errors';
-import { hintOutsideJurisdiction, type LocationHint } from '../region';
+import { hintOutsideJurisdiction, placementHint, type LocationHint } from '../region';
 import { generateEnrollmentToken, hashToken, toHex } from '../tokens';
 import { adminRouter, commonResponses, errorResponse } from './app';
 import { askSession, ClusterSchema, clusterView, HintSchema, VIEW_SQL, viewParams, toView, type ClusterView, type ClusterViewRow } from './cluster-view';
@@ -170,8 +170,12 @@ export const clustersRouter = adminRouter()
       if (outside) return jsonError(c, 400, 'invalid', outside, 'location_hint') as never;
       const row = await setLocationHint(c.var.pg, c.req.valid('param').id, location_hint);
       const view = row ? await clusterView(c.var.pg, c.env, row.uid) : null;
-      if (!view) return jsonError(c, 404, 'not_found', 'no such cluster') as never;
-      return c.json(view, 200);
+      if (!row || !view) return jsonError(c, 404, 'not_found', 'no such cluster') as never;
+      // The answer says what this call committed (as toggle's does): the view is read by a later
+      // statement, after which a concurrent PATCH may have committed another hint.
+      const placement = placementHint(knownHint(row.location_hint), hubConfig(c.env).HUB_JURISDICTION);
+      const { location_hint_ignored: _, ...rest } = view;
+      return c.json({ ...rest, location_hint: placement.hint, ...(placement.ignored ? { location_hint_ignored: placement.ignored } : {}) }, 200);
     },
   )
   .openapi(

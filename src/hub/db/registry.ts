@@ -95,13 +95,20 @@ async function revoked(sql: Sql, row: ClusterRow | undefined, disable = false): 
   try {
     // A disable's own statement marks the claim it locked revoked; a cluster's first claim, which
     // inserted its owner row while the disable waited, is not in that statement's snapshot: marked
-    // here, as any claim granted before the disable (one granted after an enable is not: then
-    // disabled_at is null or later than its claim).
+    // here. Every claim this statement sees while the cluster is disabled was granted before that
+    // disable (a claim reads the registry under its lock, held until it commits, so no claim is
+    // granted while one is in effect). Not told apart by claimed_at <= disabled_at: both are their
+    // transactions' start times, and a claim that began after the disable's statement yet locked
+    // the cluster row before its update committed first, stamped later. What must be spared is a
+    // claim granted after an enable that commits after this snapshot: it bumps the generation, and
+    // the update, re-checking the row it waited for, no longer finds the generation seen here.
     const { rows } = await sql.query<{ session_id: string }>(
       disable
-        ? `with r as (
-             update cluster_owners o set revoked = true from clusters c
-             where c.uid = $1 and o.cluster_uid = c.uid and c.disabled_at is not null and o.claimed_at <= c.disabled_at and not o.revoked
+        ? `with seen as (
+             select generation from cluster_owners where cluster_uid = $1
+           ), r as (
+             update cluster_owners o set revoked = true from clusters c, seen s
+             where c.uid = $1 and o.cluster_uid = c.uid and c.disabled_at is not null and o.generation = s.generation and not o.revoked
            )
            select session_id from cluster_owners where cluster_uid = $1 and connected`
         : `select session_id from cluster_owners where cluster_uid = $1 and connected`,
