@@ -168,32 +168,39 @@ describe('operations across a crash', () => {
   });
 });
 
+/**
+ * A cluster whose revision 5 of D fails once (a hole at seq 1) while revision 6 is still being
+ * rendered when the link drops: the first process is left in its backoff with 6 unfinished.
+ */
+async function holeBehindSlowSix() {
+  // The cluster's own state: which revision of D is rendered now.
+  const cluster = { rendered: 0, finishSix: () => undefined as void };
+  let failedOnce = false;
+  const desiredResult = (p: { revision: number }): HandlerResult | Promise<HandlerResult> => {
+    if (p.revision === 5 && !failedOnce) {
+      failedOnce = true;
+      return transient('api server busy');
+    }
+    if (p.revision === 6 && cluster.rendered === 0) {
+      return new Promise<HandlerResult>((resolve) => (cluster.finishSix = () => ((cluster.rendered = 6), resolve(applied()))));
+    }
+    cluster.rendered = p.revision;
+    return applied();
+  };
+  const first = makeClient(hub, { cursorStore: new FileCursorStore(cursorPath()), outboundLog: await FileOutboundLog.open(logPath()), desiredResult });
+  const { conn, acked } = await openSettled(first);
+  const f1 = conn.sendSeq('deployment.desired', desiredPayload('D', 5));
+  const f2 = conn.sendSeq('deployment.desired', desiredPayload('D', 6));
+  await eventually(() => first.calls.desired.length === 2, 'both frames handed to the handler');
+  conn.terminate();
+  await eventually(() => first.client.state === 'waiting', 'the first process in its backoff');
+  return { cluster, first, acked, f1, f2, desiredResult };
+}
+
 describe('desired revisions across a crash', () => {
   it('a revision applied behind a hole after the link dropped is saved at once: a crash during the backoff does not let the next process render the older one over it', async () => {
-    // The cluster's own state: which revision of D is rendered now.
-    let rendered = 0;
-    let failedOnce = false;
-    let finishSix: () => void = () => undefined;
-    const desiredResult = (p: { revision: number }): HandlerResult | Promise<HandlerResult> => {
-      if (p.revision === 5 && !failedOnce) {
-        failedOnce = true;
-        return transient('api server busy');
-      }
-      if (p.revision === 6 && rendered === 0) {
-        // Slow: the link drops while the cluster is still taking revision 6.
-        return new Promise<HandlerResult>((resolve) => (finishSix = () => ((rendered = 6), resolve(applied()))));
-      }
-      rendered = p.revision;
-      return applied();
-    };
-    const first = makeClient(hub, { cursorStore: new FileCursorStore(cursorPath()), outboundLog: await FileOutboundLog.open(logPath()), desiredResult });
-    const { conn, acked } = await openSettled(first);
-    const f1 = conn.sendSeq('deployment.desired', desiredPayload('D', 5));
-    const f2 = conn.sendSeq('deployment.desired', desiredPayload('D', 6));
-    await eventually(() => first.calls.desired.length === 2, 'both frames handed to the handler');
-    conn.terminate();
-    await eventually(() => first.client.state === 'waiting', 'the first process in its backoff');
-    finishSix();
+    const { cluster, first, acked, f1, f2, desiredResult } = await holeBehindSlowSix();
+    cluster.finishSix();
     expect(first.client.session.cursor).toBe(0); // the hole at seq 1 holds the cursor
     // The cluster renders revision 6 now: the record must say so before the process can die.
     const savedSix = () => {
@@ -214,38 +221,18 @@ describe('desired revisions across a crash', () => {
     await eventually(() => second.client.session.cursor >= 2 || undefined, 'both replayed frames settled');
     // The cluster had revision 6; it must never be rendered back to revision 5.
     expect(second.calls.desired.map((c) => c.payload.revision)).not.toContain(5);
-    expect(rendered).toBe(6);
+    expect(cluster.rendered).toBe(6);
   });
 });
 
 describe('desired revisions across a graceful stop during an outage', () => {
   it('the stop waits for a desired handler still running, so the revision it applies behind a hole is in the final record', async () => {
-    let rendered = 0;
-    let failedOnce = false;
-    let finishSix: () => void = () => undefined;
-    const desiredResult = (p: { revision: number }): HandlerResult | Promise<HandlerResult> => {
-      if (p.revision === 5 && !failedOnce) {
-        failedOnce = true;
-        return transient('api server busy');
-      }
-      if (p.revision === 6 && rendered === 0) {
-        return new Promise<HandlerResult>((resolve) => (finishSix = () => ((rendered = 6), resolve(applied()))));
-      }
-      rendered = p.revision;
-      return applied();
-    };
-    const first = makeClient(hub, { cursorStore: new FileCursorStore(cursorPath()), outboundLog: await FileOutboundLog.open(logPath()), desiredResult });
-    const { conn, acked } = await openSettled(first);
-    const f1 = conn.sendSeq('deployment.desired', desiredPayload('D', 5));
-    const f2 = conn.sendSeq('deployment.desired', desiredPayload('D', 6));
-    await eventually(() => first.calls.desired.length === 2, 'both frames handed to the handler');
-    conn.terminate();
-    await eventually(() => first.client.state === 'waiting', 'the first process in its backoff');
+    const { cluster, first, acked, f1, f2, desiredResult } = await holeBehindSlowSix();
 
     // A graceful stop while the hub is unreachable and the cluster is still taking revision 6.
     const stopping = first.client.stop({ graceful: true });
     await Promise.race([stopping, settle()]);
-    finishSix();
+    cluster.finishSix();
     await stopping;
 
     const second = makeClient(hub, { cursorStore: new FileCursorStore(cursorPath()), outboundLog: await FileOutboundLog.open(logPath()), desiredResult });
@@ -259,7 +246,7 @@ describe('desired revisions across a graceful stop during an outage', () => {
     await eventually(() => second.client.session.cursor >= 2 || undefined, 'both replayed frames settled');
     // The cluster had revision 6 when the first process stopped; it must never go back to 5.
     expect(second.calls.desired.map((c) => c.payload.revision)).not.toContain(5);
-    expect(rendered).toBe(6);
+    expect(cluster.rendered).toBe(6);
   });
 });
 
