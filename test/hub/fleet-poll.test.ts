@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { CloseCode } from '../../src/protocol';
-import { eventually, FAST_TIMERS, useHub } from './support/hub';
+import { eventually, FAST_TIMERS, sleep, useHub } from './support/hub';
 
 const h = useHub({ ...FAST_TIMERS, DISPLACEMENT_POKE: 'off' });
 const withinPoll = Number(FAST_TIMERS.POLL_INTERVAL_MS) * 2 + 2_000;
@@ -14,6 +14,23 @@ const withinPoll = Number(FAST_TIMERS.POLL_INTERVAL_MS) * 2 + 2_000;
 describe('fleet poll', () => {
   it('a displaced session is cut within a poll interval even when the direct poke is lost', async () => {
     const c = await h.newCluster();
+    const older = await h.openFresh(c);
+    const t0 = Date.now();
+    const newer = await h.openFresh(c);
+    const closed = await older.peer.closedWith(withinPoll);
+    expect(closed.code).toBe(CloseCode.DISPLACED);
+    expect(Date.now() - t0).toBeLessThan(withinPoll);
+    newer.peer.close();
+  });
+
+  it('a session claimed after its shard went idle is polled at the poll interval again, not at the idle poller\'s next history pass', async () => {
+    const c = await h.newCluster();
+    const first = await h.openFresh(c);
+    first.peer.close();
+    await eventually(async () => (await h.sql('select 1 from live_sessions')).length === 0, 10_000);
+    // Several polls: the cluster's poller has seen its shard empty and waits for its next
+    // history retention pass (HISTORY_PRUNE_INTERVAL_MS, 10 minutes here).
+    await sleep(Number(FAST_TIMERS.POLL_INTERVAL_MS) * 6);
     const older = await h.openFresh(c);
     const t0 = Date.now();
     const newer = await h.openFresh(c);

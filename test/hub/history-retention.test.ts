@@ -9,7 +9,7 @@ import { HISTORY_RETENTION_MAX_MS } from '../../src/hub/config';
 import { pruneHistory } from '../../src/hub/db/history-prune';
 import { newId } from '../../src/protocol';
 import { withFileSql } from '../support/file-database';
-import { eventually, FAST_TIMERS, useHub } from './support/hub';
+import { eventually, FAST_TIMERS, sleep, useHub } from './support/hub';
 
 // A day of retention, passes every 400 ms, 3 rows of each table per pass: 7 old rows of each
 // take three passes, so the backlog path (the next pass at the next poll) is exercised too.
@@ -58,6 +58,29 @@ describe('history retention', () => {
     const recent = await h.sql<{ recent: boolean }>("select bool_and(received_at > now() - interval '1 hour') as recent from events where cluster_uid = $1", [c.uid]);
     expect(recent[0]?.recent).toBe(true);
     peer.close();
+  });
+
+  it('history keeps being deleted once no session is live (an idle fleet: every cluster disconnected, disabled or moved to another region)', async () => {
+    const c = await h.newCluster();
+    // A session starts its shard's poller; then the fleet goes idle.
+    const { peer } = await h.openFresh(c);
+    peer.close();
+    await peer.closed;
+    await eventually(async () => Number((await h.sql<{ n: string }>('select count(*) as n from live_sessions'))[0]?.n) === 0, 10_000);
+    // Several polls: every poller has seen its shard empty.
+    await sleep(2_000);
+    // History that reaches the horizon while the fleet is idle (inserted already past it here).
+    for (let i = 0; i < 4; i++) {
+      await h.sql(
+        `insert into events (cluster_uid, frame_id, kind, subject, reason, message, severity, occurred_at, received_at, session_id, seq)
+         values ($1, $2, 'node', 'n1', 'Test', '', 'info', ${OLD}, ${OLD}, 's', $3)`,
+        [c.uid, newId(), i + 1],
+      );
+      await h.sql(`insert into rejections (cluster_uid, session_id, seq, frame_id, type, reason, received_at) values ($1, 's', $2, null, 'node.observed', 'test', ${OLD})`, [c.uid, i + 1]);
+    }
+    // Before, the pollers stopped with the last session and no pass ever ran again: the rows
+    // stayed, and the admin reads (which do not filter by the horizon) kept showing them.
+    await eventually(async () => (await count('events', c.uid)) === 0 && (await count('rejections', c.uid)) === 0, 15_000);
   });
 
   it('a pass with the longest retention the configuration accepts runs (a horizon Postgres cannot compute failed every pass)', async () => {

@@ -5,7 +5,7 @@ export type PokeReason = 'unregistered' | 'disabled' | 'token' | 'claim' | 'desi
 
 export interface FleetPoll {
   poke: { sessionId: string; clusterUid: string; why: PokeReason }[];
-  /** Whether any session is left in this shard (else the poller stops until one registers). */
+  /** Whether any session is left in this shard (else the poller wakes only for history retention until one registers). */
   anyLive: boolean;
 }
 

@@ -48,7 +48,6 @@ export class DbGateway extends DurableObject<HubEnv> {
     const cfg = hubConfig(env);
     this.pool = Array.from({ length: cfg.DB_GATEWAY_CONNECTIONS }, () => new Pg(env, { idleCloseMs: 60_000, queryTimeoutMs: cfg.PG_QUERY_TIMEOUT_MS }));
     this.gate = new ResidencyGate(ctx.id, cfg, log, ctx.storage);
-    this.pruneAt = Date.now() + cfg.HISTORY_PRUNE_INTERVAL_MS;
   }
 
   /** The fleet-poll shard this object watches, once a session of it has registered. */
@@ -65,8 +64,13 @@ export class DbGateway extends DurableObject<HubEnv> {
     pokeFailed: (err) => log.error('the poke after a desired write failed; the fleet poll will deliver the change', { error: String(err) }),
     itemFault: (err) => classifyDbError(err) === 'permanent',
   }, { maxWaitMs: coalescedWaitMs(hubConfig(this.env)), maxBytes: hubConfig(this.env).DESIRED_PAGE_BYTES });
-  /** When this poller next runs a history retention pass (0: at the next poll, a backlog remains). */
-  private pruneAt: number;
+  /**
+   * When this poller next runs a history retention pass (0: at the next poll; a backlog remains,
+   * or the object was just built). Memory only, so due at construction: an idle poller wakes only
+   * for its pass and is evicted in between, and a time counted from each construction would never
+   * come.
+   */
+  private pruneAt = 0;
   private pruning = false;
   /** Swept sessions that answered alive: recorded by the next poll's statement. */
   private sweptAlive: string[] = [];
@@ -86,8 +90,10 @@ export class DbGateway extends DurableObject<HubEnv> {
       this.ctx.storage.sql.exec('insert into poller (k, shard) values (1, ?) on conflict (k) do update set shard = excluded.shard', shard);
     }
     if (this.pollAt === undefined) this.pollAt = await this.ctx.storage.getAlarm();
-    if (this.pollAt === null) {
-      this.pollAt = Date.now() + hubConfig(this.env).POLL_INTERVAL_MS;
+    // An idle poller's alarm waits for its next retention pass: a session must be polled sooner.
+    const soon = Date.now() + hubConfig(this.env).POLL_INTERVAL_MS;
+    if (this.pollAt === null || this.pollAt > soon) {
+      this.pollAt = soon;
       await this.ctx.storage.setAlarm(this.pollAt);
     }
   }
@@ -96,7 +102,9 @@ export class DbGateway extends DurableObject<HubEnv> {
    * The fleet poll: one set-based statement for every session of this shard, then a poke to each
    * session whose claim, registration, disablement, token or desired revision changed (or that
    * has not checked in for a sweep period). Each poked session runs its own check and acts. The
-   * poll re-arms while any session of the shard is registered.
+   * poll re-arms while any session of the shard is registered; with none, the alarm comes back
+   * only for the next history retention pass (history ages past the horizon while the fleet is
+   * idle too), until a claim brings the poll back (`ensurePolling`).
    *
    * The next poll is armed before the pokes go out, and the alarm does not wait for them: a
    * session's check can wait on a row lock for up to PG_QUERY_TIMEOUT_MS (its cluster's owner row,
@@ -125,19 +133,17 @@ export class DbGateway extends DurableObject<HubEnv> {
       this.sweptAlive.push(...alive);
       log.warn('fleet poll failed; retrying at the next interval', { shard, error: describeError(err) });
     }
-    if (again) {
-      this.pollAt = Date.now() + cfg.POLL_INTERVAL_MS;
-      await this.ctx.storage.setAlarm(this.pollAt);
-    }
+    this.pollAt = again ? Date.now() + cfg.POLL_INTERVAL_MS : Math.max(this.pruneAt, Date.now() + cfg.POLL_INTERVAL_MS);
+    await this.ctx.storage.setAlarm(this.pollAt);
     for (const p of poke) this.pokeSession(p, cfg);
     if (poke.length > 0) log.debug('fleet poll poked sessions', { shard, poked: poke.length, unanswered: this.poking.size });
     if (!this.pruning && Date.now() >= this.pruneAt) this.retentionPass(shard, cfg);
   }
 
   /**
-   * History retention rides on the fleet poll: a poller runs while sessions are live, which is
-   * when history is written. Not awaited, like the pokes: a pass over a backlog must not hold up
-   * the poll. Every shard's poller runs it; the pass is idempotent.
+   * History retention rides on the fleet poll's alarm, which an idle shard keeps for it. Not
+   * awaited, like the pokes: a pass over a backlog must not hold up the poll. Every shard's poller
+   * runs it; the pass is idempotent.
    */
   private retentionPass(shard: number, cfg: HubConfig): void {
     this.pruning = true;

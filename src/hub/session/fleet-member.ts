@@ -60,11 +60,12 @@ export class FleetMember {
   }
 
   /**
-   * Make sure the cluster's poller runs. A poller that found its shard empty has stopped, and only
-   * a claim starts it again: were this call lost, nothing would look at this session's claim,
-   * token or registration (an admin's poke lost too would leave a revoked session open, and one
-   * that ended silently shown connected) until another session of the shard claimed. So it is
-   * retried, with backoff, for as long as this session is open on a connection.
+   * Make sure the cluster's poller runs. A poller that found its shard empty polls again only at
+   * its next history retention pass (up to HISTORY_PRUNE_INTERVAL_MS away), or when a claim starts
+   * it: were this call lost, nothing would look at this session's claim, token or registration
+   * (an admin's poke lost too would leave a revoked session open, and one that ended silently
+   * shown connected) until then. So it is retried, with backoff, for as long as this session is
+   * open on a connection.
    */
   private joinPoll(clusterUid: string, sessionId: string): void {
     const { env, cfg, baseLog } = this.host;
