@@ -149,6 +149,37 @@ describe('operations out (spec: Operations)', () => {
     third.close();
   });
 
+  it("the operator's refusal of a deployment.desired is recorded even when the hub has sent more than 30,000 deployment.desired frames since it (a large resync inside the replay window)", async () => {
+    const c = await h.newCluster();
+    // More than half as many again as the 20,000 the session kept for resolving refusals (it
+    // trimmed at 30,000), all inside the replay window (REPLAY_BUFFER_FRAMES, 50,000): the hub
+    // sends them all before the operator has acknowledged, or refused, the first.
+    const n = 31_000;
+    for (let i = 0; i < n; i += 1_000) {
+      const deployments = Array.from({ length: 1_000 }, (_, j) => ({ deployment_id: `d${String(i + j).padStart(5, '0')}`, ...desired() }));
+      expect((await h.admin('PUT', `/clusters/${c.name}/deployments`, { deployments })).status).toBe(200);
+    }
+    const peer = await h.connect(c.token);
+    await peer.hello({ cluster_id: c.name });
+    // An operator still rendering the first frame pings, acknowledging nothing yet.
+    const pings = setInterval(() => peer.send('ping', {}, { ack: null }), 500);
+    try {
+      const first = await peer.next((x) => x.type === 'deployment.desired', 30_000);
+      await peer.next((x) => x.type === 'stream.end', 60_000);
+      // What a real operator does with the frame it can never render: ack it and answer with an error.
+      peer.send('error', { code: 'invalid', message: 'no GPU model A100 on this cluster', retryable: false }, { reply_to: first.id, ack: first.seq });
+      await peer.ackedThrough(peer.nextSeq - 1);
+      const rows = await h.sql<{ code: string | null }>("select last_refusal->>'code' as code from desired_deployments where cluster_uid = $1 and deployment_id = $2", [
+        c.uid,
+        (first.payload as { deployment_id: string }).deployment_id,
+      ]);
+      expect(rows).toEqual([{ code: 'invalid' }]);
+    } finally {
+      clearInterval(pings);
+      peer.close();
+    }
+  }, 120_000);
+
   it("the operator's refusal of a deployment.desired is recorded on the deployment and counted in the cluster view", async () => {
     const c = await h.newCluster();
     const { peer } = await h.openFresh(c);

@@ -42,7 +42,7 @@ export class SessionState {
     private readonly cfg: HubConfig,
     private readonly baseLog: Logger,
   ) {
-    this.store = new SessionStore(storage, sql);
+    this.store = new SessionStore(storage, sql, cfg.REPLAY_BUFFER_FRAMES);
     this.meta = this.store.loadMeta();
     this.outbound = new OutboundSequencer(this.store.replay, this.limits(), this.meta?.out);
     this.inbound = new InboundSequencer(this.meta?.inCursor ?? 0);

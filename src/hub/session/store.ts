@@ -118,7 +118,10 @@ export const ZERO_COUNTERS: SessionCounters = {
   answeredRejections: 0,
 };
 
-/** How many sent deployment.desired frames stay resolvable for an operator's error reply. */
+/**
+ * How many sent deployment.desired frames stay resolvable for an operator's error reply, at the
+ * least: never fewer than the replay window holds frames (`SessionStore`).
+ */
 const SENT_DESIRED_KEEP = 20_000;
 
 // A bound value is limited to 2 MB in Durable Object SQLite. A chunk is bound as JSON, which
@@ -138,13 +141,22 @@ export class SessionStore {
    * is constructed again at nearly every wake.
    */
   private sentDesired: number | null = null;
+  /**
+   * The newest sent deployment.desired frames kept. The operator answers a frame before it
+   * acknowledges anything past it, and the hub sends at most `replayWindowFrames` past the
+   * operator's ack: any frame it can still refuse is among that many. Fewer, and a large resync
+   * (30,000 deployments inside the default window of 50,000) lost the refusal of its first frames.
+   */
+  private readonly sentDesiredKeep: number;
 
   constructor(
     private readonly storage: DurableObjectStorage,
     private readonly sql: SessionSql,
+    replayWindowFrames = 0,
   ) {
     this.replay = new SqliteReplayStore(sql);
     this.owed = new OwedAnswers(sql);
+    this.sentDesiredKeep = Math.max(SENT_DESIRED_KEEP, replayWindowFrames);
   }
 
   /** After `destroy` (deleteAll drops the tables; the next write creates them). */
@@ -185,13 +197,13 @@ export class SessionStore {
       JSON.stringify(entries),
     );
     this.sentDesired += entries.length;
-    if (this.sentDesired > SENT_DESIRED_KEEP * 1.5) {
+    if (this.sentDesired > this.sentDesiredKeep * 1.5) {
       // ULIDs sort by time: keep the newest.
       this.sql.exec(
         'delete from sent_desired where frame_id < (select frame_id from sent_desired order by frame_id desc limit 1 offset ?)',
-        SENT_DESIRED_KEEP,
+        this.sentDesiredKeep,
       );
-      this.sentDesired = SENT_DESIRED_KEEP;
+      this.sentDesired = this.sentDesiredKeep;
     }
   }
 
