@@ -129,6 +129,60 @@ describe('the convergence checker catches what it promises to', () => {
     expect(v).toMatch(new RegExp(`operation ${id}: its handler ran 2 times`));
   });
 
+  it('a stored event no operator sent is "invented"', async () => {
+    const id = newId();
+    await e.query(
+      `insert into events (cluster_uid, frame_id, kind, subject, reason, message, severity, occurred_at, session_id, seq)
+       values ($1, $2, 'node', 'node-001', 'Tampered', 'never sent', 'info', now(), 'nobody', 1)`,
+      [reg.uid, id],
+    );
+    try {
+      expect((await violations()).join('\n')).toMatch(/1 stored event\(s\) were never sent by an operator of this cluster/);
+    } finally {
+      await e.query('delete from events where cluster_uid = $1 and frame_id = $2', [reg.uid, id]);
+    }
+  });
+
+  it('a row that says other than the frame that wrote it, or whose frame was about something else, is flagged', async () => {
+    const [n] = await e.query<{ name: string; obs_seq: string }>("select name, obs_seq from nodes where cluster_uid = $1 and node_id = 'node-003'", [reg.uid]);
+    await e.query("update nodes set name = 'tampered' where cluster_uid = $1 and node_id = 'node-003'", [reg.uid]);
+    try {
+      expect((await violations()).join('\n')).toMatch(/node node-003: row differs from the frame that wrote it/);
+    } finally {
+      await e.query("update nodes set name = $2 where cluster_uid = $1 and node_id = 'node-003'", [reg.uid, n?.name]);
+    }
+    const device = [...sim.tap.sentFrames()].find((f) => f.type === 'device.observed');
+    expect(device).toBeDefined();
+    await e.query("update nodes set obs_session = $2, obs_seq = $3 where cluster_uid = $1 and node_id = 'node-003'", [reg.uid, device?.session, device?.seq]);
+    try {
+      expect((await violations()).join('\n')).toMatch(new RegExp(`node node-003: written by seq ${device?.seq}, which was a device.observed about`));
+    } finally {
+      await e.query("update nodes set obs_seq = $2 where cluster_uid = $1 and node_id = 'node-003'", [reg.uid, n?.obs_seq]);
+    }
+  });
+
+  it('an operation stored otherwise than its first conclusion and the result the hub acknowledged is flagged', async () => {
+    const [op] = await e.query<{ operation_id: string; state: string }>("select operation_id, state from operations where cluster_uid = $1 and kind = 'node.cordon' and target = 'node-003'", [reg.uid]);
+    expect(op?.state).toBe('succeeded');
+    await e.query("update operations set state = 'failed' where operation_id = $1", [op?.operation_id]);
+    try {
+      const v = (await violations()).join('\n');
+      expect(v).toMatch(new RegExp(`operation ${op?.operation_id}: state failed, but the first conclusion said succeeded`));
+      expect(v).toMatch(new RegExp(`operation ${op?.operation_id}: the hub acknowledged result\\(s\\) succeeded but stores failed`));
+    } finally {
+      await e.query("update operations set state = 'succeeded' where operation_id = $1", [op?.operation_id]);
+    }
+  });
+
+  it('with exactEvents, an event emitted and neither sent nor counted as dropped is flagged', async () => {
+    sim.eventsEmitted++;
+    try {
+      expect((await violations()).join('\n')).toMatch(/events: \d+ emitted ≠ \d+ sent \+ \d+ dropped and counted/);
+    } finally {
+      sim.eventsEmitted--;
+    }
+  });
+
   it('a frame from the hub that is not a valid catalog message is flagged', async () => {
     sim.tap.invalidFromHub.push('poison: operation.start kind: Invalid option');
     try {

@@ -178,6 +178,8 @@ describe('the state directory lock', () => {
     const old = new Date(Date.now() - 61_000);
     await utimes(lockFile(), old, old);
     const stores = await openFileStores(dir, { lock: { staleMs: 60_000 } });
+    // Taken over: the lock now names this process, not the other host's holder.
+    expect(JSON.parse(await readFile(lockFile(), 'utf8'))).toMatchObject({ pid: process.pid, host: hostname() });
     await stores.outboundLog.close();
   });
 
