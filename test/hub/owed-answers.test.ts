@@ -8,14 +8,15 @@
  * the cap the link closes 4429 with the frame unacknowledged, and nothing is lost), and that
  * each frame is answered once.
  */
-import { describe, expect, it } from 'vitest';
+import { describe, expect, inject, it } from 'vitest';
 import { buildFrame, CloseCode, newId } from '../../src/protocol';
-import { desired, FAST_TIMERS, node, type Frame, type Peer, sleep, type TestCluster, useHub } from './support/hub';
+import { desired, eventually, FAST_TIMERS, holdLock, node, type Frame, type Peer, sleep, type TestCluster, useHub } from './support/hub';
 
 // A replay window of two frames, so that a few deployments fill it; a send queue of 20 frames,
 // which also caps the answers owed (send-path.ts owedAnswersMax). Retention long enough for an
 // object to be evicted while its session waits for the resume.
 const h = useHub({ ...FAST_TIMERS, REPLAY_BUFFER_FRAMES: '2', SEND_QUEUE_FRAMES: '20', DESIRED_PAGE_ROWS: '50', RETENTION_MS: '60000' });
+const EMBEDDED = inject('embeddedPostgres');
 
 /** A session whose replay window is full (resync.begin and a deployment, read, not acked) and more desired waits behind it. */
 async function fullWindow(): Promise<{ c: TestCluster; peer: Peer; sessionId: string }> {
@@ -142,6 +143,47 @@ describe('answers owed to the operator survive a disconnect and an eviction', ()
     expect(seen.get(unknownId)?.length, `the unknown type was not answered once after the eviction; frames after the resume: ${trace(again)}`).toBe(1);
     again.close();
   }, 60_000);
+
+  // A frame committed past a hole is not answered again when the resume replays it (poison.test.ts):
+  // its answer, owed behind a full window when the link dropped, is the only one it will ever get.
+  it.skipIf(EMBEDDED)('answers owed to frames committed past a hole survive the resume that replays those frames', async () => {
+    const { c, peer, sessionId } = await fullWindow();
+    // ack 0 throughout: the operator has not released the hub's window.
+    peer.send('node.observed', node('n1'), { ack: 0 }); // seq 1
+    await peer.ackedThrough(1);
+    const release = await holdLock("select 1 from nodes where cluster_uid = $1 and node_id = 'n1' for update", [c.uid]);
+    let released = false;
+    try {
+      const holeId = peer.send('node.observed', node('n1', false), { ack: 0 }); // seq 2: waits on the lock (a hole)
+      const poisonId = peer.send('node.observed', { ...node(''), node_id: '' }, { ack: 0 }); // seq 3
+      const unknownId = sendUnknown(peer, 4);
+      peer.nextSeq = 5;
+      // Both committed past the hole; their answers wait behind the full window.
+      await eventually(async () => {
+        const live = (await h.admin('GET', `/clusters/${c.name}`)).json.session.live;
+        return (live.counters.rejections === 1 && live.counters.unknownTypes === 1) || undefined;
+      }, 10_000);
+      expect(peer.frames.some((f) => f.type === 'error')).toBe(false);
+      peer.close();
+      await peer.closed;
+
+      const { again, ackSeq } = await resume(c, sessionId);
+      expect(ackSeq).toBe(1);
+      // The operator replays everything after the hub's cursor, with the original ids and seqs.
+      again.send('node.observed', node('n1', false), { seq: 2, id: holeId });
+      again.send('node.observed', { ...node(''), node_id: '' }, { seq: 3, id: poisonId });
+      sendUnknown(again, 4, unknownId);
+      await release();
+      released = true;
+      await again.ackedThrough(4, 10_000);
+      const seen = await readAnswers(again, [poisonId, unknownId]);
+      expect(seen.get(poisonId)?.length, `the poison frame was not answered once; frames after the resume: ${trace(again)}`).toBe(1);
+      expect(seen.get(unknownId)?.length, `the unknown type was not answered once; frames after the resume: ${trace(again)}`).toBe(1);
+      again.close();
+    } finally {
+      if (!released) await release();
+    }
+  }, 40_000);
 
   it('past the cap on answers owed the link closes 4429 with the frame unacknowledged; after the resume every frame is answered once', async () => {
     const { c, peer, sessionId } = await fullWindow();

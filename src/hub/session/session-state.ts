@@ -3,7 +3,7 @@ import type { HubConfig } from '../config';
 import type { SessionFence } from '../db/ingest';
 import type { Logger } from '../log';
 import { addCounters, type Settled } from './inbound';
-import { forgetCountedThrough } from './ingest-streams';
+import { forgetCountedThrough, inRanges } from './ingest-streams';
 import type { SessionSql } from './schema';
 import type { OpResync } from './store';
 import { SessionStore, type SessionMeta } from './store';
@@ -65,8 +65,9 @@ export class SessionState {
   resume(meta: SessionMeta, generation: number, now: number): SessionMeta {
     this.inbound.rewind();
     // The operator replays from the cursor on: a frame past it is answered again when it comes
-    // back, so its earlier answer would only repeat. (Nothing is in flight: the ingest was quiesced.)
-    this.store.owed.dropAfter(this.inbound.cursor);
+    // back, so its earlier answer would only repeat, unless it was committed past a hole (never
+    // answered again). (Nothing is in flight: the ingest was quiesced.)
+    this.store.owed.dropAfter(this.inbound.cursor, (seq) => inRanges(meta.countedAhead, seq));
     // What is still unacknowledged is re-sent right after the welcome: its wait starts now.
     const ackWaitSince = this.outbound.unacked > 0 ? now : null;
     Object.assign(meta, { generation, out: this.outbound.snapshot(), disconnectedAt: null, lastFrameAt: now, ackWaitSince, windowWait: null });

@@ -284,12 +284,19 @@ export class OwedAnswers {
     cache.splice(0, count);
   }
 
-  /** Drop the answers to frames past `cursor`: the operator replays those frames and they are answered again. */
-  dropAfter(cursor: number): void {
+  /**
+   * Drop the answers to frames past `cursor`: the operator replays those frames and they are
+   * answered again. Except those `committed` (past a hole, SessionMeta.countedAhead): their replay
+   * is applied but not answered again (inbound.ts), so the answer owed is the only one.
+   */
+  dropAfter(cursor: number, committed: (seq: number) => boolean): void {
     const cache = this.load();
-    if (!cache.some((a) => a.seq > cursor)) return;
-    this.sql.exec('delete from owed where seq > ?', cursor);
-    this.cache = cache.filter((a) => a.seq <= cursor);
+    const kept = cache.filter((a) => a.seq <= cursor || committed(a.seq));
+    if (kept.length === cache.length) return;
+    const keptN = new Set(kept.map((a) => a.n));
+    const dropped = cache.filter((a) => !keptN.has(a.n)).map((a) => a.n);
+    this.sql.exec('delete from owed where n in (select value from json_each(?))', JSON.stringify(dropped));
+    this.cache = kept;
   }
 
   /** A fresh session: numbering restarts and the old stream's answers go with its replay buffer. */
