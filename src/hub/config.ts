@@ -11,6 +11,13 @@ import { hintOutsideJurisdiction, JURISDICTIONS, LOCATION_HINTS, REGION_NAME_RE 
 /** The longest history retention: a century (Postgres timestamps end in 4713 BC). */
 export const HISTORY_RETENTION_MAX_MS = 100 * 365 * 24 * 3_600_000;
 const ms = (d: number) => z.coerce.number().int().positive().default(d);
+/**
+ * The largest value Postgres's integer holds. A var the hub hands to Postgres as one (a
+ * connection's statement_timeout, the claim's contention threshold) must fit it: a larger one
+ * fails every connection or every claim, which the hub can only take for a database outage.
+ */
+export const PG_INT_MAX = 2_147_483_647;
+const pgInt = (name: string) => z.number().max(PG_INT_MAX, `must be at most ${PG_INT_MAX}: Postgres holds ${name} as an integer`);
 /** An optional var: unset and empty are the same (a blank line in a config must not mean "set"). */
 const optional = <T extends z.ZodType>(t: T) => z.preprocess((v) => (v === '' ? undefined : v), t.optional());
 const flag = z.preprocess((v) => (v === '' || v === undefined ? false : v), z.union([z.boolean(), z.enum(['1', 'true', '0', 'false'])]))
@@ -113,7 +120,8 @@ const ConfigSchema = z.object({
    * bound of its own: the claim's page is also held to a desired page's (claimPageBytes).
    */
   CLAIM_SNAPSHOT_BYTES: z.coerce.number().int().nonnegative().default(1 << 20),
-  PG_QUERY_TIMEOUT_MS: ms(10_000),
+  /** Also the connection's statement_timeout, so at most what Postgres takes for it. */
+  PG_QUERY_TIMEOUT_MS: ms(10_000).pipe(pgInt('statement_timeout')),
   /** A session's ingest statement waits this long for a row lock (at most half PG_QUERY_TIMEOUT_MS). */
   PG_LOCK_TIMEOUT_MS: ms(2_000),
   /** Shared Postgres connections (gateway objects) for lookups, claims, polls and the admin API. */
@@ -123,7 +131,7 @@ const ConfigSchema = z.object({
   PG_IDLE_CLOSE_MS: ms(3_000),
   /** More than CONTENTION_THRESHOLD displacements of one cluster within this window is contention. */
   CONTENTION_WINDOW_MS: ms(10 * 60_000),
-  CONTENTION_THRESHOLD: ms(3),
+  CONTENTION_THRESHOLD: ms(3).pipe(pgInt('the threshold the claim compares with')),
   /** A contention episode is over (and leaves the cluster view) after this long without a displacement. */
   CONTENTION_QUIET_MS: ms(10 * 60_000),
   /** The region this deployment serves (a wrangler environment); unset on the default deployment. */

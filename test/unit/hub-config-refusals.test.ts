@@ -10,7 +10,7 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { checkDeployConfig } from '../../scripts/lib/deploy-config';
-import { DESIRED_PAGE_RPC_BUDGET_BYTES, HISTORY_RETENTION_MAX_MS, hubConfig, IDLE_TIMEOUT_MAX_MS, PING_INTERVAL_BOUNDS_MS } from '../../src/hub/config';
+import { DESIRED_PAGE_RPC_BUDGET_BYTES, HISTORY_RETENTION_MAX_MS, hubConfig, IDLE_TIMEOUT_MAX_MS, PG_INT_MAX, PING_INTERVAL_BOUNDS_MS } from '../../src/hub/config';
 import { claimPageBytes, REPLAY_ROW_MAX_BYTES } from '../../src/hub/frame-budget';
 import { checkHello } from '../../src/hub/session/handshake';
 import { boundedLimits } from '../../src/operator/handshake';
@@ -147,6 +147,16 @@ describe('hub configuration refused at startup', () => {
       expect(() => hubConfig({ ...BASE, HISTORY_RETENTION_MS: v }), v).toThrow(/HISTORY_RETENTION_MS/);
     }
     expect(hubConfig({ ...BASE, HISTORY_RETENTION_MS: String(HISTORY_RETENTION_MAX_MS) }).HISTORY_RETENTION_MS).toBe(HISTORY_RETENTION_MAX_MS);
+  });
+
+  it('PG_QUERY_TIMEOUT_MS and CONTENTION_THRESHOLD are accepted up to what a Postgres integer holds, refused beyond (test/hub/config-postgres-ranges.test.ts)', () => {
+    // Beyond it, every connection (statement_timeout, 22023) or every claim (22003) failed.
+    for (const name of ['PG_QUERY_TIMEOUT_MS', 'CONTENTION_THRESHOLD'] as const) {
+      expect(hubConfig({ ...BASE, [name]: String(PG_INT_MAX) })[name], name).toBe(PG_INT_MAX);
+      for (const v of [String(PG_INT_MAX + 1), '1e15']) {
+        expect(() => hubConfig({ ...BASE, [name]: v }), `${name}=${v}`).toThrow(new RegExp(`${name}: must be at most ${PG_INT_MAX}`));
+      }
+    }
   });
 
   it('case variants and padding of HUB_JURISDICTION, HUB_REGION and DB_GATEWAY_LOCATION_HINT are refused by name', () => {
