@@ -24,6 +24,7 @@ export interface OperatorClientOptions {
   token: string;
   /** The cluster's uid or name; must name the cluster the token belongs to. */
   clusterId: string;
+  /** Sent in `hello` and the User-Agent: surrounding whitespace is dropped; then 1–128 printable ASCII characters. */
   operatorVersion: string;
   cursorStore: CursorStore;
   /** The outbound replay buffer. Default: in memory (a crash then costs a fresh session). */
@@ -86,6 +87,31 @@ export interface OperatorClientOptions {
   /** Retry delays for a frame whose handler failed transiently. Default 500 ms → 30 s. */
   retry?: Partial<BackoffPolicy>;
   operations?: OperationBookOptions;
+}
+
+/**
+ * The timing and size options as the constructor checks them. Each ends up in a timer or a bound,
+ * where a value no schedule can mean is no clear failure: a NaN or 0 ping interval pings on every
+ * turn of the event loop (setTimeout reads NaN as 1 ms), a NaN idle limit re-arms its check every
+ * millisecond and never closes a dead link, a NaN capacity makes every push an eviction.
+ */
+const POSITIVE_MS = ['pingIntervalMs', 'idleTimeoutMs', 'handshakeTimeoutMs', 'ackTimeoutMs', 'statsIntervalMs', 'handlerStallMs'] as const;
+const NON_NEGATIVE_MS = ['stableAfterMs', 'ackDelayMs', 'reobserveDelayMs', 'drainTimeoutMs'] as const;
+const COUNTS = ['sendQueueCapacity', 'controlQueueLimit'] as const;
+
+export function assertTuning(o: OperatorClientOptions): void {
+  for (const k of POSITIVE_MS) {
+    const v = o[k];
+    if (v !== undefined && !(Number.isFinite(v) && v > 0)) throw new RangeError(`${k} must be a finite number of milliseconds above 0, got ${v}`);
+  }
+  for (const k of NON_NEGATIVE_MS) {
+    const v = o[k];
+    if (v !== undefined && !(Number.isFinite(v) && v >= 0)) throw new RangeError(`${k} must be a finite number of milliseconds, 0 or more, got ${v}`);
+  }
+  for (const k of COUNTS) {
+    const v = o[k];
+    if (v !== undefined && !(Number.isSafeInteger(v) && v > 0)) throw new RangeError(`${k} must be a whole number above 0, got ${v}`);
+  }
 }
 
 /** `OperatorClient.session`: the session in force (null before the first welcome of a new operator). */

@@ -17,13 +17,13 @@ import {
   type PushOutcome,
 } from '../protocol';
 import { Backoff, DEFAULT_BACKOFF } from './backoff';
-import { zeroStats, type ClientEvents, type ClientState, type ClientStats, type OperatorClientOptions, type SessionView } from './client-types';
+import { assertTuning, zeroStats, type ClientEvents, type ClientState, type ClientStats, type OperatorClientOptions, type SessionView } from './client-types';
 import { Connection } from './connection';
 import { isCleanStop, isDrained, type DrainView } from './drain';
 import { RecordKeeper } from './durable';
 import { StateDirLostError } from './state-lock';
 import { assertHandlers } from './handlers';
-import { bearerToken, boundedLimits, decideWelcome } from './handshake';
+import { bearerToken, boundedLimits, decideWelcome, helloIdentity } from './handshake';
 import type { DispatchHost } from './inbound-dispatch';
 import type { Link } from './link';
 import { LinkStatsReporter } from './link-stats';
@@ -78,7 +78,8 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
   constructor(options: OperatorClientOptions) {
     super();
     assertHandlers(options.handlers);
-    options = { ...options, token: bearerToken(options.token) };
+    assertTuning(options);
+    options = { ...options, token: bearerToken(options.token), ...helloIdentity(options.clusterId, options.operatorVersion) };
     this.opts = options;
     const timers = (this.timers = options.timers ?? systemTimers);
     const log = (this.log = (options.logger ?? jsonLogger()).child({ cluster: options.clusterId }));
@@ -287,7 +288,9 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
   private setState(s: ClientState): void {
     if (this.current === s) return;
     this.current = s;
-    this.emit('state', s);
+    // Called from the middle of the link's work (a welcome half applied): a listener's throw
+    // must not cut it short, nor escape from the socket's handler as an uncaught exception.
+    this.safeEmit('state', s);
   }
 
   /** Emit to the application; a listener that throws must not break the link's own work. */
@@ -445,7 +448,7 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
         this.log.error('could not close the outbound log', { err });
       }
       this.setState('stopped');
-      this.emit('stopped');
+      this.safeEmit('stopped');
       return;
     }
     this.setState('stopping');
@@ -496,6 +499,6 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
     }
     this.log.info('operator stopped', { graceful, clean, unacked: this.s.outbound.unacked, queued: this.outbox.length });
     this.setState('stopped');
-    this.emit('stopped');
+    this.safeEmit('stopped');
   }
 }

@@ -2,7 +2,7 @@
  * The handshake's decisions, pure: what to dial with, what `hello` says, and whether a `welcome`
  * opened a fresh session or resumed the one asked for (the spec's "Full resync" rules).
  */
-import { HEADER_SAFE_RE, MIN_FRAME_LIMIT_BYTES, type Payload } from '../protocol';
+import { HEADER_SAFE_RE, HelloPayload, MIN_FRAME_LIMIT_BYTES, type Payload } from '../protocol';
 import { DEFAULT_LIMITS } from './client-types';
 
 export const SESSION_HEADER = 'Wingsmith-Session';
@@ -32,6 +32,25 @@ export function bearerToken(token: string): string {
     throw new TypeError('token: an enrollment token is printable ASCII without spaces (wsmet_…); this one cannot be sent in an HTTP header');
   }
   return t;
+}
+
+/**
+ * The cluster id and operator version as every `hello` (and the version as the User-Agent) will
+ * carry them, checked once at construction. A version read from a VERSION file keeps its last
+ * line break, and Node refuses to write that into a header: every dial failed like a network
+ * outage (an info line and a retry, for ever), as a token's did. Surrounding whitespace is
+ * dropped; a version no header can carry, or either value out of the hello's bounds (which the
+ * hub refuses on every connect), is a configuration error, said at once.
+ */
+export function helloIdentity(clusterId: string, operatorVersion: string): { clusterId: string; operatorVersion: string } {
+  if (!HelloPayload.shape.cluster_id.safeParse(clusterId).success) {
+    throw new TypeError('clusterId: the cluster\'s uid or name, 1 to 253 characters');
+  }
+  const version = typeof operatorVersion === 'string' ? operatorVersion.trim() : '';
+  if (!HelloPayload.shape.operator_version.safeParse(version).success || !/^[\x20-\x7E]+$/.test(version)) {
+    throw new TypeError('operatorVersion: 1 to 128 printable ASCII characters (0.4.2, or a build name)');
+  }
+  return { clusterId, operatorVersion: version };
 }
 
 export function dialHeaders(token: string, s: Pick<HandshakeState, 'operatorVersion' | 'sessionId'>): Record<string, string> {

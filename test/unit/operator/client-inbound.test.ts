@@ -358,6 +358,32 @@ describe('handler errors', () => {
     conn.sendSeq('deployment.desired', desiredPayload('d1'));
     await cursorReaches(t, 2);
   });
+
+  // setState emitted 'state' bare: a listener that threw on 'open' cut the welcome short (no
+  // observed resync, no pings, no 'welcome' event) and escaped from the socket's message handler,
+  // an uncaught exception that takes the process down.
+  it("a 'state' or 'stopped' listener that throws does not cut the welcome short or fail the stop", async () => {
+    const t = makeClient(hub);
+    clients.push(t);
+    t.client.on('state', (s) => {
+      if (s === 'open' || s === 'stopping') throw new Error('application bug');
+    });
+    t.client.on('stopped', () => {
+      throw new Error('application bug');
+    });
+    const welcomed: string[] = [];
+    t.client.on('welcome', (w) => welcomed.push(w.sessionId));
+    await t.client.start();
+    const conn = await hub.nextConnection();
+    await conn.nextOf('hello');
+    conn.welcome({ session_id: 'S1' });
+    const { end } = await readResync(conn);
+    expect(end.payload).toEqual({ complete: true, count: 3 });
+    expect(welcomed).toEqual(['S1']);
+    await t.client.stop({ graceful: false });
+    expect(t.client.state).toBe('stopped');
+    expect(t.logger.records.filter((r) => r.msg.includes('listener threw')).length).toBe(3);
+  });
 });
 
 describe('prune against the hub snapshot', () => {

@@ -93,6 +93,44 @@ describe('hello', () => {
     }
   });
 
+  // A version read from a VERSION file ends with a line break, and Node refuses to write it into
+  // the User-Agent: every dial failed as if the network were down, as with the token above.
+  it('an operator version with the line break a VERSION file ends with dials, and says hello with the version itself', async () => {
+    const t = track(makeClient(hub, { operatorVersion: '0.1.0\n' }));
+    await t.client.start();
+    const conn = await hub.nextConnection();
+    const hello = await conn.nextOf('hello');
+    expect(hello.payload).toMatchObject({ operator_version: '0.1.0' });
+    expect(conn.headers['user-agent']).toBe('wingsmith-operator/0.1.0');
+  });
+
+  it('a cluster id or operator version no hello can carry is refused at construction with a TypeError', () => {
+    for (const clusterId of ['', 'a'.repeat(254)]) {
+      expect(() => makeClient(hub, { clusterId }), JSON.stringify(clusterId)).toThrow(/clusterId/);
+    }
+    for (const operatorVersion of ['', ' \n', 'v'.repeat(129), '0.1\n.0', '0.1.0\u2028x', '0.1.0-\u00e9']) {
+      expect(() => makeClient(hub, { operatorVersion }), JSON.stringify(operatorVersion)).toThrow(TypeError);
+    }
+    expect(() => makeClient(hub, { clusterId: 'a'.repeat(253), operatorVersion: 'dev build 7' })).not.toThrow();
+  });
+
+  // Each lands in a timer: a NaN or 0 ping interval pinged every millisecond, a NaN idle limit
+  // re-armed its check every millisecond and never closed a dead link.
+  it('a timing or size option no schedule can mean is refused at construction with a RangeError', () => {
+    for (const bad of [NaN, 0, -1, Infinity]) {
+      for (const key of ['pingIntervalMs', 'idleTimeoutMs', 'handshakeTimeoutMs', 'ackTimeoutMs', 'statsIntervalMs', 'handlerStallMs', 'sendQueueCapacity', 'controlQueueLimit'] as const) {
+        expect(() => makeClient(hub, { [key]: bad }), `${key}: ${bad}`).toThrow(RangeError);
+      }
+    }
+    for (const bad of [NaN, -1, Infinity]) {
+      for (const key of ['stableAfterMs', 'ackDelayMs', 'reobserveDelayMs', 'drainTimeoutMs'] as const) {
+        expect(() => makeClient(hub, { [key]: bad }), `${key}: ${bad}`).toThrow(RangeError);
+      }
+    }
+    expect(() => makeClient(hub, { sendQueueCapacity: 1.5 })).toThrow(RangeError);
+    expect(() => makeClient(hub, { pingIntervalMs: 2.5, ackDelayMs: 0, drainTimeoutMs: 0, sendQueueCapacity: 16 })).not.toThrow();
+  });
+
   it('writes no sequenced frame before welcome, then numbers from 1 and streams the full observed state', async () => {
     const t = track(makeClient(hub));
     t.client.reportNode(SNAPSHOT.nodes[0]!);
