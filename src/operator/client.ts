@@ -285,6 +285,15 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
     return this.sendSide.enqueue(outItem(type, reportablePayload(type, payload, this.s.limits.max_frame_bytes)));
   }
 
+  /** Close the outbound log, which also gives the state directory's lock up; a failure is logged. */
+  private async closeLog(options: { dropUnsynced: boolean }): Promise<void> {
+    try {
+      await this.buffer.close(options);
+    } catch (err) {
+      this.log.error('could not close the outbound log', { err });
+    }
+  }
+
   private setState(s: ClientState): void {
     if (this.current === s) return;
     this.current = s;
@@ -442,11 +451,7 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
       // Never started (or failed to load): nothing to drain or persist. The log is still closed,
       // as after any stop: that gives the state directory's lock up, and a process that retries
       // with a new client (the record was unreadable for a moment) would find it held by itself.
-      try {
-        await this.buffer.close();
-      } catch (err) {
-        this.log.error('could not close the outbound log', { err });
-      }
+      await this.closeLog({ dropUnsynced: false });
       this.setState('stopped');
       this.safeEmit('stopped');
       return;
@@ -488,15 +493,11 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
       this.finalSaved = true;
     }
     if (this.conn.link) this.conn.close(this.conn.link, graceful ? CloseCode.NORMAL : 1001, 'operator stopping');
-    try {
-      // Frames numbered and never synced were never sent. Once the record is saved it backs them
-      // (the log may keep them for the next process to replay); when that save failed, the record
-      // on disk is older than they are, and a log replaying them would ack a cursor, or conclude
-      // an operation, that the next process does not know of.
-      await this.buffer.close({ dropUnsynced: !saved });
-    } catch (err) {
-      this.log.error('could not close the outbound log', { err });
-    }
+    // Frames numbered and never synced were never sent. Once the record is saved it backs them
+    // (the log may keep them for the next process to replay); when that save failed, the record
+    // on disk is older than they are, and a log replaying them would ack a cursor, or conclude
+    // an operation, that the next process does not know of.
+    await this.closeLog({ dropUnsynced: !saved });
     this.log.info('operator stopped', { graceful, clean, unacked: this.s.outbound.unacked, queued: this.outbox.length });
     this.setState('stopped');
     this.safeEmit('stopped');

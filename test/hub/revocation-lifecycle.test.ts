@@ -25,6 +25,31 @@ async function tryOpen(token: string, c: TestCluster, hint?: string | null, hell
   return { outcome: closed.code, frames: peer.frames };
 }
 
+/**
+ * A disabled cluster whose session check is held (`releaseSessions`: its poke lost) is written to,
+ * then enabled again before the next poll: once the checks run, the claim the disable revoked must
+ * still be cut (4403), sent nothing written while disabled.
+ */
+async function cutAfterQuickEnable(cluster: string, peer: Awaited<ReturnType<typeof h.connect>>, releaseSessions: () => Promise<void>, revokedFlag: unknown): Promise<void> {
+  try {
+    expect((await h.admin('PUT', `/clusters/${cluster}/deployments/while-disabled`, desired())).status).toBe(200);
+    await sleep(2_000);
+    expect((await h.admin('POST', `/clusters/${cluster}/enable`)).status).toBe(200);
+    await sleep(1_000);
+    expect(peer.isClosed, `the lost poke did not cut it yet (owner row after the disable: ${JSON.stringify(revokedFlag)})`).toBe(false);
+  } finally {
+    await releaseSessions();
+  }
+  // The next poll (5 s) must find the claim the disable revoked.
+  const closed = await peer.closedWith(8_000).catch(() => 'still open' as const);
+  const sent = peer.frames.filter((f) => f.type === 'deployment.desired').map((f) => f.payload.deployment_id);
+  expect({ closed: closed === 'still open' ? closed : closed.code, sent }, `owner row right after the disable: ${JSON.stringify(revokedFlag)}`).toEqual({
+    closed: CloseCode.REFUSED,
+    sent: [],
+  });
+  peer.close();
+}
+
 describe('old token after rotation', () => {
   it('a resume on the old token (with the session hint and resume_from) after rotate-token answered 200 is refused 4403', async () => {
     const c = await h.newCluster('rl');
@@ -281,22 +306,9 @@ describe('a disable whose pokes were all lost', () => {
       expect((await disabled).status).toBe(200);
       releaseSessions = await sessionsLocked;
       const revokedFlag = (await h.sql<{ revoked: boolean; session_id: string }>('select revoked, session_id from cluster_owners where cluster_uid = $1', [c.uid]))[0];
-      const put = await h.admin('PUT', `/clusters/${c.name}/deployments/while-disabled`, desired());
-      expect(put.status, JSON.stringify(put.json)).toBe(200);
-      await sleep(2_000);
-      expect((await h.admin('POST', `/clusters/${c.name}/enable`)).status).toBe(200);
-      await sleep(1_000);
-      expect(peer.isClosed, `the lost poke did not cut it yet (owner row after the disable: ${JSON.stringify(revokedFlag)})`).toBe(false);
-      await releaseSessions();
+      const release = releaseSessions;
       releaseSessions = null;
-      // The next poll (5 s) must find the claim the disable revoked.
-      const closed = await peer.closedWith(8_000).catch(() => 'still open' as const);
-      const sent = peer.frames.filter((f) => f.type === 'deployment.desired').map((f) => f.payload.deployment_id);
-      expect(
-        { closed: closed === 'still open' ? closed : closed.code, sent },
-        `owner row right after the disable: ${JSON.stringify(revokedFlag)}`,
-      ).toEqual({ closed: CloseCode.REFUSED, sent: [] });
-      peer.close();
+      await cutAfterQuickEnable(c.name, peer, release, revokedFlag);
     } finally {
       await releaseOwner().catch(() => undefined);
       if (releaseSessions) await releaseSessions();
@@ -327,21 +339,9 @@ describe('a disable whose pokes were all lost', () => {
       await releaseCluster();
       expect((await disabled).status).toBe(200);
       const revokedFlag = (await h.sql<{ revoked: boolean }>('select revoked from cluster_owners where cluster_uid = $1', [c.uid]))[0];
-      expect((await h.admin('PUT', `/clusters/${c.name}/deployments/while-disabled`, desired())).status).toBe(200);
-      await sleep(2_000);
-      expect((await h.admin('POST', `/clusters/${c.name}/enable`)).status).toBe(200);
-      await sleep(1_000);
-      expect(peer.isClosed, 'the lost poke did not cut it yet').toBe(false);
-      await releaseSessions();
+      const release = releaseSessions;
       releaseSessions = null;
-      // The next poll (5 s) must find the claim the disable revoked.
-      const closed = await peer.closedWith(8_000).catch(() => 'still open' as const);
-      const sent = peer.frames.filter((f) => f.type === 'deployment.desired').map((f) => f.payload.deployment_id);
-      expect(
-        { closed: closed === 'still open' ? closed : closed.code, sent },
-        `owner row right after the disable: ${JSON.stringify(revokedFlag)}`,
-      ).toEqual({ closed: CloseCode.REFUSED, sent: [] });
-      peer.close();
+      await cutAfterQuickEnable(c.name, peer, release, revokedFlag);
     } finally {
       await releaseCluster().catch(() => undefined);
       if (releaseSessions) await releaseSessions();

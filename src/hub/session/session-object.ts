@@ -409,6 +409,9 @@ export class SessionObject extends DurableObject<HubEnv> {
     }
   }
 
+  /** Whether a frame was committed past a hole already (triageFrame): one function, not one per frame. */
+  private readonly committedAhead = (seq: number): boolean => inRanges(this.state.meta?.countedAhead, seq);
+
   /** The hot path: one frame of an open session. Synchronous; applying happens in batches. */
   private onSessionFrame(ws: WebSocket, text: string): void {
     const { state, sockets } = this;
@@ -425,7 +428,7 @@ export class SessionObject extends DurableObject<HubEnv> {
         this.syncAutoPong();
       }
     }
-    const action = triageFrame(f, (seq) => state.inbound.arrive(seq), () => state.inbound.expected, Date.now(), (seq) => inRanges(state.meta?.countedAhead, seq));
+    const action = triageFrame(f, (seq) => state.inbound.arrive(seq), () => state.inbound.expected, Date.now(), this.committedAhead);
     switch (action.do) {
       case 'protocol-error':
         return sockets.protocolError(ws, action.replyTo, action.reason);

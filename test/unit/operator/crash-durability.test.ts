@@ -194,12 +194,25 @@ async function holeBehindSlowSix() {
   await eventually(() => first.calls.desired.length === 2, 'both frames handed to the handler');
   conn.terminate();
   await eventually(() => first.client.state === 'waiting', 'the first process in its backoff');
-  return { cluster, first, acked, f1, f2, desiredResult };
+  /** The next process resumes S1 and the hub replays both frames from 0; resolves once both are settled. */
+  const nextProcessReplays = async () => {
+    const second = makeClient(hub, { cursorStore: new FileCursorStore(cursorPath()), outboundLog: await FileOutboundLog.open(logPath()), desiredResult });
+    clients.push(second);
+    await second.client.start();
+    const conn2 = await hub.nextConnection();
+    expect((await conn2.nextOf('hello')).payload).toMatchObject({ session_id: 'S1', resume_from: 0, lossy: false });
+    conn2.welcome({ session_id: 'S1', full_resync: false, ack_seq: acked });
+    conn2.send('deployment.desired', desiredPayload('D', 5), { seq: 1, id: f1.id! });
+    conn2.send('deployment.desired', desiredPayload('D', 6), { seq: 2, id: f2.id! });
+    await eventually(() => second.client.session.cursor >= 2 || undefined, 'both replayed frames settled');
+    return second;
+  };
+  return { cluster, first, nextProcessReplays };
 }
 
 describe('desired revisions across a crash', () => {
   it('a revision applied behind a hole after the link dropped is saved at once: a crash during the backoff does not let the next process render the older one over it', async () => {
-    const { cluster, first, acked, f1, f2, desiredResult } = await holeBehindSlowSix();
+    const { cluster, first, nextProcessReplays } = await holeBehindSlowSix();
     cluster.finishSix();
     expect(first.client.session.cursor).toBe(0); // the hole at seq 1 holds the cursor
     // The cluster renders revision 6 now: the record must say so before the process can die.
@@ -210,15 +223,7 @@ describe('desired revisions across a crash', () => {
     await eventually(savedSix, 'revision 6 in the saved record');
     // The crash, during the backoff: the next process resumes S1 and the hub replays from 0.
 
-    const second = makeClient(hub, { cursorStore: new FileCursorStore(cursorPath()), outboundLog: await FileOutboundLog.open(logPath()), desiredResult });
-    clients.push(second);
-    await second.client.start();
-    const conn2 = await hub.nextConnection();
-    expect((await conn2.nextOf('hello')).payload).toMatchObject({ session_id: 'S1', resume_from: 0, lossy: false });
-    conn2.welcome({ session_id: 'S1', full_resync: false, ack_seq: acked });
-    conn2.send('deployment.desired', desiredPayload('D', 5), { seq: 1, id: f1.id! });
-    conn2.send('deployment.desired', desiredPayload('D', 6), { seq: 2, id: f2.id! });
-    await eventually(() => second.client.session.cursor >= 2 || undefined, 'both replayed frames settled');
+    const second = await nextProcessReplays();
     // The cluster had revision 6; it must never be rendered back to revision 5.
     expect(second.calls.desired.map((c) => c.payload.revision)).not.toContain(5);
     expect(cluster.rendered).toBe(6);
@@ -227,7 +232,7 @@ describe('desired revisions across a crash', () => {
 
 describe('desired revisions across a graceful stop during an outage', () => {
   it('the stop waits for a desired handler still running, so the revision it applies behind a hole is in the final record', async () => {
-    const { cluster, first, acked, f1, f2, desiredResult } = await holeBehindSlowSix();
+    const { cluster, first, nextProcessReplays } = await holeBehindSlowSix();
 
     // A graceful stop while the hub is unreachable and the cluster is still taking revision 6.
     const stopping = first.client.stop({ graceful: true });
@@ -235,15 +240,7 @@ describe('desired revisions across a graceful stop during an outage', () => {
     cluster.finishSix();
     await stopping;
 
-    const second = makeClient(hub, { cursorStore: new FileCursorStore(cursorPath()), outboundLog: await FileOutboundLog.open(logPath()), desiredResult });
-    clients.push(second);
-    await second.client.start();
-    const conn2 = await hub.nextConnection();
-    expect((await conn2.nextOf('hello')).payload).toMatchObject({ session_id: 'S1', resume_from: 0, lossy: false });
-    conn2.welcome({ session_id: 'S1', full_resync: false, ack_seq: acked });
-    conn2.send('deployment.desired', desiredPayload('D', 5), { seq: 1, id: f1.id! });
-    conn2.send('deployment.desired', desiredPayload('D', 6), { seq: 2, id: f2.id! });
-    await eventually(() => second.client.session.cursor >= 2 || undefined, 'both replayed frames settled');
+    const second = await nextProcessReplays();
     // The cluster had revision 6 when the first process stopped; it must never go back to 5.
     expect(second.calls.desired.map((c) => c.payload.revision)).not.toContain(5);
     expect(cluster.rendered).toBe(6);
