@@ -20,6 +20,16 @@ const FAST_TIMERS = {
 };
 
 /**
+ * Console output goes straight to the process's streams, not through vitest's per-test relay.
+ * The relay is an RPC call per line, and vitest rejects any still pending when a file's worker
+ * closes ("EnvironmentTeardownError: Closing rpc while \"onUserConsoleLog\" was pending"), which
+ * failed a run whose 1,447 tests all passed. A line written after its file's last test is normal
+ * here: a session object logs its connection's end once the test's peer has gone. `vi.spyOn(console,
+ * ...)` sees every line either way; what is lost is only the reporter's per-test heading.
+ */
+const CONSOLE = { disableConsoleIntercept: true } as const;
+
+/**
  * A vitest-pool-workers project: the real Worker and session object in workerd, on the test database.
  *
  * 0.15.1 has no `isolatedStorage`/`singleWorker` options any more: every test file gets its own
@@ -49,7 +59,7 @@ function workersProject(
         },
       })),
     ],
-    test: { name, include, testTimeout: 30_000, hookTimeout: 30_000 },
+    test: { name, include, testTimeout: 30_000, hookTimeout: 30_000, ...CONSOLE },
   };
 }
 
@@ -74,6 +84,7 @@ export default defineConfig({
       {
         test: {
           name: 'unit',
+          ...CONSOLE,
           environment: 'node',
           include: ['test/unit/**/*.test.ts'],
           // Property tests are CPU-bound and share two cores with workerd and Postgres during the
@@ -92,6 +103,7 @@ export default defineConfig({
       {
         test: {
           name: 'hub',
+          ...CONSOLE,
           environment: 'node',
           // A real runtime, a real database and real timers on two shared cores: a test that fails
           // is run once more, and the retry shows in the output ("retry x1"). A bug fails both.
@@ -107,6 +119,7 @@ export default defineConfig({
       {
         test: {
           name: 'e2e',
+          ...CONSOLE,
           environment: 'node',
           // A real runtime, a real database and real timers on two shared cores: a test that fails
           // is run once more, and the retry shows in the output ("retry x1"). A bug fails both.
@@ -121,6 +134,7 @@ export default defineConfig({
       {
         test: {
           name: 'browser',
+          ...CONSOLE,
           environment: 'node',
           // A real runtime, a real database and real timers on two shared cores: a test that fails
           // is run once more, and the retry shows in the output ("retry x1"). A bug fails both.
