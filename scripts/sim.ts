@@ -133,7 +133,7 @@ async function main(): Promise<void> {
       resyncEveryMs: a['resync-every'] * 1000,
     });
     sim.client.on('refused', (r) =>
-      logger.error('hub refused the cluster (check --cluster and --token); still retrying', { cluster: t.clusterId, ...r }),
+      logger.error(`hub refused the cluster (check --cluster and --token); ${r.retryInMs === null ? 'it was stopping' : 'still retrying'}`, { cluster: t.clusterId, ...r }),
     );
     await sim.start();
     sims.push(sim);

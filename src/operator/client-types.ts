@@ -18,7 +18,7 @@ import type { Dialer } from './transport';
 export type Limits = Payload<'welcome'>['limits'];
 
 export interface OperatorClientOptions {
-  /** The hub: `https://…`, `wss://…` or the full `wss://…/v1/connect`. */
+  /** The hub: `https://…`, `wss://…` or the full `wss://…/v1/connect` (a trailing slash is dropped). */
   url: string;
   /** This cluster's enrollment token. */
   token: string;
@@ -144,7 +144,8 @@ export interface ClientEvents {
    * registered, disabled or token rotated (4403), displaced by another operator (4409), or a
    * handshake it explained with an error (another major, the wrong cluster id, registry down).
    * `retryInMs`: when the next attempt is (a draw under the whole backoff cap unless the error was
-   * retryable; never past the cap).
+   * retryable; never past the cap), or null when the refusal came while `stop()` was under way
+   * (there is no next attempt; the stop still resolves).
    */
   refused: [RefusedEvent];
   hubError: [{ payload: Payload<'error'>; replyTo: string | null; seq: number | null }];
@@ -166,7 +167,8 @@ export interface RefusedEvent {
   httpStatus: number | null;
   error: RefusalError | null;
   reason: string;
-  retryInMs: number;
+  /** Null: refused while stopping, no next attempt. */
+  retryInMs: number | null;
 }
 
 export interface ClientStats extends DispatchCounters {

@@ -72,6 +72,9 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
   private drainWaiters: (() => void)[] = [];
   /** The stop saved the record for the last time: nothing is written to the state after it. */
   private finalSaved = false;
+  /** The stop's drain is over: nothing more is written to the hub, so reports are refused. */
+  private sendingEnded = false;
+  private refusedAfterStop = false;
   /** Out-of-bounds welcome limits already warned about: a hub that always sends one is logged once. */
   private readonly limitWarnings = new Set<string>();
 
@@ -206,11 +209,21 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
     return { ...this.counters, queue: this.outbox.counters, queued: this.outbox.length, unacked: this.s.outbound.unacked };
   }
 
-  /** Load the durable state, then connect (and keep reconnecting) in the background. */
+  /**
+   * Load the durable state, then connect (and keep reconnecting) in the background. A start that
+   * fails (the record unreadable, its first save refused) rejects and leaves the client stopped.
+   */
   start(): Promise<void> {
     if (this.current !== 'idle' || this.starting) throw new Error(`start() called in state ${this.current}`);
     this.starting = this.startNow();
-    return this.starting;
+    return this.starting.catch(async (err: unknown) => {
+      // Half restored, it cannot start again; left 'connecting' it looked alive while nothing ran.
+      // The stop closes the log, which gives the state directory up for a retry with a new client.
+      this.log.error('the operator could not start; stopping', { err });
+      // The start's own error is the one its caller must see, not a failure of this cleanup.
+      await this.stop().catch((stopErr: unknown) => this.log.error('the stop after a failed start failed', { err: stopErr }));
+      throw err;
+    });
   }
 
   /**
@@ -280,9 +293,22 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
 
   // --- the session ---------------------------------------------------------------------------------
 
-  /** Validate an application report (catalog and frame size; a programming error throws) and queue it. */
+  /**
+   * Validate an application report (catalog and frame size; a programming error throws) and queue
+   * it, unless this client can send nothing more: a stop whose drain is over, or one begun with no
+   * session open (a stopping client never dials). Queued, it would be answered as if it would go.
+   */
   private report(type: Reportable, payload: unknown): PushOutcome {
-    return this.sendSide.enqueue(outItem(type, reportablePayload(type, payload, this.s.limits.max_frame_bytes)));
+    const item = outItem(type, reportablePayload(type, payload, this.s.limits.max_frame_bytes));
+    const link = this.conn.link;
+    if (this.sendingEnded || (this.stopping && !(link !== null && link.welcomed && !link.ended))) {
+      if (!this.refusedAfterStop) {
+        this.refusedAfterStop = true;
+        this.log.warn('a report made after the stop began, with nothing more to be sent by this process: refused (this warning is logged once)', { type });
+      }
+      return 'rejected';
+    }
+    return this.sendSide.enqueue(item);
   }
 
   /** Close the outbound log, which also gives the state directory's lock up; a failure is logged. */
@@ -460,6 +486,8 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
     this.conn.stop();
     if (graceful) {
       this.sendSide.flushStats();
+      // The snapshot a lost removal waits for is never taken in a process that is stopping.
+      this.outbox.sendLostRemovals();
       this.book.abortAll('the operator is stopping');
       let cancelTimeout = NOOP;
       await new Promise<void>((resolve) => {
@@ -477,6 +505,7 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
     // A lossy process (it could not vouch for its buffer, and no fresh session has replaced it
     // yet) never records a clean stop: the next one must say lossy too.
     const clean = isCleanStop(graceful, this.drainView()) && !this.s.lossy;
+    this.sendingEnded = true;
     this.writer.reset();
     this.sendSide.dispose();
     this.receiver.dispose();

@@ -209,25 +209,24 @@ export class Connection {
       h.record.markChanged();
       h.record.persist().catch((err: unknown) => h.log.error('could not save the record after a displacement', { err }));
     }
-    if (h.stopping()) {
-      if (refusal) {
-        h.log.warn('the link was refused while stopping; not reconnecting', {
-          kind: refusal.kind, code, reason, session: h.session.id, displaced_session: refusal.forgetSession ? h.session.displaced : undefined,
-        });
-      }
-      return;
+    // A refusal while stopping is no less the hub's word (a cluster disabled, a token rotated):
+    // it needs a person whichever process comes next, so it is told the same way, with no next
+    // attempt; the stop goes on and resolves.
+    let delay: number | null = null;
+    if (!h.stopping()) {
+      if (welcomed && h.timers.now() - link.welcomedAt >= (h.opts.stableAfterMs ?? 10_000)) h.backoff.reset();
+      // A hub that said when to come back (Retry-After, with a 503 or 429 at the upgrade) is not
+      // asked sooner, within the backoff's cap (refusal.ts).
+      const capMs = h.backoff.policy.capMs;
+      if (!refusal) return this.scheduleReconnect(afterRetryAfter(h.backoff.next(), retryAfter, capMs));
+      delay = afterRetryAfter(refusal.waitCap ? h.backoff.refusal() : h.backoff.next(), retryAfter, capMs);
     }
-    if (welcomed && h.timers.now() - link.welcomedAt >= (h.opts.stableAfterMs ?? 10_000)) h.backoff.reset();
-    // A hub that said when to come back (Retry-After, with a 503 or 429 at the upgrade) is not
-    // asked sooner, within the backoff's cap (refusal.ts).
-    const capMs = h.backoff.policy.capMs;
-    if (!refusal) return this.scheduleReconnect(afterRetryAfter(h.backoff.next(), retryAfter, capMs));
-    const delay = afterRetryAfter(refusal.waitCap ? h.backoff.refusal() : h.backoff.next(), retryAfter, capMs);
+    if (!refusal) return;
     const line = refusalLogLine(refusal, delay);
     const displaced = refusal.forgetSession ? h.session.displaced : undefined;
     h.log[line.level](line.msg, { ...line.fields, session: h.session.id, displaced_session: displaced });
     h.emit('refused', { kind: refusal.kind, closeCode: code, code, httpStatus, error: refusal.error, reason, retryInMs: delay });
-    this.scheduleReconnect(delay);
+    if (delay !== null) this.scheduleReconnect(delay);
   }
 
   private scheduleReconnect(delay: number): void {

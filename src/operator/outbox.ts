@@ -54,6 +54,8 @@ export class Outbox {
    * keep the subject for good. At most `capacity` (the oldest forgotten first).
    */
   private readonly lostRemovals = new Map<string, OutItem>();
+  /** A graceful stop: no snapshot will come, so the lost removals follow the queue (`sendLostRemovals`). */
+  private lostRemovalsFollow = false;
 
   constructor(
     capacity: number,
@@ -112,7 +114,17 @@ export class Outbox {
   }
 
   get empty(): boolean {
-    return this.length === 0 && this.resyncInProgress === null;
+    return this.length === 0 && this.resyncInProgress === null && !(this.lostRemovalsFollow && this.lostRemovals.size > 0);
+  }
+
+  /**
+   * A graceful stop begins: the snapshot a lost removal waits for is never taken in this process,
+   * and the next one's shows a removal only when it ends complete, so the removals go out after
+   * the queue, in the drain (which waits for them). Each is still the last word on its subject: a
+   * newer report of it took it out of the map. Those lost during the drain follow the same way.
+   */
+  sendLostRemovals(): void {
+    this.lostRemovalsFollow = true;
   }
 
   push(item: OutItem): PushOutcome {
@@ -232,6 +244,12 @@ export class Outbox {
     const item = this.queue.shift() ?? null;
     if (item && isControl(item)) this.control--;
     this.refill();
+    if (item === null && this.lostRemovalsFollow) {
+      for (const [key, removal] of this.lostRemovals) {
+        this.lostRemovals.delete(key);
+        return removal;
+      }
+    }
     return item;
   }
 

@@ -128,8 +128,9 @@ export function afterRetryAfter(drawn: number, retryAfter: number | null, capMs:
  * The one log line of a refusal. A refusal the hub says is retryable (the registry unavailable
  * during a database outage) is a warning: the operator comes back by itself, and paging on every
  * database blip would bury the refusals that need a person (a token rotated, a cluster disabled).
+ * `retryInMs` null: the client is stopping, and there is no next attempt.
  */
-export function refusalLogLine(r: Refusal, retryInMs: number): { level: 'warn' | 'error'; msg: string; fields: Record<string, unknown> } {
+export function refusalLogLine(r: Refusal, retryInMs: number | null): { level: 'warn' | 'error'; msg: string; fields: Record<string, unknown> } {
   const fields = {
     kind: r.kind,
     close_code: r.closeCode,
@@ -138,13 +139,16 @@ export function refusalLogLine(r: Refusal, retryInMs: number): { level: 'warn' |
     message: r.error?.message ?? r.reason,
     retryable: r.error?.retryable ?? null,
     retry_in_ms: retryInMs,
+    ...(retryInMs === null ? { stopping: true } : {}),
   };
   if (r.kind === 'displaced') {
     return {
       level: 'error',
       msg:
         'another operator holds this cluster: this one was displaced (4409); ' +
-        'it comes back as a new session after the backoff cap and never resumes the displaced one',
+        (retryInMs === null
+          ? 'it was stopping, and the next process starts a new session, never resuming the displaced one'
+          : 'it comes back as a new session after the backoff cap and never resumes the displaced one'),
       fields,
     };
   }

@@ -33,13 +33,15 @@ export type Dialer = (request: DialRequest, events: TransportEvents) => Transpor
 
 /**
  * The connect URL from what an operator was configured with: `https://hub.example`,
- * `wss://hub.example`, or the full `wss://hub.example/v1/connect` all mean the same endpoint.
+ * `wss://hub.example`, or the full `wss://hub.example/v1/connect` all mean the same endpoint, with
+ * or without a trailing slash (the hub routes `/v1/connect` only: `/v1/connect/` is a 404).
  */
 export function connectUrl(base: string): string {
   const u = new URL(base);
   if (u.protocol === 'http:') u.protocol = 'ws:';
   else if (u.protocol === 'https:') u.protocol = 'wss:';
   else if (u.protocol !== 'ws:' && u.protocol !== 'wss:') throw new TypeError(`hub URL must be http(s) or ws(s): ${base}`);
-  if (!u.pathname.endsWith('/v1/connect')) u.pathname = u.pathname.replace(/\/+$/, '') + '/v1/connect';
+  const path = u.pathname.replace(/\/+$/, '');
+  u.pathname = path.endsWith('/v1/connect') ? path : `${path}/v1/connect`;
   return u.toString();
 }

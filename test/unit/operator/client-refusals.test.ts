@@ -252,6 +252,33 @@ describe('displacement (4409)', () => {
     expect(conn.headers['wingsmith-session']).toBeUndefined();
   });
 
+  it('a refusal received while a graceful stop drains reaches the application like any other (one event, one error line), with no next attempt; the stop still resolves', async () => {
+    const t = track(makeClient(hub));
+    const refused = watch(t);
+    await t.client.start();
+    const conn = await handshake(t);
+    conn.welcome({ session_id: 'S1' });
+    await readResync(conn);
+    // Something the hub has not acknowledged yet, so the graceful stop waits for it.
+    t.client.reportNode({ ...SNAPSHOT.nodes[0]!, ready: false });
+    await conn.seen((f) => f.type === 'node.observed' && f.reply_to === null, 'the report written');
+
+    const stopped = t.client.stop({ graceful: true });
+    await eventually(() => t.client.state === 'stopping', 'the stop draining');
+    // The cluster was disabled meanwhile: a person must hear of it, whichever process comes next.
+    conn.refuse(DISABLED, 4403, 0);
+    await stopped;
+
+    expect({ state: t.client.state, refused, connections: hub.connections.length }).toEqual({
+      state: 'stopped',
+      refused: [{ kind: 'refused', closeCode: 4403, code: 4403, httpStatus: null, error: DISABLED, reason: 'cluster is disabled', retryInMs: null }],
+      connections: 1,
+    });
+    expect(errorLines(t).filter((l) => l.msg === 'the hub refused this operator')).toEqual([
+      expect.objectContaining({ kind: 'refused', close_code: 4403, message: 'cluster is disabled', retry_in_ms: null, stopping: true }),
+    ]);
+  });
+
   it('a 4409 received while a graceful stop drains is recorded too: the process restarted after it does not resume the displaced session', async () => {
     const store = new MemoryCursorStore();
     const first = track(makeClient(hub, { cursorStore: store }));

@@ -219,6 +219,50 @@ describe('hello', () => {
     expect(conn.frames.filter((f) => f.type === 'link.stats').map((f) => f.payload.handler_failures)).toEqual([0, 1]);
   });
 
+  it('a report made once the stop is over (or by a client stopped before it started) is refused, not queued for a send that never comes', async () => {
+    const t = track(makeClient(hub));
+    const { conn } = await openAndSettle(t);
+    await conn.seen((f) => f.type === 'link.stats', 'link.stats');
+    ackAll(conn);
+    await t.client.stop();
+    const never = track(makeClient(hub));
+    await never.client.stop();
+    for (const c of [t, never]) {
+      expect([
+        c.client.reportNode({ ...SNAPSHOT.nodes[0]!, ready: false }),
+        c.client.removeDeployment('d1'),
+        c.client.emitEvent('node', { subject: 'node-a', reason: 'Cordoned', message: '', severity: 'info' }),
+      ]).toEqual(['rejected', 'rejected', 'rejected']);
+      expect(c.client.stats.queued).toBe(0);
+      // Told once, not once per report: informers still running after a stop would flood the log.
+      expect(c.logger.records.filter((r) => r.level === 'warn' && /after the stop/.test(String(r.msg)))).toHaveLength(1);
+      // A report no hub would take is still the caller's error.
+      expect(() => c.client.removeNode('')).toThrow(TypeError);
+    }
+  });
+
+  it('a removal the full send queue evicted is sent in a graceful stop\'s drain: the snapshot that would carry it never comes in this process', async () => {
+    const t = track(makeClient(hub, { sendQueueCapacity: 4 }));
+    const { conn } = await openAndSettle(t);
+    await conn.seen((f) => f.type === 'link.stats', 'link.stats');
+    ackAll(conn);
+    // In one turn, before the writer runs: the removal is the oldest of five in a queue of four.
+    t.client.removeNode('node-gone');
+    for (let i = 0; i < 4; i++) t.client.reportNode({ ...SNAPSHOT.nodes[0]!, node_id: `filler-${i}` });
+    expect(t.client.stats.queue.evictedFrames).toBe(1);
+    const stopped = t.client.stop();
+    let acked = 0;
+    // The hub acknowledges what the drain sends, as it would.
+    await eventually(() => {
+      const max = Math.max(0, ...conn.frames.map((f) => f.seq ?? 0));
+      if (max > acked) conn.send('ack', {}, { ack: (acked = max) });
+      return t.client.state === 'stopped';
+    }, 'the stop to drain');
+    await stopped;
+    const sent = conn.frames.filter((f) => f.seq !== null && /^node\.(observed|removed)$/.test(f.type) && f.reply_to === null).map((f) => `${f.type} ${String(f.payload.node_id)}`);
+    expect(sent.slice(-5)).toEqual(['node.observed filler-0', 'node.observed filler-1', 'node.observed filler-2', 'node.observed filler-3', 'node.removed node-gone']);
+  });
+
   it('after a crash with an in-memory replay buffer, hello says lossy', async () => {
     const store = new MemoryCursorStore();
     const first = track(makeClient(hub, { cursorStore: store }));
@@ -316,6 +360,23 @@ describe('hello', () => {
     } finally {
       await rm(dir, { recursive: true, force: true });
     }
+  });
+
+  it('a start that fails (the record unreadable, or its first save refused) leaves the client stopped, not connecting, and dials nothing', async () => {
+    const unreadable: CursorStore = { load: () => Promise.reject(new Error('EIO: i/o error, read')), save: () => Promise.resolve() };
+    const inner = new MemoryCursorStore();
+    const full: CursorStore = { load: () => inner.load(), save: () => Promise.reject(new Error('ENOSPC: no space left on device')) };
+    for (const cursorStore of [unreadable, full]) {
+      const t = track(makeClient(hub, { cursorStore }));
+      const states: string[] = [];
+      t.client.on('state', (s) => states.push(s));
+      await expect(t.client.start()).rejects.toThrow(/EIO|ENOSPC/);
+      expect({ state: t.client.state, last: states.at(-1) }).toEqual({ state: 'stopped', last: 'stopped' });
+      // The stop an application makes after the failure (as before) is the same, finished one.
+      await t.client.stop();
+      expect(() => t.client.start()).toThrow(/state stopped/);
+    }
+    expect(hub.connections).toHaveLength(0);
   });
 
   it('a session found lossy at runtime (the hub closed 1009 over a frame in its buffer) stays lossy in its record: the next process says lossy instead of resuming into the same 1009', async () => {

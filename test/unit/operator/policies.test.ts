@@ -14,6 +14,7 @@ import { MemoryOutboundLog } from '../../../src/operator/outbound-log';
 import { emptyRecord } from '../../../src/operator/cursor-store';
 import { silentLogger } from '../../../src/operator/logger';
 import { SessionState } from '../../../src/operator/session';
+import { connectUrl } from '../../../src/operator/transport';
 import { admit, windowOpen } from '../../../src/operator/writer';
 import { buildFrame, canonicalPing, canonicalPong, readFrame } from '../../../src/protocol';
 import { fixture, frameFrom } from '../../support/fixtures';
@@ -35,6 +36,14 @@ describe('handshake', () => {
     const base = { clusterId: 'c1', operatorVersion: '0.4.2', durableCursor: 7, lossy: true };
     expect(helloFor({ ...base, sessionId: null })).toEqual({ cluster_id: 'c1', operator_version: '0.4.2', session_id: null, resume_from: null, lossy: false });
     expect(helloFor({ ...base, sessionId: 'S1' })).toEqual({ cluster_id: 'c1', operator_version: '0.4.2', session_id: 'S1', resume_from: 7, lossy: true });
+  });
+
+  it('the url names the hub, with or without /v1/connect and a trailing slash: the path is never doubled', () => {
+    for (const url of ['wss://hub.example', 'wss://hub.example/', 'https://hub.example', 'wss://hub.example/v1/connect', 'wss://hub.example/v1/connect/', 'https://hub.example/v1/connect//']) {
+      expect(connectUrl(url), url).toBe('wss://hub.example/v1/connect');
+    }
+    expect(connectUrl('https://hub.example/plane/')).toBe('wss://hub.example/plane/v1/connect');
+    expect(connectUrl('http://127.0.0.1:8787/plane/v1/connect/')).toBe('ws://127.0.0.1:8787/plane/v1/connect');
   });
 
   it('a welcome is fresh on full_resync or another session; a resume of a lossy operator is refused', () => {
