@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { eventually, sleep, useHub, type Frame, type Peer, type TestCluster } from './support/hub';
+import { eventually, insertTooLarge, sleep, useHub, type Frame, type Peer, type TestCluster } from './support/hub';
 
 const h = useHub();
 
@@ -209,6 +209,25 @@ describe('operations: POST → operation.start → accepted / progress / result 
       return o.state === 'sent' ? o : undefined;
     });
     expect(op.sent_at).not.toBeNull();
+    peer.close();
+  });
+
+  it('a fresh session whose resync ends incomplete delivers an open operation once, not again with the changes after it', async () => {
+    const c = await h.newCluster('inc');
+    const id = await start(c);
+    // A deployment too large to send (written by another writer): the resync ends complete: false
+    // and the changes are sent again from before it, so that withdrawals still reach the operator.
+    await insertTooLarge(h, c.uid);
+    const peer = await h.connect(c.token);
+    await peer.hello({ cluster_id: c.name });
+    await peer.next((f) => f.type === 'stream.end');
+    const sf = await startFrame(peer, id);
+    // The changes come in revision order: the too-large deployment's error in its place is after
+    // the operation, so a second start would be here by the time it comes.
+    await peer.next((f) => f.type === 'error' && f.reply_to === null);
+    expect(peer.frames.filter((f) => f.type === 'operation.start').map((f) => f.id)).toEqual([sf.id]);
+    const [row] = await h.sql<{ ids: string[] }>('select start_frame_ids as ids from operations where operation_id = $1', [id]);
+    expect(row?.ids).toEqual([sf.id]);
     peer.close();
   });
 });

@@ -139,10 +139,18 @@ function heldRows<R extends Held>(rows: readonly R[], present: (r: R) => boolean
 const fenceParams = (fence: SessionFence): unknown[] => [fence.clusterUid, fence.sessionId, fence.generation, fence.tokenHash];
 
 /**
- * Everything above `after` (deployments, withdrawals, new operations), oldest revision first;
- * null when the session no longer holds its claim (whileClaimHeld).
+ * Everything above `after` (deployments, withdrawals, new operations), oldest revision first,
+ * leaving out operations at or below `opsAfter` (a resync delivered them); null when the session
+ * no longer holds its claim (whileClaimHeld).
  */
-export async function fetchDesiredChanges(sql: Sql, fence: SessionFence, after: number, limit: number, maxBytes: number): Promise<Page<DesiredChange> | null> {
+export async function fetchDesiredChanges(
+  sql: Sql,
+  fence: SessionFence,
+  after: number,
+  limit: number,
+  maxBytes: number,
+  opsAfter = 0,
+): Promise<Page<DesiredChange> | null> {
   const { rows } = await sql.query<ChangeRow & Bounded & Held>(
     whileClaimHeld(
       byteBounded(
@@ -150,7 +158,7 @@ export async function fetchDesiredChanges(sql: Sql, fence: SessionFence, after: 
            select ${DEPLOYMENT_COLS}, ${DEPLOYMENT_BYTES} as sz from desired_deployments where cluster_uid = $1 and revision > $5
            union all
            select ${OPERATION_COLS}, ${OPERATION_BYTES} as sz from operations
-           where cluster_uid = $1 and revision > $5 and concluded_at is null and deadline > now()
+           where cluster_uid = $1 and revision > greatest($5, $8::bigint) and concluded_at is null and deadline > now()
          ) c order by revision limit $6`,
         'revision',
         '$7',
@@ -158,7 +166,7 @@ export async function fetchDesiredChanges(sql: Sql, fence: SessionFence, after: 
       'revision',
       ['$1', '$2', '$3', '$4'],
     ),
-    [...fenceParams(fence), after, limit, maxBytes],
+    [...fenceParams(fence), after, limit, maxBytes, opsAfter],
   );
   const page = heldRows(rows, (r) => r.kind !== null);
   return page && { rows: page.map(toChange), more: morePast(page, limit, maxBytes) };

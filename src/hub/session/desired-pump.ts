@@ -41,9 +41,11 @@ export interface PumpHost {
 interface FetchState {
   stage: 'begin' | 'pages' | 'ops' | 'done';
   snapshotAfter: string | null;
-  /** Operations are redelivered in revision order; restarting this after an eviction only repeats some. */
+  /** Operations are redelivered in revision order, from after the last one written. */
   opsAfter: number;
   changesAfter: number;
+  /** Operations at or below this revision were delivered by the resync: the changes skip them. */
+  opsFloor: number;
   /** The highest revision a snapshot page carried (pages read after the claim can carry later ones). */
   snapshotMax: number;
 }
@@ -53,8 +55,9 @@ function fetchStateFrom(meta: SessionMeta | null): FetchState {
   return {
     stage: r ? r.stage : 'done',
     snapshotAfter: r?.after ?? null,
-    opsAfter: 0,
+    opsAfter: r?.opsAfter ?? 0,
     changesAfter: meta?.desiredWatermark ?? 0,
+    opsFloor: meta?.opsRedeliveredThrough ?? 0,
     snapshotMax: 0,
   };
 }
@@ -235,7 +238,7 @@ export class DesiredPump {
     if (f.changesAfter >= this.knownRevision) return false;
     const target = this.knownRevision;
     const fence = this.host.fence();
-    const fetched = fence && (await fetchDesiredChanges(sql, fence, f.changesAfter, page, maxBytes));
+    const fetched = fence && (await fetchDesiredChanges(sql, fence, f.changesAfter, page, maxBytes, f.opsFloor));
     if (!fetched) return this.claimLost();
     const { rows: changes, more } = fetched;
     if (this.progress !== f) return false;

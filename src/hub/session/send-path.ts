@@ -399,12 +399,14 @@ export function applyEffect(meta: SessionMeta, e: Effect): void {
       if (r) r.stage = 'ops';
       return;
     case 'resync_op':
+      if (r) r.opsAfter = Math.max(r.opsAfter ?? 0, e.revision);
       return;
     case 'resync_done':
       // An incomplete snapshot is not pruned against: a deployment withdrawn before it (its
       // tombstone at or below the resync's revision) would be neither pruned nor ever sent. The
       // watermark stays, and the changes from it carry every withdrawal as `deleted: true`.
       if (r && !r.incomplete) meta.desiredWatermark = Math.max(meta.desiredWatermark, r.revision);
+      if (r) meta.opsRedeliveredThrough = r.revision;
       meta.hubResync = null;
       return;
   }

@@ -20,6 +20,13 @@ export interface SessionMeta {
   /** Highest per-cluster desired revision already put into this session's stream. */
   desiredWatermark: number;
   /**
+   * The revision up to which the session's resync delivered every open operation. An incomplete
+   * resync leaves the watermark below it (the changes after the watermark are sent again, for the
+   * withdrawals), and those changes must not deliver the same operations a second time. Absent:
+   * no resync has ended (or a record of an older hub).
+   */
+  opsRedeliveredThrough?: number;
+  /**
    * Operator resync streams open as of the last applied batch (which may be past a hole, ahead
    * of inCursor: each stream knows which of its members it has counted, so a member replayed
    * after a resume is not counted twice).
@@ -83,6 +90,12 @@ export interface HubResync {
   count: number;
   /** What remains: the begin, the snapshot pages (then stream.end), or redelivering open operations. */
   stage: 'begin' | 'pages' | 'ops';
+  /**
+   * The revision of the last open operation redelivered into the stream (they go in revision
+   * order). A resume or an eviction before the redelivery ends goes on after it: the ones before
+   * are in the replay buffer already. Absent: none yet (or a record of an older hub).
+   */
+  opsAfter?: number;
   /**
    * A deployment of the snapshot was too large to send (send-path.ts): the stream ends
    * `complete: false`, so the operator prunes nothing against a set it did not receive whole.
