@@ -20,10 +20,12 @@ interface Sent {
 }
 
 /**
- * How much a session holds unapplied before it tells the operator to come back (1013) and replay.
- * An operator that keeps to the replay window its welcome names never has more than that window
- * unacknowledged, and acks follow commits: so never less than the window, in frames or in bytes
- * (plus one frame: the window holds one frame larger than itself).
+ * How much a session holds before it tells the operator to come back (1013) and replay: frames
+ * not yet acknowledged (waiting to be applied, or applied past one that waits: a hole holds the
+ * ack of everything behind it), and bytes of frames not yet applied (those applied are no longer
+ * held). An operator that keeps to the replay window its welcome names never has more than that
+ * window unacknowledged, and acks follow commits: so never less than the window, in frames or in
+ * bytes (plus one frame: the window holds one frame larger than itself).
  */
 export function unappliedBounds(cfg: Pick<HubConfig, 'INGEST_BATCH_FRAMES' | 'REPLAY_BUFFER_FRAMES' | 'REPLAY_BUFFER_BYTES' | 'MAX_FRAME_BYTES'>): { frames: number; bytes: number } {
   return {

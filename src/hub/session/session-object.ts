@@ -54,7 +54,7 @@ export class SessionObject extends DurableObject<HubEnv> {
   private readonly sendPath!: SendPath;
   private readonly pump!: DesiredPump;
   private readonly ingest!: IngestPipeline;
-  /** Past these, frames and bytes unapplied, the operator is told to come back (unappliedBounds). */
+  /** Past these, frames unacknowledged and bytes unapplied, the operator is told to come back (unappliedBounds). */
   private readonly unapplied: { frames: number; bytes: number };
   private readonly fleet!: FleetMember;
   private helloInProgress: Promise<void> | null = null;
@@ -447,7 +447,9 @@ export class SessionObject extends DurableObject<HubEnv> {
         // A frame still unapplied HOLE_TIMEOUT_MS after it came closes the link (1013): the alarm
         // must come by then, not only at the next silence check (up to IDLE_TIMEOUT_MS later).
         this.clock.dueBy((this.ingest.oldestArrival() ?? action.item.arrivedAt) + this.cfg.HOLE_TIMEOUT_MS);
-        if (this.ingest.size > this.unapplied.frames || this.ingest.bytes > this.unapplied.bytes) {
+        // Frames: every one not yet acknowledged, those applied past a hole too (the operator
+        // replays them with it). Bytes: only those still held here, unapplied.
+        if (state.inbound.expected - 1 - state.inbound.cursor > this.unapplied.frames || this.ingest.bytes > this.unapplied.bytes) {
           sockets.refuse(ws, CloseCode.TRY_AGAIN_LATER, null, 'unavailable', 'too many frames waiting to be applied; reconnect and replay', true);
         }
     }
