@@ -63,6 +63,24 @@ export function hubApp(): Hono<{ Bindings: HubEnv }> {
       return c.json({ ok: false, database: 'unavailable', region }, 503);
     }
   });
-  app.notFound((c) => jsonError(c, 404, 'not_found', `no route ${c.req.method} ${c.req.path}`));
+  app.notFound((c) => {
+    // Hono answers a known path with an unknown method as it answers an unknown path; a client
+    // (or a generated one) needs to tell "wrong method" from "no such resource" (RFC 9110 15.5.6).
+    const allow = allowedMethods(app, c.req.path);
+    if (allow.length === 0) return jsonError(c, 404, 'not_found', `no route ${c.req.method} ${c.req.path}`);
+    c.header('Allow', allow.join(', '));
+    return jsonError(c, 405, 'method_not_allowed', `${c.req.method} is not allowed on ${c.req.path}; allowed: ${allow.join(', ')}`);
+  });
   return app;
+}
+
+const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'] as const;
+
+/**
+ * The methods some route takes at `path`. Middleware (`use`, method ALL) matches every path and
+ * method, so it does not count. HEAD is served by the GET route (Hono runs GET for it).
+ */
+function allowedMethods(app: Hono<{ Bindings: HubEnv }>, path: string): string[] {
+  const routed = (method: string) => app.router.match(method, path)[0].some(([[, route]]) => route.method !== 'ALL');
+  return METHODS.filter((m) => routed(m === 'HEAD' ? 'GET' : m));
 }

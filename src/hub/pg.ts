@@ -175,7 +175,7 @@ export class Pg {
     this.prepared.clear();
     if (!client) return;
     if (prepared.length > 0) await deallocate(client, prepared);
-    await client.end().catch(() => undefined);
+    await withDeadline(client.end().catch(() => undefined), END_WAIT_MS, () => undefined);
   }
 
   /**
@@ -268,6 +268,17 @@ export class Pg {
 
 /** How long a closing connection waits for its statements to be dropped before it just closes. */
 const DEALLOCATE_WAIT_MS = 1_000;
+
+/**
+ * How long `close` waits for the driver's end(). By then Terminate is written; what end() waits
+ * for is the WebSocket's closing handshake, which a stalled link never completes (workerd reports
+ * no close until the peer answers), so an unbounded wait kept the retention alarm that closes a
+ * session's connection from ever returning. Nothing rides on it: no statement is outstanding that
+ * could commit late, and the server drops the backend on Terminate or when the socket goes. A
+ * constant, not the query deadline: a healthy link answers in one round trip, and a longer wait
+ * only keeps the caller (an alarm, an object that would sleep) awake for nothing.
+ */
+const END_WAIT_MS = 1_000;
 
 /**
  * Drop the named statements before closing. Postgres drops them with the connection anyway; an

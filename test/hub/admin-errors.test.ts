@@ -151,6 +151,35 @@ describe('admin API error shapes', () => {
     expect(resolved.properties.revision.type).toBe('integer');
   });
 
+  it('a route called with a method it does not take is 405 with an Allow header and the JSON error shape, not 404; a path no route has stays 404', async () => {
+    const c = await h.newCluster();
+    const call = async (method: string, path: string, token: string | null = h.hub.adminToken) => {
+      const res = await fetch(`${h.hub.url}/admin${path}`, { method, headers: token ? { authorization: `Bearer ${token}` } : {} });
+      return { status: res.status, allow: res.headers.get('allow'), type: res.headers.get('content-type'), json: (await res.json()) as any };
+    };
+    for (const [method, path, allow] of [
+      ['DELETE', '/clusters', 'GET, HEAD, POST'],
+      ['PUT', `/clusters/${c.name}`, 'GET, HEAD, PATCH'],
+      ['GET', `/clusters/${c.name}/rotate-token`, 'POST'],
+      ['POST', `/clusters/${c.name}/deployments/d1`, 'PUT, DELETE'],
+      ['PATCH', '/openapi.json', 'GET, HEAD'],
+    ] as const) {
+      const r = await call(method, path);
+      expect({ status: r.status, allow: r.allow, type: r.type, code: r.json.error?.code }, `${method} ${path}`).toEqual({
+        status: 405,
+        allow,
+        type: expect.stringMatching(/application\/json/),
+        code: 'method_not_allowed',
+      });
+      expect(r.json.error.message).toContain(method);
+    }
+    // Nothing changed, and no route is revealed to a caller without the token.
+    expect((await h.admin('GET', `/clusters/${c.name}`)).status).toBe(200);
+    expect((await call('DELETE', '/clusters', null)).status).toBe(401);
+    const none = await call('GET', '/no-such-route');
+    expect({ status: none.status, allow: none.allow, code: none.json.error?.code }).toEqual({ status: 404, allow: null, code: 'not_found' });
+  });
+
   it('a POST with no body where none is needed still works', async () => {
     const c = await h.newCluster();
     const r = await raw('POST', `/clusters/${c.name}/disable`, '', null);

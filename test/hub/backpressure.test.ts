@@ -71,9 +71,12 @@ describe('hub backpressure (spec: Backpressure, hub → operator)', () => {
     const c = await h.newCluster();
     const { peer } = await h.openFresh(c);
     // Each unknown type must be answered with a sequenced error; never acknowledged, they pile up.
-    for (let i = 1; i <= cfg.SEND_QUEUE_FRAMES + cfg.REPLAY_BUFFER_FRAMES + 2; i++) {
-      peer.sendRaw(JSON.stringify({ v: 1, type: 'future.thing', id: newId(), seq: i, ack: 0, reply_to: null, ts: new Date().toISOString(), payload: {} }));
-    }
+    const unknown = (seq: number) => JSON.stringify({ v: 1, type: 'future.thing', id: newId(), seq, ack: 0, reply_to: null, ts: new Date().toISOString(), payload: {} });
+    const n = cfg.SEND_QUEUE_FRAMES + cfg.REPLAY_BUFFER_FRAMES + 2;
+    for (let i = 1; i <= n; i++) peer.sendRaw(unknown(i));
+    // Answered once their batches commit: a frame after that (if the burst itself was not cut) is refused.
+    await Promise.race([peer.closed, peer.ackedThrough(n).catch(() => undefined)]);
+    if (!peer.isClosed) peer.sendRaw(unknown(n + 1));
     expect((await peer.closedWith()).code).toBe(CloseCode.SEND_QUEUE_FULL);
   });
 

@@ -84,7 +84,8 @@ describe('answers owed to the operator survive a disconnect and an eviction', ()
     const { c, peer, sessionId } = await fullWindow();
     const unknownId = sendUnknown(peer, 1);
     peer.nextSeq = 2;
-    const poisonId = peer.send('node.observed', { ...node(''), node_id: '' });
+    // ack 0, as the unknown type's: the operator has not released the hub's window.
+    const poisonId = peer.send('node.observed', { ...node(''), node_id: '' }, { ack: 0 });
     // The hub acknowledges both (dropped and counted; the poison frame is recorded)...
     await peer.ackedThrough(2);
     // ...and the link drops before the window reopened.
@@ -100,7 +101,7 @@ describe('answers owed to the operator survive a disconnect and an eviction', ()
     expect(seen.get(unknownId)?.[0]?.payload).toMatchObject({ code: 'invalid', retryable: false, unknown_type: 'future.thing' });
     // Owed answers go before the desired state that waited with them.
     const order = again.frames.filter((f) => f.seq !== null).map((f) => f.type);
-    expect(order.indexOf('error')).toBeLessThan(order.indexOf('deployment.desired'));
+    expect(order.indexOf('error'), trace(again)).toBeLessThan(order.indexOf('deployment.desired'));
     again.close();
   }, 30_000);
 

@@ -147,4 +147,52 @@ describe('poison frames (spec: Poison frames)', () => {
       if (!released) await release();
     }
   });
+
+  // Spec "Envelope": an unknown type is dropped and answered; "Sequence numbers and resume": a frame
+  // not acknowledged is replayed. An unknown type whose batch never committed (the link dropped
+  // first) comes back after the resume: it must be answered once in all, not once per delivery
+  // (found by review: it was answered on arrival, so the replay got a second error).
+  it.skipIf(EMBEDDED)('an unknown type whose batch never committed before the link dropped is answered once, not again when the resume replays it', async () => {
+    const c = await h.newCluster();
+    const { peer, sessionId } = await h.openFresh(c);
+    peer.send('node.observed', node('n1')); // seq 1
+    await peer.ackedThrough(1);
+    // Its rejection row cannot be written while this is held: the batch waits, and never commits on this link.
+    const release = await holdLock('lock table rejections in share mode');
+    let released = false;
+    try {
+      const unknownId = newId();
+      const unknownType = (p: Peer) => p.sendRaw(buildFrame({ type: 'future.thing' as never, payload: {} as never, seq: 2, ack: p.hubCursor, reply_to: null, id: unknownId }));
+      unknownType(peer);
+      await eventually(async () => (await h.sql("select 1 from pg_locks where relation = 'rejections'::regclass and not granted")).length > 0 || undefined, 10_000);
+      // What the hub sent meanwhile is read (processed) before the link drops: its resume names that point.
+      const top = Math.max(0, ...peer.frames.map((f) => f.seq ?? 0));
+      if (top > peer.hubCursor) await peer.next((f) => f.seq === top);
+      expect(peer.lastAck()).toBe(1);
+      peer.close();
+      await peer.closed;
+
+      const again = await h.connect(c.token, sessionId);
+      const w = await again.hello({ cluster_id: c.name, session_id: sessionId, resume_from: peer.hubCursor });
+      expect(w.payload).toMatchObject({ full_resync: false, ack_seq: 1 });
+      again.hubCursor = peer.hubCursor;
+      unknownType(again);
+      again.nextSeq = 3;
+      await release();
+      released = true;
+      await again.ackedThrough(2, 10_000);
+      // Committed after the replay: its answer is numbered after any answer the replay produced.
+      const lastId = again.send('node.observed', { ...node(''), node_id: '' }); // seq 3
+      await eventually(async () => again.frames.some((f) => f.type === 'error' && f.reply_to === lastId) || undefined, 10_000);
+      // Distinct hub seqs: the hub re-sends, under their own seq, its frames the operator had not acknowledged.
+      const answers = [...peer.frames, ...again.frames].filter((f) => f.type === 'error' && f.reply_to === unknownId);
+      expect(answers[0]?.payload).toMatchObject({ code: 'invalid', retryable: false, unknown_type: 'future.thing' });
+      expect(new Set(answers.map((f) => f.seq)).size).toBe(1);
+      const view = await h.admin('GET', `/clusters/${c.name}`);
+      expect(view.json.session.live.counters).toMatchObject({ unknownTypes: 1, framesIn: 3 });
+      again.close();
+    } finally {
+      if (!released) await release();
+    }
+  });
 });

@@ -22,21 +22,11 @@ export type FrameAction =
   | { do: 'peer-error'; payload: Payload<'error'> | null }
   | { do: 'nothing' }
   | { do: 'duplicate' }
-  /** Accepted: apply it (in a batch; counted when committed); answer at once when `answer` is set. */
-  | { do: 'apply'; item: InboundItem; answer: Outgoing | null };
+  /** Accepted: apply it (in a batch; counted, and answered if it is refused, when committed). */
+  | { do: 'apply'; item: InboundItem };
 
-/**
- * After the envelope's ack was taken: what to do with this frame. `committedAhead`: whether the
- * frame with this seq was committed past a hole already (and answered then), so its replay after a
- * resume is applied again but not answered again.
- */
-export function triageFrame(
-  f: Exclude<Incoming, { kind: 'fatal' }>,
-  arrive: (seq: number) => Arrival,
-  expected: () => number,
-  now: number,
-  committedAhead: (seq: number) => boolean = () => false,
-): FrameAction {
+/** After the envelope's ack was taken: what to do with this frame. */
+export function triageFrame(f: Exclude<Incoming, { kind: 'fatal' }>, arrive: (seq: number) => Arrival, expected: () => number, now: number): FrameAction {
   const env = f.envelope;
   if (env.seq === null) {
     switch (env.type) {
@@ -58,27 +48,13 @@ export function triageFrame(
   // A reply_to that is not an id (a poison frame's) names nothing: no stream, no operation.
   const replyTo = env.reply_to === null ? null : answerableId(env.reply_to);
   // The hot path (an observed frame) builds its item in one object, with no spread of a base.
-  if (f.kind === 'message') return { do: 'apply', item: { seq, id: env.id, replyTo, type: env.type, arrivedAt: now, kind: 'message', message: f.message }, answer: null };
+  if (f.kind === 'message') return { do: 'apply', item: { seq, id: env.id, replyTo, type: env.type, arrivedAt: now, kind: 'message', message: f.message } };
   const base = { seq, id: env.id, replyTo, type: env.type, arrivedAt: now };
-  if (f.kind === 'unknown') {
-    if (committedAhead(seq)) return { do: 'apply', item: { ...base, kind: 'unknown' }, answer: null };
-    // Never fatal, never silent: dropped, acknowledged, and answered with the type named.
-    const answer: Outgoing = {
-      kind: 'frame',
-      type: 'error',
-      payload: () => ({
-        code: 'invalid',
-        // Cut between code points: a slice through an emoji would answer with a lone surrogate.
-        message: `unknown message type ${storableText(env.type, 200)}`,
-        retryable: false,
-        unknown_type: storableText(env.type, 256),
-      }),
-      replyTo: answerableId(env.id),
-      answers: seq,
-    };
-    return { do: 'apply', item: { ...base, kind: 'unknown' }, answer };
-  }
-  return { do: 'apply', item: { ...base, kind: 'poison', reason: f.reason }, answer: null };
+  // An unknown type is answered when its batch commits (settleCommitted), as poison is: answered
+  // on arrival, a frame whose batch never committed (the link dropped first) was answered again
+  // when the resume replayed it.
+  if (f.kind === 'unknown') return { do: 'apply', item: { ...base, kind: 'unknown' } };
+  return { do: 'apply', item: { ...base, kind: 'poison', reason: f.reason } };
 }
 
 export interface Settled {
@@ -86,7 +62,7 @@ export interface Settled {
   outcomes: [seq: number, outcome: Settlement][];
   /** Counters to add. */
   counters: Partial<SessionCounters>;
-  /** Errors answering frames that can never apply (answered exactly as an unknown type is). */
+  /** Errors answering frames that can never apply (unknown types, rejections), in the order of the frames they answer. */
   answers: Outgoing[];
 }
 
@@ -100,19 +76,26 @@ export function settleCommitted(items: readonly InboundItem[], built: BuiltBatch
   let framesIn = 0;
   let unknownTypes = 0;
   let poison = 0;
+  // Frames the batch itself refused (a type only the hub sends, a stream.end for no open stream)
+  // are recorded and answered as poison is, so they count as rejections too.
+  const refused = built.batch.rejections.length > 0 ? new Set(built.batch.rejections.map((r) => r.seq)) : null;
   // Committed before (past a hole) and replayed after a resume: it was answered at that commit,
   // and the operator must not get a second error for one frame.
   let again: Set<number> | null = null;
+  const answers: [seq: number, answer: Outgoing][] = [];
   for (const i of items) {
     if (!countOnceIn(counted, i.seq)) {
       (again ??= new Set()).add(i.seq);
       continue;
     }
     framesIn++;
-    if (i.kind === 'unknown') unknownTypes++;
-    else if (i.kind === 'poison') poison++;
+    if (i.kind === 'unknown') {
+      unknownTypes++;
+      answers.push([i.seq, unknownTypeAnswer(i)]);
+    } else if (i.kind === 'poison' || refused?.has(i.seq)) poison++;
   }
   const rejected = [...built.batch.rejections.filter((x) => x.answer), ...result.unknownOperations].filter((r) => !again?.has(r.seq));
+  for (const r of rejected) answers.push([r.seq, rejectionAnswer(r)]);
   return {
     outcomes: items.map((i) => [i.seq, i.kind === 'message' ? 'applied' : 'dropped']),
     counters: {
@@ -126,7 +109,24 @@ export function settleCommitted(items: readonly InboundItem[], built: BuiltBatch
       rejections: poison + (result.unknownOperationsRecorded ?? result.unknownOperations.length),
       answeredRejections: rejected.length,
     },
-    answers: rejected.map(rejectionAnswer),
+    answers: answers.sort((a, b) => a[0] - b[0]).map(([, a]) => a),
+  };
+}
+
+/** The sequenced error that answers a frame of a type the hub does not know, naming the type (spec "Envelope"). */
+function unknownTypeAnswer(item: InboundItem): Outgoing {
+  return {
+    kind: 'frame',
+    type: 'error',
+    payload: () => ({
+      code: 'invalid',
+      // Cut between code points: a slice through an emoji would answer with a lone surrogate.
+      message: `unknown message type ${storableText(item.type, 200)}`,
+      retryable: false,
+      unknown_type: storableText(item.type, 256),
+    }),
+    replyTo: answerableId(item.id),
+    answers: item.seq,
   };
 }
 

@@ -97,18 +97,17 @@ export class SendPath {
   }
 
   /**
-   * An operator frame is accepted for applying, with the answer it is owed at once (an unknown
-   * type's error), if any. False when the hub already owes as many answers as it may hold (the
-   * operator keeps its window full): the connection is closed (4429) and the frame must not be
-   * applied, so that it is not acknowledged and comes back after the resume.
+   * Whether an operator frame may be accepted for applying (it may be owed an answer once its
+   * batch commits). False when the hub already owes as many answers as it may hold (the operator
+   * keeps its window full): the connection is closed (4429) and the frame must not be applied, so
+   * that it is not acknowledged and comes back after the resume.
    */
-  admit(answer: Outgoing | null): boolean {
+  admit(): boolean {
     const owed = this.host.store.owed.count;
     if (owed >= owedAnswersMax(this.host.cfg)) {
       this.host.closeActive(CloseCode.SEND_QUEUE_FULL, 'hub owes the operator too many answers', { owed, unacked: this.host.outbound().unacked });
       return false;
     }
-    if (answer) this.owe([answer]);
     return true;
   }
 

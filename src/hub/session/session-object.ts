@@ -18,7 +18,6 @@ import { FleetMember, type SessionRef } from './fleet-member';
 import { admitConnect } from './handshake';
 import { answerHello, claimSnapshotRows } from './hello';
 import { logAccepted, logCommitted, logPeerError, settleCommitted, triageFrame } from './inbound';
-import { inRanges } from './ingest-streams';
 import type { BuiltBatch, InboundItem } from './ingest-batch';
 import { IngestPipeline, unappliedBounds } from './ingest-pipeline';
 import { buildLiveView, type LiveView } from './live-view';
@@ -294,8 +293,12 @@ export class SessionObject extends DurableObject<HubEnv> {
       } else if (due.t === 'resend' && active) {
         this.sendPath.resendUnacked(now);
       } else if (due.t === 'retention') {
-        state.log.info('session retention expired; deleting its storage');
+        const log = state.log;
+        log.info('session retention expired; deleting its storage');
         await this.forget();
+        // Its end too: the alarm is done and the object may sleep (a close that waited on a
+        // stalled database link once kept it awake for as long as the link stayed stalled).
+        log.info('session storage deleted');
         return true;
       }
     }
@@ -409,9 +412,6 @@ export class SessionObject extends DurableObject<HubEnv> {
     }
   }
 
-  /** Whether a frame was committed past a hole already (triageFrame): one function, not one per frame. */
-  private readonly committedAhead = (seq: number): boolean => inRanges(this.state.meta?.countedAhead, seq);
-
   /** The hot path: one frame of an open session. Synchronous; applying happens in batches. */
   private onSessionFrame(ws: WebSocket, text: string): void {
     const { state, sockets } = this;
@@ -428,7 +428,7 @@ export class SessionObject extends DurableObject<HubEnv> {
         this.syncAutoPong();
       }
     }
-    const action = triageFrame(f, (seq) => state.inbound.arrive(seq), () => state.inbound.expected, Date.now(), this.committedAhead);
+    const action = triageFrame(f, (seq) => state.inbound.arrive(seq), () => state.inbound.expected, Date.now());
     switch (action.do) {
       case 'protocol-error':
         return sockets.protocolError(ws, action.replyTo, action.reason);
@@ -441,7 +441,7 @@ export class SessionObject extends DurableObject<HubEnv> {
         return state.countDuplicate();
       case 'apply':
         // Owing the operator too many answers closes the link with this frame unapplied (replayed).
-        if (!this.sendPath.admit(action.answer)) return;
+        if (!this.sendPath.admit()) return;
         action.item.bytes = text.length;
         this.ingest.push(action.item);
         // A frame still unapplied HOLE_TIMEOUT_MS after it came closes the link (1013): the alarm

@@ -106,6 +106,7 @@ export interface HubResync {
 export interface SessionCounters {
   duplicates: number;
   unknownTypes: number;
+  /** Frames recorded as rejections: poison, refused by the batch (a hub-only type, a stream.end for no open stream), an unknown operation. Unknown types are counted apart. */
   rejections: number;
   framesIn: number;
   framesOut: number;

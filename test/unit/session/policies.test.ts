@@ -155,20 +155,28 @@ describe('an open session frame', () => {
   it('strict order: the expected seq is applied, a duplicate dropped, a gap a protocol error', () => {
     const inbound = new InboundSequencer();
     const t = (seq: number) => triageFrame(read(frameFrom(fixture('node.observed'), { seq })), (n) => inbound.arrive(n), () => inbound.expected, 0);
-    expect(t(1)).toMatchObject({ do: 'apply', item: { seq: 1, kind: 'message' }, answer: null });
+    expect(t(1)).toMatchObject({ do: 'apply', item: { seq: 1, kind: 'message' } });
     expect(t(1)).toEqual({ do: 'duplicate' });
     expect(t(3)).toMatchObject({ do: 'protocol-error', reason: 'gap: expected seq 2, got 3' });
   });
 
-  it('an unknown type is applied (counted, acked) and answered at once naming the type; a poison frame is applied as a rejection', () => {
+  it('an unknown type is applied (counted, acked) and answered naming the type when its batch commits; a poison frame is applied as a rejection', () => {
     const inbound = new InboundSequencer();
     const id = newId();
     const unknown = JSON.stringify({ ...JSON.parse(frameFrom(fixture('node.observed'), { seq: 1, id })), type: 'recipe.desired' });
     const u = triageFrame(read(unknown), (n) => inbound.arrive(n), () => inbound.expected, 0);
-    expect(u).toMatchObject({ do: 'apply', item: { kind: 'unknown', seq: 1 }, answer: { type: 'error', replyTo: id } });
-    if (u.do === 'apply' && u.answer?.kind === 'frame') expect(u.answer.payload()).toMatchObject({ code: 'invalid', retryable: false, unknown_type: 'recipe.desired' });
-    const poison = frameFrom(fixture('node.observed'), { seq: 2, payload: { node_id: '' } });
-    expect(triageFrame(read(poison), (n) => inbound.arrive(n), () => inbound.expected, 0)).toMatchObject({ do: 'apply', item: { kind: 'poison' }, answer: null });
+    expect(u).toEqual({ do: 'apply', item: expect.objectContaining({ kind: 'unknown', seq: 1 }) });
+    const poisonId = newId();
+    const poison = frameFrom(fixture('node.observed'), { seq: 2, id: poisonId, payload: { node_id: '' } });
+    const p = triageFrame(read(poison), (n) => inbound.arrive(n), () => inbound.expected, 0);
+    expect(p).toEqual({ do: 'apply', item: expect.objectContaining({ kind: 'poison' }) });
+    if (u.do !== 'apply' || p.do !== 'apply') throw new Error('not applied');
+    const items = [u.item, p.item];
+    const settled = settleCommitted(items, buildBatch(items, {}), { fenced: true, pruned: 0, unknownOperations: [] }, []);
+    // Answered in the order of the frames they answer.
+    expect(settled.answers.map((a) => (a.kind === 'frame' ? [a.replyTo, a.answers] : null))).toEqual([[id, 1], [poisonId, 2]]);
+    const first = settled.answers[0];
+    if (first?.kind === 'frame') expect(first.payload()).toMatchObject({ code: 'invalid', retryable: false, unknown_type: 'recipe.desired' });
   });
 
   it('a committed batch settles each frame, counts, and answers every rejection it did not answer already', () => {
@@ -185,6 +193,24 @@ describe('an open session frame', () => {
     // The poison frame (seq 2) and the operation result for no operation (seq 9) are both rejections.
     expect(settled.counters).toMatchObject({ framesIn: 3, unknownTypes: 0, rejections: 2, answeredRejections: 2, desiredRefusals: 0 });
     expect(settled.answers).toHaveLength(2);
+  });
+
+  it('a frame the batch itself refuses (a hub-only type from the operator, a stream.end for no open stream) counts as a rejection, as it is recorded and answered', () => {
+    const inbound = new InboundSequencer();
+    const items = [frameFrom(fixture('deployment.desired'), { seq: 1 }), frameFrom(fixture('stream.end'), { seq: 2 }), frameFrom(fixture('node.observed'), { seq: 3 })].map((frame) => {
+      const a = triageFrame(read(frame), (n) => inbound.arrive(n), () => inbound.expected, 0);
+      if (a.do !== 'apply') throw new Error('not applied');
+      return a.item;
+    });
+    const built = buildBatch(items, {});
+    expect(built.batch.rejections.map((r) => r.seq)).toEqual([1, 2]);
+    const settled = settleCommitted(items, built, { fenced: true, pruned: 0, unknownOperations: [] }, []);
+    expect(settled.counters).toMatchObject({ framesIn: 3, rejections: 2, answeredRejections: 2 });
+    expect(settled.answers).toHaveLength(2);
+    // Counted once: their replay after a resume (committed past a hole) is not a new rejection.
+    const counted: [number, number][] = [];
+    settleCommitted(items, built, { fenced: true, pruned: 0, unknownOperations: [] }, counted);
+    expect(settleCommitted(items, built, { fenced: true, pruned: 0, unknownOperations: [] }, counted).counters).toMatchObject({ framesIn: 0, rejections: 0, answeredRejections: 0 });
   });
 
   it('frames committed past a hole and committed again after a resume are counted once', () => {
