@@ -1,5 +1,5 @@
 import { Client, neonConfig } from '@neondatabase/serverless';
-import { sqlState } from './db/errors';
+import { describeError, isCodeError, sqlState } from './db/errors';
 import { withDeadline } from './deadline';
 
 /** What the hub needs to reach Postgres. */
@@ -31,18 +31,20 @@ export class QueryTimeoutError extends Error {
 }
 
 /**
- * Whether a failed statement may still commit later: one we stopped waiting for. Its bytes may
- * be on their way (a half-dead path that heals delivers them; `statement_timeout` counts only
- * from their arrival), so it may run after a retry of the same frames on a new connection, and
- * after newer ones. Every other failure is the server's answer or a connection gone for good.
+ * Whether a failed statement may still commit later: one we stopped waiting for, or one whose
+ * connection ended under it. Its bytes may be on their way (a half-dead path that heals delivers
+ * them; `statement_timeout` counts only from their arrival), or it may be running on the server,
+ * which notices a closed connection only when it answers, after its commit. Either way it may
+ * commit after a retry of the same frames on a new connection, and after newer ones. Every other
+ * failure is the server's answer (an error it sends aborts the statement) or a statement never sent.
  */
 export function outcomeUnknown(err: unknown): boolean {
-  return err instanceof QueryTimeoutError;
+  return err instanceof QueryTimeoutError || (err instanceof ConnectionLostError && err.sent);
 }
 
 /**
- * Raised when the connection died under a query, or could not be opened. When the server itself
- * refused the connection it carries the server's SQLSTATE (`code`): a role that does not exist
+ * Raised when the connection died under a query (`sent`), or could not be opened. When the server
+ * itself refused the connection it carries the server's SQLSTATE (`code`): a role that does not exist
  * (28000), a wrong password (28P01), a database that does not exist (3D000) are faults someone
  * must fix, not an outage, and the log says so (failureKind). Retrying is still decided by
  * classifyDbError, which treats every such code as transient: a fix may come without a restart.
@@ -51,7 +53,12 @@ export class ConnectionLostError extends Error {
   override readonly name = 'ConnectionLostError';
   readonly code: string | undefined;
 
-  constructor(message: string, code?: string | null) {
+  constructor(
+    message: string,
+    code?: string | null,
+    /** The statement had been handed to the connection: it may have reached the server (outcomeUnknown). */
+    readonly sent = false,
+  ) {
     super(message);
     this.code = code ?? undefined;
   }
@@ -151,6 +158,7 @@ export class Pg {
         if (!isReadTimeout(err)) {
           // The server answered (an SQL error is progress too), or the connection is gone.
           if (this.client === client) this.progressAt = Date.now();
+          if (lostUnder(err)) throw new ConnectionLostError(`connection lost under the statement, which may still commit: ${describeError(err)}`, null, true);
           throw err;
         }
         // Busy is not stalled: discarding a connection that is still answering would fail every
@@ -293,6 +301,19 @@ async function deallocate(client: Client, names: string[]): Promise<void> {
     () => undefined,
   );
   await withDeadline(dropped, DEALLOCATE_WAIT_MS, () => undefined);
+}
+
+/** The driver's refusals of a statement on a client already closed or failed: never sent. */
+const NOT_SENT = new Set(['Client was closed and is not queryable', 'Client has encountered a connection error and is not queryable']);
+
+/**
+ * The connection ended with the statement on it: no answer of the server's (which carries a
+ * SQLSTATE), no programming error raised before it was sent, no refusal of a dead client. Unsure
+ * counts as lost: a retry that could be overwritten costs more than a reconnect.
+ */
+function lostUnder(err: unknown): boolean {
+  if (sqlState(err) !== null || isCodeError(err)) return false;
+  return !(err instanceof Error && NOT_SENT.has(err.message));
 }
 
 /** The driver's `query_timeout` rejection (node-postgres words it so). */

@@ -8,7 +8,8 @@
  * The hub reaches the database through the usual WS→TCP proxy whose TCP side goes through a relay
  * this file owns. `stallOpen()` stalls the connections open now (their bytes are held, in order,
  * sockets stay up), while connections opened after it flow; `releaseHeld()` delivers the held
- * bytes, as TCP does when such a path heals.
+ * bytes, as TCP does when such a path heals. `cutOpen()` drops the connections open now (a proxy
+ * restart): a statement already on the server runs on, and commits, whatever became of its link.
  */
 import net from 'node:net';
 import { afterAll, describe, expect, inject, it } from 'vitest';
@@ -35,6 +36,7 @@ const stallOpen = () => { for (const l of links) l.stalled = true; };
 const releaseHeld = () => { holdNew = false; for (const l of links) { l.stalled = false; for (const f of l.held.splice(0)) f(); } };
 /** While set, connections opened are stalled from their first byte (a database slow to accept them). */
 let holdNew = false;
+const cutOpen = () => { for (const s of sockets) s.destroy(); };
 /** Every open connection drops (a database restart), and new ones are held until `releaseHeld()`. */
 const restartSlowly = () => { holdNew = true; for (const s of sockets) s.destroy(); };
 
@@ -113,6 +115,63 @@ describe('an ingest statement given up on unanswered', () => {
     const after = await h.sql<{ ready: boolean; obs_seq: string }>('select ready, obs_seq from nodes where cluster_uid = $1 and node_id = $2', [c.uid, 'n1']);
     expect(after[0], 'the node as the operator last reported it (seq 3, acknowledged)').toMatchObject({ ready: false, obs_seq: '3' });
     live.close();
+  }, 40_000);
+});
+
+describe('an ingest statement whose connection is lost while it runs', () => {
+  // Found by review: only a statement unanswered past its deadline was taken to be of unknown
+  // outcome. One whose connection dropped under it was retried on a new connection at once and
+  // acknowledged, newer frames after it; the original, still running on the server (Postgres
+  // notices a closed connection only when it answers, after its commit), then committed the
+  // older state over them.
+  it('does not overwrite a newer, acknowledged observation when it commits after the loss', async () => {
+    const c = await h.newCluster('lost-ing');
+    const { peer, sessionId } = await h.openFresh(c);
+    peer.send('node.observed', node('n1', true)); // seq 1
+    await peer.ackedThrough(1);
+    // The first statement carrying seq 2 waits on the server until released (no other does).
+    const gate = `wingsmith_test_gate_${c.uid.toLowerCase()}`;
+    await h.sql(`create table ${gate} (released boolean)`);
+    await h.sql(`create sequence ${gate}_calls`);
+    await h.sql(`create function ${gate}() returns trigger language plpgsql as $$ begin
+      if nextval('${gate}_calls') = 1 then
+        while not exists (select 1 from ${gate}) loop perform pg_sleep(0.02); end loop;
+      end if;
+      return new; end $$`);
+    await h.sql(`create trigger ${gate} before insert or update on nodes for each row when (new.cluster_uid = '${c.uid}' and new.obs_seq = 2) execute function ${gate}()`);
+    const release = () => h.sql(`insert into ${gate} values (true)`);
+    const gateWaiting = async () => (await h.sql(`select 1 from pg_stat_activity where datname = current_database() and wait_event = 'PgSleep'`)).length > 0;
+    try {
+      peer.send('node.observed', node('n1', true)); // seq 2
+      await eventually(gateWaiting, 5_000);
+      cutOpen();
+      // Either the hub sends the operator away (1013) and it resumes and replays seq 2, or (what
+      // the hub did before) it retries seq 2 on a new connection and acks it on the same link.
+      const outcome = await Promise.race([peer.closed.then((x) => x.code), peer.ackedThrough(2, 10_000).then(() => 'acked' as const)]);
+      let live = peer;
+      if (outcome !== 'acked') {
+        expect(outcome).toBe(1013);
+        expect(peer.lastAck()).toBe(1);
+        // The statement goes on to commit; the resume's claim waits for it (its fence's lock).
+        await release();
+        live = await resume(c, sessionId, peer.hubCursor);
+        live.nextSeq = 2;
+        live.send('node.observed', node('n1', true));
+      }
+      live.send('node.observed', node('n1', false)); // seq 3: the operator's newest word: not ready
+      await live.ackedThrough(3, 10_000);
+      await release();
+      // The statement cut off from its link has ended (committed, or timed out).
+      await eventually(async () => !(await gateWaiting()), 5_000);
+      const rows = await h.sql<{ ready: boolean; obs_seq: string }>('select ready, obs_seq from nodes where cluster_uid = $1 and node_id = $2', [c.uid, 'n1']);
+      expect(rows[0], 'the node as the operator last reported it (seq 3, acknowledged)').toMatchObject({ ready: false, obs_seq: '3' });
+      live.close();
+    } finally {
+      await h.sql(`drop trigger if exists ${gate} on nodes`);
+      await h.sql(`drop function if exists ${gate}()`);
+      await h.sql(`drop sequence if exists ${gate}_calls`);
+      await h.sql(`drop table if exists ${gate}`);
+    }
   }, 40_000);
 });
 

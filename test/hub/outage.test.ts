@@ -7,7 +7,7 @@
 import { describe, expect, it } from 'vitest';
 import { CloseCode } from '../../src/protocol';
 import { captureHubLines } from './support/hub-lines';
-import { FAST_TIMERS, node } from './support/hub';
+import { eventually, FAST_TIMERS, node, sleep } from './support/hub';
 import { useHubBehindProxy } from './support/proxy-hub';
 
 const lines = captureHubLines();
@@ -31,6 +31,29 @@ describe('Postgres outage during ingest (spec: transient failure withholds; DESI
     const rows = await h.sql<{ n: string }>('select count(*) as n from nodes where cluster_uid = $1', [c.uid]);
     expect(Number(rows[0]?.n)).toBe(21);
     peer.close();
+  });
+
+  it('an operator that disconnects while the database is away is shown disconnected once it is back, not only at the next sweep', async () => {
+    const c = await h.newCluster();
+    const { peer } = await h.openFresh(c);
+    peer.send('node.observed', node('before'));
+    await peer.ackedThrough(1);
+    const listed = async () => {
+      const r = await h.admin('GET', '/clusters?limit=500');
+      return (r.json.items as { uid: string; session: { connected: boolean } | null }[]).find((x) => x.uid === c.uid)?.session?.connected;
+    };
+    expect(await listed()).toBe(true);
+    await proxyDown();
+    try {
+      peer.close();
+      await peer.closedWith();
+      // The session's publish of the end fails meanwhile.
+      await sleep(1_000);
+    } finally {
+      await proxyUp();
+    }
+    // Before, nothing published it again: the sweep (LIVE_SWEEP_MS, 5 min here) was the bound.
+    await eventually(async () => (await listed()) === false, 10_000);
   });
 
   it('a connect while the registry is unreachable is refused before the upgrade with 503 and a JSON body', async () => {

@@ -51,8 +51,13 @@ const CODE_ERRORS = new Set(['TypeError', 'ReferenceError', 'SyntaxError', 'Rang
 export function failureKind(err: unknown): 'outage' | 'fault' {
   const state = sqlState(err);
   if (state) return STATEMENT_CLASSES.has(state.slice(0, 2)) ? 'fault' : 'outage';
+  return isCodeError(err) ? 'fault' : 'outage';
+}
+
+/** A programming error (by its name, as a gateway shard relays it too), not the database's doing. */
+export function isCodeError(err: unknown): boolean {
   const name = err && typeof err === 'object' && 'name' in err ? (err as { name: unknown }).name : null;
-  return typeof name === 'string' && CODE_ERRORS.has(name) ? 'fault' : 'outage';
+  return typeof name === 'string' && CODE_ERRORS.has(name);
 }
 
 /** What a log line says of a fault, wherever one is logged. */

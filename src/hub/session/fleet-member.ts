@@ -40,6 +40,8 @@ export class FleetMember {
   private pollJoinFailures = 0;
   /** Pokes that came while a hello was under way, answered when it ends (by session, the latest reason). */
   private readonly pokedDuringHello = new Map<string, PokeReason>();
+  /** Disconnects not yet published (the database away), by session: retried (`retryDisconnect`). */
+  private readonly unpublished = new Map<string, { timer: ReturnType<typeof setTimeout>; failures: number }>();
 
   constructor(private readonly host: MemberHost) {}
 
@@ -193,9 +195,35 @@ export class FleetMember {
     try {
       // Fenced by the generation: a later claim (every claim bumps it) is never marked disconnected.
       await checkSession(this.host.sql, { ...r, live: this.host.liveView(), connected: false, watermark: 0 });
+      this.unpublished.delete(r.sessionId);
     } catch (err) {
       this.host.state.log.debug('could not publish disconnect', { session: r.sessionId, error: describeError(err) });
+      this.retryDisconnect(r);
     }
+  }
+
+  /**
+   * Publish a disconnect again, with backoff, while no connection carries the session. Left to the
+   * sweep (LIVE_SWEEP_MS, minutes), an operator that left during a database outage was shown
+   * connected long after the database came back (and a fresh session's claim counted as taking
+   * the cluster from it).
+   * An eviction drops the timer: the sweep is then the bound, as for an object that ended silently.
+   */
+  private retryDisconnect(r: SessionRef): void {
+    const prior = this.unpublished.get(r.sessionId);
+    if (prior) clearTimeout(prior.timer);
+    const failures = (prior?.failures ?? 0) + 1;
+    const timer = setTimeout(() => {
+      if (this.unpublished.get(r.sessionId)?.timer !== timer) return;
+      // A hello under way may be resuming it: decided when it ends.
+      if (this.host.handshaking()) return this.retryDisconnect(r);
+      if (this.host.state.meta?.sessionId === r.sessionId && this.host.sockets.active() !== null) {
+        this.unpublished.delete(r.sessionId);
+        return;
+      }
+      void this.disconnected(r);
+    }, sessionRetryDelay(this.host.cfg.POLL_INTERVAL_MS, failures - 1));
+    this.unpublished.set(r.sessionId, { timer, failures });
   }
 }
 

@@ -47,9 +47,10 @@ export interface IngestHost {
   /** Whether retrying still helps: with no connection the peer will replay after its resume anyway. */
   keepRetrying(): boolean;
   /**
-   * A statement was given up on unanswered, so it may still commit, later than anything sent
-   * after it. Nothing more is applied until the next hello: its claim moves the fence's
-   * generation, and the abandoned statement, fenced by the old one, then writes nothing.
+   * A statement was given up on unanswered (its deadline passed, or its connection ended under
+   * it), so it may still commit, later than anything sent after it. Nothing more is applied until
+   * the next hello: its claim moves the fence's generation, and the abandoned statement, fenced by
+   * the old one, then writes nothing (or commits first: the claim waits for its fence's lock).
    */
   outcomeUnknown(err: unknown): void;
   log: Logger;
@@ -278,7 +279,7 @@ export class IngestPipeline {
       if (this.stopping) return 'stop';
       if (outcomeUnknown(outcome.error)) {
         // A retry, on a new connection, could commit before it and be overwritten by it.
-        this.host.log.warn('ingest statement unanswered past PG_QUERY_TIMEOUT_MS; applying nothing more until the operator reconnects', {
+        this.host.log.warn('ingest statement unanswered (past PG_QUERY_TIMEOUT_MS, or its connection lost under it); applying nothing more until the operator reconnects', {
           error: describeError(outcome.error),
           frames: this.schedule.size,
           first_seq: chunk[0]?.seq,

@@ -167,7 +167,7 @@ export class SessionObject extends DurableObject<HubEnv> {
         keepRetrying: () => sockets.active() !== null,
         outcomeUnknown: () => {
           const active = sockets.active();
-          if (active) sockets.refuse(active, CloseCode.TRY_AGAIN_LATER, null, 'unavailable', 'the database did not answer a write in time; reconnect and replay', true);
+          if (active) sockets.refuse(active, CloseCode.TRY_AGAIN_LATER, null, 'unavailable', 'the database did not answer a write; reconnect and replay', true);
         },
         logBudget: this.logBudget,
         // Read at each line: the session's logger names its cluster and session, and is replaced
