@@ -16,7 +16,8 @@ import type { AdminEnv } from './app';
  *   jsonb): refused here with the field named, instead of a database error that could never
  *   succeed on retry;
  * - no value may nest more than `MAX_BODY_DEPTH` levels (400, not a stack overflow's 5xx).
- * Routes without a body (POST …/disable) pass untouched.
+ * A request without a body (as POST …/disable is sent) passes untouched; a body sent to any route,
+ * one that takes none included, meets these checks (index.ts documents them on every write).
  */
 export const jsonBodyGuard: MiddlewareHandler<AdminEnv> = async (c, next) => {
   if (c.req.method !== 'POST' && c.req.method !== 'PUT' && c.req.method !== 'PATCH') return next();

@@ -73,7 +73,9 @@ export const clustersRouter = adminRouter()
         ...commonResponses,
         201: { description: 'registered', content: { 'application/json': { schema: CreatedSchema } } },
         400: errorResponse('invalid body (an unknown location hint, or one outside the deployment\'s jurisdiction, names location_hint)'),
-        409: errorResponse('the name is taken'),
+        409: errorResponse(
+          'the name is taken; also the answer to a retry of a create that committed (its answer lost, or a 503), whose token is not shown again: POST /clusters/{id}/rotate-token issues a new one',
+        ),
       },
     }),
     async (c) => {

@@ -18,13 +18,14 @@ const log = createLogger({ component: 'admin' });
 const RPC_TOO_LARGE = /Serialized RPC arguments or return values are limited/;
 
 /**
- * The body guard answers for every route that takes a JSON body, whichever router defines it:
- * its answers are documented on each such route here, in one place, as the guard is applied
- * (a route's own description of a status, if it has one, is kept).
+ * The body guard answers for every POST, PUT and PATCH, whichever router defines it: its answers
+ * are documented on each such route here, in one place, as the guard is applied (a route's own
+ * description of a status, if it has one, is kept). A route that takes no body is one of them: a
+ * body sent to it anyway (a form post, a fetch without a content type) meets the guard too.
  */
 function documentBodyGuard(admin: OpenAPIHono<AdminEnv>): void {
   for (const def of admin.openAPIRegistry.definitions) {
-    if (def.type !== 'route' || !def.route.request?.body) continue;
+    if (def.type !== 'route' || !['post', 'put', 'patch'].includes(def.route.method)) continue;
     def.route.responses = {
       413: errorResponse(`payload_too_large: the body is over ${MAX_BODY_BYTES} bytes`),
       415: errorResponse('unsupported_media_type: the body is not application/json'),
@@ -53,7 +54,7 @@ function documentReads(admin: OpenAPIHono<AdminEnv>): void {
       };
     }
     def.route.responses = {
-      304: { description: 'not modified: If-None-Match names the ETag the answer would carry (no body)' },
+      304: { description: 'not modified: If-None-Match names the ETag the answer would carry (no body)', headers: { etag: { description: 'the tag the answer still carries', schema: { type: 'string' } } } },
       500: errorResponse('internal: the answer is larger than the hub can relay from its database; ask for fewer items (?limit=)'),
       ...def.route.responses,
     };

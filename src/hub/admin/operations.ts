@@ -101,6 +101,7 @@ export const operationsRouter = adminRouter()
         202: {
           description:
             'accepted; follow it at /admin/operations/{operation_id}. A request whose Idempotency-Key already started an operation on this cluster gets that one (and the header Idempotent-Replayed: true); nothing is started again',
+          headers: { 'Idempotent-Replayed': { description: 'true: the Idempotency-Key had already started this operation; nothing was started now', schema: { type: 'string' } } },
           content: { 'application/json': { schema: z.object({ operation_id: z.string() }).openapi('OperationStarted') } },
         },
         400: errorResponse('invalid body or Idempotency-Key'),
