@@ -8,7 +8,7 @@ import { desired, useHub } from './support/hub';
 
 const h = useHub();
 
-async function raw(method: string, path: string, body: string, contentType: string | null): Promise<{ status: number; type: string | null; json: any }> {
+async function raw(method: string, path: string, body: string | Uint8Array, contentType: string | null): Promise<{ status: number; type: string | null; json: any }> {
   const res = await fetch(`${h.hub.url}/admin${path}`, {
     method,
     headers: { authorization: `Bearer ${h.hub.adminToken}`, ...(contentType ? { 'content-type': contentType } : {}) },
@@ -37,6 +37,17 @@ describe('admin API error shapes', () => {
     const r = await raw('PUT', `/clusters/${c.name}/deployments/d1`, JSON.stringify(desired({ workload_id: 'w1' })).replace('"img:1"', '"img\\ud800"'), 'application/json');
     expect(r.status).toBe(400);
     expect(r.json.error).toMatchObject({ code: 'invalid', field: 'serving.image' });
+  });
+
+  it('a body that is not UTF-8 (an env value in Latin-1) is refused with 400, not stored with U+FFFD in place of what was sent', async () => {
+    const c = await h.newCluster();
+    const [before, after] = JSON.stringify(desired()).split('"env":{}');
+    // "café" as a Latin-1 file holds it: 0xE9 alone is no UTF-8 character.
+    const body = new Uint8Array([...Buffer.from(`${before}"env":{"GREETING":"caf`), 0xe9, ...Buffer.from(`"}${after}`)]);
+    const r = await raw('PUT', `/clusters/${c.name}/deployments/d1`, body, 'application/json');
+    expect([r.status, r.json.error?.code], JSON.stringify(r.json)).toEqual([400, 'invalid']);
+    expect(r.json.error.message).toMatch(/UTF-8/);
+    expect((await h.admin('GET', `/clusters/${c.name}/deployments`)).json.items).toEqual([]);
   });
 
   it('__proto__ as a key in serving.env is refused with 400 instead of being dropped', async () => {

@@ -4,12 +4,19 @@ import { jsonError } from '../http-errors';
 import type { AdminEnv } from './app';
 
 /**
+ * Fatal: a lenient decode (what reading the body as text does) puts U+FFFD in place of each byte
+ * that is not UTF-8, and that text was stored and sent to the operator with a 200, as if it were
+ * what the caller sent.
+ */
+const UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false });
+
+/**
  * The admin API's JSON body at the trust boundary, before any route validates it:
  * - a body over `MAX_BODY_BYTES` is refused with 413 (`payload_too_large`) by `bodySizeGuard`,
  *   which runs first: by its Content-Length before it is read, and a chunked one as soon as it
  *   passes the limit (read to its end first, a body of any size was held in memory whole);
- * - a body must be `application/json` (415 otherwise) and parse (400 otherwise), answered with
- *   the API's JSON error shape instead of the framework's plain text;
+ * - a body must be `application/json` (415 otherwise), UTF-8 (RFC 8259 8.1) and parse (400
+ *   otherwise), answered with the API's JSON error shape instead of the framework's plain text;
  * - no key may be `__proto__` (a JavaScript object would silently drop it: a value the caller
  *   sent would never be stored, with no error);
  * - no string may hold what Postgres text cannot (NUL) or a lone UTF-16 surrogate (invalid in
@@ -21,11 +28,17 @@ import type { AdminEnv } from './app';
  */
 export const jsonBodyGuard: MiddlewareHandler<AdminEnv> = async (c, next) => {
   if (c.req.method !== 'POST' && c.req.method !== 'PUT' && c.req.method !== 'PATCH') return next();
-  const text = await c.req.text();
-  if (text.length === 0) return next();
+  const bytes = await c.req.arrayBuffer();
+  if (bytes.byteLength === 0) return next();
   const type = (c.req.header('content-type') ?? '').split(';')[0]?.trim().toLowerCase();
   if (type !== 'application/json') {
     return jsonError(c, 415, 'unsupported_media_type', `the body must be application/json (got ${type || 'no content type'})`);
+  }
+  let text: string;
+  try {
+    text = UTF8.decode(bytes);
+  } catch {
+    return jsonError(c, 400, 'invalid', 'the body is not valid UTF-8, the one encoding JSON may be sent in (a file saved as Latin-1 or UTF-16?)');
   }
   let body: unknown;
   try {
