@@ -344,7 +344,8 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
     this.sendSide.resyncAfterOpen = this.s.restore(record, this.log).resyncAfterOpen;
     this.sessionLog = this.log.child({ session: this.s.id });
     this.book = new OperationBook(record.operations, this.operationHost(), this.opts.handlers, this.opts.operations);
-    this.book.recover();
+    // A session this process continues replays its log: the conclusions in it go again that way.
+    this.book.recover(this.buffer.entriesAfter(this.s.outbound.peerAck));
     // From here on a crash must be detectable: the record says "not clean" until a graceful stop.
     await this.record.persist();
     const s = this.s;

@@ -142,7 +142,8 @@ export interface OperatorHandlers {
    * Optional gate before an operation is accepted. `transient` withholds the ack of the
    * `operation.start` (it will be retried), `permanent` refuses it with an `error` frame, which
    * concludes the operation as failed. Without it every well-formed operation is accepted. A
-   * start still deferred at its deadline is retried then, and answered `error {code: 'deadline'}`.
+   * start still deferred at its deadline is retried then, and answered `error {code: 'deadline'}`;
+   * so is one whose gate is still deciding at its deadline (never run, whatever the gate says).
    */
   admitOperation?(payload: Payload<'operation.start'>, ctx: FrameContext): HandlerResult | Promise<HandlerResult>;
   /** Run an accepted operation to its conclusion. A throw concludes it as `failed`. */

@@ -4,20 +4,23 @@
  * Accepted once: every `operation.start` is deduplicated by `operation_id` against the records
  * kept in the durable record (so a restart does not re-run a concluded one). A redelivery of a
  * running operation is dropped; a redelivery of a concluded one re-sends its conclusion, because
- * the hub may have lost it. The conclusion is an `operation.result`, or an `error` replying to
- * the start when the operation was refused or its deadline passed (the hub reads that as failed).
+ * the hub may have lost it, unless the conclusion is still on its way in this session (queued, or
+ * in the replay buffer, which a resume replays): the hub keeps only the first result and files
+ * every later one in the operation's history, so a second one would read as a second run. The
+ * conclusion is an `operation.result`, or an `error` replying to the start when the operation was
+ * refused or its deadline passed (the hub reads that as failed).
  *
  * An operation still running when the process died cannot be resumed by this process: at start
  * it is concluded as `failed` with a message saying so, rather than being silently re-run.
  * Conclusions are re-sent until the hub acknowledges the frame carrying them (a fresh session
  * drops the replay buffer they were in).
  */
-import type { Payload } from '../protocol';
+import type { Payload, ReplayEntry } from '../protocol';
 import type { OperationRecord, StoredConclusion } from './cursor-store';
 import { runHandler, type FrameContext, type OperationConclusion, type OperatorHandlers } from './handlers';
 import type { Logger } from './logger';
 import { outItem, type OutItem } from './outgoing';
-import { MAX_TIMEOUT_MS, type Timers } from './timers';
+import { scheduleAt, type Timers } from './timers';
 
 export interface OperationHost {
   /** Queue a frame for the hub. */
@@ -68,8 +71,8 @@ export class OperationBook {
   private readonly running = new Map<string, Running>();
   /** Conclusions queued but not yet written: not re-queued twice. */
   private readonly queued = new Set<string>();
-  /** Conclusions written in this session, by the seq that carried them. */
-  private readonly writtenSeq = new Map<string, number>();
+  /** Conclusions written in this session and not yet acknowledged: the seq that carried them and the start it replied to. */
+  private readonly written = new Map<string, { seq: number; replyTo: string | null }>();
   /** Conclusions that found the send queue's control bound reached: sent once there is room. */
   private readonly deferred = new Set<string>();
   /** Progress reports dropped because the send queue had no room (informational only). */
@@ -110,8 +113,14 @@ export class OperationBook {
     return r ? { ...r } : undefined;
   }
 
-  /** After a restart: conclude what the crash interrupted, re-send undelivered conclusions. */
-  recover(): void {
+  /**
+   * After a restart: conclude what the crash interrupted, re-send undelivered conclusions. Those
+   * the outbound log still holds (`replayable`: the frames a resume of the session replays) are
+   * not queued again, only tracked: the replay carries them, and a fresh session, which drops the
+   * log, sends them again (`freshSession`).
+   */
+  recover(replayable: readonly ReplayEntry[] = []): void {
+    const inLog = this.conclusionsIn(replayable);
     for (const r of this.records.values()) {
       if (r.state === 'running') {
         this.host.logger.warn('operation interrupted by an operator restart; concluding it as failed', {
@@ -124,9 +133,39 @@ export class OperationBook {
           message: 'the operator restarted while the operation was running; it did not conclude',
         });
       } else if (!r.delivered) {
-        this.sendConclusion(r, r.startId);
+        const logged = inLog.get(r.operationId);
+        if (logged) this.written.set(r.operationId, logged);
+        else this.sendConclusion(r, r.startId);
       }
     }
+  }
+
+  /**
+   * The conclusions among frames of our own log, by operation: a result names its operation; an
+   * error is one only when it replies to a start the records know (it could answer another frame).
+   */
+  private conclusionsIn(entries: readonly ReplayEntry[]): Map<string, { seq: number; replyTo: string | null }> {
+    const byStart = new Map<string, string>();
+    for (const r of this.records.values()) byStart.set(r.startId, r.operationId);
+    const found = new Map<string, { seq: number; replyTo: string | null }>();
+    for (const e of entries) {
+      let f: { type?: unknown; reply_to?: unknown; payload?: { operation_id?: unknown } };
+      try {
+        f = JSON.parse(e.frame) as typeof f;
+      } catch {
+        continue;
+      }
+      const replyTo = typeof f.reply_to === 'string' ? f.reply_to : null;
+      const id =
+        f.type === 'operation.result' && typeof f.payload?.operation_id === 'string'
+          ? f.payload.operation_id
+          : f.type === 'error' && replyTo !== null
+            ? byStart.get(replyTo)
+            : undefined;
+      const r = id === undefined ? undefined : this.records.get(id);
+      if (r && r.state === 'concluded' && r.conclusion?.frame === (f.type === 'error' ? 'error' : 'result')) found.set(r.operationId, { seq: e.seq, replyTo });
+    }
+    return found;
   }
 
   /** An `operation.start` from the hub (already decoded and in order). */
@@ -137,6 +176,10 @@ export class OperationBook {
         this.host.logger.debug('operation.start answered at its deadline while queued: settled, not run', { operation_id: known.operationId });
       } else if (known.state === 'running') {
         this.host.logger.debug('redelivered operation.start for a running operation dropped', { operation_id: known.operationId });
+      } else if (this.onItsWay(known, ctx.frameId)) {
+        this.host.logger.debug('redelivered operation.start for a concluded operation: its conclusion is already on its way in this session', {
+          operation_id: known.operationId,
+        });
       } else {
         this.host.logger.info('redelivered operation.start for a concluded operation: re-sending its conclusion', {
           operation_id: known.operationId,
@@ -170,7 +213,15 @@ export class OperationBook {
     }
 
     if (this.handlers.admitOperation) {
+      // A gate still deciding at the deadline holds the stream as a slow handler ahead of a
+      // queued start does: the hub is answered then, not when (if ever) the gate returns.
+      const unwatch = scheduleAt(this.host.timers, deadline, () => this.deadlinePassedInQueue(payload, ctx.frameId, 'for its admission'));
       const gate = await runHandler(() => this.handlers.admitOperation?.(payload, ctx));
+      unwatch();
+      if (this.answeredInQueue.delete(payload.operation_id)) {
+        this.host.logger.debug('operation.start answered at its deadline while its admission was decided: settled, not run', { operation_id: payload.operation_id });
+        return { settle: 'applied' };
+      }
       if (!gate.ok && gate.retryable) return { settle: 'failed', reason: gate.reason, retryBy: deadline };
       if (!gate.ok) {
         this.records.set(record.operationId, record);
@@ -203,19 +254,26 @@ export class OperationBook {
       this.host.changed();
       return { settle: 'failed', reason: 'the operator is stopping: the start is left to the next process' };
     }
+    if (!(deadline > this.host.timers.now())) {
+      // The gate or the save took it past its deadline (a timer due now has not fired yet): it is
+      // answered as a start that came too late, never run to act after it.
+      this.conclude(record, { frame: 'error', code: 'deadline', message: `deadline ${payload.deadline} passed before the operation could start` });
+      return { settle: 'applied' };
+    }
     this.host.send(outItem('operation.accepted', { operation_id: record.operationId }, record.startId));
     this.run(record, payload);
     return { settle: 'applied' };
   }
 
   /**
-   * The deadline of a start still waiting behind an earlier frame's handler passed: the spec
-   * wants an answer then, not when the handler ahead returns. It is concluded as a start whose
+   * The deadline of a start still waiting behind an earlier frame's handler (or for its own
+   * `admitOperation` to decide) passed: the spec wants an answer then, not when the handler
+   * returns. It is concluded as a start whose
    * deadline passed before it could start (recorded, so a redelivery or a restart re-sends the
    * conclusion and never runs it). A stopping process leaves it to the next, which answers it at
    * once.
    */
-  deadlinePassedInQueue(payload: Payload<'operation.start'>, frameId: string): void {
+  deadlinePassedInQueue(payload: Payload<'operation.start'>, frameId: string, waiting = 'behind an earlier frame'): void {
     if (this.stopping || this.records.has(payload.operation_id)) return;
     const now = this.host.timers.now();
     const record: OperationRecord = {
@@ -229,7 +287,7 @@ export class OperationBook {
       concludedAt: null,
       delivered: false,
     };
-    this.host.logger.warn('operation.start missed its deadline waiting behind an earlier frame', { operation_id: record.operationId, kind: record.kind });
+    this.host.logger.warn(`operation.start missed its deadline waiting ${waiting}`, { operation_id: record.operationId, kind: record.kind });
     this.records.set(record.operationId, record);
     this.answeredInQueue.add(record.operationId);
     this.conclude(record, { frame: 'error', code: 'deadline', message: `deadline ${payload.deadline} passed before the operation could start` });
@@ -238,9 +296,9 @@ export class OperationBook {
   /** The hub acknowledged everything through `peerAck`: conclusions at or below it are delivered. */
   acknowledged(peerAck: number): void {
     let changed = false;
-    for (const [id, seq] of this.writtenSeq) {
+    for (const [id, { seq }] of this.written) {
       if (seq > peerAck) continue;
-      this.writtenSeq.delete(id);
+      this.written.delete(id);
       const r = this.records.get(id);
       if (r && !r.delivered) {
         r.delivered = true;
@@ -255,7 +313,7 @@ export class OperationBook {
 
   /** A fresh session dropped the replay buffer: conclusions written but not acked go again. */
   freshSession(): void {
-    this.writtenSeq.clear();
+    this.written.clear();
     this.deferred.clear();
     // The old session's frames are not replayed: their turn never comes.
     this.answeredInQueue.clear();
@@ -284,22 +342,13 @@ export class OperationBook {
   private run(record: OperationRecord, payload: Payload<'operation.start'>): void {
     const abort = new AbortController();
     const { timers, logger } = this.host;
-    let cancelDeadline = () => {};
-    const armDeadline = () => {
-      const left = record.deadline - timers.now();
-      if (left > MAX_TIMEOUT_MS) {
-        cancelDeadline = timers.schedule(armDeadline, MAX_TIMEOUT_MS);
-        return;
-      }
-      cancelDeadline = timers.schedule(() => {
-        if (record.state !== 'running') return;
-        logger.warn('operation missed its deadline', { operation_id: record.operationId, kind: record.kind });
-        this.conclude(record, { frame: 'error', code: 'deadline', message: `the operation did not conclude by ${payload.deadline}` });
-        abort.abort(new Error('deadline passed'));
-      }, left);
-    };
-    armDeadline();
-    this.running.set(record.operationId, { abort, cancelDeadline: () => cancelDeadline() });
+    const cancelDeadline = scheduleAt(timers, record.deadline, () => {
+      if (record.state !== 'running') return;
+      logger.warn('operation missed its deadline', { operation_id: record.operationId, kind: record.kind });
+      this.conclude(record, { frame: 'error', code: 'deadline', message: `the operation did not conclude by ${payload.deadline}` });
+      abort.abort(new Error('deadline passed'));
+    });
+    this.running.set(record.operationId, { abort, cancelDeadline });
 
     const ctx = {
       operationId: record.operationId,
@@ -377,6 +426,19 @@ export class OperationBook {
     }
   }
 
+  /**
+   * Whether this conclusion already goes to the hub in this session: queued, or numbered and not
+   * yet acknowledged (a resume replays it; a fresh session clears this and sends it again). A
+   * result counts whichever start it replied to, since the hub reads it by its operation_id; an
+   * error only when it answers this very frame: the hub finds the operation of an error by its
+   * reply_to, and remembers only some of an operation's start ids.
+   */
+  private onItsWay(record: OperationRecord, replyTo: string): boolean {
+    if (this.queued.has(record.operationId)) return true;
+    const w = this.written.get(record.operationId);
+    return w !== undefined && (record.conclusion?.frame === 'result' || w.replyTo === replyTo);
+  }
+
   private sendConclusion(record: OperationRecord, replyTo: string): void {
     const c = record.conclusion;
     if (!c || this.queued.has(record.operationId)) return;
@@ -388,7 +450,7 @@ export class OperationBook {
     this.queued.add(record.operationId);
     const onWritten = (seq: number) => {
       this.queued.delete(record.operationId);
-      this.writtenSeq.set(record.operationId, seq);
+      this.written.set(record.operationId, { seq, replyTo });
     };
     const item =
       c.frame === 'result'

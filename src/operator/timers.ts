@@ -20,3 +20,17 @@ export const systemTimers: Timers = {
 };
 
 export const MAX_TIMEOUT_MS = 2 ** 31 - 1;
+
+/**
+ * Run `fn` at the wall-clock time `at`, however far off: one timer cannot wait longer than
+ * MAX_TIMEOUT_MS, and one clamped to it would fire early. Returns a cancel (idempotent).
+ */
+export function scheduleAt(timers: Timers, at: number, fn: () => void): () => void {
+  let cancel = () => {};
+  const arm = () => {
+    const left = at - timers.now();
+    cancel = left > MAX_TIMEOUT_MS ? timers.schedule(arm, MAX_TIMEOUT_MS) : timers.schedule(fn, left);
+  };
+  arm();
+  return () => cancel();
+}

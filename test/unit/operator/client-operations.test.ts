@@ -4,6 +4,7 @@ import type { OperationContext } from '../../../src/operator/handlers';
 import { newId, ULID_RE, type Payload } from '../../../src/protocol';
 import { permanent } from '../../../src/operator/handlers';
 import { ackAll, cursorReaches, desiredPayload, makeClient, readResync, type TestClient } from './support/harness';
+import { GatedStore } from './support/operations';
 import { eventually, ScriptedHub, type HubConnection, type SeenFrame } from './support/scripted-hub';
 
 let hub: ScriptedHub;
@@ -107,6 +108,9 @@ describe('operations', () => {
 
     op.running[0]!.finish('failed');
     await conn.nextOf('operation.result');
+    // Acknowledged, so no replay carries it any more: a redelivery is answered with it again.
+    ackAll(conn);
+    await eventually(() => t.client.stats.unacked === 0, 'the result acknowledged');
     const again = conn.sendSeq('operation.start', payload);
     await eventually(() => framesOf(conn, 'operation.result').length === 2, 'result re-sent');
     expect(framesOf(conn, 'operation.result')[1]).toMatchObject({ reply_to: again.id, payload: { outcome: 'failed' } });
@@ -161,6 +165,22 @@ describe('operations', () => {
     expect(op.running[0]!.ctx.signal.aborted).toBe(true);
     op.running[0]!.finish('cancelled');
     await new Promise((r) => setTimeout(r, 10));
+    expect(framesOf(conn, 'operation.result')).toHaveLength(0);
+  });
+
+  it('a start whose deadline passes while its record is being saved is answered with the deadline error, not run', async () => {
+    const store = new GatedStore();
+    const { t, conn } = await open({ cursorStore: store });
+    store.hold();
+    const late = conn.sendSeq('operation.start', start(t, { deadline: new Date(t.timers.now() + 5_000).toISOString() }));
+    await eventually(() => store.held > 0, 'the record save under way');
+    t.timers.advance(5_000); // a slow disk: the deadline passes during the save
+    store.release();
+    const err = await conn.seen((f) => f.type === 'error' && f.reply_to === late.id, 'the deadline error');
+    expect(err.payload).toMatchObject({ code: 'deadline', retryable: false });
+    await cursorReaches(t, 1);
+    expect(t.calls.operations).toHaveLength(0);
+    expect(framesOf(conn, 'operation.accepted')).toHaveLength(0);
     expect(framesOf(conn, 'operation.result')).toHaveLength(0);
   });
 

@@ -4,9 +4,13 @@
  * is decided at a retry, so it went out at the first retry after the deadline: up to the backoff
  * cap late (here 7.5 s after the start against a 5 s deadline). A deferred start is now retried at
  * its deadline at the latest, and the error goes out then.
+ *
+ * A gate still deciding at the deadline (a slow API server behind it) was not watched at all: the
+ * hub heard nothing until it returned, and a gate that then let the start through had it accepted
+ * and run, its result sent after the deadline (found by review; the test fails on the code before).
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { transient } from '../../../src/operator/handlers';
+import { applied, transient, type HandlerResult } from '../../../src/operator/handlers';
 import { newId } from '../../../src/protocol';
 import { makeClient, readResync, type TestClient } from './support/harness';
 import { eventually, ScriptedHub } from './support/scripted-hub';
@@ -60,5 +64,41 @@ describe('an operation whose admission keeps being deferred', () => {
     const err = await eventually(deadlineError, 'the deadline error at the deadline');
     expect(err.payload).toMatchObject({ code: 'deadline', retryable: false });
     expect(gateCalls, 'the gate is not asked once the deadline has passed').toBe(4);
+  });
+
+  it('a gate still deciding at the deadline: the start is answered then, and not run once the gate lets it through', async () => {
+    let decide!: (r: HandlerResult) => void;
+    let ran = 0;
+    t = makeClient(hub, {
+      handlers: {
+        admitOperation: () => new Promise<HandlerResult>((resolve) => (decide = resolve)),
+        operation: () => {
+          ran++;
+          return { outcome: 'succeeded', message: 'ran past its deadline' };
+        },
+      },
+    });
+    await t.client.start();
+    const conn = await hub.nextConnection();
+    await conn.nextOf('hello');
+    conn.welcome({ session_id: 'S-admit' });
+    await readResync(conn);
+
+    const operationId = newId();
+    const sent = conn.sendSeq('operation.start', { operation_id: operationId, kind: 'node.drain', target: 'node-a', params: {}, deadline: new Date(t.timers.now() + 5_000).toISOString() });
+    await eventually(() => decide !== undefined, 'the gate to be asked');
+    t.timers.advance(5_000);
+    const err = await conn.seen((f) => f.type === 'error' && f.reply_to === sent.id, 'the deadline error at the deadline');
+    expect(err.payload).toMatchObject({ code: 'deadline', retryable: false });
+
+    // The gate lets it through after all: too late to run, and already answered.
+    decide(applied());
+    await eventually(() => t!.client.session.cursor === 1, 'the start settled');
+    // A frame after it is answered after anything the start still queued.
+    const probe = conn.sendSeq('operation.start', { operation_id: newId(), kind: 'node.drain', target: 'node-a', params: {}, deadline: new Date(t.timers.now() - 1).toISOString() });
+    await conn.seen((f) => f.type === 'error' && f.reply_to === probe.id, 'the answer to the next start');
+    expect(ran).toBe(0);
+    expect(conn.frames.filter((f) => f.type === 'operation.accepted')).toHaveLength(0);
+    expect(conn.frames.filter((f) => f.reply_to === sent.id)).toHaveLength(1);
   });
 });
