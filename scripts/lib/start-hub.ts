@@ -382,6 +382,8 @@ export async function runHub(): Promise<void> {
     await checkPortFree(host, port);
     const admin = await resolveAdminToken(paths, process.env.ADMIN_TOKEN || undefined);
 
+    // A stop that came while this process was still loading: start no database it would wait for.
+    if (stopRequested) return await shutdown(0);
     const database = await prepareDatabase(databaseUrlFromEnv, paths.pglite);
     cleanups.push({ what: 'the database', run: () => database.close() });
     console.log(
@@ -420,10 +422,13 @@ export async function runHub(): Promise<void> {
         watch: false,
       },
     });
-    cleanups.push({ what: 'the hub (workerd)', run: () => worker.dispose() });
     // Wrangler reports runtime failures (a port taken in the meantime, workerd dying) as
     // 'error' events, which would crash the process unheard, and leaves `ready` pending.
     let serving = false;
+    // dispose() waits for `ready` before tearing down, so a hub that never started would hang the
+    // stop until shutdown's limit; teardown() is the rest of dispose(), and its rejection only
+    // repeats the start failure already reported.
+    cleanups.push({ what: 'the hub (workerd)', run: () => (serving ? worker.dispose() : worker.raw.teardown().catch(() => undefined)) });
     let failStart: (err: Error) => void = () => undefined;
     const startFailure = new Promise<never>((_, reject) => {
       failStart = reject;

@@ -77,6 +77,9 @@ export function supervise(script: string, roleEnv: string): Promise<never> {
       process.exit(1);
     });
     child.once('exit', (code, signal) => {
+      // A child killed outright (kill -9, the OOM killer) stopped nothing; workerd, in its group,
+      // would serve on as an orphan holding the port. After a clean stop the group is empty.
+      killGroup();
       process.exit(code ?? 128 + (signal ? (constants.signals[signal] ?? 1) : 1));
     });
   });

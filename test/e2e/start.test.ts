@@ -12,7 +12,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -179,6 +179,58 @@ async function adminClusters(hubUrl: string, adminToken: string): Promise<{ uid:
   return body.items;
 }
 
+/** Processes whose command line holds `text` (workerd's `entry=127.0.0.1:<port>`, say), read from /proc. */
+async function processesMentioning(text: string): Promise<number[]> {
+  const pids: number[] = [];
+  for (const entry of await readdir('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    const cmdline = await readFile(`/proc/${entry}/cmdline`, 'utf8').catch(() => '');
+    if (cmdline.replaceAll('\0', ' ').includes(text)) pids.push(Number(entry));
+  }
+  return pids;
+}
+
+/** Resolves once no process's command line holds `text`; the pids still there when `ms` runs out. */
+async function processesGone(text: string, ms: number): Promise<number[]> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const left = await processesMentioning(text);
+    if (left.length === 0 || Date.now() > deadline) return left;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/** The process that does npm start's work: the supervisor's child (scripts/lib/supervise.ts). */
+async function hubProcess(run: Run): Promise<number> {
+  const supervisor = run.child.pid;
+  for (;;) {
+    for (const entry of await readdir('/proc')) {
+      if (!/^\d+$/.test(entry)) continue;
+      const stat = await readFile(`/proc/${entry}/stat`, 'utf8').catch(() => '');
+      // The parent pid is the second field after the parenthesized command name.
+      if (stat && Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === supervisor) return Number(entry);
+    }
+    if (run.child.exitCode !== null) throw new Error(`npm start exited (${run.child.exitCode}) before its hub process was seen\n${run.stderr()}`);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
+/** Resolves with the first line of stdout that matches. */
+function stdoutLine(run: Run, re: RegExp): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const check = () => {
+      const line = run.stdout().split('\n').find((l) => re.test(l));
+      if (line === undefined) return false;
+      run.child.stdout?.off('data', check);
+      resolve(line);
+      return true;
+    };
+    if (check()) return;
+    run.child.stdout?.on('data', check);
+    void run.exited.then(({ code }) => reject(new Error(`npm start exited (${code}) before printing ${re}\n${run.stdout()}\n${run.stderr()}`)));
+  });
+}
+
 function startLines(stderr: string): string[] {
   return stderr.split('\n').filter((l) => l.startsWith('start:'));
 }
@@ -272,6 +324,65 @@ describe('npm start', () => {
     expect(run.stderr()).not.toContain('s3cret');
     expect(run.stderr()).not.toMatch(/\n\s+at /);
   }, 60_000);
+  // The port is checked free before workerd starts; another process can still take it while the
+  // Worker is bundled. Wrangler's dispose() waits for `ready` first, which then never settles:
+  // the stop hung until shutdown's 30 s limit, ending in "shutdown is taking too long" and a
+  // goroutine dump from esbuild, killed mid-request.
+  it('refuses a port taken while workerd starts, with one line naming it, and stops without waiting out the shutdown limit', async () => {
+    const port = await freePort();
+    const run = start({ PORT: String(port), WINGSMITH_STATE_DIR: await tempStateDir(), DATABASE_URL: await fileDatabaseUrl() });
+    await within(60_000, 'workerd starting', stdoutLine(run, /starting the hub in workerd/), run);
+    const blocker = net.createServer();
+    await new Promise<void>((resolve, reject) => {
+      blocker.once('error', reject);
+      blocker.listen(port, '127.0.0.1', resolve);
+    });
+    try {
+      const { code } = await within(60_000, 'exit', run.exited, run);
+      expect(code).not.toBe(0);
+      const lines = startLines(run.stderr());
+      expect(lines).toEqual([expect.stringContaining(`port ${port} on 127.0.0.1 is already in use`)]);
+      expect(run.stderr()).not.toContain('goroutine');
+      expect(await processesGone(`entry=127.0.0.1:${port}`, 5_000)).toEqual([]);
+    } finally {
+      await new Promise<void>((resolve) => blocker.close(() => resolve()));
+    }
+  }, 120_000);
+
+  // A hub process killed outright (the OOM killer, kill -9) runs none of its cleanup; workerd,
+  // its child, lived on holding the port, and the next npm start was refused it.
+  it('a hub process killed outright takes its workerd with it', async () => {
+    const port = await freePort();
+    const run = start({ PORT: String(port), WINGSMITH_STATE_DIR: await tempStateDir(), DATABASE_URL: await fileDatabaseUrl() });
+    await banner(run, 90_000);
+    const hub = await hubProcess(run);
+    expect(await processesMentioning(`entry=127.0.0.1:${port}`)).not.toEqual([]);
+    try {
+      process.kill(hub, 'SIGKILL');
+      expect((await within(10_000, 'supervisor exit', run.exited, run)).code).not.toBe(0);
+      expect(await processesGone(`entry=127.0.0.1:${port}`, 5_000)).toEqual([]);
+    } finally {
+      try {
+        process.kill(-hub, 'SIGKILL');
+      } catch {
+        // Nothing left of its group.
+      }
+    }
+  }, 120_000);
+
+  // The stop is honoured once the step in flight ends; a request that came before the database
+  // step must not start it: on a first start that was a Postgres initialized and migrated (tens
+  // of seconds here) after "stopping…".
+  it('Ctrl-C before the database is started starts none, and exits 0', async () => {
+    const stateDir = await tempStateDir();
+    const run = start({ PORT: String(await freePort()), WINGSMITH_STATE_DIR: stateDir });
+    // The hub process exists, and is still loading its modules: the stop reaches it at its first await.
+    await within(30_000, 'hub process', hubProcess(run), run);
+    ctrlC(run);
+    expect(await within(60_000, 'exit after Ctrl-C', run.exited, run)).toEqual({ code: 0, signal: null });
+    expect(run.stdout()).not.toContain('starting the embedded Postgres');
+    expect(existsSync(path.join(stateDir, 'pglite'))).toBe(false);
+  }, 90_000);
   it('HUB_REGION=eu runs the eu environment of wrangler.toml: its own Worker and state, welcome and cluster view name eu, objects in the (emulated) eu jurisdiction', async () => {
     const stateDir = await tempStateDir();
     const port = await freePort();
