@@ -242,7 +242,7 @@ describe('a claim that outlasts its connection', () => {
     a.close();
   });
 
-  it('when the disconnect cannot be published, the fleet poll\'s sweep clears the claim', async () => {
+  it('when the disconnect cannot be published and the object is gone, the fleet poll\'s sweep clears the claim', async () => {
     const c = await newCluster('life-sweep');
     // The claim is slow, and the hub's disconnect of it fails (Postgres refuses that update).
     await withOwnerTrigger(c.uid, 'slow', SLOW_CLAIM, '', () =>
@@ -252,6 +252,11 @@ describe('a claim that outlasts its connection', () => {
         p.send('hello', { cluster_id: c.name, operator_version: '0.1.0', session_id: null, resume_from: null, lossy: false });
         expect((await p.closedWith(5_000)).code).toBe(CloseCode.TIMEOUT);
         await sleep(1_500);
+        // The object retries the disconnect while it lives (test/hub/outage.test.ts); evicted
+        // before the database takes it, its retry goes with it, and the sweep is what is left.
+        const claimed = await eventually(async () => (await ownerRow(c.uid)) ?? undefined);
+        const gone = sessionStub(hubEnv, { clusterUid: c.uid, routeKey: routeKeyOf(claimed.session_id) as string });
+        await runInDurableObject(gone, (_i, state) => state.abort('evicted (test)')).catch(() => undefined);
       }),
     );
     const owner = await eventually(async () => (await ownerRow(c.uid)) ?? undefined);
