@@ -7,7 +7,9 @@
 import { describe, expect, it } from 'vitest';
 import { CloseCode } from '../../src/protocol';
 import { eventually, FAST_TIMERS, sleep, useHub } from './support/hub';
+import { captureHubLines } from './support/hub-lines';
 
+const lines = captureHubLines();
 const h = useHub({ ...FAST_TIMERS, DISPLACEMENT_POKE: 'off' });
 const withinPoll = Number(FAST_TIMERS.POLL_INTERVAL_MS) * 2 + 2_000;
 
@@ -68,6 +70,21 @@ describe('fleet poll', () => {
     const before = await checks();
     await new Promise((r) => setTimeout(r, Number(FAST_TIMERS.POLL_INTERVAL_MS) * 4));
     expect(await checks()).toBe(before);
+    peer.close();
+  });
+
+  it('a poll that fails for a schema fault (a migration not run) is logged at error, not as an outage', async () => {
+    const c = await h.newCluster();
+    const { peer } = await h.openFresh(c);
+    const before = lines.length;
+    // What a database one migration behind looks like to the poll's statement: a column it reads is missing.
+    await h.sql('alter table live_sessions rename column checked_at to checked_at_gone');
+    try {
+      const line = await eventually(async () => lines.slice(before).find((l) => l.component === 'db-gateway' && l.msg.startsWith('fleet poll failed')), 10_000);
+      expect(line).toMatchObject({ level: 'error', msg: expect.stringContaining('not an outage'), error: expect.stringMatching(/^42703: /) });
+    } finally {
+      await h.sql('alter table live_sessions rename column checked_at_gone to checked_at');
+    }
     peer.close();
   });
 });

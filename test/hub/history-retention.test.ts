@@ -10,9 +10,11 @@ import { pruneHistory } from '../../src/hub/db/history-prune';
 import { newId } from '../../src/protocol';
 import { withFileSql } from '../support/file-database';
 import { eventually, FAST_TIMERS, sleep, useHub } from './support/hub';
+import { captureHubLines } from './support/hub-lines';
 
 // A day of retention, passes every 400 ms, 3 rows of each table per pass: 7 old rows of each
 // take three passes, so the backlog path (the next pass at the next poll) is exercised too.
+const lines = captureHubLines();
 const h = useHub({ ...FAST_TIMERS, HISTORY_RETENTION_MS: String(24 * 3_600_000), HISTORY_PRUNE_INTERVAL_MS: '400', HISTORY_PRUNE_BATCH: '3' });
 
 const OLD = "now() - interval '2 days'";
@@ -85,5 +87,20 @@ describe('history retention', () => {
 
   it('a pass with the longest retention the configuration accepts runs (a horizon Postgres cannot compute failed every pass)', async () => {
     await expect(withFileSql((sql) => pruneHistory(sql, HISTORY_RETENTION_MAX_MS, 100))).resolves.toMatchObject({ full: false });
+  });
+
+  it('a pass that fails for a schema fault (a migration not run) is logged at error, not as an outage', async () => {
+    const c = await h.newCluster();
+    // A live session keeps the pollers' alarms (and so their passes) coming.
+    const { peer } = await h.openFresh(c);
+    const before = lines.length;
+    await h.sql('alter table rejections rename column received_at to received_at_gone');
+    try {
+      const line = await eventually(async () => lines.slice(before).find((l) => l.msg.startsWith('history retention pass failed')), 10_000);
+      expect(line).toMatchObject({ level: 'error', msg: expect.stringContaining('not an outage'), error: expect.stringMatching(/^42703: /) });
+    } finally {
+      await h.sql('alter table rejections rename column received_at_gone to received_at');
+    }
+    peer.close();
   });
 });

@@ -106,6 +106,25 @@ describe('a fault is logged as a fault, and answered as an outage', () => {
     expect((await admin('PUT', `/clusters/${c.name}/deployments/d1`, desired())).status).toBe(200);
   });
 
+  it("a live session's check refused for a missing relation is an error naming the fault, not a warning the fleet poll seems to mend", async () => {
+    const c = await newCluster('fault-check');
+    const peer = await connect(c.token);
+    const session = (await peer.hello({ cluster_id: c.name })).payload.session_id as string;
+    const errors = capture('error');
+    const warnings = capture('warn');
+    // The check records the session's view on its owner row: the update Postgres refuses.
+    const mend = await schemaFault('cluster_owners', c.uid, 'update');
+    try {
+      // A desired revision the session has not seen: the fleet poll pokes it to check.
+      expect((await admin('PUT', `/clusters/${c.name}/deployments/d1`, desired())).status).toBe(200);
+      const line = await eventually(async () => [...errors(), ...warnings()].find((l) => l.cluster === c.uid && l.msg.startsWith('session check failed')));
+      expect(line).toMatchObject({ level: 'error', session, msg: expect.stringContaining('not an outage'), error: expect.stringMatching(/^42P01: /) });
+    } finally {
+      await mend();
+    }
+    peer.close();
+  });
+
   it("a session's record of an operation it sends, refused for a missing relation, is an error naming the fault; the start is sent once mended", async () => {
     const c = await newCluster('fault-pump');
     const peer = await connect(c.token);

@@ -1,6 +1,6 @@
 import { DurableObject } from 'cloudflare:workers';
 import { gatewayStub, routeKeyOf, sessionStub } from '../address';
-import { describeError } from './errors';
+import { describeError, failureLine } from './errors';
 import { claimWithSnapshot, type ClaimedSession } from './claim-snapshot';
 import type { DesiredItem } from './desired-admin';
 import { PutCoalescer } from './desired-coalesce';
@@ -131,7 +131,10 @@ export class DbGateway extends DurableObject<HubEnv> {
     } catch (err) {
       // The statement did not run: these sweep answers go with the next one.
       this.sweptAlive.push(...alive);
-      log.warn('fleet poll failed; retrying at the next interval', { shard, error: describeError(err) });
+      // A fault (a migration not run) fails every poll, and with it every revocation and
+      // displacement the poll exists to deliver: an error, not the outage's warning.
+      const line = failureLine('fleet poll', err);
+      log[line.level](`${line.message}; retrying at the next interval`, { shard, ...line.fields });
     }
     this.pollAt = again ? Date.now() + cfg.POLL_INTERVAL_MS : Math.max(this.pruneAt, Date.now() + cfg.POLL_INTERVAL_MS);
     await this.ctx.storage.setAlarm(this.pollAt);
@@ -156,7 +159,8 @@ export class DbGateway extends DurableObject<HubEnv> {
       })
       .catch((err: unknown) => {
         this.pruneAt = Date.now() + cfg.HISTORY_PRUNE_INTERVAL_MS;
-        log.warn('history retention pass failed; retrying at the next interval', { shard, error: describeError(err) });
+        const line = failureLine('history retention pass', err);
+        log[line.level](`${line.message}; retrying at the next interval`, { shard, ...line.fields });
       })
       .finally(() => {
         this.pruning = false;

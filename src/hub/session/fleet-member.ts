@@ -1,7 +1,7 @@
 import { CloseCode } from '../../protocol';
 import { pollerStub, pollShardOf, routeKeyOf, sessionStub } from '../address';
 import type { HubConfig } from '../config';
-import { describeError } from '../db/errors';
+import { describeError, failureLine } from '../db/errors';
 import type { PokeReason } from '../db/fleet-poll';
 import { checkSession, leaveFleetPoll } from '../db/ownership';
 import type { Sql } from '../db/sql';
@@ -150,7 +150,10 @@ export class FleetMember {
     try {
       r = await checkSession(this.host.sql, { ...ref(meta), live: this.host.liveView(), connected: true, watermark: meta.desiredWatermark });
     } catch (err) {
-      state.log.warn('session check failed; the fleet poll pokes again', { error: describeError(err) });
+      // An outage rides out on the next poke; a fault (a schema behind the code) fails every
+      // check, and the check is what cuts a disabled or displaced session: that wants a person.
+      const line = failureLine('session check', err);
+      state.log[line.level](`${line.message}; the fleet poll pokes again`, line.fields);
       return;
     }
     if (sockets.active() !== ws) return;
