@@ -8,6 +8,11 @@
  * in that record (`pastCursor`); those at or below it can never be delivered again in this session
  * and stay in memory only. In the steady state nothing is past the cursor at a save, and the
  * record carries nothing.
+ *
+ * The next process replays from the cursor last saved, which trails the one in memory until the
+ * ack's save (and, while the link is down, the whole backoff): a revision applied over an older
+ * one of the same deployment still above the saved cursor must be saved at once as well, hole or
+ * not, or a crash lets the replay render the older one over it.
  */
 export interface AppliedEntry {
   deploymentId: string;
@@ -17,25 +22,31 @@ export interface AppliedEntry {
 }
 
 export class AppliedRevisions {
-  private readonly revisions = new Map<string, number>();
+  /** The highest revision applied per deployment, and the seq of the frame that applied it. */
+  private readonly revisions = new Map<string, { revision: number; seq: number }>();
   /** Applied since the last save, by deployment: pruned to those past the cursor at each save. */
   private readonly recent = new Map<string, AppliedEntry>();
   /**
-   * Told when a revision is applied behind a hole: no cursor move will save the record for it, so
-   * the client saves it now, before a crash could forget what the cluster already renders.
+   * Told when a revision is applied that a replay from the saved cursor could undo: behind a hole
+   * (no cursor move will save the record for it), or over an older revision of its deployment
+   * applied above the saved cursor. The client saves it now, before a crash could forget what the
+   * cluster already renders.
    */
-  pastHole: (() => void) | null = null;
+  mustSave: (() => void) | null = null;
+  /** The cursor in the last completed save of the durable record: where a replay would start. */
+  savedCursor: () => number = () => 0;
 
   constructor(private readonly cursor: () => number) {}
 
   get(deploymentId: string): number | undefined {
-    return this.revisions.get(deploymentId);
+    return this.revisions.get(deploymentId)?.revision;
   }
 
   applied(deploymentId: string, revision: number, seq: number): void {
-    this.revisions.set(deploymentId, revision);
+    const before = this.revisions.get(deploymentId);
+    this.revisions.set(deploymentId, { revision, seq });
     this.recent.set(deploymentId, { deploymentId, revision, seq });
-    if (seq > this.cursor() + 1) this.pastHole?.();
+    if (seq > this.cursor() + 1 || (before !== undefined && before.seq > this.savedCursor())) this.mustSave?.();
   }
 
   /** A complete hub snapshot withdrew every deployment not in `keep`. */
@@ -58,7 +69,7 @@ export class AppliedRevisions {
   restore(entries: readonly AppliedEntry[]): void {
     this.clear();
     for (const e of entries) {
-      this.revisions.set(e.deploymentId, e.revision);
+      this.revisions.set(e.deploymentId, { revision: e.revision, seq: e.seq });
       this.recent.set(e.deploymentId, { ...e });
     }
   }

@@ -184,13 +184,14 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
       open: () => this.conn.link?.welcomed === true,
       requestPump: () => this.writer.request(),
     });
-    session.appliedRevision.pastHole = () => {
+    session.appliedRevision.savedCursor = () => record.persistedCursor;
+    session.appliedRevision.mustSave = () => {
       record.markChanged();
       // Saved here, not by the writer: it saves only while a link is open, and a handler that
       // returns after the link dropped would leave the revision unsaved for the whole backoff.
       // Never after the stop's final save: the state may belong to the next process by then.
       if (this.finalSaved) return;
-      record.persist().catch((err: unknown) => log.error('could not save a revision applied behind a hole', { err }));
+      record.persist().catch((err: unknown) => log.error('could not save a revision a replay could undo', { err }));
     };
   }
 

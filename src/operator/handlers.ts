@@ -128,8 +128,8 @@ export interface OperatorHandlers {
   /**
    * Apply one desired deployment exactly as received: the replica bounds are this cluster's
    * share and must be rendered as they are, never summed, scaled or re-derived. Idempotent:
-   * delivery is at-least-once. The SDK skips a frame whose revision is older than one already
-   * applied for the same deployment in this session.
+   * delivery is at-least-once. The SDK skips a frame whose revision is not newer than one already
+   * applied for the same deployment in this session (also by a process that continued it).
    */
   desired(payload: Payload<'deployment.desired'>, ctx: FrameContext): HandlerResult | Promise<HandlerResult>;
   /**

@@ -230,6 +230,50 @@ describe('desired revisions across a crash', () => {
   });
 });
 
+describe('desired revisions across a crash before the cursor is saved', () => {
+  it('a newer revision applied over one still above the saved cursor is saved at once: the next process does not render the older one over it', async () => {
+    // No hole: revisions 5 and 6 of D both apply, but the cursor that passes them is saved only
+    // when the ack goes out (ackDelayMs, never here: the timers are manual), or not at all while
+    // the link is down. A replay from the cursor on disk delivers revision 5 again.
+    let rendered = 0;
+    const desiredResult = (p: { revision: number }): HandlerResult => ((rendered = p.revision), applied());
+    const saving = { inFlight: 0 };
+    class CountingStore extends FileCursorStore {
+      override async save(record: Parameters<FileCursorStore['save']>[0]): Promise<void> {
+        saving.inFlight++;
+        try {
+          await super.save(record);
+        } finally {
+          saving.inFlight--;
+        }
+      }
+    }
+    const first = makeClient(hub, { cursorStore: new CountingStore(cursorPath()), outboundLog: await FileOutboundLog.open(logPath()), desiredResult });
+    const { conn, acked } = await openSettled(first);
+    const f1 = conn.sendSeq('deployment.desired', desiredPayload('D', 5));
+    const f2 = conn.sendSeq('deployment.desired', desiredPayload('D', 6));
+    await eventually(() => first.client.session.cursor >= 2, 'both applied');
+    expect(rendered).toBe(6);
+    await eventually(() => saving.inFlight === 0, 'no save under way');
+    conn.terminate(); // crash
+
+    const second = makeClient(hub, { cursorStore: new FileCursorStore(cursorPath()), outboundLog: await FileOutboundLog.open(logPath()), desiredResult });
+    clients.push(second);
+    await second.client.start();
+    const conn2 = await hub.nextConnection();
+    const hello = await conn2.nextOf('hello');
+    expect(hello.payload).toMatchObject({ session_id: 'S1', lossy: false });
+    conn2.welcome({ session_id: 'S1', full_resync: false, ack_seq: acked });
+    const from = hello.payload.resume_from as number;
+    if (from < 1) conn2.send('deployment.desired', desiredPayload('D', 5), { seq: 1, id: f1.id! });
+    conn2.send('deployment.desired', desiredPayload('D', 6), { seq: 2, id: f2.id! });
+    await eventually(() => second.client.session.cursor >= 2 || undefined, 'the replay settled');
+    // The cluster had revision 6; it must never be rendered back to revision 5.
+    expect(second.calls.desired.map((c) => c.payload.revision)).not.toContain(5);
+    expect(rendered).toBe(6);
+  });
+});
+
 describe('desired revisions across a graceful stop during an outage', () => {
   it('the stop waits for a desired handler still running, so the revision it applies behind a hole is in the final record', async () => {
     const { cluster, first, nextProcessReplays } = await holeBehindSlowSix();
