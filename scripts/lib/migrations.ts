@@ -26,7 +26,11 @@ export interface Migration {
   name: string;
   file: string;
   sql: string;
-  /** sha256 of `sql`, hex: what the ledger records, so an applied file edited later is noticed. */
+  /**
+   * sha256 of `sql` with LF line endings, hex: what the ledger records, so an applied file edited
+   * later is noticed. Line endings are not an edit: a checkout with CRLF (Git for Windows'
+   * default core.autocrlf) would otherwise have every applied file refused.
+   */
   checksum: string;
   /** False for a `-- wingsmith:no-transaction` file. */
   transaction: boolean;
@@ -66,6 +70,7 @@ const DIRECTIVE = /^--\s*wingsmith:(.*)$/gm;
 const CONCURRENT_INDEX = /create\s+(?:unique\s+)?index\s+concurrently\s+(if\s+not\s+exists\s+)?"?([A-Za-z_][A-Za-z0-9_$]*)?/gi;
 
 const sha256 = (text: string): string => createHash('sha256').update(text, 'utf8').digest('hex');
+const lf = (text: string): string => text.replaceAll('\r\n', '\n');
 
 /** Whether a step holds anything but comments and blanks (an empty query is not worth a round trip). */
 const hasStatement = (sql: string): boolean => sql.split('\n').some((line) => line.trim() !== '' && !line.trim().startsWith('--'));
@@ -100,7 +105,7 @@ export async function readMigrations(dir: string = MIGRATIONS_DIR): Promise<Migr
     if (seen.has(version)) throw new Error(`two migrations share version ${version}`);
     seen.add(version);
     const sql = await readFile(path.join(dir, file), 'utf8');
-    migrations.push({ version, name, file, sql, checksum: sha256(sql), ...parseMigration(file, sql) });
+    migrations.push({ version, name, file, sql, checksum: sha256(lf(sql)), ...parseMigration(file, sql) });
   }
   return migrations;
 }
@@ -180,7 +185,8 @@ export async function applyMigrations(client: Client, migrations: Migration[], o
     const byVersion = new Map(migrations.map((m) => [m.version, m]));
     const changed = rows.flatMap((r) => {
       const m = byVersion.get(r.version);
-      return m && r.checksum !== null && r.checksum !== m.checksum ? [m.file] : [];
+      // A ledger written from a CRLF checkout before line endings were ignored recorded that text's.
+      return m && r.checksum !== null && r.checksum !== m.checksum && r.checksum !== sha256(lf(m.sql).replaceAll('\n', '\r\n')) ? [m.file] : [];
     });
     if (changed.length > 0) {
       throw new Error(

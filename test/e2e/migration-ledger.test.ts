@@ -6,6 +6,7 @@
  * no-transaction migration (-- wingsmith:no-transaction) is recorded only once every step
  * succeeded. The first test came from a review and failed before (the edit went unnoticed).
  */
+import { createHash } from 'node:crypto';
 import { cp, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -76,6 +77,26 @@ describe.skipIf(embedded)('migration ledger', () => {
     } finally {
       await rm(edited, { recursive: true, force: true });
     }
+  });
+
+  it('a checkout with CRLF line endings (Git for Windows\' core.autocrlf) holds the same migrations, not an edit of every file', { retry: 0 }, async () => {
+    // Migrated from this repository's LF text (by the test before, when it ran).
+    await migrate(olderUrl, proxy);
+    const crlf = await mkdtemp(path.join(tmpdir(), 'migration-ledger-crlf-'));
+    const files = await readMigrations(MIGRATIONS_DIR);
+    try {
+      for (const m of files) await writeFile(path.join(crlf, m.file), m.sql.replaceAll('\n', '\r\n'));
+      expect((await migrate(olderUrl, proxy, crlf)).applied).toEqual([]);
+    } finally {
+      await rm(crlf, { recursive: true, force: true });
+    }
+    // And a ledger an earlier runner wrote from a CRLF checkout (the checksums of that text) is
+    // this repository's text too.
+    const crlfSha = (sql: string) => createHash('sha256').update(sql.replaceAll('\n', '\r\n'), 'utf8').digest('hex');
+    await withPg(olderUrl, proxy, async (c) => {
+      for (const m of files) await c.query('update schema_migrations set checksum = $2 where version = $1', [m.version, crlfSha(m.sql)]);
+    });
+    expect((await migrate(olderUrl, proxy)).applied).toEqual([]);
   });
 
   it('a no-transaction migration whose step fails is not recorded; its earlier steps stay, and a rerun completes it', { retry: 0 }, async () => {
