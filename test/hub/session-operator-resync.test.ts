@@ -165,10 +165,13 @@ describe('poison frames', () => {
     ids.push(rawFrame(peer, 3, 'resync.begin', { scope: ['nonsense'] }));
     ids.push(rawFrame(peer, 4, 'stream.end', { complete: 'yes', count: -1 }));
     ids.push(rawFrame(peer, 5, 'device.observed', { device_id: 'g1' }));
-    const unknown = rawFrame(peer, 6, 'future.thing', { x: 1 });
-    peer.nextSeq = 7;
+    // A begin naming no kind, or one kind twice, opens no stream: it is answered as any poison.
+    ids.push(rawFrame(peer, 6, 'resync.begin', { scope: [] }));
+    ids.push(rawFrame(peer, 7, 'resync.begin', { scope: ['node', 'node'] }));
+    const unknown = rawFrame(peer, 8, 'future.thing', { x: 1 });
+    peer.nextSeq = 9;
     peer.send('node.observed', node('ok'));
-    await peer.ackedThrough(7);
+    await peer.ackedThrough(9);
     await sleep(300);
     const errors = peer.frames.filter((f) => f.type === 'error' && f.seq !== null);
     for (const id of [...ids, unknown]) expect(errors.some((e) => e.reply_to === id), `a sequenced error answers ${id}; got ${JSON.stringify(errors.map((e) => [e.reply_to, e.payload]))}`).toBe(true);
@@ -177,12 +180,12 @@ describe('poison frames', () => {
     expect(rej.status).toBe(200);
     const items = (rej.json.items ?? rej.json.data ?? rej.json) as { seq: number | string; session_id?: string }[];
     const seqs = items.map((i) => Number(i.seq)).sort((a, b) => a - b);
-    for (const s of [1, 2, 3, 4, 5]) expect(seqs, JSON.stringify(rej.json)).toContain(s);
+    for (const s of [1, 2, 3, 4, 5, 6, 7]) expect(seqs, JSON.stringify(rej.json)).toContain(s);
     const view = await h.admin('GET', `/clusters/${c.name}`);
-    expect(view.json.rejections, JSON.stringify(view.json)).toBeGreaterThanOrEqual(5);
+    expect(view.json.rejections, JSON.stringify(view.json)).toBeGreaterThanOrEqual(7);
     // Still usable.
     peer.send('node.observed', node('ok2'));
-    await peer.ackedThrough(8);
+    await peer.ackedThrough(10);
     expect(peer.isClosed).toBe(false);
     expect(sessionId).toBeTruthy();
     peer.close();
