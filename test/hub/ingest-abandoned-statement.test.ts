@@ -5,65 +5,30 @@
  * first and then be overwritten by it. So the session applies nothing more and sends the operator
  * away (1013); the resume's claim moves the fence's generation, which the late statement then fails.
  *
- * The hub reaches the database through the usual WS→TCP proxy whose TCP side goes through a relay
- * this file owns. `stallOpen()` stalls the connections open now (their bytes are held, in order,
- * sockets stay up), while connections opened after it flow; `releaseHeld()` delivers the held
- * bytes, as TCP does when such a path heals. `cutOpen()` drops the connections open now (a proxy
- * restart): a statement already on the server runs on, and commits, whatever became of its link.
+ * The hub reaches the database through the usual WS→TCP proxy whose TCP side goes through a stall
+ * relay (support/stall-relay.ts): a statement already on the server runs on, and commits, whatever
+ * becomes of its link.
  */
-import net from 'node:net';
 import { afterAll, describe, expect, inject, it } from 'vitest';
 import { startPgWsProxy, type PgWsProxy } from '../../scripts/lib/pg-ws-proxy';
 import { findProxyTarget } from './support/proxy-target';
+import { startStallRelay, type StallRelay } from './support/stall-relay';
 import { desired, eventually, FAST_TIMERS, node, sleep, useHub, type Peer } from './support/hub';
 
-interface Link { stalled: boolean; held: Array<() => void> }
-const links = new Set<Link>();
-const sockets = new Set<net.Socket>();
-let relay: net.Server | null = null;
+let relay: StallRelay | null = null;
 let wsProxy: PgWsProxy | null = null;
-
-function pipe(link: Link, from: net.Socket, to: net.Socket): void {
-  from.on('data', (chunk) => {
-    const send = () => { if (!to.destroyed) to.write(chunk); };
-    if (link.stalled) link.held.push(send);
-    else send();
-  });
-  from.on('end', () => { const f = () => to.end(); if (link.stalled) link.held.push(f); else f(); });
-  from.on('error', () => undefined);
-}
-const stallOpen = () => { for (const l of links) l.stalled = true; };
-const releaseHeld = () => { holdNew = false; for (const l of links) { l.stalled = false; for (const f of l.held.splice(0)) f(); } };
-/** While set, connections opened are stalled from their first byte (a database slow to accept them). */
-let holdNew = false;
-const cutOpen = () => { for (const s of sockets) s.destroy(); };
-/** Every open connection drops (a database restart), and new ones are held until `releaseHeld()`. */
-const restartSlowly = () => { holdNew = true; for (const s of sockets) s.destroy(); };
 
 const QUERY_MS = 1_500;
 // One gateway connection: a statement asked for while it is stalled is the one sent into the stall.
 const h = useHub({ ...FAST_TIMERS, PG_QUERY_TIMEOUT_MS: String(QUERY_MS), IDLE_TIMEOUT_MS: '30000', HOLE_TIMEOUT_MS: '20000', RETENTION_MS: '60000', DB_GATEWAY_SHARDS: '1', DB_GATEWAY_CONNECTIONS: '1' }, async () => {
   const target = await findProxyTarget(inject('databaseUrl'), inject('pgWsProxy'));
-  relay = net.createServer((client) => {
-    const upstream = net.connect(target);
-    const link: Link = { stalled: holdNew, held: [] };
-    links.add(link);
-    sockets.add(client); sockets.add(upstream);
-    pipe(link, client, upstream);
-    pipe(link, upstream, client);
-    const forget = () => { if (client.destroyed && upstream.destroyed) links.delete(link); };
-    client.on('close', forget); upstream.on('close', forget);
-  });
-  await new Promise<void>((r) => relay!.listen(0, '127.0.0.1', () => r()));
-  const port = (relay.address() as net.AddressInfo).port;
-  wsProxy = await startPgWsProxy({ target: { host: '127.0.0.1', port } });
+  relay = await startStallRelay(target);
+  wsProxy = await startPgWsProxy({ target: { host: '127.0.0.1', port: relay.port } });
   return { PG_WS_PROXY: `127.0.0.1:${wsProxy.port}` };
 });
 afterAll(async () => {
-  releaseHeld();
-  await wsProxy?.close();
-  for (const s of sockets) s.destroy();
   relay?.close();
+  await wsProxy?.close();
 });
 
 /**
@@ -92,7 +57,7 @@ describe('an ingest statement given up on unanswered', () => {
     const { peer, sessionId } = await h.openFresh(c);
     peer.send('node.observed', node('n1', true)); // seq 1: opens the session's ingest connection
     await peer.ackedThrough(1);
-    stallOpen();
+    relay!.stallOpen();
     peer.send('node.observed', node('n1', true)); // seq 2: its statement is held on the stalled connection
     // Either the hub sends the operator away (1013) and it resumes and replays seq 2, or (what the
     // hub did before) it retries seq 2 on a new connection and acks it on the same link.
@@ -110,7 +75,7 @@ describe('an ingest statement given up on unanswered', () => {
     const acked = await h.sql<{ ready: boolean; obs_seq: string }>('select ready, obs_seq from nodes where cluster_uid = $1 and node_id = $2', [c.uid, 'n1']);
     expect(acked[0]).toMatchObject({ ready: false, obs_seq: '3' });
     // The stalled path heals: the abandoned seq-2 statement reaches Postgres now, fenced off.
-    releaseHeld();
+    relay!.releaseHeld();
     await sleep(1_500);
     const after = await h.sql<{ ready: boolean; obs_seq: string }>('select ready, obs_seq from nodes where cluster_uid = $1 and node_id = $2', [c.uid, 'n1']);
     expect(after[0], 'the node as the operator last reported it (seq 3, acknowledged)').toMatchObject({ ready: false, obs_seq: '3' });
@@ -144,7 +109,7 @@ describe('an ingest statement whose connection is lost while it runs', () => {
     try {
       peer.send('node.observed', node('n1', true)); // seq 2
       await eventually(gateWaiting, 5_000);
-      cutOpen();
+      relay!.cutOpen();
       // Either the hub sends the operator away (1013) and it resumes and replays seq 2, or (what
       // the hub did before) it retries seq 2 on a new connection and acks it on the same link.
       const outcome = await Promise.race([peer.closed.then((x) => x.code), peer.ackedThrough(2, 10_000).then(() => 'acked' as const)]);
@@ -184,14 +149,14 @@ describe('an admin statement still waiting for its connection when the hub gives
     const c = await h.newCluster('slow-conn');
     const { peer } = await h.openFresh(c);
     // Postgres restarts and is slow to take connections: the gateway's next statement must connect.
-    restartSlowly();
+    relay!.restartSlowly();
     await sleep(500);
     let b: { status: number; json: any };
     try {
       b = await h.admin('PUT', `/clusters/${c.name}/deployments/b`, desired({ workload_id: 'wb' }));
     } finally {
       // Postgres takes connections again, the one opened for PUT b included.
-      releaseHeld();
+      relay!.releaseHeld();
     }
     expect(b.status).toBe(503);
     expect(b.json.error.code).toBe('unavailable');
@@ -225,7 +190,7 @@ describe('a claim given up on unanswered that commits late', () => {
 
     const again = await h.connect(c.token, sessionId);
     // The token lookup is answered; the claim is sent into a path that has gone quiet.
-    stallOpen();
+    relay!.stallOpen();
     again.send('hello', { operator_version: '0.1.0', cluster_id: c.name, session_id: sessionId, resume_from: cursor, lossy: false });
     try {
       // 1013 when the claim's deadline passes first, 4408 when the handshake's does: never welcomed.
@@ -233,7 +198,7 @@ describe('a claim given up on unanswered that commits late', () => {
       expect(again.frames.map((f) => f.type)).not.toContain('welcome');
     } finally {
       // The path heals: the claim reaches Postgres and commits, after the hello was refused.
-      releaseHeld();
+      relay!.releaseHeld();
     }
     await eventually(async () => Number((await generation())?.generation) > before, 10_000);
 

@@ -6,34 +6,18 @@
  * awake (in memory, its alarm invocation open) for as long as the link stayed stalled (found by
  * review). Other Pg.close() callers (the idle close, the gateway's) do not wait on it.
  *
- * The hub reaches the usual WS→TCP proxy through a TCP relay this file owns, between workerd and
- * the proxy, so a stall holds the WebSocket's own frames. `stallOpen()` stalls the links open now
- * (their bytes are held, sockets stay up); links opened after it flow.
+ * The hub reaches the usual WS→TCP proxy through a stall relay (support/stall-relay.ts) between
+ * workerd and the proxy, so a stall holds the WebSocket's own frames.
  */
-import net from 'node:net';
 import { afterAll, describe, inject, it } from 'vitest';
 import { startPgWsProxy, type PgWsProxy } from '../../scripts/lib/pg-ws-proxy';
 import { captureHubLines } from './support/hub-lines';
 import { findProxyTarget } from './support/proxy-target';
+import { startStallRelay, type StallRelay } from './support/stall-relay';
 import { eventually, FAST_TIMERS, node, useHub } from './support/hub';
 
-interface Link { stalled: boolean; held: Array<() => void> }
-const links = new Set<Link>();
-const sockets = new Set<net.Socket>();
-let relay: net.Server | null = null;
+let relay: StallRelay | null = null;
 let wsProxy: PgWsProxy | null = null;
-
-function pipe(link: Link, from: net.Socket, to: net.Socket): void {
-  from.on('data', (chunk) => {
-    const send = () => { if (!to.destroyed) to.write(chunk); };
-    if (link.stalled) link.held.push(send);
-    else send();
-  });
-  from.on('end', () => { const f = () => to.end(); if (link.stalled) link.held.push(f); else f(); });
-  from.on('error', () => undefined);
-}
-const stallOpen = () => { for (const l of links) l.stalled = true; };
-const releaseHeld = () => { for (const l of links) { l.stalled = false; for (const f of l.held.splice(0)) f(); } };
 
 // Info lines too: the retention's two lines are info.
 process.env.E2E_HUB_LOG = 'log';
@@ -43,24 +27,10 @@ const lines = captureHubLines();
 const h = useHub({ ...FAST_TIMERS, RETENTION_MS: '1500', PG_IDLE_CLOSE_MS: '60000' }, async () => {
   wsProxy = await startPgWsProxy({ target: await findProxyTarget(inject('databaseUrl'), inject('pgWsProxy')) });
   const proxyPort = wsProxy.port;
-  relay = net.createServer((client) => {
-    const upstream = net.connect({ host: '127.0.0.1', port: proxyPort });
-    const link: Link = { stalled: false, held: [] };
-    links.add(link);
-    sockets.add(client);
-    sockets.add(upstream);
-    pipe(link, client, upstream);
-    pipe(link, upstream, client);
-    const forget = () => { if (client.destroyed && upstream.destroyed) links.delete(link); };
-    client.on('close', forget);
-    upstream.on('close', forget);
-  });
-  await new Promise<void>((r) => relay!.listen(0, '127.0.0.1', () => r()));
-  return { PG_WS_PROXY: `127.0.0.1:${(relay.address() as net.AddressInfo).port}` };
+  relay = await startStallRelay({ host: '127.0.0.1', port: proxyPort });
+  return { PG_WS_PROXY: `127.0.0.1:${relay.port}` };
 });
 afterAll(async () => {
-  releaseHeld();
-  for (const s of sockets) s.destroy();
   relay?.close();
   await wsProxy?.close();
 });
@@ -73,7 +43,7 @@ describe('retention expiring on a stalled database link', () => {
     await peer.ackedThrough(1);
     peer.close();
     await peer.closed;
-    stallOpen();
+    relay!.stallOpen();
     const mine = (msg: string) => lines.some((l) => l.msg === msg && l.session === sessionId) || undefined;
     await eventually(async () => mine('session retention expired; deleting its storage'), 10_000);
     // Bounded by the close's own waits (a second for the prepared statements, a second for the end), not by the link.
