@@ -29,7 +29,7 @@ export interface PumpHost {
   queuedBytes(): number;
   /** Queue a frame; false when it could not be (the connection is closing). */
   enqueue(o: Outgoing): boolean;
-  /** A read found the session's claim gone: check it now (it is cut) rather than at the next poll. */
+  /** A read or an operation record found the session's claim gone: check it now (it is cut) rather than at the next poll. */
   claimLost(): void;
   /** Queue several frames as one (written in one commit). */
   batch<T>(queue: () => T): T;
@@ -222,7 +222,8 @@ export class DesiredPump {
         const { rows: ops, more } = await fetchOpenOperations(sql, meta.clusterUid, f.opsAfter, resync.revision, page, maxBytes);
         if (this.progress !== f) return false;
         const ids = await this.recordOperationStarts(ops.map((o) => o.payload));
-        if (!ids || this.progress !== f) return false;
+        if (!ids) return this.claimLost();
+        if (this.progress !== f) return false;
         return this.host.batch(() => {
           for (const o of ops) {
             if (!this.host.enqueue(frame('operation.start', o.payload, null, { t: 'resync_op', revision: o.revision }, ids.get(o.payload.operation_id)))) {
@@ -243,7 +244,8 @@ export class DesiredPump {
     const { rows: changes, more } = fetched;
     if (this.progress !== f) return false;
     const ids = await this.recordOperationStarts(changes.flatMap((c) => (c.kind === 'operation' ? [c.payload] : [])));
-    if (!ids || this.progress !== f) return false;
+    if (!ids) return this.claimLost();
+    if (this.progress !== f) return false;
     return this.host.batch(() => {
       for (const c of changes) {
         const o =
@@ -263,11 +265,12 @@ export class DesiredPump {
   }
 
   /**
-   * The read found the session's claim gone (displaced, disabled, token rotated): nothing is
-   * queued, and the session checks its claim now, which cuts it, instead of at its next poll.
+   * A read, or the record of operation starts, found the session's claim gone (displaced,
+   * disabled, token rotated): nothing is queued, and the session checks its claim now, which
+   * cuts it, instead of at its next poll.
    */
   private claimLost(): false {
-    this.host.log().warn('desired-state read refused: the session no longer holds its claim; checking it now');
+    this.host.log().warn('desired-state read or operation record refused: the session no longer holds its claim; checking it now');
     this.host.claimLost();
     return false;
   }
