@@ -4,27 +4,36 @@
  * database refuses is logged loudly, and a line that does not say which cluster sent it cannot be
  * acted on.
  */
+import { runInDurableObject } from 'cloudflare:test';
 import { describe, expect, it, vi } from 'vitest';
+import { routeKeyOf, sessionStub } from '../../src/hub/address';
+import type { SessionObject } from '../../src/hub/session/session-object';
 import { CloseCode } from '../../src/protocol';
-import { admin, connect, newCluster, node } from './support/peer';
+import { admin, connect, eventually, hubEnv, newCluster, node } from './support/peer';
 
-type Line = { level: string; msg: string; cluster?: string; session?: string; seq?: number; connection?: string; reason?: string };
+type Line = { level: string; msg: string; cluster?: string; session?: string; seq?: number; connection?: string; close?: number; reason?: string; why?: string };
+
+const CONNECTION_ID = /^[0-9A-HJKMNP-TV-Z]{26}$/;
 
 /**
  * The JSON lines written to `console[level]` while `run` ran. Each line below is written before
  * the frame or close that `run` waits for, so nothing is left to wait for afterwards.
  */
-async function logged(level: 'warn' | 'error', run: () => Promise<void>): Promise<Line[]> {
+async function logged(level: 'log' | 'warn' | 'error', run: () => Promise<void>): Promise<Line[]> {
   const spy = vi.spyOn(console, level);
   try {
     await run();
-    return spy.mock.calls
-      .map((args) => String(args[0]))
-      .filter((s) => s.startsWith('{'))
-      .map((s) => JSON.parse(s) as Line);
+    return linesOf(spy.mock.calls);
   } finally {
     spy.mockRestore();
   }
+}
+
+function linesOf(calls: unknown[][]): Line[] {
+  return calls
+    .map((args) => String(args[0]))
+    .filter((s) => s.startsWith('{'))
+    .map((s) => JSON.parse(s) as Line);
 }
 
 describe('session log lines', () => {
@@ -57,7 +66,56 @@ describe('session log lines', () => {
       expect((await peer.closedWith()).code).toBe(CloseCode.PROTOCOL_ERROR);
     });
     const refused = warnings.find((l) => l.msg === 'connection refused' && l.reason?.startsWith('hello.cluster_id does not name'));
-    expect(refused).toMatchObject({ cluster: c.uid, connection: expect.stringMatching(/^[0-9A-HJKMNP-TV-Z]{26}$/) });
+    expect(refused).toMatchObject({ cluster: c.uid, connection: expect.stringMatching(CONNECTION_ID) });
+  });
+
+  it("an operator's close of its session's connection is logged with the connection, close code and reason as fields", async () => {
+    const c = await newCluster('logs');
+    const peer = await connect(c.token);
+    const session = (await peer.hello({ cluster_id: c.name })).payload.session_id as string;
+    await peer.next((f) => f.type === 'stream.end');
+    const spy = vi.spyOn(console, 'log');
+    try {
+      peer.close(1001);
+      await peer.closed;
+      const ended = await eventually(async () => linesOf(spy.mock.calls).find((l) => l.msg === 'session connection ended' && l.session === session));
+      expect(ended).toMatchObject({ cluster: c.uid, session, connection: expect.stringMatching(CONNECTION_ID), close: 1001, reason: 'test done', why: 'closed by peer (1001: test done)' });
+    } finally {
+      spy.mockRestore();
+    }
+  });
+
+  it('a hello that fails unexpectedly is logged with the cluster, session and connection of the refusal that follows', async () => {
+    const c = await newCluster('logs');
+    const a = await connect(c.token);
+    const s = (await a.hello({ cluster_id: c.name })).payload.session_id as string;
+    await a.next((f) => f.type === 'stream.end');
+    a.close();
+    await a.closed;
+    // A fault of the hub's own code late in the hello (after the connection carries the session):
+    // the first thing the session does once opened throws, once.
+    await runInDurableObject(sessionStub(hubEnv, { clusterUid: c.uid, routeKey: routeKeyOf(s) as string }), (i: SessionObject) => {
+      const pump = (i as unknown as { pump: { learn(revision: number): void } }).pump;
+      const learn = pump.learn.bind(pump);
+      pump.learn = () => {
+        pump.learn = learn;
+        throw new Error('simulated fault');
+      };
+    });
+    const b = await connect(c.token, s);
+    const warnings: Line[] = [];
+    const errors = await logged('error', async () => {
+      warnings.push(
+        ...(await logged('warn', async () => {
+          await b.hello({ cluster_id: c.name, session_id: s, resume_from: a.hubCursor });
+          expect((await b.closedWith()).code).toBe(CloseCode.INTERNAL);
+        })),
+      );
+    });
+    const failed = errors.find((l) => l.msg === 'hello failed unexpectedly');
+    const refused = warnings.find((l) => l.msg === 'connection refused' && l.close === CloseCode.INTERNAL);
+    expect(refused).toMatchObject({ cluster: c.uid, session: s, connection: expect.stringMatching(CONNECTION_ID) });
+    expect(failed).toMatchObject({ cluster: c.uid, session: s, connection: refused?.connection, error: 'simulated fault' });
   });
 
   it("the Worker's refusal of a disabled cluster names the cluster", async () => {

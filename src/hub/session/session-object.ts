@@ -9,7 +9,7 @@ import { gatewayClaim, gatewaySql } from '../db/gateway';
 import type { IngestResult } from '../db/ingest';
 import type { Sql } from '../db/sql';
 import type { HubEnv } from '../env';
-import { createLogger, type Logger } from '../log';
+import { createLogger, type LogFields, type Logger } from '../log';
 import { LogBudget } from '../log-budget';
 import { Pg } from '../pg';
 import { dueNow, phaseCheckOffset, type ClockState } from './clock';
@@ -101,7 +101,7 @@ export class SessionObject extends DurableObject<HubEnv> {
       log,
       // A connection that never finished its handshake may have been all that kept the runtime's
       // auto-answer off (syncAutoPong).
-      gone: (_ws, why, active) => (active ? this.onConnectionEnded(why) : this.syncAutoPong()),
+      gone: (_ws, why, active, fields) => (active ? this.onConnectionEnded(why, fields) : this.syncAutoPong()),
     }));
     this.sendPath = new SendPath({
       cfg,
@@ -233,7 +233,7 @@ export class SessionObject extends DurableObject<HubEnv> {
     } catch {
       // already closed
     }
-    this.sockets.forget(ws, `closed by peer (${code}${reason ? `: ${reason}` : ''})`);
+    this.sockets.forget(ws, `closed by peer (${code}${reason ? `: ${reason}` : ''})`, { code, reason });
     if (neverSpoke && this.sockets.all().every((w) => w === ws)) {
       // Local workerd keeps the TCP connection of a socket that never delivered a message until
       // its object is evicted (close frame at 10.0 s, TCP end at 20.0 s, measured on a quiet
@@ -407,7 +407,8 @@ export class SessionObject extends DurableObject<HubEnv> {
         text,
       );
     } catch (err) {
-      this.baseLog.error('hello failed unexpectedly', { error: describeError(err) });
+      // The same cluster, session (once known) and connection as the refusal's line that follows.
+      this.baseLog.error('hello failed unexpectedly', { ...this.sockets.whose(ws), error: describeError(err) });
       this.sockets.refuse(ws, CloseCode.INTERNAL, null, 'internal', 'internal error during handshake', true);
     }
   }
@@ -475,14 +476,14 @@ export class SessionObject extends DurableObject<HubEnv> {
 
   // --- Connection state ------------------------------------------------------------------------
 
-  private onConnectionEnded(why: string): void {
+  private onConnectionEnded(why: string, fields: LogFields): void {
     this.logBudget.flush(this.state.log, true);
     this.resetOutgoing();
     this.syncAutoPong();
     const meta = this.state.meta;
     if (!meta) return;
     this.state.disconnected(Date.now());
-    this.state.log.info('session connection ended', { why, hub_cursor: this.state.inbound.cursor, unacked: this.state.outbound.unacked });
+    this.state.log.info('session connection ended', { ...fields, why, hub_cursor: this.state.inbound.cursor, unacked: this.state.outbound.unacked });
     // A hello under way may be resuming this very session on its new connection (its claim
     // already recorded): a disconnect published now would mark the session disconnected and take
     // it out of the fleet poll for good. If that hello does not open the session, `settleHello` publishes it.

@@ -27,8 +27,11 @@ export interface SocketHooks {
   /** The cursor a connection-level error carries (null before any session). */
   ack(): number | null;
   log(): Logger;
-  /** A connection ended (closed by either side, or errored); `active` when it carried the session. */
-  gone(ws: WebSocket, why: string, active: boolean): void;
+  /**
+   * A connection ended (closed by either side, or errored); `active` when it carried the session.
+   * `fields` name the connection, and the close code and reason when there was a close.
+   */
+  gone(ws: WebSocket, why: string, active: boolean, fields: LogFields): void;
 }
 
 /**
@@ -154,7 +157,7 @@ export class Sockets {
    * object's logger names no cluster, and a refusal at the handshake is exactly the line someone
    * looks for.
    */
-  private whose(ws: WebSocket): { cluster?: string; session?: string; connection?: string } {
+  whose(ws: WebSocket): { cluster?: string; session?: string; connection?: string } {
     const att = this.attachment(ws);
     if (!att) return {};
     return att.sessionId ? { cluster: att.clusterUid, session: att.sessionId, connection: att.cid } : { cluster: att.clusterUid, connection: att.cid };
@@ -185,7 +188,7 @@ export class Sockets {
         // already closed
       }
     }
-    this.forget(ws, `closed by hub (${code}: ${reason})`);
+    this.forget(ws, `closed by hub (${code}: ${reason})`, { code, reason });
   }
 
   /** `ws` ended, by our own record rather than the runtime's readyState (see dispatch). */
@@ -210,14 +213,22 @@ export class Sockets {
     return att?.phase === 'open' && att.sessionId === this.hooks.sessionId() && this.active() === null;
   }
 
-  /** The connection ended (or is ending): stop tracking it and tell the session. */
-  forget(ws: WebSocket, why: string): void {
+  /**
+   * The connection ended (or is ending): stop tracking it and tell the session. `close`: the code
+   * and reason it closed with (none for a socket error), as fields of their own so that a query
+   * need not parse `why`.
+   */
+  forget(ws: WebSocket, why: string, close?: { code: number; reason: string }): void {
     this.endedSockets.add(ws);
     this.handshaking = undefined;
     const wasActive = this.current === ws || (this.current === undefined && this.carriedSession(ws));
+    // Read before the attachment is dropped: it is what names the connection.
+    const cid = this.attachment(ws)?.cid;
     this.attachments.delete(ws);
     if (wasActive) this.current = null;
-    this.hooks.gone(ws, why, wasActive);
+    const fields: LogFields = cid ? { connection: cid } : {};
+    if (close) Object.assign(fields, { close: close.code, reason: storableText(close.reason, CLOSE_REASON_LOG_CHARS) });
+    this.hooks.gone(ws, why, wasActive, fields);
   }
 
   /** The last sign of life on a connection: its last frame, or a ping the runtime answered. */
