@@ -5,6 +5,23 @@ import { decodeEnvelope, encodeEnvelope, ENVELOPE_VERSION, frameProblem, timesta
 // Created on first use: Workers forbid generating random values at global scope.
 let ulid: ReturnType<typeof monotonicFactory> | null = null;
 
+/**
+ * The factory asks its generator for one value per character, sixteen per id, and the default
+ * one calls `crypto.getRandomValues` for each single byte: a call into the runtime that costs more
+ * than the byte. The same generator's bytes, drawn a pool at a time.
+ */
+const POOL_BYTES = 256;
+let pool: Uint8Array | null = null;
+let taken = POOL_BYTES;
+function pooledRandom(): number {
+  if (taken === POOL_BYTES) {
+    pool ??= new Uint8Array(POOL_BYTES);
+    crypto.getRandomValues(pool);
+    taken = 0;
+  }
+  return (pool as Uint8Array)[taken++]! / 256;
+}
+
 /** The last millisecond a ULID's 48-bit time can hold (year 10889). */
 const ULID_TIME_MAX = 2 ** 48 - 1;
 
@@ -16,7 +33,7 @@ const ULID_TIME_MAX = 2 ** 48 - 1;
  * reads 0 as "no time given" and asks the same wrong clock again.
  */
 export function newId(now: number = Date.now()): string {
-  ulid ??= monotonicFactory();
+  ulid ??= monotonicFactory(pooledRandom);
   return ulid(Math.min(ULID_TIME_MAX, Math.max(1, now)));
 }
 

@@ -48,6 +48,9 @@ export const jsonBodyGuard: MiddlewareHandler<AdminEnv> = async (c, next) => {
   }
   const problem = unsafeValue(body, []);
   if (problem) return jsonError(c, 400, 'invalid', `${problem.path || 'body'}: ${problem.message}`, problem.path || undefined);
+  // The route's validator asks for the JSON again: Hono would build a Response around the bytes
+  // and parse them a second time. Nothing mutates the parsed value (the guard and zod only read it).
+  c.req.bodyCache.json = Promise.resolve(body);
   return next();
 };
 

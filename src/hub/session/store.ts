@@ -205,11 +205,16 @@ export class SessionStore {
   recordSentDesired(entries: readonly [frameId: string, deploymentId: string, revision: number][]): void {
     if (entries.length === 0) return;
     this.sentDesired ??= this.sql.fresh ? 0 : this.sql.exec<{ n: number }>('select count(*) as n from sent_desired').one().n;
-    this.sql.exec(
-      `insert or replace into sent_desired (frame_id, deployment_id, revision)
-       select json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]') from json_each(?)`,
-      JSON.stringify(entries),
-    );
+    if (entries.length === 1) {
+      const [frameId, deploymentId, revision] = entries[0] as [string, string, number];
+      this.sql.exec('insert or replace into sent_desired (frame_id, deployment_id, revision) values (?, ?, ?)', frameId, deploymentId, revision);
+    } else {
+      this.sql.exec(
+        `insert or replace into sent_desired (frame_id, deployment_id, revision)
+         select json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]') from json_each(?)`,
+        JSON.stringify(entries),
+      );
+    }
     this.sentDesired += entries.length;
     if (this.sentDesired > this.sentDesiredKeep * 1.5) {
       // ULIDs sort by time: keep the newest.
@@ -385,6 +390,12 @@ export class SqliteReplayStore implements ReplayStore {
         chunk.push([e.seq, e.frame, e.bytes]);
         bytes += e.bytes + ENTRY_OVERHEAD_BYTES;
         i++;
+      }
+      if (chunk.length === 1) {
+        // One frame (a single change's, a lone answer): bound as itself, not encoded as JSON to be decoded by SQLite.
+        const [seq, frame, size] = chunk[0] as [number, string, number];
+        this.sql.exec('insert or replace into replay (seq, frame, bytes) values (?, ?, ?)', seq, frame, size);
+        continue;
       }
       this.sql.exec(
         `insert or replace into replay (seq, frame, bytes)

@@ -228,6 +228,27 @@ describe('payload timestamps name a time', () => {
   });
 });
 
+describe('frame ids', () => {
+  it('ids at distinct times have random parts drawn afresh: 2,000 ids (many pools of random bytes) share none, and every position uses all 32 symbols', async () => {
+    // A fresh factory: the one this file has warmed up increments within the last time it saw.
+    vi.resetModules();
+    const fresh = await import('../../../src/protocol/frames');
+    const t0 = Date.UTC(2026, 11, 5);
+    const randoms = Array.from({ length: 2_000 }, (_, i) => fresh.newId(t0 + i).slice(10));
+    expect(new Set(randoms).size).toBe(randoms.length);
+    for (let pos = 0; pos < 16; pos++) expect(new Set(randoms.map((r) => r[pos])).size).toBe(32);
+  });
+
+  it('ids within one millisecond stay monotonic', async () => {
+    vi.resetModules();
+    const fresh = await import('../../../src/protocol/frames');
+    const t = Date.UTC(2026, 11, 5, 1);
+    const ids = Array.from({ length: 300 }, () => fresh.newId(t));
+    expect([...ids].sort()).toEqual(ids);
+    expect(new Set(ids).size).toBe(ids.length);
+  });
+});
+
 describe('a ULID is 128 bits: its first character is 0 to 7', () => {
   // 26 Crockford characters hold 130 bits; the ULID spec rejects anything above 7ZZZ…Z as overflow.
   const overflow = `8${'0'.repeat(25)}`;
