@@ -15,6 +15,7 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { parseBenchArgs, type BenchArgs } from './lib/args';
 import { BenchEnv } from './lib/env';
 import { installHubLogCapture } from './lib/hublog';
 import { startPooler } from './lib/pooler';
@@ -36,60 +37,18 @@ import { fleet } from './scenarios/fleet';
 const SCENARIOS: Scenario[] = [handshake, ingest, desired, resume, resync, fleet];
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 
-interface Args {
-  quick: boolean;
-  pooler: boolean;
-  profile: boolean;
-  vars: Record<string, string>;
-  only: string[] | null;
-  reps: number;
-  out: string | null;
-  render: string | null;
-  commit: string | null;
-  devPaths: boolean;
-}
-
-function parseArgs(argv: string[]): Args {
-  const a: Args = { quick: false, pooler: false, profile: false, vars: {}, only: null, reps: 3, out: null, render: null, commit: null, devPaths: false };
-  for (let i = 0; i < argv.length; i++) {
-    const v = argv[i];
-    const next = () => {
-      const n = argv[++i];
-      if (n === undefined) throw new Error(`${v} needs a value`);
-      return n;
-    };
-    if (v === '--quick') a.quick = true;
-    else if (v === '--pooler') a.pooler = true;
-    else if (v === '--profile') a.profile = true;
-    else if (v === '--var') {
-      const [k, ...rest] = next().split('=');
-      if (!k || rest.length === 0) throw new Error('--var needs KEY=VALUE');
-      a.vars[k] = rest.join('=');
-    }
-    else if (v === '--only') a.only = next().split(',').map((s) => s.trim()).filter(Boolean);
-    else if (v === '--reps') a.reps = Math.max(1, Number(next()));
-    else if (v === '--out') a.out = next();
-    else if (v === '--render') a.render = next();
-    else if (v === '--commit') a.commit = next();
-    else if (v === '--dev-paths') a.devPaths = true;
-    else if (v === '--help' || v === '-h') {
-      console.log('usage: npm run bench -- [--quick] [--only name,...] [--reps N] [--out FILE] [--pooler] [--profile] [--var KEY=VALUE]');
-      console.log('  --commit REF  measure the committed hub of REF (git archive) instead of the working tree');
-      console.log('  BENCH_MACHINE_NOTE=TEXT (environment)  added to the report\'s machine-sharing line, e.g. how long the run waited for a quiet machine');
-      console.log("  --dev-paths  measure through Miniflare's dev-only paths, as runs before 2026-12-02 did: its entry worker in front of the Worker, its local explorer's wrapper around every Durable Object (default: neither)");
-      console.log('  --pooler   experiment: PgBouncer (transaction pooling) in front of Postgres');
-      console.log('  --profile  also record a CPU profile of the hub isolate per scenario (slows the hub; figures are then not results)');
-      console.log('  --var      override a hub configuration var (experiments, e.g. --var INGEST_BATCH_FRAMES=5000)');
-      console.log(`scenarios: ${SCENARIOS.map((s) => s.name).join(', ')}`);
-      process.exit(0);
-    } else throw new Error(`unknown argument ${v}`);
-  }
-  if (a.only) {
-    const unknown = a.only.filter((n) => !SCENARIOS.some((s) => s.name === n));
-    if (unknown.length) throw new Error(`unknown scenario(s): ${unknown.join(', ')}; known: ${SCENARIOS.map((s) => s.name).join(', ')}`);
-  }
-  if (a.quick && !process.argv.includes('--reps')) a.reps = 1;
-  return a;
+function parseArgs(argv: string[]): BenchArgs {
+  const a = parseBenchArgs(argv, SCENARIOS.map((s) => s.name));
+  if (a !== 'help') return a;
+  console.log('usage: npm run bench -- [--quick] [--only name,...] [--reps N] [--out FILE] [--pooler] [--profile] [--var KEY=VALUE]');
+  console.log('  --commit REF  measure the committed hub of REF (git archive) instead of the working tree');
+  console.log('  BENCH_MACHINE_NOTE=TEXT (environment)  added to the report\'s machine-sharing line, e.g. how long the run waited for a quiet machine');
+  console.log("  --dev-paths  measure through Miniflare's dev-only paths, as runs before 2026-12-02 did: its entry worker in front of the Worker, its local explorer's wrapper around every Durable Object (default: neither)");
+  console.log('  --pooler   experiment: PgBouncer (transaction pooling) in front of Postgres');
+  console.log('  --profile  also record a CPU profile of the hub isolate per scenario (slows the hub; figures are then not results)');
+  console.log('  --var      override a hub configuration var (experiments, e.g. --var INGEST_BATCH_FRAMES=5000)');
+  console.log(`scenarios: ${SCENARIOS.map((s) => s.name).join(', ')}`);
+  process.exit(0);
 }
 
 function log(msg: string): void {
