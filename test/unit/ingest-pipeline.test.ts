@@ -8,6 +8,7 @@ import { createLogger, type Logger } from '../../src/hub/log';
 import type { InboundItem } from '../../src/hub/session/ingest-batch';
 import { IngestPipeline, unappliedBounds, type IngestHost } from '../../src/hub/session/ingest-pipeline';
 import { QueryTimeoutError } from '../../src/hub/pg';
+import type { OpResync } from '../../src/hub/session/store';
 
 const item = (seq: number): InboundItem => ({ kind: 'unknown', seq, id: `f${seq}`, replyTo: null, type: 'future.thing', arrivedAt: Date.now() });
 
@@ -81,7 +82,7 @@ describe('ingest pipeline scheduling', () => {
 });
 
 /** Statements that answer when the test says, in the order they were sent. */
-function scripted(maxBatch: number, log: Logger = createLogger({}, 'error')) {
+function scripted(maxBatch: number, log: Logger = createLogger({}, 'error'), resyncs: () => Record<string, OpResync> = () => ({})) {
   const committed: number[][] = [];
   const unknown: unknown[] = [];
   const pending: { resolve: () => void; reject: (e: unknown) => void }[] = [];
@@ -95,7 +96,7 @@ function scripted(maxBatch: number, log: Logger = createLogger({}, 'error')) {
   const host: IngestHost = {
     sql,
     fence: () => ({ clusterUid: 'c', sessionId: 's', generation: 1, tokenHash: '00' }),
-    resyncs: () => ({}),
+    resyncs,
     sentDesired: () => null,
     committed: (items) => committed.push(items.map((i) => i.seq)),
     fenceLost: () => {
@@ -107,6 +108,45 @@ function scripted(maxBatch: number, log: Logger = createLogger({}, 'error')) {
   };
   return { pipeline: new IngestPipeline(host, maxBatch), committed, pending, unknown };
 }
+
+describe('ingest pipeline: an open operator resync stream', () => {
+  // Open, and named by no frame unless the test says so: one a crashed operator process began.
+  const open = (): Record<string, OpResync> => ({ B: { beginSeq: 1, scope: ['node'], count: 0, tainted: false, counted: [] } });
+  const member = (seq: number): InboundItem => ({ ...item(seq), replyTo: 'B' });
+
+  it('frames outside it still go two statements at a time; a statement with a member of it has none behind, and none goes behind carrying one', async () => {
+    const h = scripted(2, undefined, open);
+    for (let seq = 2; seq <= 5; seq++) h.pipeline.push(item(seq));
+    await settle();
+    expect(h.pending.length).toBe(2);
+    h.pending[0]?.resolve();
+    h.pending[1]?.resolve();
+    await settle();
+    expect(h.committed).toEqual([[2, 3], [4, 5]]);
+
+    // The statement ahead carries members: nothing behind it (its counts would assume they applied).
+    for (const x of [member(6), member(7), item(8), item(9)]) h.pipeline.push(x);
+    await settle();
+    expect(h.pending.length).toBe(3);
+    h.pending[2]?.resolve();
+    await settle();
+    expect(h.pending.length).toBe(4);
+    h.pending[3]?.resolve();
+    await settle();
+    expect(h.committed.slice(2)).toEqual([[6, 7], [8, 9]]);
+
+    // The one behind would start with a member: not sent.
+    for (const x of [item(10), item(11), member(12), item(13)]) h.pipeline.push(x);
+    await settle();
+    expect(h.pending.length).toBe(5);
+    h.pending[4]?.resolve();
+    await settle();
+    expect(h.pending.length).toBe(6);
+    h.pending[5]?.resolve();
+    await settle();
+    expect(h.committed.slice(4)).toEqual([[10, 11], [12, 13]]);
+  });
+});
 
 describe('ingest pipeline: a statement given up on unanswered', () => {
   it('halts: no retry on another connection (it could commit before the abandoned one) until the next hello quiesces it', async () => {

@@ -6,7 +6,7 @@ import type { HubConfig } from '../config';
 import type { Logger } from '../log';
 import { LogBudget } from '../log-budget';
 import { buildBatch, plainerRecord, writesNothing, type BuiltBatch, type InboundItem, type SentDesiredLookup } from './ingest-batch';
-import { cutBeforeUncertainEnd, markRejectedMembers } from './ingest-streams';
+import { cutBeforeUncertainEnd, markRejectedMembers, openStream } from './ingest-streams';
 import { DEFAULT_SCHEDULE_LIMITS, IngestSchedule, type FailureKind, type ScheduleLimits } from './ingest-schedule';
 import type { OpResync } from './store';
 
@@ -236,14 +236,18 @@ export class IngestPipeline {
   }
 
   /**
-   * A second statement behind `ahead`, when the schedule offers one. Not while an operator
-   * resync stream is open: the second's counts would assume the first applied.
+   * A second statement behind `ahead`, when the schedule offers one. Neither carries a member of
+   * an open operator resync stream: the second's counts would assume the first applied. A stream
+   * no frame names costs nothing: one a crashed process left open stays open (the hub cannot tell
+   * it from one a reconnect will still end), and must not take pipelining away for good.
    */
   private sendBehind(ahead: Sent): Sent | null {
-    if (this.stopping || Object.keys(this.host.resyncs()).length !== 0) return null;
+    if (this.stopping) return null;
     const fence = this.host.fence();
     if (!fence) return null;
-    const chunk = this.schedule.behind(Date.now());
+    const open = ahead.built.resyncs;
+    const member = Object.keys(open).length === 0 ? undefined : (item: InboundItem) => openStream(open, item.replyTo) !== undefined;
+    const chunk = this.schedule.behind(Date.now(), member);
     if (!chunk) return null;
     const built = buildBatch(chunk, ahead.built.resyncs, this.host.sentDesired);
     return { chunk, built, outcome: this.apply(fence, built) };

@@ -282,14 +282,17 @@ export class IngestSchedule {
    * A second statement to send while `ahead` (the last plan) is in flight, or null. Only in the
    * steady state: nothing held, no backoff, full chunks, `ahead` the head of the queue and no
    * resync boundary in either. It never carries a frame whose subject `ahead` carries: if `ahead`
-   * fails, nothing behind it may have overtaken one of its subjects.
+   * fails, nothing behind it may have overtaken one of its subjects. `member` marks frames that
+   * count as a boundary does (an open resync stream's members): none when `ahead` carries one, and
+   * the run behind ends before the first.
    */
-  behind(now: number): InboundItem[] | null {
+  behind(now: number, member?: (item: InboundItem) => boolean): InboundItem[] | null {
     const ahead = this.lastRun;
     const n = ahead.length;
     if (n === 0 || this.pending.length <= n || this.held.size > 0 || now < this.backoffUntil) return null;
     if (this.chunkLimit < this.limits.maxBatch || this.lastRunWasRetryOf !== null) return null;
     if (this.pending[0] !== ahead[0] || this.pending[n - 1] !== ahead[n - 1]) return null;
+    if (member && ahead.some(member)) return null;
     // A promoted statement's subjects were worked out when it was sent behind (and it holds no
     // boundary): working them out again was a string and a set entry per frame.
     let taken = this.aheadKeysOf === ahead ? this.aheadKeys : null;
@@ -306,7 +309,7 @@ export class IngestSchedule {
     let bytes = 0;
     for (let i = n; i < this.pending.length && run.length < this.chunkLimit; i++) {
       const item = this.pending[i] as InboundItem;
-      if (isBarrier(item)) break;
+      if (isBarrier(item) || member?.(item)) break;
       bytes += item.bytes ?? 0;
       if (bytes > this.limits.maxBytes && run.length > 0) break;
       const key = subjectOf(item);
