@@ -7,7 +7,7 @@
  * once they can, newest value last.
  */
 import { describe, expect, inject, it } from 'vitest';
-import { device, eventually, FAST_TIMERS, holdLock, useHub } from './support/hub';
+import { device, eventually, FAST_TIMERS, holdLock, waitingOnLock, useHub } from './support/hub';
 
 // Batches of two frames, so five waiting frames make a statement and one behind it. A row lock
 // fails a statement after 2 s (the lock timeout is the lower of this and half the query
@@ -22,13 +22,8 @@ const h = useHub({
 });
 const EMBEDDED = inject('embeddedPostgres');
 
-/** Ingest statements of this database waiting on a lock right now. */
-async function waitingOnLock(): Promise<number> {
-  const r = await h.sql<{ n: string }>(
-    "select count(*) as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock' and query like '%cluster_owners%'",
-  );
-  return Number(r[0]?.n);
-}
+/** Ingest statements (their fence reads cluster_owners) of this database waiting on a lock right now. */
+const ingestWaitingOnLock = () => waitingOnLock(h, '%cluster_owners%');
 
 describe('ingest: the first of two statements in flight fails in Postgres', () => {
   // PGlite has one backend: a held lock blocks everything, so this needs a real server.
@@ -46,7 +41,7 @@ describe('ingest: the first of two statements in flight fails in Postgres', () =
     try {
       // seq 3: a statement of its own, waiting on GPU-slow's lock, while the rest arrive behind it.
       peer.send('device.observed', device('GPU-slow', { driver_version: 'v2' }));
-      await eventually(async () => ((await waitingOnLock()) === 1 ? true : undefined), 5_000);
+      await eventually(async () => ((await ingestWaitingOnLock()) === 1 ? true : undefined), 5_000);
       peer.send('device.observed', device('GPU-locked', { driver_version: 'v2' })); // seq 4
       for (let i = 1; i <= 4; i++) peer.send('device.observed', device(`GPU-${i}`, { driver_version: 'v1' })); // seq 5..8
       await eventually(async () => ((await live()).hub_expected === 9 ? true : undefined), 5_000);
@@ -58,7 +53,7 @@ describe('ingest: the first of two statements in flight fails in Postgres', () =
       await peer.ackedThrough(3);
       const both = await eventually(async () => {
         const l = await live();
-        return l.apply_statements_in_flight === 2 && (await waitingOnLock()) === 1 ? l : undefined;
+        return l.apply_statements_in_flight === 2 && (await ingestWaitingOnLock()) === 1 ? l : undefined;
       }, 1_500);
       expect(both).toMatchObject({ hub_cursor: 3 });
 

@@ -10,7 +10,7 @@
  * rest of the session.
  */
 import { describe, expect, inject, it } from 'vitest';
-import { device, eventually, FAST_TIMERS, holdLock, sleep, useHub } from './support/hub';
+import { device, eventually, FAST_TIMERS, holdLock, waitingOnLock, sleep, useHub } from './support/hub';
 
 // Batches of two frames (as ingest-behind.test.ts), so queued frames make a statement and one behind it.
 const h = useHub({
@@ -25,13 +25,8 @@ const EMBEDDED = inject('embeddedPostgres');
 
 const deviceIds = async (uid: string) => (await h.sql('select device_id from devices where cluster_uid = $1 order by 1', [uid])).map((r) => r.device_id as string);
 
-/** Ingest statements of this database waiting on a lock right now. */
-async function waitingOnLock(): Promise<number> {
-  const r = await h.sql<{ n: string }>(
-    "select count(*) as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock' and query like '%cluster_owners%'",
-  );
-  return Number(r[0]?.n);
-}
+/** Ingest statements (their fence reads cluster_owners) of this database waiting on a lock right now. */
+const ingestWaitingOnLock = () => waitingOnLock(h, '%cluster_owners%');
 
 describe('an operator resync stream abandoned by a crashed process', () => {
   // PGlite has one backend: a held lock blocks everything, so this needs a real server.
@@ -73,7 +68,7 @@ describe('an operator resync stream abandoned by a crashed process', () => {
     let slowHeld = true;
     try {
       p.send('device.observed', device('GPU-slow', { driver_version: 'v2' })); // seq 10
-      await eventually(async () => ((await waitingOnLock()) === 1 ? true : undefined), 5_000);
+      await eventually(async () => ((await ingestWaitingOnLock()) === 1 ? true : undefined), 5_000);
       p.send('device.observed', device('GPU-locked', { driver_version: 'v2' })); // seq 11
       for (let i = 1; i <= 4; i++) p.send('device.observed', device(`GPU-${i}`, { driver_version: 'v1' })); // seq 12..15
       await eventually(async () => ((await live()).hub_expected === 16 ? true : undefined), 5_000);

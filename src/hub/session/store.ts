@@ -146,6 +146,34 @@ const FLUSH_CHUNK_BYTES = 800_000;
 const ENTRY_OVERHEAD_BYTES = 32;
 const ALONE_BYTES = FLUSH_CHUNK_BYTES / 2;
 
+type Row3 = readonly [string | number, string | number, string | number];
+
+/** Each table's insert of one row bound as itself, and of several bound as one JSON array. */
+const INSERTS = {
+  replay: {
+    one: 'insert or replace into replay (seq, frame, bytes) values (?, ?, ?)',
+    many: `insert or replace into replay (seq, frame, bytes)
+       select json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]') from json_each(?)`,
+  },
+  sent_desired: {
+    one: 'insert or replace into sent_desired (frame_id, deployment_id, revision) values (?, ?, ?)',
+    many: `insert or replace into sent_desired (frame_id, deployment_id, revision)
+       select json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]') from json_each(?)`,
+  },
+} as const;
+
+/**
+ * Insert (or replace) rows in one statement. A lone row (a single change's frame, a lone answer)
+ * is bound as itself: encoding it as JSON for SQLite to decode with json_each cost more than the
+ * row (bench/MICRO.md, "The single desired change, two hub trees side by side").
+ */
+function insertRows(sql: SessionSql, table: keyof typeof INSERTS, rows: readonly Row3[]): void {
+  if (rows.length === 1) {
+    const [a, b, c] = rows[0] as Row3;
+    sql.exec(INSERTS[table].one, a, b, c);
+  } else if (rows.length > 1) sql.exec(INSERTS[table].many, JSON.stringify(rows));
+}
+
 export class SessionStore {
   readonly replay: SqliteReplayStore;
   readonly owed: OwedAnswers;
@@ -205,16 +233,7 @@ export class SessionStore {
   recordSentDesired(entries: readonly [frameId: string, deploymentId: string, revision: number][]): void {
     if (entries.length === 0) return;
     this.sentDesired ??= this.sql.fresh ? 0 : this.sql.exec<{ n: number }>('select count(*) as n from sent_desired').one().n;
-    if (entries.length === 1) {
-      const [frameId, deploymentId, revision] = entries[0] as [string, string, number];
-      this.sql.exec('insert or replace into sent_desired (frame_id, deployment_id, revision) values (?, ?, ?)', frameId, deploymentId, revision);
-    } else {
-      this.sql.exec(
-        `insert or replace into sent_desired (frame_id, deployment_id, revision)
-         select json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]') from json_each(?)`,
-        JSON.stringify(entries),
-      );
-    }
+    insertRows(this.sql, 'sent_desired', entries);
     this.sentDesired += entries.length;
     if (this.sentDesired > this.sentDesiredKeep * 1.5) {
       // ULIDs sort by time: keep the newest.
@@ -377,7 +396,7 @@ export class SqliteReplayStore implements ReplayStore {
     while (i < this.pending.length) {
       const first = this.pending[i] as ReplayEntry;
       if (first.bytes > ALONE_BYTES) {
-        this.sql.exec('insert or replace into replay (seq, frame, bytes) values (?, ?, ?)', first.seq, first.frame, first.bytes);
+        insertRows(this.sql, 'replay', [[first.seq, first.frame, first.bytes]]);
         i++;
         continue;
       }
@@ -391,18 +410,7 @@ export class SqliteReplayStore implements ReplayStore {
         bytes += e.bytes + ENTRY_OVERHEAD_BYTES;
         i++;
       }
-      if (chunk.length === 1) {
-        // One frame (a single change's, a lone answer): bound as itself, not encoded as JSON to be decoded by SQLite.
-        const [seq, frame, size] = chunk[0] as [number, string, number];
-        this.sql.exec('insert or replace into replay (seq, frame, bytes) values (?, ?, ?)', seq, frame, size);
-        continue;
-      }
-      this.sql.exec(
-        `insert or replace into replay (seq, frame, bytes)
-         select json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]')
-         from json_each(?)`,
-        JSON.stringify(chunk),
-      );
+      insertRows(this.sql, 'replay', chunk);
     }
     this.pending = [];
   }

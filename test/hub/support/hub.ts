@@ -155,6 +155,15 @@ export async function holdLock(statement: string, params: unknown[] = []): Promi
   };
 }
 
+/** Statements of this file's database waiting on a lock right now whose text matches `queryLike` (SQL LIKE). */
+export async function waitingOnLock(h: HubHandle, queryLike: string): Promise<number> {
+  const r = await h.sql<{ n: string }>(
+    "select count(*) as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock' and query like $1",
+    [queryLike],
+  );
+  return Number(r[0]?.n);
+}
+
 /**
  * A deployment too large to send (over max_frame_bytes once escaped), written straight into
  * Postgres as another writer (or an older hub) could: the admin API refuses such a body.
