@@ -36,6 +36,12 @@ export async function connect(c: Context<{ Bindings: HubEnv }>): Promise<Respons
   if (c.req.header('upgrade')?.toLowerCase() !== 'websocket') {
     return jsonError(c, 426, 'upgrade_required', 'connect with a WebSocket upgrade');
   }
+  // Hono serves HEAD with the GET route, but a WebSocket upgrade can only answer a GET: the
+  // session's 101 on a HEAD made the runtime fail the request with a bare 500.
+  if (c.req.method !== 'GET') {
+    c.header('Allow', 'GET');
+    return jsonError(c, 405, 'method_not_allowed', `${c.req.method} cannot open a WebSocket; connect with GET`);
+  }
   // Cloudflare sets it; locally it is absent. Named on refusals, and handed to the session object
   // for contention reports: which operator is where.
   const remoteAddr = c.req.header('cf-connecting-ip')?.slice(0, 64) ?? null;

@@ -1,6 +1,7 @@
-import { listDurableObjectIds } from 'cloudflare:test';
+import { createExecutionContext, listDurableObjectIds, waitOnExecutionContext } from 'cloudflare:test';
 import { describe, expect, it } from 'vitest';
 import { CloseCode } from '../../src/protocol';
+import { hubApp } from '../../src/hub/app';
 import { hubConfig } from '../../src/hub/config';
 import { generateEnrollmentToken } from '../../src/hub/tokens';
 import { admin, connect, connectVia, hubEnv, newCluster, worker } from './support/peer';
@@ -37,6 +38,27 @@ describe('admission (spec: Authentication)', () => {
       peer.close();
       await peer.closed;
     }
+  });
+
+  it('a HEAD asking for an upgrade is 405 (Allow: GET) before any database or session work, not a 101 the runtime cannot send on a HEAD', async () => {
+    // Straight into the app: workerd's fetch() turns any upgrade request into a GET (so does
+    // Miniflare's entry worker locally), but a deployment's edge hands the Worker the method sent.
+    const c = await newCluster();
+    const before = (await listDurableObjectIds(hubEnv.SESSIONS)).length;
+    const ctx = createExecutionContext();
+    const res = await hubApp().fetch(
+      new Request('http://hub.test/v1/connect', { method: 'HEAD', headers: { upgrade: 'websocket', authorization: `Bearer ${c.token}` } }),
+      hubEnv,
+      ctx,
+    );
+    await waitOnExecutionContext(ctx);
+    expect({ status: res.status, allow: res.headers.get('allow'), ws: res.webSocket }).toEqual({ status: 405, allow: 'GET', ws: null });
+    expect((await listDurableObjectIds(hubEnv.SESSIONS)).length).toBe(before);
+    // The GET of the same operator is admitted.
+    const peer = await connect(c.token);
+    expect((await peer.hello({ cluster_id: c.name })).type).toBe('welcome');
+    peer.close();
+    await peer.closed;
   });
 
   it('a well-shaped token that is unknown is refused with an error frame (retryable false) and 4403, and no session object is created', async () => {
