@@ -76,6 +76,11 @@ export class DbGateway extends DurableObject<HubEnv> {
   private sweptAlive: string[] = [];
   /** Sessions with a poke of this poller still unanswered: never more than one each. */
   private readonly poking = new Set<string>();
+  /**
+   * Joins (`ensurePolling`) so far. A poll whose statement is already on its way may have read
+   * the shard before a join's claim committed: its "no session left" is not the last word then.
+   */
+  private joins = 0;
 
   /**
    * A session of this shard registered (at its claim): make sure the fleet poll runs. Cheap when
@@ -84,6 +89,7 @@ export class DbGateway extends DurableObject<HubEnv> {
   async ensurePolling(shard: number): Promise<void> {
     // Refused loudly: a quiet success would tell the session it joined a poll that never runs.
     this.gate.enter('ensurePolling');
+    this.joins++;
     if (this.pollShard !== shard) {
       this.pollShard = shard;
       this.ctx.storage.sql.exec('create table if not exists poller (k integer primary key check (k = 1), shard integer not null)');
@@ -124,9 +130,13 @@ export class DbGateway extends DurableObject<HubEnv> {
     let poke: FleetPoll['poke'] = [];
     const alive = this.sweptAlive;
     this.sweptAlive = [];
+    const joinsBefore = this.joins;
     try {
       const r = await pollFleet(this.leastBusy(), shard, cfg.LIVE_SWEEP_MS, cfg.POLL_POKE_LIMIT, alive, [...this.poking]);
-      again = r.anyLive;
+      // A session that joined while the statement ran set a near alarm (`ensurePolling`), and
+      // the statement may have read the shard before its claim committed: an empty answer must
+      // not put the poll off to the next retention pass, minutes away, with that session in it.
+      again = r.anyLive || this.joins !== joinsBefore;
       poke = r.poke;
     } catch (err) {
       // The statement did not run: these sweep answers go with the next one.
