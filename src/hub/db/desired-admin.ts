@@ -8,6 +8,8 @@ export interface DesiredWrite {
   deployment_id: string;
   revision: number;
   owner_session: string | null;
+  /** The claim may have changed hands while the statement ran: look the owner up again (OWNER_RECHECK). */
+  recheck_owner: boolean;
 }
 
 type Serving = NonNullable<Payload<'deployment.desired'>['serving']>;
@@ -24,12 +26,31 @@ const POKED_OWNER = `(select o.session_id from rev
    join live_sessions s on s.session_id = o.session_id and s.generation = o.generation
    where rev.disabled_at is null and not o.revoked and s.token_hash = rev.token_hash)`;
 
+/**
+ * Whether POKED_OWNER may be stale: its owner row is read from the statement's snapshot, and a
+ * claim that commits after that snapshot is not in it (the write's update of the cluster row
+ * waits for the claim's FOR SHARE, then goes on). That claim's fresh session may have read its
+ * resync before this write committed, so only a poke brings it this change before its next
+ * fleet poll: the gateway looks the owner up again once this has committed (`currentOwner`).
+ * Told without a lock (a locking read of the owner row, taken while holding the cluster row,
+ * would reverse the order the claim and the fence take them in, registry.ts): the row as the
+ * snapshot has it was updated or locked (xmax) by a transaction the snapshot does not see, one
+ * in progress when it was taken or begun since. A lock of a fence that ended before it does not
+ * count, so an ingesting session's writes are not rechecked each time. A cluster with no owner
+ * row yet is rechecked too: a first claim inserts its row, which no snapshot before it shows.
+ */
+const OWNER_RECHECK = `coalesce((
+   select o.xmax <> '0'::xid
+     and (o.xmax = any (select xid(x) from pg_snapshot_xip(pg_current_snapshot()) x)
+          or age(o.xmax) <= age(xid(pg_snapshot_xmax(pg_current_snapshot()))))
+   from rev join cluster_owners o on o.cluster_uid = rev.uid), true)`;
+
 export async function putDesiredDeployment(
   sql: Sql,
   idOrName: string,
   d: { deployment_id: string; workload_id: string; min_replicas: number; max_replicas: number; serving: Serving },
 ): Promise<DesiredWrite | null> {
-  const { rows } = await sql.query<{ cluster_uid: string; deployment_id: string; revision: string; owner_session: string | null }>(
+  const { rows } = await sql.query<{ cluster_uid: string; deployment_id: string; revision: string; owner_session: string | null; recheck_owner: boolean }>(
     `with c as (select uid from clusters where uid = $1 or name = $1),
      rev as (
        update clusters set desired_revision = desired_revision + 1 where uid = (select uid from c)
@@ -43,14 +64,14 @@ export async function putDesiredDeployment(
          serving = excluded.serving, deleted = false, updated_at = now()
        returning cluster_uid, deployment_id, revision
      )
-     select up.*, ${POKED_OWNER} as owner_session from up`,
+     select up.*, ${POKED_OWNER} as owner_session, ${OWNER_RECHECK} as recheck_owner from up`,
     [idOrName, d.deployment_id, d.workload_id, d.min_replicas, d.max_replicas, JSON.stringify(d.serving)],
     // Prepared (named), as every statement on a hot path is: parsed and planned once per
     // connection instead of per call (this one: 0.43 against 0.85 ms a write, pgbench on a local disk).
-    'wingsmith_put_desired_v2',
+    'wingsmith_put_desired_v3',
   );
   const r = rows[0];
-  return r ? { ...r, revision: Number(r.revision) } : null;
+  return r ? { ...r, revision: Number(r.revision), recheck_owner: r.recheck_owner === true } : null;
 }
 
 export interface DesiredItem {
@@ -70,8 +91,8 @@ export async function putDesiredDeployments(
   sql: Sql,
   idOrName: string,
   items: readonly DesiredItem[],
-): Promise<{ cluster_uid: string; first_revision: number; owner_session: string | null } | null> {
-  const { rows } = await sql.query<{ cluster_uid: string; first_revision: string; owner_session: string | null }>(
+): Promise<{ cluster_uid: string; first_revision: number; owner_session: string | null; recheck_owner: boolean } | null> {
+  const { rows } = await sql.query<{ cluster_uid: string; first_revision: string; owner_session: string | null; recheck_owner: boolean }>(
     `with c as (select uid from clusters where uid = $1 or name = $1),
      input as (
        select * from jsonb_to_recordset($2::jsonb)
@@ -91,14 +112,14 @@ export async function putDesiredDeployments(
        returning 1
      )
      select rev.uid as cluster_uid, rev.before + 1 as first_revision,
-       ${POKED_OWNER} as owner_session,
+       ${POKED_OWNER} as owner_session, ${OWNER_RECHECK} as recheck_owner,
        (select count(*) from up) as written
      from rev`,
     [idOrName, JSON.stringify(items.map((d, i) => ({ ...d, ord: i + 1 }))), items.length],
-    'wingsmith_put_desired_many_v2',
+    'wingsmith_put_desired_many_v3',
   );
   const r = rows[0];
-  return r ? { cluster_uid: r.cluster_uid, first_revision: Number(r.first_revision), owner_session: r.owner_session } : null;
+  return r ? { cluster_uid: r.cluster_uid, first_revision: Number(r.first_revision), owner_session: r.owner_session, recheck_owner: r.recheck_owner === true } : null;
 }
 
 /** Withdraw: a tombstone with a new revision, so the owning session tells its operator. */
@@ -116,6 +137,7 @@ export async function withdrawDesiredDeployment(
     min_replicas: number;
     max_replicas: number;
     owner_session: string | null;
+    recheck_owner: boolean;
   }>(
     // The cluster's row is locked first (the order every desired write takes: cluster, then
     // deployment), and the deployment is read FOR UPDATE: a PUT or DELETE of it that committed
@@ -136,13 +158,13 @@ export async function withdrawDesiredDeployment(
      )
      select d.cluster_uid, d.deployment_id, coalesce((select revision from tomb), d.revision) as revision,
             d.deleted as already, d.workload_id, d.min_replicas, d.max_replicas,
-            ${POKED_OWNER} as owner_session
+            ${POKED_OWNER} as owner_session, (exists (select 1 from rev) and ${OWNER_RECHECK}) as recheck_owner
      from d`,
     [idOrName, deploymentId],
-    'wingsmith_withdraw_desired_v3',
+    'wingsmith_withdraw_desired_v4',
   );
   const r = rows[0];
-  return r ? { ...r, revision: Number(r.revision) } : null;
+  return r ? { ...r, revision: Number(r.revision), recheck_owner: r.recheck_owner === true } : null;
 }
 
 export interface OperationCreated {
@@ -151,6 +173,8 @@ export interface OperationCreated {
   revision: number;
   deadline: string;
   owner_session: string | null;
+  /** As DesiredWrite's. */
+  recheck_owner: boolean;
   /** Set when the idempotency key named an operation already started: nothing was written. */
   prior: { kind: string; target: string; params: Record<string, unknown> } | null;
 }
@@ -176,6 +200,7 @@ export async function createOperation(sql: Sql, idOrName: string, op: OperationR
     revision: string;
     deadline: string | Date;
     owner_session: string | null;
+    recheck_owner: boolean;
     prior_kind: string | null;
     prior_target: string | null;
     prior_params: Record<string, unknown> | null;
@@ -196,14 +221,14 @@ export async function createOperation(sql: Sql, idOrName: string, op: OperationR
        on conflict (cluster_uid, idempotency_key) where idempotency_key is not null do nothing
        returning operation_id, cluster_uid, revision, deadline
      )
-     select ins.*, ${POKED_OWNER} as owner_session, null::text as prior_kind, null::text as prior_target, null::jsonb as prior_params from ins
+     select ins.*, ${POKED_OWNER} as owner_session, ${OWNER_RECHECK} as recheck_owner, null::text as prior_kind, null::text as prior_target, null::jsonb as prior_params from ins
      union all
-     select operation_id, cluster_uid, revision, deadline, null, kind, target, params from prior`,
+     select operation_id, cluster_uid, revision, deadline, null, false, kind, target, params from prior`,
     [idOrName, op.operation_id, op.kind, op.target, JSON.stringify(op.params), op.deadline_s, op.idempotency_key ?? null],
-    'wingsmith_create_operation_v3',
+    'wingsmith_create_operation_v4',
   );
   const r = rows[0];
   if (!r) return null;
   const prior = r.prior_kind !== null ? { kind: r.prior_kind, target: r.prior_target ?? '', params: r.prior_params ?? {} } : null;
-  return { operation_id: r.operation_id, cluster_uid: r.cluster_uid, owner_session: r.owner_session, revision: Number(r.revision), deadline: new Date(r.deadline).toISOString(), prior };
+  return { operation_id: r.operation_id, cluster_uid: r.cluster_uid, owner_session: r.owner_session, recheck_owner: r.recheck_owner === true, revision: Number(r.revision), deadline: new Date(r.deadline).toISOString(), prior };
 }

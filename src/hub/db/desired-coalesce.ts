@@ -6,6 +6,8 @@ export interface BatchWritten {
   cluster_uid: string;
   first_revision: number;
   owner_session: string | null;
+  /** The claim may have changed hands while the statement ran: the owner is looked up again (desired-admin.ts OWNER_RECHECK). */
+  recheck_owner?: boolean;
 }
 
 export interface PutWritten {

@@ -40,6 +40,24 @@ export interface OwnerPoke {
   ownerSession: string | null;
   revision: number;
   changes: DesiredChange[];
+  /** The owner is looked up again once the write has committed, and poked too if it is another (desired-admin.ts OWNER_RECHECK). */
+  recheck?: boolean;
+}
+
+/**
+ * The session a write committed before this statement must poke: POKED_OWNER's conditions, read
+ * from a snapshot taken after that commit, so it sees every claim the write's own snapshot missed.
+ */
+export async function currentOwner(sql: Sql, clusterUid: string): Promise<string | null> {
+  const { rows } = await sql.query<{ session_id: string }>(
+    `select o.session_id from clusters c
+       join cluster_owners o on o.cluster_uid = c.uid
+       join live_sessions s on s.session_id = o.session_id and s.generation = o.generation
+     where c.uid = $1 and c.disabled_at is null and not o.revoked and s.token_hash = c.token_hash`,
+    [clusterUid],
+    'wingsmith_current_owner_v1',
+  );
+  return rows[0]?.session_id ?? null;
 }
 
 /**
@@ -67,7 +85,7 @@ export function putChanges(first: number, items: readonly DesiredItem[]): Desire
 export async function writeDeployments(sql: Sql, cluster: string, items: readonly DesiredItem[]) {
   if (items.length === 1) {
     const w = await putDesiredDeployment(sql, cluster, items[0] as DesiredItem);
-    return w ? { cluster_uid: w.cluster_uid, first_revision: w.revision, owner_session: w.owner_session } : null;
+    return w ? { cluster_uid: w.cluster_uid, first_revision: w.revision, owner_session: w.owner_session, recheck_owner: w.recheck_owner } : null;
   }
   return putDesiredDeployments(sql, cluster, items);
 }
@@ -85,7 +103,7 @@ export async function writeDesired(sql: Sql, req: DesiredWriteRequest): Promise<
     const revisions = changes.map((c) => c.revision);
     return {
       result: { op: 'put', cluster_uid: clusterUid, revisions },
-      poke: { clusterUid, ownerSession: owner, revision: first + req.items.length - 1, changes },
+      poke: { clusterUid, ownerSession: owner, revision: first + req.items.length - 1, changes, recheck: w.recheck_owner === true },
     };
   }
   if (req.op === 'withdraw') {
@@ -102,7 +120,10 @@ export async function writeDesired(sql: Sql, req: DesiredWriteRequest): Promise<
       serving: null,
       deleted: true,
     };
-    return { result, poke: { clusterUid: w.cluster_uid, ownerSession: w.owner_session, revision: w.revision, changes: [{ kind: 'deployment', revision: w.revision, payload }] } };
+    return {
+      result,
+      poke: { clusterUid: w.cluster_uid, ownerSession: w.owner_session, revision: w.revision, changes: [{ kind: 'deployment', revision: w.revision, payload }], recheck: w.recheck_owner },
+    };
   }
   const o = req.operation;
   // With a key, nothing back can mean a request with the same key committed first (the conflict
@@ -114,6 +135,12 @@ export async function writeDesired(sql: Sql, req: DesiredWriteRequest): Promise<
   const payload = { operation_id: created.operation_id, kind: o.kind, target: o.target, params: o.params, deadline: created.deadline };
   return {
     result: { ...base, prior: null },
-    poke: { clusterUid: created.cluster_uid, ownerSession: created.owner_session, revision: created.revision, changes: [{ kind: 'operation', revision: created.revision, payload }] },
+    poke: {
+      clusterUid: created.cluster_uid,
+      ownerSession: created.owner_session,
+      revision: created.revision,
+      changes: [{ kind: 'operation', revision: created.revision, payload }],
+      recheck: created.recheck_owner,
+    },
   };
 }

@@ -4,7 +4,7 @@ import { describeError, failureLine } from './errors';
 import { claimWithSnapshot, type ClaimedSession } from './claim-snapshot';
 import type { DesiredItem } from './desired-admin';
 import { PutCoalescer } from './desired-coalesce';
-import { putChanges, writeDeployments, writeDesired, type DesiredWriteRequest, type DesiredWriteResult, type OwnerPoke } from './desired-relay';
+import { currentOwner, putChanges, writeDeployments, writeDesired, type DesiredWriteRequest, type DesiredWriteResult, type OwnerPoke } from './desired-relay';
 import { classifyDbError } from './errors';
 import { pollFleet, type FleetPoll } from './fleet-poll';
 import { pruneHistory } from './history-prune';
@@ -59,7 +59,7 @@ export class DbGateway extends DurableObject<HubEnv> {
     write: (cluster, items) => writeDeployments(this.leastBusy(), cluster, items),
     written: (w, items) => {
       const changes = putChanges(w.first_revision, items);
-      this.pokeOwner({ clusterUid: w.cluster_uid, ownerSession: w.owner_session, revision: w.first_revision + items.length - 1, changes });
+      this.pokeOwner({ clusterUid: w.cluster_uid, ownerSession: w.owner_session, revision: w.first_revision + items.length - 1, changes, recheck: w.recheck_owner === true });
     },
     pokeFailed: (err) => log.error('the poke after a desired write failed; the fleet poll will deliver the change', { error: String(err) }),
     itemFault: (err) => classifyDbError(err) === 'permanent',
@@ -270,11 +270,30 @@ export class DbGateway extends DurableObject<HubEnv> {
   }
 
   private pokeOwner(p: OwnerPoke): void {
-    const routeKey = routeKeyOf(p.ownerSession);
+    this.pokeOne(p.ownerSession, p);
+    if (p.recheck) this.pokeCurrentOwner(p);
+  }
+
+  private pokeOne(sessionId: string | null, p: OwnerPoke): void {
+    const routeKey = routeKeyOf(sessionId);
     if (!routeKey) return;
     sessionStub(this.env, { clusterUid: p.clusterUid, routeKey })
       .poke(p.revision, p.changes)
       .catch((err: unknown) => log.warn('poke failed; the fleet poll will bring the change', { cluster: p.clusterUid, error: describeError(err) }));
+  }
+
+  /**
+   * A claim may have committed while the write's statement ran, unseen by its snapshot: that
+   * claim's fresh session read its resync before the write committed, and would otherwise learn
+   * of the change only at its next fleet poll. Looked up after the commit, not awaited (the
+   * admin's answer does not wait for it); a failure leaves the change to the fleet poll.
+   */
+  private pokeCurrentOwner(p: OwnerPoke): void {
+    currentOwner(this.leastBusy(), p.clusterUid)
+      .then((owner) => {
+        if (owner !== null && owner !== p.ownerSession) this.pokeOne(owner, p);
+      })
+      .catch((err: unknown) => log.warn("the owner's lookup after a desired write failed; the fleet poll will bring the change", { cluster: p.clusterUid, error: describeError(err) }));
   }
 
   private async relay<T>(run: () => Promise<T>): Promise<Relayed<T>> {
