@@ -38,6 +38,10 @@ const POKED_OWNER = `(select o.session_id from rev
  * in progress when it was taken or begun since. A lock of a fence that ended before it does not
  * count, so an ingesting session's writes are not rechecked each time. A cluster with no owner
  * row yet is rechecked too: a first claim inserts its row, which no snapshot before it shows.
+ * `xmax` is the raw field: a claim's update made while another transaction held the row FOR KEY
+ * SHARE leaves a multixact id there, which this misreads as an old xid (false, the old bug). Only
+ * a foreign key into cluster_owners or an explicit FOR KEY SHARE of it would take that lock; none
+ * does (the claim's FOR NO KEY UPDATE waits out the fences' FOR SHARE, so its xmax is its own xid).
  */
 const OWNER_RECHECK = `coalesce((
    select o.xmax <> '0'::xid
