@@ -24,6 +24,14 @@ async function blockedOn(hub: HubHandle, queryLike: string): Promise<void> {
 }
 
 describe('desired write racing a fresh claim', () => {
+  it('no foreign key references cluster_owners: the owner recheck (desired-admin.ts) rests on nothing taking FOR KEY SHARE there', async () => {
+    // A claim's update under a FOR KEY SHARE leaves a multixact in xmax, which the recheck reads as
+    // an old transaction: the poke would go to the displaced session again. A foreign key into
+    // cluster_owners is what would take that lock on every insert that references it.
+    const refs = await h.sql<{ name: string }>(`select conname as name from pg_constraint where confrelid = 'cluster_owners'::regclass`);
+    expect(refs).toEqual([]);
+  });
+
   // PGlite has one backend: the held transactions would block everything.
   it.skipIf(EMBEDDED)("a PUT whose statement began before a fresh session's claim committed reaches that session at once, not at its next fleet poll", async () => {
     const c = await h.newCluster();
