@@ -12,10 +12,9 @@
  * run on the server; only its answer waits), while a new operator connects.
  */
 import net from 'node:net';
-import { afterAll, describe, expect, inject, it } from 'vitest';
-import { startPgWsProxy, type PgWsProxy } from '../../scripts/lib/pg-ws-proxy';
-import { findProxyTarget } from './support/proxy-target';
-import { desired, eventually, FAST_TIMERS, sleep, useHub } from './support/hub';
+import { describe, expect, it } from 'vitest';
+import { useHubBehindRelay } from './support/proxy-hub';
+import { desired, eventually, FAST_TIMERS, sleep } from './support/hub';
 
 /** The fleet poll's prepared statement, as its Parse and Bind messages name it (fleet-poll.ts). */
 const POLL_STATEMENT = Buffer.from('wingsmith_fleet_poll_v4');
@@ -97,25 +96,14 @@ async function startPollHoldRelay(target: { host: string; port: number }): Promi
   };
 }
 
-let relay: PollHoldRelay | null = null;
-let wsProxy: PgWsProxy | null = null;
 const POLL = 500;
-const h = useHub(
+const { h, relay } = useHubBehindRelay(
   // One shard: the cluster's two sessions share one poller. The history retention pass keeps its
   // default interval (10 minutes): an idle poller's next alarm. The held poll must not time out
   // while the second operator connects (a failed poll polls again at the interval).
   { ...FAST_TIMERS, POLL_INTERVAL_MS: String(POLL), IDLE_TIMEOUT_MS: '30000', RETENTION_MS: '60000', DB_GATEWAY_SHARDS: '1', PG_QUERY_TIMEOUT_MS: '10000' },
-  async () => {
-    const target = await findProxyTarget(inject('databaseUrl'), inject('pgWsProxy'));
-    relay = await startPollHoldRelay(target);
-    wsProxy = await startPgWsProxy({ target: { host: '127.0.0.1', port: relay.port } });
-    return { PG_WS_PROXY: `127.0.0.1:${wsProxy.port}` };
-  },
+  startPollHoldRelay,
 );
-afterAll(async () => {
-  relay?.close();
-  await wsProxy?.close();
-});
 
 describe('joining the fleet poll while a poll of the empty shard is in flight', () => {
   it('the new session is still polled: desired state written straight into Postgres (no poke) reaches its operator', async () => {
@@ -127,12 +115,12 @@ describe('joining the fleet poll while a poll of the empty shard is in flight', 
     // The shard's only session leaves: the poll after its disconnect finds the shard empty, and
     // its answer is held.
     first.peer.close();
-    const held = await Promise.race([relay!.held.then(() => true), sleep(20 * POLL).then(() => false)]);
+    const held = await Promise.race([relay().held.then(() => true), sleep(20 * POLL).then(() => false)]);
     expect(held, 'a poll found the shard empty after its only session left').toBe(true);
     // A new operator connects meanwhile: its claim commits after that poll read the shard, and
     // its join reaches the poller while the poll waits for its answer.
     const second = await h.openFresh(c);
-    relay!.release();
+    relay().release();
     await eventually(async () => (await h.sql('select 1 from live_sessions where session_id = $1', [second.sessionId])).length === 1);
 
     // Another plane component writes desired state: only the fleet poll can tell the session.

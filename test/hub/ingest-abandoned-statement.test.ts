@@ -9,27 +9,14 @@
  * relay (support/stall-relay.ts): a statement already on the server runs on, and commits, whatever
  * becomes of its link.
  */
-import { afterAll, describe, expect, inject, it } from 'vitest';
-import { startPgWsProxy, type PgWsProxy } from '../../scripts/lib/pg-ws-proxy';
-import { findProxyTarget } from './support/proxy-target';
-import { startStallRelay, type StallRelay } from './support/stall-relay';
-import { desired, eventually, FAST_TIMERS, node, sleep, useHub, type Peer } from './support/hub';
-
-let relay: StallRelay | null = null;
-let wsProxy: PgWsProxy | null = null;
+import { describe, expect, it } from 'vitest';
+import { useHubBehindRelay } from './support/proxy-hub';
+import { startStallRelay } from './support/stall-relay';
+import { desired, eventually, FAST_TIMERS, node, sleep, type Peer } from './support/hub';
 
 const QUERY_MS = 1_500;
 // One gateway connection: a statement asked for while it is stalled is the one sent into the stall.
-const h = useHub({ ...FAST_TIMERS, PG_QUERY_TIMEOUT_MS: String(QUERY_MS), IDLE_TIMEOUT_MS: '30000', HOLE_TIMEOUT_MS: '20000', RETENTION_MS: '60000', DB_GATEWAY_SHARDS: '1', DB_GATEWAY_CONNECTIONS: '1' }, async () => {
-  const target = await findProxyTarget(inject('databaseUrl'), inject('pgWsProxy'));
-  relay = await startStallRelay(target);
-  wsProxy = await startPgWsProxy({ target: { host: '127.0.0.1', port: relay.port } });
-  return { PG_WS_PROXY: `127.0.0.1:${wsProxy.port}` };
-});
-afterAll(async () => {
-  relay?.close();
-  await wsProxy?.close();
-});
+const { h, relay } = useHubBehindRelay({ ...FAST_TIMERS, PG_QUERY_TIMEOUT_MS: String(QUERY_MS), IDLE_TIMEOUT_MS: '30000', HOLE_TIMEOUT_MS: '20000', RETENTION_MS: '60000', DB_GATEWAY_SHARDS: '1', DB_GATEWAY_CONNECTIONS: '1' }, startStallRelay);
 
 /**
  * Resume until welcomed: the gateway's own connections were stalled too, so the token lookup or
@@ -57,7 +44,7 @@ describe('an ingest statement given up on unanswered', () => {
     const { peer, sessionId } = await h.openFresh(c);
     peer.send('node.observed', node('n1', true)); // seq 1: opens the session's ingest connection
     await peer.ackedThrough(1);
-    relay!.stallOpen();
+    relay().stallOpen();
     peer.send('node.observed', node('n1', true)); // seq 2: its statement is held on the stalled connection
     // Either the hub sends the operator away (1013) and it resumes and replays seq 2, or (what the
     // hub did before) it retries seq 2 on a new connection and acks it on the same link.
@@ -75,7 +62,7 @@ describe('an ingest statement given up on unanswered', () => {
     const acked = await h.sql<{ ready: boolean; obs_seq: string }>('select ready, obs_seq from nodes where cluster_uid = $1 and node_id = $2', [c.uid, 'n1']);
     expect(acked[0]).toMatchObject({ ready: false, obs_seq: '3' });
     // The stalled path heals: the abandoned seq-2 statement reaches Postgres now, fenced off.
-    relay!.releaseHeld();
+    relay().releaseHeld();
     await sleep(1_500);
     const after = await h.sql<{ ready: boolean; obs_seq: string }>('select ready, obs_seq from nodes where cluster_uid = $1 and node_id = $2', [c.uid, 'n1']);
     expect(after[0], 'the node as the operator last reported it (seq 3, acknowledged)').toMatchObject({ ready: false, obs_seq: '3' });
@@ -109,7 +96,7 @@ describe('an ingest statement whose connection is lost while it runs', () => {
     try {
       peer.send('node.observed', node('n1', true)); // seq 2
       await eventually(gateWaiting, 5_000);
-      relay!.cutOpen();
+      relay().cutOpen();
       // Either the hub sends the operator away (1013) and it resumes and replays seq 2, or (what
       // the hub did before) it retries seq 2 on a new connection and acks it on the same link.
       const outcome = await Promise.race([peer.closed.then((x) => x.code), peer.ackedThrough(2, 10_000).then(() => 'acked' as const)]);
@@ -149,14 +136,14 @@ describe('an admin statement still waiting for its connection when the hub gives
     const c = await h.newCluster('slow-conn');
     const { peer } = await h.openFresh(c);
     // Postgres restarts and is slow to take connections: the gateway's next statement must connect.
-    relay!.restartSlowly();
+    relay().restartSlowly();
     await sleep(500);
     let b: { status: number; json: any };
     try {
       b = await h.admin('PUT', `/clusters/${c.name}/deployments/b`, desired({ workload_id: 'wb' }));
     } finally {
       // Postgres takes connections again, the one opened for PUT b included.
-      relay!.releaseHeld();
+      relay().releaseHeld();
     }
     expect(b.status).toBe(503);
     expect(b.json.error.code).toBe('unavailable');
@@ -190,7 +177,7 @@ describe('a claim given up on unanswered that commits late', () => {
 
     const again = await h.connect(c.token, sessionId);
     // The token lookup is answered; the claim is sent into a path that has gone quiet.
-    relay!.stallOpen();
+    relay().stallOpen();
     again.send('hello', { operator_version: '0.1.0', cluster_id: c.name, session_id: sessionId, resume_from: cursor, lossy: false });
     try {
       // 1013 when the claim's deadline passes first, 4408 when the handshake's does: never welcomed.
@@ -198,7 +185,7 @@ describe('a claim given up on unanswered that commits late', () => {
       expect(again.frames.map((f) => f.type)).not.toContain('welcome');
     } finally {
       // The path heals: the claim reaches Postgres and commits, after the hello was refused.
-      relay!.releaseHeld();
+      relay().releaseHeld();
     }
     await eventually(async () => Number((await generation())?.generation) > before, 10_000);
 

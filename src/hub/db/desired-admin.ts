@@ -21,7 +21,7 @@ type Serving = NonNullable<Payload<'deployment.desired'>['serving']>;
  * statement's update of the cluster row: its RETURNING is the row as the write locked it, after a
  * rotation or disable that committed first (the statement's snapshot may predate them).
  */
-const POKED_OWNER = `(select o.session_id from rev
+export const POKED_OWNER = `(select o.session_id from rev
    join cluster_owners o on o.cluster_uid = rev.uid
    join live_sessions s on s.session_id = o.session_id and s.generation = o.generation
    where rev.disabled_at is null and not o.revoked and s.token_hash = rev.token_hash)`;

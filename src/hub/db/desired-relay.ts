@@ -1,5 +1,5 @@
 import type { OperationKind } from '../../protocol';
-import { createOperation, putDesiredDeployment, putDesiredDeployments, withdrawDesiredDeployment, type DesiredItem } from './desired-admin';
+import { createOperation, POKED_OWNER, putDesiredDeployment, putDesiredDeployments, withdrawDesiredDeployment, type DesiredItem } from './desired-admin';
 import type { DesiredChange } from './desired';
 import { jsonbOrder } from './jsonb-order';
 import type { Sql } from './sql';
@@ -49,13 +49,11 @@ export interface OwnerPoke {
  * from a snapshot taken after that commit, so it sees every claim the write's own snapshot missed.
  */
 export async function currentOwner(sql: Sql, clusterUid: string): Promise<string | null> {
-  const { rows } = await sql.query<{ session_id: string }>(
-    `select o.session_id from clusters c
-       join cluster_owners o on o.cluster_uid = c.uid
-       join live_sessions s on s.session_id = o.session_id and s.generation = o.generation
-     where c.uid = $1 and c.disabled_at is null and not o.revoked and s.token_hash = c.token_hash`,
+  const { rows } = await sql.query<{ session_id: string | null }>(
+    `with rev as (select uid, disabled_at, token_hash from clusters where uid = $1)
+     select ${POKED_OWNER} as session_id`,
     [clusterUid],
-    'wingsmith_current_owner_v1',
+    'wingsmith_current_owner_v2',
   );
   return rows[0]?.session_id ?? null;
 }

@@ -31,3 +31,33 @@ export function useHubBehindProxy(vars: Record<string, string>): { h: HubHandle;
   afterAll(proxyDown);
   return { h, proxyUp, proxyDown };
 }
+
+/**
+ * A hub for this test file whose path to Postgres runs through a TCP relay the file owns (between
+ * the WS→TCP proxy and the database), so the file can hold, cut or inspect the database's bytes.
+ * `relay()` is the relay once the hub has started; relay and proxy are closed after the file.
+ */
+export function useHubBehindRelay<R extends { port: number; close(): void }>(
+  vars: Record<string, string>,
+  startRelay: (target: { host: string; port: number }) => Promise<R>,
+): { h: HubHandle; relay(): R } {
+  let relay: R | null = null;
+  let proxy: PgWsProxy | null = null;
+  const h = useHub(vars, async () => {
+    const { findProxyTarget } = await import('./proxy-target');
+    relay = await startRelay(await findProxyTarget(inject('databaseUrl'), inject('pgWsProxy')));
+    proxy = await startPgWsProxy({ target: { host: '127.0.0.1', port: relay.port } });
+    return { PG_WS_PROXY: `127.0.0.1:${proxy.port}` };
+  });
+  afterAll(async () => {
+    relay?.close();
+    await proxy?.close();
+  });
+  return {
+    h,
+    relay: () => {
+      if (!relay) throw new Error('the hub (and its relay) has not started');
+      return relay;
+    },
+  };
+}
