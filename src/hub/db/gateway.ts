@@ -8,14 +8,14 @@ import { currentOwner, putChanges, writeDeployments, writeDesired, type DesiredW
 import { classifyDbError } from './errors';
 import { pollFleet, type FleetPoll } from './fleet-poll';
 import { pruneHistory } from './history-prune';
-import type { ClaimArgs } from './ownership';
+import { leaveFleetPoll, type ClaimArgs } from './ownership';
 import { hubConfig, type HubConfig } from '../config';
 import { claimPageBytes } from '../frame-budget';
 import { withDeadline } from '../deadline';
 import { fnv1a } from '../fnv';
 import type { HubEnv } from '../env';
 import { createLogger } from '../log';
-import { Pg } from '../pg';
+import { outcomeUnknown, Pg } from '../pg';
 import { ResidencyGate } from '../residency-gate';
 import type { Sql } from './sql';
 
@@ -238,11 +238,33 @@ export class DbGateway extends DurableObject<HubEnv> {
     const cfg = hubConfig(this.env);
     // The page is a nicety: it may hold up the claim's answer for a fraction of the call's deadline.
     const deadlineMs = Math.min(1_000, cfg.PG_QUERY_TIMEOUT_MS / 4);
-    return this.relay(() =>
-      claimWithSnapshot(this.leastBusy(), args, { rows: snapshotRows, bytes: claimPageBytes(cfg), deadlineMs }, (err) =>
-        log.warn("fresh session's first snapshot page could not be read; the session fetches it", { cluster: args.clusterUid, error: describeError(err) }),
-      ),
+    return this.relay(async () => {
+      try {
+        return await claimWithSnapshot(this.leastBusy(), args, { rows: snapshotRows, bytes: claimPageBytes(cfg), deadlineMs }, (err) =>
+          log.warn("fresh session's first snapshot page could not be read; the session fetches it", { cluster: args.clusterUid, error: describeError(err) }),
+        );
+      } catch (err) {
+        if (outcomeUnknown(err)) await this.releaseFreshId(args, deadlineMs);
+        throw err;
+      }
+    });
+  }
+
+  /**
+   * A claim whose outcome is unknown (its connection lost under it, or unanswered) may have
+   * committed, granting the fresh id it named, shown connected, to a hello that is now refused:
+   * no connection ever carries that id. Left so, the operator's next hello, fresh too (it was
+   * never welcomed), was recorded as taking the cluster from a connected session: a displacement,
+   * counted toward contention, of a session that never opened. So the id is published as not
+   * carried before the refusal goes back, when that can be done quickly: the id is this hello's
+   * alone, and a claim that kept the session it resumed never named it. A claim still on its way
+   * (a stalled path) can commit after this; the fleet poll's sweep is the bound then.
+   */
+  private async releaseFreshId(args: ClaimArgs, deadlineMs: number): Promise<void> {
+    const left = leaveFleetPoll(this.leastBusy(), args.freshSessionId).catch((err: unknown) =>
+      log.warn('the fresh id of a claim of unknown outcome could not be released; the fleet poll will', { cluster: args.clusterUid, error: describeError(err) }),
     );
+    await withDeadline(left, deadlineMs, () => undefined);
   }
 
   /**
