@@ -15,7 +15,7 @@
  * Conclusions are re-sent until the hub acknowledges the frame carrying them (a fresh session
  * drops the replay buffer they were in).
  */
-import type { Payload, ReplayEntry } from '../protocol';
+import { timeMs, type Payload, type ReplayEntry } from '../protocol';
 import type { OperationRecord, StoredConclusion } from './cursor-store';
 import { runHandler, type FrameContext, type OperationConclusion, type OperatorHandlers } from './handlers';
 import type { Logger } from './logger';
@@ -190,7 +190,7 @@ export class OperationBook {
     }
 
     const now = this.host.timers.now();
-    const deadline = Date.parse(payload.deadline);
+    const deadline = timeMs(payload.deadline);
     const record: OperationRecord = {
       operationId: payload.operation_id,
       startId: ctx.frameId,
@@ -203,8 +203,9 @@ export class OperationBook {
       delivered: false,
     };
 
-    // The schema refuses a deadline that names no time; a NaN must still never reach the record
-    // (JSON would write it as null, which the store cannot read back).
+    // The schema refuses a deadline that names no time, and timeMs reads every one it admits (a
+    // leap second too: Date.parse reads none, and such a start was dropped unanswered); a NaN must
+    // still never reach the record (JSON would write it as null, which the store cannot read back).
     if (!Number.isFinite(deadline)) return { settle: 'dropped', reason: `deadline ${payload.deadline} names no time` };
     if (!(deadline > now)) {
       this.records.set(record.operationId, record);
@@ -280,7 +281,7 @@ export class OperationBook {
       operationId: payload.operation_id,
       startId: frameId,
       kind: payload.kind,
-      deadline: Date.parse(payload.deadline),
+      deadline: timeMs(payload.deadline),
       acceptedAt: now,
       state: 'running',
       conclusion: null,

@@ -6,7 +6,7 @@
  * fails transiently is retried with backoff while later frames are still applied; the
  * contiguous cursor stays behind it until it settles.
  */
-import { answerableId, readFrame, type Envelope, type InboundSequencer, type OutboundSequencer, type Payload } from '../protocol';
+import { answerableId, readFrame, timeMs, type Envelope, type InboundSequencer, type OutboundSequencer, type Payload } from '../protocol';
 import type { BackoffPolicy } from './backoff';
 import type { ClientStats } from './client-types';
 import { triage, type ReadableFrame } from './frame-triage';
@@ -250,7 +250,7 @@ export class Receiver {
   private watchQueuedDeadline(frame: ReadableFrame): (() => void) | null {
     if (frame.kind !== 'message' || frame.message.type !== 'operation.start') return null;
     const payload = frame.message.payload;
-    const deadline = Date.parse(payload.deadline);
+    const deadline = timeMs(payload.deadline);
     if (!Number.isFinite(deadline)) return null;
     const h = this.host;
     let cancelTimer = () => {};

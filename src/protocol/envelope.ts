@@ -88,13 +88,21 @@ function namesUtcTime(s: string, yearZero: boolean): boolean | undefined {
   return (year >= 1 || yearZero) && day >= 1 && day <= days && hour <= 23 && minute <= 59 && second <= 59;
 }
 
+/**
+ * The instant (ms since the epoch) a time `namesTime` accepts names, NaN for none. A leap second
+ * (second 60) is RFC 3339's and Postgres's, not Date.parse's (NaN): it is read at second 59 and a
+ * second added, the next minute's start, as Postgres rolls it over. Whoever acts on a time the
+ * schema admitted reads it here, not with Date.parse.
+ */
+export function timeMs(s: string): number {
+  const leapSecond = s.charCodeAt(17) === 0x36 && s.charCodeAt(18) === 0x30;
+  return leapSecond ? Date.parse(`${s.slice(0, 17)}59${s.slice(19)}`) + 1000 : Date.parse(s);
+}
+
 /** `namesTime` by the pattern and Date.parse: any RFC 3339 form. Exported for the agreement test. */
 export function namesTimeByParse(s: string, yearZero = false): boolean {
   if (!RFC3339_RE.test(s)) return false;
-  // A leap second (second 60) is RFC 3339's and Postgres's, not Date.parse's: the rest is checked
-  // at second 59.
-  const leapSecond = s.charCodeAt(17) === 0x36 && s.charCodeAt(18) === 0x30;
-  const instant = Date.parse(leapSecond ? `${s.slice(0, 17)}59${s.slice(19)}` : s) + (leapSecond ? 1000 : 0);
+  const instant = timeMs(s);
   if (Number.isNaN(instant)) return false;
   if (!yearZero && (instant < FIRST_UTC_MS || instant > LAST_UTC_MS)) return false;
   // Date.parse rolls a day past its month's end over (Feb 31 reads as Mar 3) and takes 24:00 as
