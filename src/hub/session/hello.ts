@@ -90,9 +90,12 @@ export async function answerHello(host: HelloHost, ws: WebSocket, att: Attachmen
   if (claim.sessionId !== null && claim.generation !== null) host.committed(claim.sessionId, claim.generation);
   const freshReason = resumeAfterClaim(local, meta?.sessionId, claim.sessionId);
   if (freshReason === null) state.adoptGeneration(claim.generation as number);
-  if (ws.readyState !== WebSocket.OPEN) return;
 
-  // This connection now carries the session; any older one for it is superseded.
+  // The claim is this hello's: any older connection of the session is superseded, also when this
+  // one closed while the claim ran. Kept, it would carry on under the generation just adopted,
+  // and with it a claim this hello renewed: one taken after a disable and an enable that the
+  // older connection lived through (the disable's poke, answered after the hello, checks the
+  // renewed claim), so it would never be cut and what it sent since the disable would be stored.
   for (const other of sockets.others(ws)) {
     sockets.sendError(other, null, 'conflict', 'superseded by a newer connection for this session', false);
     sockets.close(other, CloseCode.DISPLACED, 'superseded by a newer connection');
