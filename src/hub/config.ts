@@ -33,6 +33,12 @@ const flag = z.preprocess((v) => (v === '' || v === undefined ? false : v), z.un
  */
 export const PING_INTERVAL_BOUNDS_MS = [1_000, 10_000] as const;
 export const IDLE_TIMEOUT_MAX_MS = 30_000;
+/**
+ * The largest replay window an operator keeps as advertised (handshake.ts, boundedLimits): past
+ * it the SDK uses its own default window (10,000 frames, 64 MiB), since the window bounds what it
+ * holds unacknowledged in memory and on disk. Held to the SDK's bounds by hub-config-refusals.test.ts.
+ */
+export const REPLAY_BUFFER_MAX = { frames: 100_000, bytes: 256 << 20 } as const;
 
 /**
  * The most a desired-state page (its bytes, one frame it may overshoot by, and the send queue's
@@ -89,8 +95,8 @@ const ConfigSchema = z.object({
   /** Larger frames → close 1009; also the largest desired state the admin API accepts (413 over it). */
   MAX_FRAME_BYTES: z.coerce.number().int().min(MIN_FRAME_LIMIT_BYTES, `must be at least ${MIN_FRAME_LIMIT_BYTES}: operators ignore a smaller limit`).default(1 << 20),
   /** Sized for a rolling restart, not a network hiccup. */
-  REPLAY_BUFFER_FRAMES: ms(50_000),
-  REPLAY_BUFFER_BYTES: ms(64 << 20),
+  REPLAY_BUFFER_FRAMES: ms(50_000).pipe(z.number().max(REPLAY_BUFFER_MAX.frames, `must be at most ${REPLAY_BUFFER_MAX.frames} (operators ignore a larger window and use 10000)`)),
+  REPLAY_BUFFER_BYTES: ms(64 << 20).pipe(z.number().max(REPLAY_BUFFER_MAX.bytes, `must be at most ${REPLAY_BUFFER_MAX.bytes} (operators ignore a larger window and use 64 MiB)`)),
   /**
    * Frames waiting for the operator to release the replay window; full → 4429. At least 3: a
    * desired page is what is left after the frames queued and the two a resync adds around it

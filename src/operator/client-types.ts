@@ -133,8 +133,8 @@ export interface ClientEvents {
   state: [ClientState];
   /**
    * A session opened. `fresh`: numbering restarted and a resync follows. `region`: the hub's
-   * region, null if it names none. `limits`: the ones in force (a timing limit of the welcome out
-   * of the spec's bounds is replaced by the spec's value: handshake.ts `boundedLimits`).
+   * region, null if it names none. `limits`: the ones in force (a limit of the welcome out of the
+   * SDK's bounds is replaced by the spec's value or the SDK's default: handshake.ts `boundedLimits`).
    */
   welcome: [{ sessionId: string; fresh: boolean; hubVersion: string; limits: Limits; region: string | null }];
   /** The link closed. `error`: the connection-level error the hub sent before closing, if any. */

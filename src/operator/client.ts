@@ -370,7 +370,7 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
       const key = `${a.field}=${a.got}`;
       if (this.limitWarnings.has(key)) continue;
       this.limitWarnings.add(key);
-      this.log.warn("the hub's welcome asks for a timing limit or frame size outside the spec's bounds: using the spec's value (for the frame size, the default)", {
+      this.log.warn("the hub's welcome asks for a timing limit, frame size or replay window outside the SDK's bounds: using the spec's value (for the frame size and the replay window, the SDK's default)", {
         field: a.field, got: a.got, used: a.used, min: a.bounds[0], max: a.bounds[1],
       });
     }

@@ -93,11 +93,11 @@ export function decideWelcome(
   return { kind: 'resume' };
 }
 
-export type TimingLimit = 'ping_interval_s' | 'idle_timeout_s' | 'max_frame_bytes';
+export type BoundedLimit = keyof Payload<'welcome'>['limits'];
 
-/** A timing limit of a welcome that was out of bounds, and the value used instead. */
+/** A limit of a welcome that was out of bounds, and the value used instead. */
 export interface LimitAdjustment {
-  field: TimingLimit;
+  field: BoundedLimit;
   got: number;
   used: number;
   bounds: readonly [number, number];
@@ -108,9 +108,15 @@ export const SPEC_PING_INTERVAL_S = 10;
 export const SPEC_IDLE_TIMEOUT_S = 30;
 /** The fastest ping cadence a hub may ask of an operator. */
 export const MIN_PING_INTERVAL_S = 1;
+/**
+ * The largest replay window an operator keeps, whatever a hub advertises: twice the hub's default
+ * frames (50,000) and four times its default bytes (64 MiB).
+ */
+export const MAX_REPLAY_BUFFER_FRAMES = 100_000;
+export const MAX_REPLAY_BUFFER_BYTES = 256 * 1024 * 1024;
 
 /**
- * The welcome's timing limits as the operator will use them. `welcome.limits` is the hub's input,
+ * The welcome's limits as the operator will use them. `welcome.limits` is the hub's input,
  * and the schema only asks for positive numbers: taken as they come, a buggy or hostile hub could
  * make an operator ping a thousand times a second or drop every healthy link at once. The bounds
  * come from the spec's liveness sentences:
@@ -129,13 +135,19 @@ export const MIN_PING_INTERVAL_S = 1;
  * - max_frame_bytes at least MIN_FRAME_LIMIT_BYTES (4 KiB): below it the operator would refuse
  *   to send nearly every frame, one at a time, and resume nothing. Replaced by the hub's default
  *   (1 MiB): a hub that really means less closes 1009 on a larger frame, which is loud.
+ * - replay_buffer_frames and _bytes at most MAX_REPLAY_BUFFER_FRAMES and _BYTES. They bound
+ *   what the operator holds written and unacknowledged, in memory and in its outbound log: taken
+ *   as they come, a hub advertising 1e15 (a safe integer, so the schema admits it) would make every
+ *   report numbered at once and kept until acknowledged, with no bound at all, instead of
+ *   waiting in the coalescing queue. Replaced by the SDK's defaults (10,000 frames, 64 MiB): a
+ *   smaller window than the hub allows costs throughput, never correctness.
  *
  * A value out of its bounds is replaced by the spec's own value, not clamped to the nearest bound:
  * a hub outside them is misconfigured, and the spec's value is the one known to be sane. Pure.
  */
 export function boundedLimits(limits: Payload<'welcome'>['limits']): { limits: Payload<'welcome'>['limits']; adjusted: LimitAdjustment[] } {
   const adjusted: LimitAdjustment[] = [];
-  const bound = (field: TimingLimit, got: number, lo: number, hi: number, spec: number): number => {
+  const bound = (field: BoundedLimit, got: number, lo: number, hi: number, spec: number): number => {
     if (Number.isFinite(got) && got >= lo && got <= hi) return got;
     adjusted.push({ field, got, used: spec, bounds: [lo, hi] });
     return spec;
@@ -143,5 +155,10 @@ export function boundedLimits(limits: Payload<'welcome'>['limits']): { limits: P
   const ping = bound('ping_interval_s', limits.ping_interval_s, MIN_PING_INTERVAL_S, SPEC_PING_INTERVAL_S, SPEC_PING_INTERVAL_S);
   const idle = bound('idle_timeout_s', limits.idle_timeout_s, 2 * ping, SPEC_IDLE_TIMEOUT_S, SPEC_IDLE_TIMEOUT_S);
   const frame = bound('max_frame_bytes', limits.max_frame_bytes, MIN_FRAME_LIMIT_BYTES, Number.MAX_SAFE_INTEGER, DEFAULT_LIMITS.max_frame_bytes);
-  return { limits: { ...limits, ping_interval_s: ping, idle_timeout_s: idle, max_frame_bytes: frame }, adjusted };
+  const replayFrames = bound('replay_buffer_frames', limits.replay_buffer_frames, 1, MAX_REPLAY_BUFFER_FRAMES, DEFAULT_LIMITS.replay_buffer_frames);
+  const replayBytes = bound('replay_buffer_bytes', limits.replay_buffer_bytes, 1, MAX_REPLAY_BUFFER_BYTES, DEFAULT_LIMITS.replay_buffer_bytes);
+  return {
+    limits: { ping_interval_s: ping, idle_timeout_s: idle, max_frame_bytes: frame, replay_buffer_frames: replayFrames, replay_buffer_bytes: replayBytes },
+    adjusted,
+  };
 }

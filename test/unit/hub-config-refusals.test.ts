@@ -10,7 +10,7 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { checkDeployConfig } from '../../scripts/lib/deploy-config';
-import { DESIRED_PAGE_RPC_BUDGET_BYTES, HISTORY_RETENTION_MAX_MS, hubConfig, IDLE_TIMEOUT_MAX_MS, PG_INT_MAX, PING_INTERVAL_BOUNDS_MS } from '../../src/hub/config';
+import { DESIRED_PAGE_RPC_BUDGET_BYTES, HISTORY_RETENTION_MAX_MS, hubConfig, IDLE_TIMEOUT_MAX_MS, PG_INT_MAX, PING_INTERVAL_BOUNDS_MS, REPLAY_BUFFER_MAX } from '../../src/hub/config';
 import { claimPageBytes, REPLAY_ROW_MAX_BYTES } from '../../src/hub/frame-budget';
 import { checkHello } from '../../src/hub/session/handshake';
 import { boundedLimits } from '../../src/operator/handshake';
@@ -113,6 +113,20 @@ describe('hub configuration refused at startup', () => {
     }
     // The defaults are the spec's own values.
     expect(hubConfig({})).toMatchObject({ PING_INTERVAL_MS: 10_000, IDLE_TIMEOUT_MS: 30_000 });
+  });
+
+  it('the REPLAY_BUFFER_FRAMES and _BYTES the hub accepts are exactly the windows the operator SDK keeps as advertised', () => {
+    const sdkAdjusts = (frames: number, bytes: number) =>
+      boundedLimits({ ping_interval_s: 10, idle_timeout_s: 30, max_frame_bytes: 1 << 20, replay_buffer_frames: frames, replay_buffer_bytes: bytes }).adjusted.length > 0;
+    const { frames: maxFrames, bytes: maxBytes } = REPLAY_BUFFER_MAX;
+    for (const [frames, bytes] of [[1, 1], [50_000, 64 << 20], [maxFrames, maxBytes]] as const) {
+      expect(sdkAdjusts(frames, bytes), `${frames}/${bytes}`).toBe(false);
+      expect(hubConfig({ REPLAY_BUFFER_FRAMES: String(frames), REPLAY_BUFFER_BYTES: String(bytes) })).toMatchObject({ REPLAY_BUFFER_FRAMES: frames, REPLAY_BUFFER_BYTES: bytes });
+    }
+    expect(sdkAdjusts(maxFrames + 1, maxBytes)).toBe(true);
+    expect(() => hubConfig({ REPLAY_BUFFER_FRAMES: String(maxFrames + 1) })).toThrow(/REPLAY_BUFFER_FRAMES: must be at most/);
+    expect(sdkAdjusts(maxFrames, maxBytes + 1)).toBe(true);
+    expect(() => hubConfig({ REPLAY_BUFFER_BYTES: String(maxBytes + 1) })).toThrow(/REPLAY_BUFFER_BYTES: must be at most/);
   });
 
   it('the MAX_FRAME_BYTES the hub accepts is exactly what the operator SDK follows as advertised: at least 4 KiB', () => {
