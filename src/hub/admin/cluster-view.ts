@@ -175,6 +175,9 @@ export const VIEW_SQL = `
     from episode
   ) ct on true`;
 
+/** A page of the cluster list, by uid: $4 the last uid of the previous page (null: the first), $5 the row limit. */
+export const LIST_SQL = `${VIEW_SQL} where ($4::text is null or c.uid > $4) order by c.uid limit $5`;
+
 /**
  * One cluster's view plus what only a single-cluster answer carries: the operator's own region
  * and the size of each list, so a client that shows a capped number of pages still reports the

@@ -8,7 +8,7 @@ import { jsonError } from '../http-errors';
 import { hintOutsideJurisdiction, placementHint, type LocationHint } from '../region';
 import { generateEnrollmentToken, hashToken, toHex } from '../tokens';
 import { adminRouter, commonResponses, errorResponse } from './app';
-import { askSession, ClusterSchema, clusterView, HintSchema, VIEW_SQL, viewParams, toView, type ClusterView, type ClusterViewRow } from './cluster-view';
+import { askSession, ClusterSchema, clusterView, HintSchema, LIST_SQL, viewParams, toView, type ClusterView, type ClusterViewRow } from './cluster-view';
 import { cursorCodec, KeyText, LimitParam } from './paging';
 import { cutLiveSession } from './revoke';
 
@@ -120,7 +120,7 @@ export const clustersRouter = adminRouter()
       const { limit, cursor, after } = c.req.valid('query');
       const from = cursor !== undefined ? (clusterCursor.decode(cursor)?.[0] ?? null) : (after ?? null);
       const { rows } = await c.var.pg.query<ClusterViewRow>(
-        `${VIEW_SQL} where ($4::text is null or c.uid > $4) order by c.uid limit $5`,
+        LIST_SQL,
         [...viewParams(c.env), from, limit + 1],
       );
       const items = rows.slice(0, limit).map((r) => toView(r, c.env));

@@ -169,6 +169,19 @@ const TOTALS_SQL = `
 
 const NO_TOTALS_SQL = `select null as t_clusters`;
 
+/**
+ * Deployments desired (not withdrawn) and in sync, by cluster, over the desired rows `where`
+ * selects (on alias `d`). The totals count the whole fleet's once; a page without them counts
+ * each listed cluster's by its uid (an index scan each), not by a join with the page, which the
+ * planner answers by reading both tables whole whenever a few clusters own all the deployments.
+ */
+const syncSql = (where: string, byCluster: boolean): string => `
+  select ${byCluster ? 'd.cluster_uid, ' : ''}count(*) as desired,
+    count(*) filter (where od.observed_revision = d.revision) as in_sync
+  from desired_deployments d
+  left join observed_deployments od on od.cluster_uid = d.cluster_uid and od.deployment_id = d.deployment_id
+  where not d.deleted and ${where}${byCluster ? ' group by d.cluster_uid' : ''}`;
+
 const fleetSql = (withTotals: boolean) => `
 -- The window ends at the start of the current minute: an unchanged fleet keeps its answer (and
 -- its ETag) for a minute instead of a new one per statement.
@@ -177,14 +190,7 @@ page as (
   select c.uid, c.name, c.disabled_at from clusters c
   where ($3::text is null or c.uid > $3) order by c.uid limit $4
 ),
-insync as (
-  select d.cluster_uid, count(*) as desired,
-    count(*) filter (where od.observed_revision = d.revision) as in_sync
-  from desired_deployments d
-  left join observed_deployments od on od.cluster_uid = d.cluster_uid and od.deployment_id = d.deployment_id
-  where not d.deleted${withTotals ? '' : ' and d.cluster_uid in (select uid from page)'}
-  group by d.cluster_uid
-),
+${withTotals ? `insync as (${syncSql('true', true)}),` : ''}
 items as (
   select p.uid, p.name, p.disabled_at is not null as disabled,
     coalesce(${LIVE}, false) as connected,
@@ -225,7 +231,7 @@ items as (
   from page p
   left join cluster_owners o on o.cluster_uid = p.uid
   left join observed_clusters oc on oc.cluster_uid = p.uid
-  left join insync s on s.cluster_uid = p.uid
+  ${withTotals ? 'left join insync s on s.cluster_uid = p.uid' : `left join lateral (${syncSql('d.cluster_uid = p.uid', false)}) s on true`}
   cross join lateral (${gpuModelsSql('d.cluster_uid = p.uid', 'model')}) gm
 ),
 totals as (${withTotals ? TOTALS_SQL : NO_TOTALS_SQL})
