@@ -9,6 +9,7 @@ import { knownHint } from '../db/registry';
 import type { LiveView } from '../session/live-view';
 import { connectedSql } from '../db/connected-sql';
 import { gpuModelsSql, MAX_GPU_MODELS } from '../db/fleet';
+import { iso } from '../db/read-paging';
 import { OtherGpuModels } from './gpu-models';
 
 /**
@@ -140,14 +141,17 @@ export interface ClusterViewRow {
   desired_refusals: string;
 }
 
-// $1 stale-after ms, $2 contention window ms, $3 contention quiet ms; filters start at $4.
+// $1 stale-after ms, $2 contention window ms, $3 contention quiet ms; filters start at $4. Times
+// leave as text made in SQL (read-paging.ts `iso`): the driver parses timestamptz only in
+// DateStyle ISO, and the database's default may be another.
 export const VIEW_SQL = `
-  select c.uid, c.name, c.location_hint, c.created_at, c.token_issued_at, c.disabled_at, c.desired_revision,
-    o.session_id, o.generation, o.claimed_at, o.polled_at,
+  select c.uid, c.name, c.location_hint, ${iso('c.created_at')} as created_at, ${iso('c.token_issued_at')} as token_issued_at,
+    ${iso('c.disabled_at')} as disabled_at, c.desired_revision,
+    o.session_id, o.generation, ${iso('o.claimed_at')} as claimed_at, ${iso('o.polled_at')} as polled_at,
     ${connectedSql('o', '$1')} as connected,
     o.live, o.operator_version,
     ct.contention,
-    ls.epoch, ls.dropped_events, ls.evicted_frames, ls.replaced_frames, ls.handler_failures, ls.updated_at as link_updated_at,
+    ls.epoch, ls.dropped_events, ls.evicted_frames, ls.replaced_frames, ls.handler_failures, ${iso('ls.updated_at')} as link_updated_at,
     (select count(*) from rejections r where r.cluster_uid = c.uid) as rejections,
     (select coalesce(sum(refusals), 0) from desired_deployments dd where dd.cluster_uid = c.uid) as desired_refusals
   from clusters c
@@ -168,7 +172,7 @@ export const VIEW_SQL = `
       ) x order by session_id, at desc
     )
     select case when count(*) = 0 then null else jsonb_build_object(
-      'since', o.contention_since, 'last_at', o.contention_last_at, 'displacements', count(*),
+      'since', ${iso('o.contention_since')}, 'last_at', ${iso('o.contention_last_at')}, 'displacements', count(*),
       'sessions', (select jsonb_agg(jsonb_build_object('session_id', session_id, 'remote_addr', remote_addr,
                                                       'operator_version', operator_version) order by at desc) from sessions))
       end as contention
@@ -205,8 +209,6 @@ interface OneClusterRow extends ClusterViewRow {
   n_deployments: string;
 }
 
-const iso = (v: string | Date | null): string | null => (v === null ? null : new Date(v).toISOString());
-
 export function toView(r: ClusterViewRow, env: HubEnv): ClusterView {
   const cfg = hubConfig(env);
   // The hint the connect route actually creates objects with (connect.ts logs the one it ignores).
@@ -218,18 +220,18 @@ export function toView(r: ClusterViewRow, env: HubEnv): ClusterView {
     jurisdiction: cfg.HUB_JURISDICTION ?? null,
     location_hint: placement.hint,
     ...(placement.ignored ? { location_hint_ignored: placement.ignored } : {}),
-    created_at: iso(r.created_at) as string,
-    token_issued_at: iso(r.token_issued_at) as string,
+    created_at: r.created_at,
+    token_issued_at: r.token_issued_at,
     disabled: r.disabled_at !== null,
-    disabled_at: iso(r.disabled_at),
+    disabled_at: r.disabled_at,
     desired_revision: Number(r.desired_revision),
     operator_version: r.operator_version,
     contention:
       r.contention === null
         ? null
         : {
-            since: iso(r.contention.since) as string,
-            last_at: iso(r.contention.last_at) as string,
+            since: r.contention.since,
+            last_at: r.contention.last_at,
             displacements: Number(r.contention.displacements),
             sessions: r.contention.sessions.slice(0, 10),
           },
@@ -240,8 +242,8 @@ export function toView(r: ClusterViewRow, env: HubEnv): ClusterView {
             connected: r.connected === true,
             session_id: r.session_id,
             generation: Number(r.generation),
-            claimed_at: iso(r.claimed_at) as string,
-            last_poll_at: iso(r.polled_at),
+            claimed_at: r.claimed_at as string,
+            last_poll_at: r.polled_at,
             live: r.live ?? {},
             source: 'poll',
           },
@@ -254,7 +256,7 @@ export function toView(r: ClusterViewRow, env: HubEnv): ClusterView {
             evicted_frames: Number(r.evicted_frames),
             replaced_frames: Number(r.replaced_frames),
             handler_failures: r.handler_failures === null ? null : Number(r.handler_failures),
-            updated_at: iso(r.link_updated_at) as string,
+            updated_at: r.link_updated_at as string,
           },
     rejections: Number(r.rejections),
     desired_refusals: Number(r.desired_refusals),

@@ -250,5 +250,5 @@ async function toggle(sql: Sql, env: HubEnv, id: string, disabled: boolean, back
   const view = await clusterView(sql, env, row.uid);
   // The answer says what this call committed: the view is read by a later statement, after which
   // an opposite toggle racing this one may have committed too (a disable answered "enabled").
-  return view && { ...view, disabled: row.disabled_at !== null, disabled_at: row.disabled_at === null ? null : new Date(row.disabled_at).toISOString() };
+  return view && { ...view, disabled: row.disabled_at !== null, disabled_at: row.disabled_at };
 }

@@ -1,4 +1,5 @@
 import type { Payload } from '../../protocol';
+import { iso } from './read-paging';
 import type { Sql } from './sql';
 
 /** Admin writes of desired state and operations: one statement each, bumping the cluster revision. */
@@ -202,7 +203,7 @@ export async function createOperation(sql: Sql, idOrName: string, op: OperationR
     operation_id: string;
     cluster_uid: string;
     revision: string;
-    deadline: string | Date;
+    deadline: string;
     owner_session: string | null;
     recheck_owner: boolean;
     prior_kind: string | null;
@@ -211,7 +212,7 @@ export async function createOperation(sql: Sql, idOrName: string, op: OperationR
   }>(
     `with c as (select uid from clusters where uid = $1 or name = $1),
      prior as (
-       select operation_id, cluster_uid, revision, deadline, kind, target, params from operations
+       select operation_id, cluster_uid, revision, ${iso('deadline')} as deadline, kind, target, params from operations
        where $7::text is not null and cluster_uid = (select uid from c) and idempotency_key = $7
      ),
      rev as (
@@ -223,16 +224,16 @@ export async function createOperation(sql: Sql, idOrName: string, op: OperationR
        insert into operations (operation_id, cluster_uid, kind, target, params, deadline, revision, idempotency_key)
        select $2, uid, $3, $4, $5::jsonb, now() + make_interval(secs => $6::double precision), desired_revision, $7 from rev
        on conflict (cluster_uid, idempotency_key) where idempotency_key is not null do nothing
-       returning operation_id, cluster_uid, revision, deadline
+       returning operation_id, cluster_uid, revision, ${iso('deadline')} as deadline
      )
      select ins.*, ${POKED_OWNER} as owner_session, ${OWNER_RECHECK} as recheck_owner, null::text as prior_kind, null::text as prior_target, null::jsonb as prior_params from ins
      union all
      select operation_id, cluster_uid, revision, deadline, null, false, kind, target, params from prior`,
     [idOrName, op.operation_id, op.kind, op.target, JSON.stringify(op.params), op.deadline_s, op.idempotency_key ?? null],
-    'wingsmith_create_operation_v4',
+    'wingsmith_create_operation_v5',
   );
   const r = rows[0];
   if (!r) return null;
   const prior = r.prior_kind !== null ? { kind: r.prior_kind, target: r.prior_target ?? '', params: r.prior_params ?? {} } : null;
-  return { operation_id: r.operation_id, cluster_uid: r.cluster_uid, owner_session: r.owner_session, recheck_owner: r.recheck_owner === true, revision: Number(r.revision), deadline: new Date(r.deadline).toISOString(), prior };
+  return { operation_id: r.operation_id, cluster_uid: r.cluster_uid, owner_session: r.owner_session, recheck_owner: r.recheck_owner === true, revision: Number(r.revision), deadline: r.deadline, prior };
 }

@@ -1,6 +1,7 @@
 import type { Payload } from '../../protocol';
 import { fenceCte } from './ownership';
 import type { SessionFence } from './ingest';
+import { iso } from './read-paging';
 import type { Sql } from './sql';
 
 /** A change the owning session must put into its stream, in revision order. */
@@ -49,19 +50,21 @@ function toChange(r: ChangeRow): DesiredChange {
       kind: r.op_kind as Payload<'operation.start'>['kind'],
       target: r.target as string,
       params: r.params ?? {},
-      deadline: new Date(r.deadline as string).toISOString(),
+      deadline: r.deadline as string,
     },
   };
 }
 
 const DEPLOYMENT_COLS = `'deployment'::text as kind, revision, deployment_id, workload_id, min_replicas, max_replicas,
   serving, deleted, null::text as operation_id, null::text as op_kind, null::text as target, null::jsonb as params,
-  null::timestamptz as deadline`;
+  null::text as deadline`;
 // Named like DEPLOYMENT_COLS: used alone (open operations), an unaliased `kind` would overwrite
-// the row's discriminator and leave `op_kind` empty.
+// the row's discriminator and leave `op_kind` empty. The deadline leaves as text made in SQL: the
+// driver parses timestamptz only in DateStyle ISO, and under a database's other default it sent
+// operators a deadline in 1970, which the SDK answers at once as passed.
 const OPERATION_COLS = `'operation'::text as kind, revision, null::text as deployment_id, null::text as workload_id,
   null::int as min_replicas, null::int as max_replicas, null::jsonb as serving, null::boolean as deleted,
-  operation_id, kind as op_kind, target, params, deadline`;
+  operation_id, kind as op_kind, target, params, ${iso('deadline')} as deadline`;
 
 // Roughly each row's frame size: the JSON of its large column plus the rest (ids, numbers,
 // envelope). Serving configurations can each be up to max_frame_bytes: a page sized by rows
@@ -228,7 +231,7 @@ export async function fetchFirstSnapshotPage(
      ) d on h.held
      order by d.deployment_id`,
     [fence.clusterUid, limit, upToRevision, maxBytes, fence.sessionId, fence.generation, fence.tokenHash],
-    'wingsmith_first_page_v4',
+    'wingsmith_first_page_v5',
   );
   if (rows[0]?.held !== true) return null;
   const page = rows.filter((r) => r.deployment_id !== null);

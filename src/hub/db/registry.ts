@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { LocationHintSchema, placementHint, type Jurisdiction, type LocationHint } from '../region';
 import { createLogger } from '../log';
 import { describeError } from './errors';
+import { iso } from './read-paging';
 import type { Sql } from './sql';
 
 const log = createLogger({ component: 'registry' });
@@ -16,7 +17,10 @@ export interface ClusterRow {
   location_hint: string | null;
 }
 
-const COLUMNS = `uid, name, token_issued_at, disabled_at, created_at, location_hint`;
+// Times as text made in SQL: the driver parses timestamptz only in DateStyle ISO, and a
+// database's default may be another (read-paging.ts `iso`).
+const COLUMNS = `uid, name, ${iso('token_issued_at')} as token_issued_at, ${iso('disabled_at')} as disabled_at,
+  ${iso('created_at')} as created_at, location_hint`;
 
 /** A stored hint is used only if it is one the platform knows (the column is plain text). */
 export function knownHint(v: unknown): LocationHint | null {
