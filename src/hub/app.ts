@@ -51,10 +51,16 @@ export function hubApp(): Hono<{ Bindings: HubEnv }> {
   app.get('/healthz', async (c) => {
     const region = hubConfig(c.env).HUB_REGION ?? null;
     try {
-      const schema = await readSchemaState(gatewaySql(c.env));
-      const ok = schema.schema === 'ok';
-      if (!ok) log.error('the database is not migrated for this hub; run npm run migrate', { ...schema });
-      return c.json({ ok, database: 'ok', ...schema, region }, ok ? 200 : 503);
+      const state = await readSchemaState(gatewaySql(c.env));
+      if (state.schema !== 'ok') {
+        log.error('the database is not migrated for this hub; run npm run migrate', { ...state });
+        return c.json({ ok: false, database: 'ok', ...state, region }, 503);
+      }
+      if (state.read_only) {
+        log.error('the database refuses writes (transaction_read_only is on): DATABASE_URL must name a writable primary, without default_transaction_read_only');
+        return c.json({ ok: false, database: 'read_only', schema: state.schema, region }, 503);
+      }
+      return c.json({ ok: true, database: 'ok', schema: state.schema, region }, 200);
     } catch (err) {
       // Public: the driver's text can quote the secret DATABASE_URL (its role, database, host),
       // so the reason goes to the log only.

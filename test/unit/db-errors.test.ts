@@ -65,6 +65,12 @@ describe('failureKind (an outage or a fault, for the log of a failed lookup)', (
     expect(failureKind(relayed('relation "clusters" does not exist', '42P01', 'error'))).toBe('fault');
   });
 
+  it('a write refused by a read-only database (25006) is a fault; the rest of class 25 is not', () => {
+    expect(failureKind(pgError('25006', 'cannot execute INSERT in a read-only transaction'))).toBe('fault');
+    expect(failureKind(pgError('25P03', 'terminating connection due to idle-in-transaction timeout'))).toBe('outage');
+    expect(classifyDbError(pgError('25006', 'x'))).toBe('transient');
+  });
+
   it('a connection the server refuses for what the URL says keeps its SQLSTATE: a fault, still retried', () => {
     // Pg.connect wraps every connect failure; it used to drop the code, so a role that does not
     // exist was logged "database unavailable" at warn, forever.

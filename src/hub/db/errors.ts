@@ -40,6 +40,9 @@ export function isIsolatable(err: unknown): boolean {
 // not exist (3D)), not for its condition: retrying waits on a deploy, a migration or a fixed
 // DATABASE_URL, not on the database coming back.
 const STATEMENT_CLASSES = new Set(['42', '0A', '3F', '28', '3D']);
+// A write refused by a database that takes none (25006: a read replica's URL, or
+// default_transaction_read_only set on the database or role): it waits on a fixed DATABASE_URL too.
+const STATEMENT_STATES = new Set(['25006']);
 // What JavaScript throws for a programming error, locally or relayed by name from a gateway shard.
 const CODE_ERRORS = new Set(['TypeError', 'ReferenceError', 'SyntaxError', 'RangeError', 'EvalError', 'URIError', 'ResidencyError']);
 
@@ -50,7 +53,7 @@ const CODE_ERRORS = new Set(['TypeError', 'ReferenceError', 'SyntaxError', 'Rang
  */
 export function failureKind(err: unknown): 'outage' | 'fault' {
   const state = sqlState(err);
-  if (state) return STATEMENT_CLASSES.has(state.slice(0, 2)) ? 'fault' : 'outage';
+  if (state) return STATEMENT_CLASSES.has(state.slice(0, 2)) || STATEMENT_STATES.has(state) ? 'fault' : 'outage';
   return isCodeError(err) ? 'fault' : 'outage';
 }
 

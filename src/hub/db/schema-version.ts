@@ -9,17 +9,27 @@ import type { Sql } from './sql';
  */
 export const SCHEMA_REQUIRED = '0024';
 
-export type SchemaState = { schema: 'ok' } | { schema: 'behind'; schema_applied: string; schema_required: string } | { schema: 'missing'; schema_required: string };
+export type SchemaState =
+  | { schema: 'ok'; read_only: boolean }
+  | { schema: 'behind'; schema_applied: string; schema_required: string }
+  | { schema: 'missing'; schema_required: string };
 
-/** Whether the database has the migrations this code needs: one statement on the migration ledger. */
+/**
+ * Whether the database has the migrations this code needs, and whether it takes writes: one
+ * statement on the migration ledger. A database that refuses writes (a read replica's URL, or
+ * `default_transaction_read_only` set on the database or role) answers every read and fails every
+ * write of the hub's (25006), which would otherwise look like an outage.
+ */
 export async function readSchemaState(sql: Sql): Promise<SchemaState> {
   try {
-    const { rows } = await sql.query<{ latest: string | null; has: boolean | null }>(
-      'select max(version) as latest, coalesce(bool_or(version = $1), false) as has from schema_migrations',
+    const { rows } = await sql.query<{ latest: string | null; has: boolean | null; read_only: boolean }>(
+      `select max(version) as latest, coalesce(bool_or(version = $1), false) as has,
+         current_setting('transaction_read_only') = 'on' as read_only
+       from schema_migrations`,
       [SCHEMA_REQUIRED],
     );
     const r = rows[0];
-    if (r?.has) return { schema: 'ok' };
+    if (r?.has) return { schema: 'ok', read_only: r.read_only === true };
     // A ledger with no row (a first migrate that failed after making it) is a database never migrated.
     if (r?.latest == null) return { schema: 'missing', schema_required: SCHEMA_REQUIRED };
     return { schema: 'behind', schema_applied: r.latest, schema_required: SCHEMA_REQUIRED };
