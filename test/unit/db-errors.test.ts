@@ -105,4 +105,18 @@ describe('failureLine (what the Worker and the claim log)', () => {
       fields: { error: '42P01: relation "clusters" does not exist' },
     });
   });
+
+  it('a statement refused for what ran beside it (serialization failure, deadlock, lock timeout) is a warning that says so, not an outage', () => {
+    for (const [code, text] of [
+      ['40001', 'could not serialize access due to concurrent update'],
+      ['40P01', 'deadlock detected'],
+      ['55P03', 'canceling statement due to lock timeout'],
+    ] as const) {
+      expect(failureLine('claim', pgError(code, text))).toEqual({
+        level: 'warn',
+        message: 'claim failed: conflicted with concurrent work (rolled back whole; safe to retry)',
+        fields: { error: `${code}: ${text}` },
+      });
+    }
+  });
 });

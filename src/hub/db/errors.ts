@@ -69,9 +69,20 @@ export const NOT_AN_OUTAGE = 'not an outage (a code or schema fault)';
 /** The log line for a failed database call: a fault loudly, an outage as a warning. */
 export function failureLine(what: string, err: unknown): { level: 'error' | 'warn'; message: string; fields: { error: string } } {
   const fields = { error: describeError(err) };
-  return failureKind(err) === 'fault'
-    ? { level: 'error', message: `${what} failed: ${NOT_AN_OUTAGE}`, fields }
-    : { level: 'warn', message: `${what} failed: database unavailable`, fields };
+  if (failureKind(err) === 'fault') return { level: 'error', message: `${what} failed: ${NOT_AN_OUTAGE}`, fields };
+  // The database answered, and refused only this statement for what ran beside it: calling that
+  // an outage sends whoever reads the log to look for one.
+  if (isConcurrencyFailure(err)) return { level: 'warn', message: `${what} failed: ${CONCURRENT_WORK}`, fields };
+  return { level: 'warn', message: `${what} failed: database unavailable`, fields };
+}
+
+export const CONCURRENT_WORK = 'conflicted with concurrent work (rolled back whole; safe to retry)';
+
+// A serialization failure (40001: a database whose default isolation is repeatable read or
+// serializable), a deadlock (40P01) or a lock not granted in time (55P03).
+function isConcurrencyFailure(err: unknown): boolean {
+  const state = sqlState(err);
+  return state === '40001' || state === '40P01' || state === '55P03';
 }
 
 export function describeError(err: unknown): string {
