@@ -80,7 +80,20 @@ export async function runHandler(fn: () => unknown): Promise<HandlerResult> {
       const code = ERROR_CODE_SET.has(err.code) ? err.code : 'invalid';
       return { ok: false, retryable: false, reason: err.message || 'handler rejected the frame', code };
     }
-    return { ok: false, retryable: true, reason: `handler threw: ${err instanceof Error ? err.message : String(err)}` };
+    return { ok: false, retryable: true, reason: `handler threw: ${errorText(err)}` };
+  }
+}
+
+/**
+ * What an application threw or rejected with, as text, without throwing: a value with no string
+ * form (a null-prototype object) or an Error whose `message` getter throws must stay the
+ * application's failure, not become one of the SDK's own in the middle of settling it.
+ */
+export function errorText(err: unknown): string {
+  try {
+    return String(err instanceof Error ? err.message : err);
+  } catch {
+    return 'a value that cannot be shown as text';
   }
 }
 

@@ -17,7 +17,7 @@
  */
 import { timeMs, type Payload, type ReplayEntry } from '../protocol';
 import type { OperationRecord, StoredConclusion } from './cursor-store';
-import { runHandler, type FrameContext, type OperationConclusion, type OperatorHandlers } from './handlers';
+import { errorText, runHandler, type FrameContext, type OperationConclusion, type OperatorHandlers } from './handlers';
 import type { Logger } from './logger';
 import { outItem, type OutItem } from './outgoing';
 import { scheduleAt, type Timers } from './timers';
@@ -379,7 +379,7 @@ export class OperationBook {
         (c) => normalizeConclusion(c),
         (err: unknown): OperationConclusion => ({
           outcome: 'failed',
-          message: `operation handler threw: ${err instanceof Error ? err.message : String(err)}`,
+          message: `operation handler threw: ${errorText(err)}`,
         }),
       )
       .then((c) => {
@@ -481,10 +481,21 @@ export class OperationBook {
 
 const OUTCOMES: ReadonlySet<string> = new Set(['succeeded', 'failed', 'cancelled']);
 
+/**
+ * Read what the handler returned. Never throws: it runs in the chain that concludes the
+ * operation, and a getter of the application's that throws there would leave the operation
+ * running forever and the chain's rejection unhandled.
+ */
 function normalizeConclusion(c: unknown): OperationConclusion {
-  if (c && typeof c === 'object' && OUTCOMES.has((c as { outcome?: unknown }).outcome as string)) {
-    const m = (c as { message?: unknown }).message;
-    return { outcome: (c as OperationConclusion).outcome, message: typeof m === 'string' ? m : '' };
+  try {
+    if (c && typeof c === 'object') {
+      const { outcome, message } = c as { outcome?: unknown; message?: unknown };
+      if (typeof outcome === 'string' && OUTCOMES.has(outcome)) {
+        return { outcome: outcome as OperationConclusion['outcome'], message: typeof message === 'string' ? message : '' };
+      }
+    }
+  } catch (err) {
+    return { outcome: 'failed', message: `operation handler's conclusion could not be read: ${errorText(err)}` };
   }
   return { outcome: 'failed', message: 'operation handler returned no recognizable outcome' };
 }
