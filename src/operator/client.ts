@@ -43,6 +43,13 @@ import { wsDialer } from './ws-transport';
 export type { ClientEvents, ClientState, ClientStats, Limits, OperatorClientOptions, RefusedEvent, SessionView } from './client-types';
 
 const NOOP = () => {};
+/**
+ * The most out-of-bounds welcome limits remembered as warned about. The values are the hub's: one
+ * sending a new one at every welcome must not grow the memory for the life of the process. Past
+ * it the memory starts over, so a value may be warned about once more.
+ */
+const MAX_LIMIT_WARNINGS = 64;
+
 type Reportable = `${'cluster' | 'node' | 'device' | 'deployment'}.observed` | `${'node' | 'device' | 'deployment'}.${'removed' | 'event'}`;
 
 export class OperatorClient extends EventEmitter<ClientEvents> {
@@ -369,6 +376,7 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
     for (const a of bounded.adjusted) {
       const key = `${a.field}=${a.got}`;
       if (this.limitWarnings.has(key)) continue;
+      if (this.limitWarnings.size >= MAX_LIMIT_WARNINGS) this.limitWarnings.clear();
       this.limitWarnings.add(key);
       this.log.warn("the hub's welcome asks for a timing limit, frame size or replay window outside the SDK's bounds: using the spec's value (for the frame size and the replay window, the SDK's default)", {
         field: a.field, got: a.got, used: a.used, min: a.bounds[0], max: a.bounds[1],
