@@ -222,8 +222,14 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
    * fails (the record unreadable, its first save refused) rejects and leaves the client stopped.
    */
   start(): Promise<void> {
+    // A stop under way still reads 'idle' until it resolves; a start then would load and save the
+    // record after the stop gave the state directory up.
+    if (this.stopPromise) throw new Error(`start() called after stop() (state ${this.current})`);
     if (this.current !== 'idle' || this.starting) throw new Error(`start() called in state ${this.current}`);
     this.starting = this.startNow();
+    // Told only now that the stop can see the start: a listener that stops the client on it must
+    // wait for the start, not close the log under it.
+    this.setState('connecting');
     return this.starting.catch(async (err: unknown) => {
       // Half restored, it cannot start again; left 'connecting' it looked alive while nothing ran.
       // The stop closes the log, which gives the state directory up for a retry with a new client.
@@ -346,7 +352,6 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
   }
 
   private async startNow(): Promise<void> {
-    this.setState('connecting');
     const record = await this.record.load();
     this.record.persistedCursor = record.cursor;
     this.sendSide.resyncAfterOpen = this.s.restore(record, this.log).resyncAfterOpen;
