@@ -13,12 +13,23 @@
  * ack's save (and, while the link is down, the whole backoff): a revision applied over an older
  * one of the same deployment still above the saved cursor must be saved at once as well, hole or
  * not, or a crash lets the replay render the older one over it.
+ *
+ * A withdrawal's entry is forgotten once the saved cursor has passed the frame that withdrew (at
+ * the next save): the hub numbers a deployment's revisions in the order it made them (one row per
+ * deployment, a cluster-wide revision, tombstones kept), so only a frame numbered below the
+ * withdrawal could carry an older revision, and none at or below the saved cursor is applied again
+ * in this session, by this process (the sequencer drops it as a duplicate) or the next (it resumes
+ * from that cursor). A restart forgets every entry at or below it in the same way. Without this, a
+ * session that lives for months with a short-lived deployment per CI run would remember each one;
+ * live deployments are bounded by the cluster's desired state.
  */
 export interface AppliedEntry {
   deploymentId: string;
   revision: number;
   /** The seq of the frame that applied it. */
   seq: number;
+  /** It withdrew the deployment (`deleted`): forgotten once the saved cursor passes `seq`. */
+  withdrawn?: boolean;
 }
 
 export class AppliedRevisions {
@@ -26,6 +37,8 @@ export class AppliedRevisions {
   private readonly revisions = new Map<string, { revision: number; seq: number }>();
   /** Applied since the last save, by deployment: pruned to those past the cursor at each save. */
   private readonly recent = new Map<string, AppliedEntry>();
+  /** Withdrawals still remembered, by deployment: the seq of the frame that withdrew it. */
+  private readonly withdrawals = new Map<string, number>();
   /**
    * Told when a revision is applied that a replay from the saved cursor could undo: behind a hole
    * (no cursor move will save the record for it), or over an older revision of its deployment
@@ -42,10 +55,12 @@ export class AppliedRevisions {
     return this.revisions.get(deploymentId)?.revision;
   }
 
-  applied(deploymentId: string, revision: number, seq: number): void {
+  applied(deploymentId: string, revision: number, seq: number, withdrawn = false): void {
     const before = this.revisions.get(deploymentId);
     this.revisions.set(deploymentId, { revision, seq });
-    this.recent.set(deploymentId, { deploymentId, revision, seq });
+    this.recent.set(deploymentId, { deploymentId, revision, seq, ...(withdrawn ? { withdrawn } : {}) });
+    if (withdrawn) this.withdrawals.set(deploymentId, seq);
+    else this.withdrawals.delete(deploymentId);
     if (seq > this.cursor() + 1 || (before !== undefined && before.seq > this.savedCursor())) this.mustSave?.();
   }
 
@@ -53,10 +68,12 @@ export class AppliedRevisions {
   keepOnly(keep: ReadonlySet<string>): void {
     for (const id of [...this.revisions.keys()]) if (!keep.has(id)) this.revisions.delete(id);
     for (const id of [...this.recent.keys()]) if (!keep.has(id)) this.recent.delete(id);
+    for (const id of [...this.withdrawals.keys()]) if (!keep.has(id)) this.withdrawals.delete(id);
   }
 
   /** What a replay from `cursor + 1` could deliver again: for the durable record. */
   pastCursor(cursor: number): AppliedEntry[] {
+    this.forgetSavedWithdrawals();
     const out: AppliedEntry[] = [];
     for (const [id, e] of this.recent) {
       if (e.seq <= cursor) this.recent.delete(id);
@@ -65,17 +82,32 @@ export class AppliedRevisions {
     return out;
   }
 
+  /**
+   * Withdrawals the saved cursor has passed: no frame that could undo them is applied again (see
+   * above). Run at each save, so a withdrawal is forgotten at the save after the one that passed it.
+   */
+  private forgetSavedWithdrawals(): void {
+    const saved = this.savedCursor();
+    for (const [id, seq] of this.withdrawals) {
+      if (seq > saved) continue;
+      this.withdrawals.delete(id);
+      this.revisions.delete(id);
+    }
+  }
+
   /** Taken up from the durable record of the session this process continues. */
   restore(entries: readonly AppliedEntry[]): void {
     this.clear();
     for (const e of entries) {
       this.revisions.set(e.deploymentId, { revision: e.revision, seq: e.seq });
       this.recent.set(e.deploymentId, { ...e });
+      if (e.withdrawn === true) this.withdrawals.set(e.deploymentId, e.seq);
     }
   }
 
   clear(): void {
     this.revisions.clear();
     this.recent.clear();
+    this.withdrawals.clear();
   }
 }

@@ -70,7 +70,9 @@ const DurableRecordSchema = z.object({
    * them and the frames around them again, and the process continuing the session must not apply
    * an older revision over one the cluster already has (applied-revisions.ts).
    */
-  appliedPastCursor: z.array(z.object({ deploymentId: z.string().min(1), revision: Count, seq: z.number().int().positive() })).optional(),
+  appliedPastCursor: z
+    .array(z.object({ deploymentId: z.string().min(1), revision: Count, seq: z.number().int().positive(), withdrawn: z.boolean().optional() }))
+    .optional(),
 });
 export type DurableRecord = z.infer<typeof DurableRecordSchema>;
 

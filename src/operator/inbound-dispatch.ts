@@ -161,7 +161,7 @@ export async function dispatch(host: DispatchHost, incoming: Exclude<Incoming, {
       }
       // The handler gets the payload exactly as decoded: bounds are rendered as sent.
       const r = await runHandler(() => host.handlers.desired(p, ctx));
-      if (r.ok) host.appliedRevision.applied(p.deployment_id, p.revision, seq);
+      if (r.ok) host.appliedRevision.applied(p.deployment_id, p.revision, seq, p.deleted);
       return fromHandler(host, env, r, 'deployment.desired');
     }
     case 'operation.start': {
