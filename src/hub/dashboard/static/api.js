@@ -111,8 +111,18 @@ export async function call(method, path, body, extraHeaders = {}) {
   return res.status === 204 ? null : res.json();
 }
 
-/** @type {Map<string, {etag: string, data: any}>} */
+/**
+ * The last answer of each polled path, and the refresh that last read it (`read`).
+ * @type {Map<string, {etag: string, data: any, read: number}>}
+ */
 const polled = new Map();
+/** Refreshes of the open view so far (counted by endRefresh). */
+let refreshes = 0;
+/**
+ * Refreshes a path is remembered for without being read: the fleet view reads the cluster list
+ * every fifth refresh, and keeps its ETag between reads.
+ */
+const KEEP_UNREAD = 5;
 
 /**
  * A GET for polling: sends the ETag of the last answer and accepts an answer up to a second old
@@ -131,12 +141,15 @@ export async function poll(path) {
   const headers = { authorization: `Bearer ${t}`, 'cache-control': 'max-age=1' };
   if (last) headers['if-none-match'] = last.etag;
   const res = await fetch(`/admin${path}`, { headers, cache: 'no-store' });
-  if (res.status === 304 && last) return { data: last.data, changed: false };
+  if (res.status === 304 && last) {
+    last.read = refreshes;
+    return { data: last.data, changed: false };
+  }
   if (authRefused(res)) throw await signOutWith(res);
   if (!res.ok) throw await errorOf(res);
   const data = await res.json();
   const etag = res.headers.get('etag');
-  if (etag) polled.set(path, { etag, data });
+  if (etag) polled.set(path, { etag, data, read: refreshes });
   return { data, changed: true };
 }
 
@@ -168,6 +181,16 @@ export async function pollAll(path, { maxPages = 20, more = '' } = {}) {
     else return { items, changed, first, truncated: false };
   }
   return { items, changed, first, truncated: true };
+}
+
+/**
+ * A refresh of the open view is done: forget the paths it has stopped reading. A view stays open
+ * for days on a wall screen, and what it reads moves (each open operation is followed, a long
+ * list's page cursors change): kept until the view changed, they grew without end.
+ */
+export function endRefresh() {
+  refreshes++;
+  for (const [path, last] of polled) if (refreshes - last.read > KEEP_UNREAD) polled.delete(path);
 }
 
 /** Forget the ETags: the next poll re-reads and re-renders everything. */

@@ -1,7 +1,7 @@
 // @ts-check
 // The dashboard's entry: sign-in, the hash router (#/ the fleet, #/clusters/<name> a cluster)
 // and the live loop, which re-polls the current view every second while the tab is visible.
-import { ApiError, forgetPolls, token, tokenProblem, whenUnauthorized } from './api.js';
+import { ApiError, endRefresh, forgetPolls, token, tokenProblem, whenUnauthorized } from './api.js';
 import { clusterView, missingClusterView } from './cluster.js';
 import { refreshTimes, render } from './dom.js';
 import { fleetView } from './fleet.js';
@@ -44,6 +44,7 @@ async function tick() {
   try {
     if (document.visibilityState === 'visible') {
       await view.refresh();
+      endRefresh();
       shownAsOf = new Date();
       $('live').textContent = `Live · updated ${shownAsOf.toLocaleTimeString()}`;
       $('live').className = 'live ok';
