@@ -13,7 +13,7 @@ import { Link } from './link';
 import type { Logger } from './logger';
 import { afterRetryAfter, classifyClose, httpRefusalError, refusalLogLine, retryAfterMs } from './refusal';
 import type { SessionState } from './session';
-import type { Timers } from './timers';
+import { elapsed, type Timers } from './timers';
 import type { Dialer } from './transport';
 
 const NOOP = () => {};
@@ -43,13 +43,14 @@ export interface ConnectionHost {
 export class Connection {
   /** The current link (null between links). */
   link: Link | null = null;
+  /** On the monotonic clock (`elapsed`): the wait is a duration. */
   private nextReconnectAt: number | null = null;
   private cancelReconnect: () => void = NOOP;
 
   constructor(private readonly host: ConnectionHost) {}
 
   get nextReconnectInMs(): number | null {
-    return this.nextReconnectAt === null ? null : Math.max(0, this.nextReconnectAt - this.host.timers.now());
+    return this.nextReconnectAt === null ? null : Math.max(0, this.nextReconnectAt - elapsed(this.host.timers));
   }
 
   connect(): void {
@@ -214,7 +215,7 @@ export class Connection {
     // attempt; the stop goes on and resolves.
     let delay: number | null = null;
     if (!h.stopping()) {
-      if (welcomed && h.timers.now() - link.welcomedAt >= (h.opts.stableAfterMs ?? 10_000)) h.backoff.reset();
+      if (welcomed && link.clock() - link.welcomedAt >= (h.opts.stableAfterMs ?? 10_000)) h.backoff.reset();
       // A hub that said when to come back (Retry-After, with a 503 or 429 at the upgrade) is not
       // asked sooner, within the backoff's cap (refusal.ts).
       const capMs = h.backoff.policy.capMs;
@@ -233,7 +234,7 @@ export class Connection {
     const h = this.host;
     if (h.stopping()) return;
     h.setState('waiting');
-    this.nextReconnectAt = h.timers.now() + delay;
+    this.nextReconnectAt = elapsed(h.timers) + delay;
     h.log.debug('reconnecting after backoff', { delay_ms: delay, attempt: h.backoff.attempt });
     this.cancelReconnect = h.timers.schedule(() => {
       this.cancelReconnect = NOOP;

@@ -9,7 +9,8 @@ export interface LinkCounters extends OperatorQueueCounters {
  * When to tell the hub about the link's counters (`link.stats`). The counters are cumulative for
  * this process run, identified by `epoch`; the frame is a coalesced snapshot, so only the latest
  * value matters. Sent once after every session opens, then whenever a counter changed, at most
- * once per `minIntervalMs`.
+ * once per `minIntervalMs`. Its `now` is monotonic (`elapsed`): the interval is a duration, and a
+ * wall clock stepped back would hold a report for as long as the step.
  */
 export class LinkStatsReporter {
   private last: LinkCounters | null = null;

@@ -5,7 +5,7 @@
  */
 import type { ReplayEntry } from '../protocol';
 import type { RefusalError } from './refusal';
-import type { Timers } from './timers';
+import { elapsed, type Timers } from './timers';
 import type { Transport } from './transport';
 
 const NOOP = () => {};
@@ -46,7 +46,12 @@ export class Link {
   private cancelHandshake = NOOP;
 
   constructor(private readonly timers: Timers) {
-    this.lastFrameAt = timers.now();
+    this.lastFrameAt = elapsed(timers);
+  }
+
+  /** Monotonic ms: what the link's times (`lastFrameAt`, `welcomedAt`, the ack wait) are read on. */
+  clock(): number {
+    return elapsed(this.timers);
   }
 
   /** Welcomed, not closing, not ended: sequenced frames may be written. */
@@ -63,14 +68,14 @@ export class Link {
 
   /** A frame of any kind arrived. */
   heard(): void {
-    this.lastFrameAt = this.timers.now();
+    this.lastFrameAt = this.clock();
   }
 
   /** Call `onSilent` once no frame came for `idleMs()` (read at every look: a welcome changes it). */
   watchSilence(idleMs: () => number, onSilent: (silentMs: number) => void): void {
     const look = () => {
       if (this.ended) return;
-      const s = silence(this.timers.now(), this.lastFrameAt, idleMs());
+      const s = silence(this.clock(), this.lastFrameAt, idleMs());
       if (s.expired) return onSilent(s.silentMs);
       this.cancelIdle = this.timers.schedule(look, s.checkInMs);
     };
@@ -87,13 +92,13 @@ export class Link {
     if (!this.silence || this.ended) return;
     const { idleMs, look } = this.silence;
     this.cancelIdle();
-    this.cancelIdle = this.timers.schedule(look, Math.max(0, idleMs() - (this.timers.now() - this.lastFrameAt)));
+    this.cancelIdle = this.timers.schedule(look, Math.max(0, idleMs() - (this.clock() - this.lastFrameAt)));
   }
 
   /** Sequenced frames went out on this link. */
   wroteSequenced(): void {
     if (this.ackWaitSince !== null) return;
-    this.ackWaitSince = this.timers.now();
+    this.ackWaitSince = this.clock();
     this.lookAtAckWait();
   }
 
@@ -103,7 +108,7 @@ export class Link {
    */
   ackAdvanced(allAcked: boolean): void {
     // Progress: the wait starts again from now (frames written on an earlier link included).
-    this.ackWaitSince = allAcked ? null : this.timers.now();
+    this.ackWaitSince = allAcked ? null : this.clock();
     if (!allAcked) this.lookAtAckWait();
   }
 
@@ -127,7 +132,7 @@ export class Link {
       this.ackLookPending = false;
       if (this.ended || this.ackWaitSince === null) return;
       // The silence rule's arithmetic: has the limit passed since the wait started.
-      const w = silence(this.timers.now(), this.ackWaitSince, watch.limitMs());
+      const w = silence(this.clock(), this.ackWaitSince, watch.limitMs());
       if (w.expired) return watch.onStalled(w.silentMs);
       this.ackLookPending = true;
       this.cancelAckWait = this.timers.schedule(look, w.checkInMs);
@@ -154,7 +159,7 @@ export class Link {
 
   welcome(): void {
     this.welcomed = true;
-    this.welcomedAt = this.timers.now();
+    this.welcomedAt = this.clock();
     this.cancelHandshake();
   }
 

@@ -13,7 +13,7 @@ import { triage, type ReadableFrame } from './frame-triage';
 import { dispatch, type DispatchHost, type Settled } from './inbound-dispatch';
 import type { Link } from './link';
 import type { Logger } from './logger';
-import { MAX_TIMEOUT_MS, type Timers } from './timers';
+import { elapsed, MAX_TIMEOUT_MS, type Timers } from './timers';
 
 /** The delay before retry `attempt + 1` of a frame that failed transiently. */
 export function retryDelay(policy: BackoffPolicy, attempt: number): number {
@@ -190,7 +190,8 @@ export class Receiver {
    */
   private watchStall(env: Envelope): () => void {
     const h = this.host;
-    const started = h.timers.now();
+    // A duration: on the monotonic clock, so a wall-clock step neither hides nor fakes a stall.
+    const started = elapsed(h.timers);
     const entry: Applying = { what: { seq: env.seq as number, type: env.type, id: env.id }, started, nextAt: started + h.handlerStallMs, reports: 0 };
     this.applying = entry;
     // The timer may still be armed for the next report of a long stall just ended (up to
@@ -202,13 +203,13 @@ export class Receiver {
     if (this.stallTimer === null) this.armStall(h.handlerStallMs);
     return () => {
       if (this.applying === entry) this.applying = null;
-      if (entry.reports > 0) h.log.warn('the held handler returned; the hub stream moves again', { ...entry.what, held_ms: h.timers.now() - started });
+      if (entry.reports > 0) h.log.warn('the held handler returned; the hub stream moves again', { ...entry.what, held_ms: elapsed(h.timers) - started });
     };
   }
 
   private armStall(inMs: number): void {
     if (this.disposed) return;
-    this.stallDueAt = this.host.timers.now() + inMs;
+    this.stallDueAt = elapsed(this.host.timers) + inMs;
     this.stallTimer = this.host.timers.schedule(() => this.checkStall(), inMs);
   }
 
@@ -218,7 +219,7 @@ export class Receiver {
     // Nothing being applied: the next frame arms the timer again.
     if (!a) return;
     const h = this.host;
-    const now = h.timers.now();
+    const now = elapsed(h.timers);
     if (now < a.nextAt) return this.armStall(a.nextAt - now);
     const heldMs = now - a.started;
     a.reports++;

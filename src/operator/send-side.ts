@@ -17,7 +17,7 @@ import type { Logger } from './logger';
 import { outItem, type OutItem } from './outgoing';
 import type { Outbox } from './outbox';
 import { ObservedResync, type ObservedSnapshot } from './resync';
-import type { Timers } from './timers';
+import { elapsed, type Timers } from './timers';
 
 export interface SendSideHost {
   readonly timers: Timers;
@@ -92,7 +92,7 @@ export class SendSide {
   /** A session opened: its first link.stats, and the snapshot it is owed. */
   opened(fresh: boolean): void {
     this.host.linkStats.sessionOpened();
-    this.enqueue(outItem('link.stats', this.host.linkStats.take(this.linkCounters(), this.host.timers.now())));
+    this.enqueue(outItem('link.stats', this.host.linkStats.take(this.linkCounters(), elapsed(this.host.timers))));
     if (fresh || this.resyncAfterOpen) {
       void this.startResync(fresh ? 'fresh session' : 'a new process continues the session');
       return;
@@ -119,13 +119,13 @@ export class SendSide {
   /** The counters changed (a handler failure, a queue loss): report them, at most once per interval. */
   scheduleStats(): void {
     if (this.cancelStats) return;
-    const due = this.host.linkStats.dueIn(this.linkCounters(), this.host.timers.now());
+    const due = this.host.linkStats.dueIn(this.linkCounters(), elapsed(this.host.timers));
     if (due === null) return;
     this.cancelStats = this.host.timers.schedule(() => {
       this.cancelStats = null;
       // Between sessions the next welcome sends a fresh report anyway.
       if (!this.host.open()) return;
-      this.enqueue(outItem('link.stats', this.host.linkStats.take(this.linkCounters(), this.host.timers.now())));
+      this.enqueue(outItem('link.stats', this.host.linkStats.take(this.linkCounters(), elapsed(this.host.timers))));
     }, due);
   }
 
@@ -135,10 +135,10 @@ export class SendSide {
    * a stop would never be reported: the next process counts from zero under a new epoch).
    */
   flushStats(): void {
-    if (!this.host.open() || this.host.linkStats.dueIn(this.linkCounters(), this.host.timers.now()) === null) return;
+    if (!this.host.open() || this.host.linkStats.dueIn(this.linkCounters(), elapsed(this.host.timers)) === null) return;
     this.cancelStats?.();
     this.cancelStats = null;
-    this.enqueue(outItem('link.stats', this.host.linkStats.take(this.linkCounters(), this.host.timers.now())));
+    this.enqueue(outItem('link.stats', this.host.linkStats.take(this.linkCounters(), elapsed(this.host.timers))));
   }
 
   dispose(): void {

@@ -6,6 +6,13 @@
 export interface Timers {
   /** Wall-clock milliseconds (operation deadlines are wall-clock timestamps). */
   now(): number;
+  /**
+   * Monotonic milliseconds, from any origin: what durations are measured on (the silence and ack
+   * limits). The wall clock steps (NTP correcting a drifted node, a VM resumed): measured on it,
+   * a step back by an hour would stretch a 30 s limit by that hour and a step forward would end
+   * it at once. Optional for timers written before it; those measure on `now()`.
+   */
+  elapsed?(): number;
   /** Run `fn` after `ms`; returns a function that cancels it (idempotent). */
   schedule(fn: () => void, ms: number): () => void;
 }
@@ -13,11 +20,17 @@ export interface Timers {
 /** Node's own timers, clamped to what setTimeout can express (about 24.8 days). */
 export const systemTimers: Timers = {
   now: () => Date.now(),
+  elapsed: () => performance.now(),
   schedule(fn, ms) {
     const t = setTimeout(fn, Math.min(Math.max(0, ms), MAX_TIMEOUT_MS));
     return () => clearTimeout(t);
   },
 };
+
+/** `timers.elapsed()`, or the wall clock for timers that have no monotonic one. */
+export function elapsed(timers: Timers): number {
+  return timers.elapsed ? timers.elapsed() : timers.now();
+}
 
 export const MAX_TIMEOUT_MS = 2 ** 31 - 1;
 

@@ -1,8 +1,15 @@
 import type { Timers } from '../../../../src/operator/timers';
 
-/** Time that moves only when a test says so. Callbacks run in due order, synchronously. */
+/**
+ * Time that moves only when a test says so. Callbacks run in due order, synchronously. The wall
+ * clock (`now`) can also be stepped on its own (`stepWallClock`), as NTP steps a drifted node's:
+ * timers and `elapsed` keep counting from where they were.
+ */
 export class ManualTimers implements Timers {
+  /** Monotonic time: what `schedule` and `elapsed` count on. */
   private t: number;
+  /** How far the wall clock was stepped from the monotonic one. */
+  private wallStep = 0;
   private nextId = 0;
   private readonly tasks = new Map<number, { at: number; fn: () => void }>();
 
@@ -11,7 +18,16 @@ export class ManualTimers implements Timers {
   }
 
   now(): number {
+    return this.t + this.wallStep;
+  }
+
+  elapsed(): number {
     return this.t;
+  }
+
+  /** Step the wall clock by `ms` (negative: backwards); nothing scheduled runs or moves. */
+  stepWallClock(ms: number): void {
+    this.wallStep += ms;
   }
 
   schedule(fn: () => void, ms: number): () => void {
