@@ -1,7 +1,7 @@
 import { createRoute, z } from '@hono/zod-openapi';
 import { ulid } from 'ulid';
 import { hubConfig } from '../config';
-import { CLUSTER_NAME_RE, createCluster, knownHint, rotateToken, setDisabled, setLocationHint } from '../db/registry';
+import { CLUSTER_NAME_RE, createCluster, knownHint, rotateToken, setDisabled, setLocationHint, type ClusterRow } from '../db/registry';
 import type { Sql } from '../db/sql';
 import type { HubEnv } from '../env';
 import { jsonError } from '../http-errors';
@@ -173,11 +173,7 @@ export const clustersRouter = adminRouter()
       const row = await setLocationHint(c.var.pg, c.req.valid('param').id, location_hint);
       const view = row ? await clusterView(c.var.pg, c.env, row.uid) : null;
       if (!row || !view) return jsonError(c, 404, 'not_found', 'no such cluster') as never;
-      // The answer says what this call committed (as toggle's does): the view is read by a later
-      // statement, after which a concurrent PATCH may have committed another hint.
-      const placement = placementHint(knownHint(row.location_hint), hubConfig(c.env).HUB_JURISDICTION);
-      const { location_hint_ignored: _, ...rest } = view;
-      return c.json({ ...rest, location_hint: placement.hint, ...(placement.ignored ? { location_hint_ignored: placement.ignored } : {}) }, 200);
+      return c.json(asCommitted(view, row, c.env), 200);
     },
   )
   .openapi(
@@ -248,7 +244,28 @@ async function toggle(sql: Sql, env: HubEnv, id: string, disabled: boolean, back
   if (!row) return null;
   if (disabled) background?.(cutLiveSession(env, row.uid, row.live_session, 'disabled'));
   const view = await clusterView(sql, env, row.uid);
-  // The answer says what this call committed: the view is read by a later statement, after which
-  // an opposite toggle racing this one may have committed too (a disable answered "enabled").
-  return view && { ...view, disabled: row.disabled_at !== null, disabled_at: row.disabled_at };
+  return view && asCommitted(view, row, env);
+}
+
+/**
+ * The answer to a registry write (PATCH, disable, enable) is the cluster as that write committed
+ * it: its registry fields come from the write's own RETURNING. The view around them is read by a
+ * later statement, after which a racing write of the cluster may have committed too: an opposite
+ * toggle (a disable answered "enabled"), another PATCH's hint, or a PATCH's hint in a disable's
+ * answer while the PATCH answered that disable's `disabled: true`, each seeing the other, which no
+ * order of the two produces. (The session, counts and revision are the live view, as in a GET.)
+ */
+function asCommitted(view: ClusterView, row: ClusterRow, env: HubEnv): ClusterView {
+  const placement = placementHint(knownHint(row.location_hint), hubConfig(env).HUB_JURISDICTION);
+  const { location_hint_ignored: _, ...rest } = view;
+  return {
+    ...rest,
+    name: row.name,
+    location_hint: placement.hint,
+    ...(placement.ignored ? { location_hint_ignored: placement.ignored } : {}),
+    created_at: row.created_at,
+    token_issued_at: row.token_issued_at,
+    disabled: row.disabled_at !== null,
+    disabled_at: row.disabled_at,
+  };
 }
