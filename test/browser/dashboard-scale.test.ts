@@ -59,10 +59,11 @@ describe('the dashboard at fleet scale', () => {
     expect(total).toBeGreaterThan(2000);
     const page = await signedIn();
     const shown = page.getByRole('status').filter({ hasText: 'clusters shown' });
-    await expect.poll(() => shown.innerText().catch(() => ''), { timeout: 40_000 }).toMatch(/^\d+ of \d+ clusters shown$/);
+    // The first answer may be one the hub cached up to a second before these clusters were
+    // inserted (the dashboard accepts answers a second old): the view catches up at a later poll.
+    await expect.poll(() => shown.innerText().catch(() => ''), { timeout: 40_000 }).toBe(`${total} of ${total} clusters shown`);
     // The totals tile, from the same answer.
     const tile = page.locator('.stat').filter({ hasText: /^\s*\d+\s*clusters\s*$/ });
     expect(await tile.locator('.stat-v').innerText()).toBe(String(total));
-    expect(await shown.innerText()).toBe(`${total} of ${total} clusters shown`);
   }, 120_000);
 });
