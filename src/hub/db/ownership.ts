@@ -252,7 +252,13 @@ export async function checkSession(
     `with c as (
        select uid, token_hash, disabled_at, desired_revision from clusters where uid = $1
      ), upd as (
-       update cluster_owners set live = $5::jsonb, polled_at = now(), connected = $6
+       -- A check never turns a claim back to connected: only a claim (which bumps the generation)
+       -- connects. A check's statement may reach the server after this session's disconnect
+       -- committed (held on a slow link, on another gateway connection than the disconnect's), and
+       -- that disconnect also took it out of the fleet poll: nothing would correct it, and the
+       -- operator's next hello would count as a displacement. Under a row lock the newest row is
+       -- what this reads.
+       update cluster_owners set live = $5::jsonb, polled_at = now(), connected = cluster_owners.connected and $6
        where cluster_uid = $1 and session_id = $3 and generation = $4
        returning revoked
      ), seen as (
@@ -268,7 +274,7 @@ export async function checkSession(
             exists (select 1 from upd) as owner,
             (select desired_revision from c) as desired_revision`,
     [args.clusterUid, args.tokenHashHex, args.sessionId, args.generation, JSON.stringify(args.live), args.connected, args.watermark],
-    'wingsmith_session_check_v3',
+    'wingsmith_session_check_v4',
   );
   const r = rows[0];
   if (!r) throw new Error('session check returned no row');
