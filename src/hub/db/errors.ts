@@ -24,10 +24,12 @@ export function classifyDbError(err: unknown): FailureClass {
   return 'transient';
 }
 
-// A lock not granted in time, a statement timeout, a serialization failure or a deadlock: one
-// frame's row can cause these, so the ingest pipeline isolates the frame instead of stalling
-// every frame behind it.
-const ISOLATABLE_STATES = new Set(['55P03', '57014', '40001', '40P01']);
+// A statement rolled back for what ran beside it: a serialization failure (40001, under a stricter
+// default isolation), a deadlock (40P01), a lock not granted in time (55P03).
+const CONCURRENCY_STATES = new Set(['40001', '40P01', '55P03']);
+// Those, or a statement timeout: one frame's row can cause these, so the ingest pipeline isolates
+// the frame instead of stalling every frame behind it.
+const ISOLATABLE_STATES = new Set([...CONCURRENCY_STATES, '57014']);
 
 /** A transient failure that one frame's subject may have caused (see ISOLATABLE_STATES). */
 export function isIsolatable(err: unknown): boolean {
@@ -72,18 +74,12 @@ export function failureLine(what: string, err: unknown): { level: 'error' | 'war
   if (failureKind(err) === 'fault') return { level: 'error', message: `${what} failed: ${NOT_AN_OUTAGE}`, fields };
   // The database answered, and refused only this statement for what ran beside it: calling that
   // an outage sends whoever reads the log to look for one.
-  if (isConcurrencyFailure(err)) return { level: 'warn', message: `${what} failed: ${CONCURRENT_WORK}`, fields };
+  const state = sqlState(err);
+  if (state !== null && CONCURRENCY_STATES.has(state)) return { level: 'warn', message: `${what} failed: ${CONCURRENT_WORK}`, fields };
   return { level: 'warn', message: `${what} failed: database unavailable`, fields };
 }
 
 export const CONCURRENT_WORK = 'conflicted with concurrent work (rolled back whole; safe to retry)';
-
-// A serialization failure (40001: a database whose default isolation is repeatable read or
-// serializable), a deadlock (40P01) or a lock not granted in time (55P03).
-function isConcurrencyFailure(err: unknown): boolean {
-  const state = sqlState(err);
-  return state === '40001' || state === '40P01' || state === '55P03';
-}
 
 export function describeError(err: unknown): string {
   const state = sqlState(err);
