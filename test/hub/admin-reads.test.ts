@@ -365,6 +365,31 @@ describe('errors: typed JSON', () => {
     }
   });
 
+  it('an unknown query parameter (a misspelt filter or cursor) is a 400 that names it, not the unfiltered list or the first page again', async () => {
+    const c = await h.newCluster('typo');
+    // Each would otherwise answer 200 with the whole list (a filter that did not apply) or, for a
+    // cursor, the first page with a next_cursor: a script walking pages would loop for ever.
+    const cases: [string, string][] = [
+      [`/clusters/${c.name}/devices?node=n1`, 'node'],
+      [`/clusters/${c.name}/events?type=node`, 'type'],
+      [`/clusters/${c.name}/deployments?include_withdrawn=false&withdrawn=true`, 'withdrawn'],
+      [`/clusters/${c.name}/nodes?curser=abc`, 'curser'],
+      [`/clusters/${c.name}/rejections?limt=5`, 'limt'],
+      [`/clusters/${c.name}/operations?page=2`, 'page'],
+      [`/clusters/${c.name}/connections?since=1h`, 'since'],
+      ['/fleet?hour=24', 'hour'],
+      ['/clusters?offset=500', 'offset'],
+    ];
+    for (const [path, field] of cases) {
+      const r = await h.admin('GET', path);
+      expect(r, path).toMatchObject({ status: 400, json: { error: { code: 'invalid', field } } });
+      expect(r.json.error.message, path).toContain(field);
+    }
+    // The documented parameters still answer.
+    expect((await h.admin('GET', `/clusters/${c.name}/devices?node_id=n1&limit=5`)).status).toBe(200);
+    expect((await h.admin('GET', '/fleet?hours=24&limit=10&totals=false')).status).toBe(200);
+  });
+
   it('a well-formed cursor the hub never issued (a NUL in a text key, year 0000) is a 400 naming cursor, not a database refusal', async () => {
     // Both decode and pass the shape checks; Postgres then refuses the value (text cannot hold
     // U+0000, its years start at 1), which used to come back as a 400 without the field.

@@ -35,7 +35,7 @@ const CreatedSchema = z
 
 const clusterCursor = cursorCodec<readonly [uid: string]>('cl', z.tuple([KeyText]));
 
-const ListQuery = z.object({
+const ListQuery = z.strictObject({
   limit: LimitParam,
   cursor: clusterCursor.param,
   // Bound into the statement like a cursor's key (KeyText), so refused here what Postgres would.

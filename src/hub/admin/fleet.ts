@@ -107,7 +107,7 @@ export const fleetRouter = adminRouter()
       path: '/fleet',
       summary: 'Every cluster at a glance (state, GPUs by model, deployments in sync, rejections, connection history) with fleet totals',
       request: {
-        query: z.object({
+        query: z.strictObject({
           hours: z.coerce.number().int().min(1).max(168).default(6).openapi({ description: 'the connection-history window, in hours' }),
           limit: LimitParam,
           cursor: fleetCursor.param,
@@ -148,7 +148,7 @@ export const fleetRouter = adminRouter()
       method: 'get',
       path: '/clusters/{id}/connections',
       summary: "This cluster's connects and disconnects, newest first (kept for a week)",
-      request: { params: ClusterIdParam, query: z.object({ limit: LimitParam, cursor: connectionCursor.param }) },
+      request: { params: ClusterIdParam, query: z.strictObject({ limit: LimitParam, cursor: connectionCursor.param }) },
       responses: {
         ...commonResponses,
         200: {

@@ -138,7 +138,7 @@ export const operationsRouter = adminRouter()
       method: 'get',
       path: '/clusters/{id}/operations',
       summary: "This cluster's operations, newest first",
-      request: { params: ClusterIdParam, query: z.object({ limit: LimitParam, cursor: operationCursor.param }) },
+      request: { params: ClusterIdParam, query: z.strictObject({ limit: LimitParam, cursor: operationCursor.param }) },
       responses: {
         ...commonResponses,
         200: { description: 'a page, newest first', content: { 'application/json': { schema: pageSchema(OperationSchema, 'OperationPage') } } },

@@ -133,7 +133,7 @@ export const readsRouter = adminRouter()
       summary: 'Desired and observed deployments side by side, by deployment_id, with replica ids',
       request: {
         params: ClusterIdParam,
-        query: z.object({
+        query: z.strictObject({
           include_withdrawn: z
             .enum(['true', 'false'])
             .default('false')
@@ -164,7 +164,7 @@ export const readsRouter = adminRouter()
       method: 'get',
       path: '/clusters/{id}/nodes',
       summary: 'Observed nodes, by node_id',
-      request: { params: ClusterIdParam, query: z.object({ limit: LimitParam, cursor: nodeCursor.param }) },
+      request: { params: ClusterIdParam, query: z.strictObject({ limit: LimitParam, cursor: nodeCursor.param }) },
       responses: {
         ...commonResponses,
         200: { description: 'a page, by node_id', content: { 'application/json': { schema: pageSchema(NodeItem, 'NodePage') } } },
@@ -185,7 +185,7 @@ export const readsRouter = adminRouter()
       summary: 'Observed GPUs, by device_id',
       request: {
         params: ClusterIdParam,
-        query: z.object({
+        query: z.strictObject({
           node_id: Ident.optional().openapi({ description: 'only the GPUs attached to this node' }),
           limit: LimitParam,
           cursor: deviceCursor.param,
@@ -212,7 +212,7 @@ export const readsRouter = adminRouter()
       summary: 'Node, GPU and deployment events, newest first',
       request: {
         params: ClusterIdParam,
-        query: z.object({
+        query: z.strictObject({
           kind: z.enum(EVENT_KINDS).optional().openapi({ description: 'only events of this kind' }),
           subject: Ident.optional().openapi({ description: 'only events about this node, GPU or deployment id' }),
           limit: LimitParam,
@@ -242,7 +242,7 @@ export const readsRouter = adminRouter()
       method: 'get',
       path: '/clusters/{id}/rejections',
       summary: 'Poison frames from this cluster (accepted, acknowledged, dropped), newest first',
-      request: { params: ClusterIdParam, query: z.object({ limit: LimitParam, cursor: rejectionCursor.param }) },
+      request: { params: ClusterIdParam, query: z.strictObject({ limit: LimitParam, cursor: rejectionCursor.param }) },
       responses: {
         ...commonResponses,
         200: { description: 'a page, newest first', content: { 'application/json': { schema: pageSchema(RejectionItem, 'RejectionPage') } } },
