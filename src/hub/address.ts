@@ -1,5 +1,5 @@
 import { newId, ULID_RE } from '../protocol';
-import { hubConfig } from './config';
+import { HubConfigError, hubConfig } from './config';
 import { fnv1a } from './fnv';
 import type { DbGateway } from './db/gateway';
 import type { HubEnv } from './env';
@@ -67,6 +67,24 @@ export interface SessionAddress {
    * when the connect route starts a new object; elsewhere it is harmless and may be omitted.
    */
   locationHint?: LocationHint | null;
+}
+
+/**
+ * Throws a HubConfigError (every request 503 `unconfigured`, app.ts) when this deployment cannot
+ * address its objects: a jurisdiction the runtime refuses, or one local workerd lacks without
+ * the emulation. Checked before any route, since each route would otherwise meet it at its
+ * first stub and report a database outage (the gateway is reached through a stub too).
+ */
+export function checkAddressing(env: HubEnv): void {
+  const cfg = hubConfig(env);
+  if (!cfg.HUB_JURISDICTION) return;
+  try {
+    // Cached per namespace once resolved: a request pays a map lookup for each.
+    regionalNamespace(env.SESSIONS, cfg);
+    regionalNamespace(env.DB_GATEWAY, cfg);
+  } catch (err) {
+    throw new HubConfigError('HUB_JURISDICTION', err instanceof Error ? err.message : String(err));
+  }
 }
 
 /** The stub of a session's object, in this deployment's jurisdiction. */

@@ -8,7 +8,8 @@ import { createLogger } from './log';
 import { jsonError } from './http-errors';
 import { gatewaySql } from './db/gateway';
 import { readSchemaState } from './db/schema-version';
-import { HubConfigError, hubConfig } from './config';
+import { checkAddressing } from './address';
+import { checkDatabaseUrl, HubConfigError, hubConfig } from './config';
 
 const log = createLogger({ component: 'healthz' });
 const httpLog = createLogger({ component: 'http' });
@@ -30,6 +31,10 @@ export function hubApp(): Hono<{ Bindings: HubEnv }> {
   // (an admin read took it for a database outage, /healthz answered a bare 500).
   app.use('*', async (c, next) => {
     hubConfig(c.env);
+    // So are the database secret and the jurisdiction: without them every route failed at its
+    // first statement, reported as a database outage.
+    checkDatabaseUrl(c.env);
+    checkAddressing(c.env);
     await next();
   });
   app.onError((err, c) => {

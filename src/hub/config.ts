@@ -202,6 +202,17 @@ export class HubConfigError extends Error {
   }
 }
 
+/**
+ * The database secret is set. Not part of the parsed vars (`npm start` and check:deploy parse
+ * those without it): unset or blank, the driver would dial its default host, and every request
+ * that needs the registry would report a database outage to wait out rather than a missing secret.
+ */
+export function checkDatabaseUrl(env: { DATABASE_URL?: unknown }): void {
+  if (typeof env.DATABASE_URL !== 'string' || env.DATABASE_URL.trim() === '') {
+    throw new HubConfigError('DATABASE_URL', 'not set: a secret of each deployment, its own database (wrangler secret put DATABASE_URL [--env <region>])');
+  }
+}
+
 /** Parse once per env object; a bad value is a deployment error and fails loudly. */
 export function hubConfig(env: object): HubConfig {
   if (cached?.source === env) return cached.config;

@@ -92,7 +92,8 @@ export function regionalNamespace(ns: DurableObjectNamespace, cfg: HubConfig): O
     // `us` is newer than the pinned workers-types; the runtime takes any jurisdiction it knows.
     sub = ns.jurisdiction(j as DurableObjectJurisdiction);
   } catch (err) {
-    if (!runtimeLacksJurisdictions(err)) throw err;
+    // The only input is the configured jurisdiction: whatever the runtime says, the var is wrong here.
+    if (!runtimeLacksJurisdictions(err)) throw new Error(`the runtime refuses Durable Object jurisdiction ${j}: ${err instanceof Error ? err.message : String(err)}`);
     if (!cfg.HUB_JURISDICTION_EMULATION) {
       throw new Error(
         `this runtime has no Durable Object jurisdictions, and HUB_JURISDICTION is ${j}: ` +
