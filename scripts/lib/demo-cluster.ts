@@ -7,6 +7,10 @@
  * at issue time, and reuse it while both still match what the admin API reports: the printed
  * token and any simulator already using it survive a hub restart. A rotation by anyone else, a
  * recreated cluster (another uid) or a lost file gets a fresh token by rotation.
+ *
+ * The time kept is the one the create or rotate answered with its token, not one read back by a
+ * GET after it: a rotation by someone else in between would pair this (dead) token with the live
+ * one's time, and every later start would reuse the dead token.
  */
 import { readDemoToken, writeDemoToken, type StatePaths } from './start-state';
 
@@ -69,11 +73,11 @@ export async function ensureDemoCluster(hubUrl: string, adminToken: string, path
   for (let pass = 0; pass < 2; pass++) {
     let view = await getView(hubUrl, adminToken, name);
     if (!view) {
-      const created = await call<{ uid: string; name: string; enrollment_token: string }>(hubUrl, adminToken, 'POST', '/admin/clusters', { name });
+      const created = await call<{ uid: string; name: string; enrollment_token: string; token_issued_at: string }>(hubUrl, adminToken, 'POST', '/admin/clusters', { name });
       if (created.status === 409) continue;
       view = await getView(hubUrl, adminToken, name);
       if (!view) throw new Error(`the ${name} cluster vanished right after it was created`);
-      await writeDemoToken(paths, { uid: view.uid, token: created.json.enrollment_token, token_issued_at: view.token_issued_at });
+      await writeDemoToken(paths, { uid: created.json.uid, token: created.json.enrollment_token, token_issued_at: created.json.token_issued_at });
       return { uid: view.uid, name: view.name, token: created.json.enrollment_token, disabled: view.disabled, action: 'created' };
     }
 
@@ -82,11 +86,11 @@ export async function ensureDemoCluster(hubUrl: string, adminToken: string, path
       return { uid: view.uid, name: view.name, token: stored.token, disabled: view.disabled, action: 'reused' };
     }
 
-    const rotated = await call<{ enrollment_token: string }>(hubUrl, adminToken, 'POST', `/admin/clusters/${view.uid}/rotate-token`);
+    const rotated = await call<{ enrollment_token: string; token_issued_at: string }>(hubUrl, adminToken, 'POST', `/admin/clusters/${view.uid}/rotate-token`);
     if (rotated.status === 404) continue;
     const after = await getView(hubUrl, adminToken, view.uid);
     if (!after) throw new Error(`the ${name} cluster vanished right after its token was rotated`);
-    await writeDemoToken(paths, { uid: after.uid, token: rotated.json.enrollment_token, token_issued_at: after.token_issued_at });
+    await writeDemoToken(paths, { uid: view.uid, token: rotated.json.enrollment_token, token_issued_at: rotated.json.token_issued_at });
     return { uid: after.uid, name: after.name, token: rotated.json.enrollment_token, disabled: after.disabled, action: 'rotated' };
   }
   throw new Error(`the ${name} cluster kept changing under us; is another client creating and deleting it?`);

@@ -29,8 +29,20 @@ export const ClusterIdParam = z.object({
 /** What a route with a cluster {id} answers for one that can never name a cluster. */
 export const badClusterId = errorResponse('invalid {id} (over 253 characters, or a character no uid or name has); the field is `id`');
 
+/**
+ * When the token in the same answer was issued, as its write committed it: a client that keeps the
+ * token (npm start keeps the demo cluster's) tells a later rotation by this time changing. Read back
+ * by a GET instead, it may be the time of another rotation that committed in between.
+ */
+const TokenIssuedAt = z.string().openapi({ description: 'when the enrollment token of this answer was issued (the cluster view shows the current token\'s)' });
+
 const CreatedSchema = z
-  .object({ uid: z.string(), name: z.string(), enrollment_token: z.string().openapi({ description: 'shown once; stored only as a hash' }) })
+  .object({
+    uid: z.string(),
+    name: z.string(),
+    enrollment_token: z.string().openapi({ description: 'shown once; stored only as a hash' }),
+    token_issued_at: TokenIssuedAt,
+  })
   .openapi('ClusterCreated');
 
 const clusterCursor = cursorCodec<readonly [uid: string]>('cl', z.tuple([KeyText]));
@@ -87,7 +99,7 @@ export const clustersRouter = adminRouter()
       if (!row) return jsonError(c, 409, 'conflict', `a cluster named ${name} already exists`, 'name') as never;
       // The token is shown once: no cache on the way may keep a copy.
       c.header('cache-control', 'no-store');
-      return c.json({ uid: row.uid, name: row.name, enrollment_token: token }, 201);
+      return c.json({ uid: row.uid, name: row.name, enrollment_token: token, token_issued_at: row.token_issued_at }, 201);
     },
   )
   .openapi(
@@ -186,7 +198,7 @@ export const clustersRouter = adminRouter()
         ...commonResponses,
         200: {
           description: 'the new token, shown once',
-          content: { 'application/json': { schema: z.object({ enrollment_token: z.string() }) } },
+          content: { 'application/json': { schema: z.object({ enrollment_token: z.string(), token_issued_at: TokenIssuedAt }) } },
         },
         404: errorResponse('no such cluster'),
       },
@@ -198,7 +210,7 @@ export const clustersRouter = adminRouter()
       c.executionCtx.waitUntil(cutLiveSession(c.env, row.uid, row.live_session, 'token'));
       // The token is shown once: no cache on the way may keep a copy.
       c.header('cache-control', 'no-store');
-      return c.json({ enrollment_token: token }, 200);
+      return c.json({ enrollment_token: token, token_issued_at: row.token_issued_at }, 200);
     },
   )
   .openapi(
