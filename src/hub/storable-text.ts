@@ -30,6 +30,18 @@ export function storableText(s: string, maxChars: number): string {
 }
 
 /**
+ * Whether any string in `value` (walked through arrays and objects, keys included) holds what
+ * Postgres text and jsonb cannot: NUL or a lone surrogate. A pair (an emoji) is storable.
+ */
+export function holdsUnstorableText(value: unknown): boolean {
+  if (typeof value === 'string') return NEEDS_MENDING.test(value) && storableText(value, value.length) !== value;
+  if (typeof value !== 'object' || value === null) return false;
+  if (Array.isArray(value)) return value.some((v) => holdsUnstorableText(v));
+  // A key is text too (a label's, in jsonb).
+  return Object.entries(value).some(([k, v]) => holdsUnstorableText(k) || holdsUnstorableText(v));
+}
+
+/**
  * Printable ASCII only, everything else written as a `\uXXXX` escape (per UTF-16 unit, as JSON
  * would), cut to at most `max` characters without splitting an escape: text that no column or
  * encoding can refuse, for the last record the hub keeps of a frame before it keeps none.

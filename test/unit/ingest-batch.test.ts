@@ -159,3 +159,42 @@ describe('ingest batch: open resync streams are bounded', () => {
     expect(Object.keys(again.resyncs)).toHaveLength(MAX_OPEN_RESYNCS);
   });
 });
+
+// Spec "Poison frames": a frame the database refuses is recorded, however it was batched. Within a
+// batch the last frame about a subject wins, so an earlier one never reached the statement, and a
+// frame Postgres would refuse (text it cannot hold) was acknowledged with no record (found by
+// review). The batch says where it hides such a row; the pipeline ends the batch before that.
+describe('ingest batch: a row the database may refuse is never hidden from it', () => {
+  const refusable = (id: string) => ({ ...node(id), name: 'bad\u0000name' });
+  const at = (items: InboundItem[]) => buildBatch(items, {}).hidesRefusable;
+
+  it('names the first frame that replaces or removes a refusable one, of every kind of subject', () => {
+    expect(at([item(1, 'node.observed', refusable('x')), item(2, 'node.observed', node('x'))])).toBe(2);
+    expect(at([item(1, 'node.observed', refusable('x')), item(2, 'node.removed', { node_id: 'x' })])).toBe(2);
+    expect(at([item(1, 'node.observed', node('x')), item(2, 'node.observed', node('y')), item(3, 'node.observed', refusable('y')), item(4, 'node.observed', refusable('y')), item(5, 'node.observed', refusable('x'))])).toBe(4);
+    const gpu: Payload<'device.observed'> = { device_id: 'g', node_id: 'x', vendor: 'v', model: 'm', memory_total_mb: 1, health: 'healthy', driver_version: '1' };
+    expect(at([item(1, 'device.observed', { ...gpu, model: 'lone \ud800' }), item(2, 'device.removed', { device_id: 'g' })])).toBe(2);
+    const cluster: Payload<'cluster.observed'> = { kubernetes_version: '1.30', provider: 'eks', region: 'r', labels: {} };
+    expect(at([item(1, 'cluster.observed', { ...cluster, labels: { 'k\u0000': 'v' } }), item(2, 'cluster.observed', cluster)])).toBe(2);
+  });
+
+  it('names the begin of a snapshot whose prune drops a refusable row unwritten', () => {
+    const begin = newId();
+    const b = buildBatch(
+      [
+        item(1, 'node.observed', refusable('stale')),
+        item(2, 'resync.begin', { scope: ['node'] }, null, begin),
+        item(3, 'node.observed', node('n1'), begin),
+        item(4, 'stream.end', { complete: true, count: 1 }, begin),
+      ],
+      {},
+    );
+    expect(b.hidesRefusable).toBe(2);
+  });
+
+  it('names nothing when what is replaced is storable (an emoji is), or when the refusable frame is the last', () => {
+    expect(at([item(1, 'node.observed', { ...node('x'), name: '😀' }), item(2, 'node.observed', node('x'))])).toBeNull();
+    expect(at([item(1, 'node.observed', node('x')), item(2, 'node.observed', refusable('x'))])).toBeNull();
+    expect(at([item(1, 'node.observed', refusable('x')), item(2, 'node.observed', refusable('y'))])).toBeNull();
+  });
+});

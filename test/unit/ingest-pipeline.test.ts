@@ -8,6 +8,7 @@ import { createLogger, type Logger } from '../../src/hub/log';
 import type { InboundItem } from '../../src/hub/session/ingest-batch';
 import { IngestPipeline, unappliedBounds, type IngestHost } from '../../src/hub/session/ingest-pipeline';
 import { QueryTimeoutError } from '../../src/hub/pg';
+import { buildFrame, newId, readFrame } from '../../src/protocol';
 import type { OpResync } from '../../src/hub/session/store';
 
 const item = (seq: number): InboundItem => ({ kind: 'unknown', seq, id: `f${seq}`, replyTo: null, type: 'future.thing', arrivedAt: Date.now() });
@@ -421,5 +422,83 @@ describe('ingest pipeline: how much a session holds unapplied', () => {
     expect(unappliedBounds(cfg)).toEqual({ frames: 100_000, bytes: (64 << 20) + (1 << 20) });
     // Small batches: the count bound was 50 batches (25,000 frames), half the window.
     expect(unappliedBounds({ ...cfg, INGEST_BATCH_FRAMES: 500 }).frames).toBe(50_000);
+  });
+});
+
+// Spec "Poison frames": a frame the database refuses is recorded however it was batched. A frame
+// replaced by a later one about the same subject never reached the statement, so one Postgres would
+// refuse was committed as applied with no record (found by review). The batch now ends before the
+// frame that would hide it, in the statement ahead and in the one sent behind it alike.
+describe('ingest pipeline: a frame the database would refuse is not hidden by a later one in its batch', () => {
+  const observed = (seq: number, nodeId: string, name = nodeId): InboundItem => {
+    const f = readFrame(
+      buildFrame({
+        type: 'node.observed',
+        payload: { node_id: nodeId, name, ready: true, schedulable: true, labels: {}, taints: [], allocatable: { gpus: 1, cpu_millis: 1, memory_mb: 1 } },
+        seq,
+        reply_to: null,
+        id: newId(),
+      }),
+    );
+    if (f.kind !== 'message') throw new Error(f.kind);
+    return { seq, id: newId(), replyTo: null, type: 'node.observed', arrivedAt: Date.now(), kind: 'message', message: f.message };
+  };
+
+  // The POISON lines are the point of other tests; here they would only fill the output.
+  const quiet: Logger = { debug: () => {}, info: () => {}, warn: () => {}, error: () => {}, child: () => quiet };
+
+  /** Postgres as far as NUL goes: a statement carrying one is refused (22P05), permanently. */
+  function refusingNul(maxBatch: number) {
+    const settled: [seq: number, kind: string][] = [];
+    const rejected: number[] = [];
+    const sql: Sql = {
+      async query<R>(_text: string, params: unknown[] = []) {
+        if (params.some((p) => typeof p === 'string' && p.includes('\\u0000'))) {
+          throw Object.assign(new Error('unsupported Unicode escape sequence'), { code: '22P05' });
+        }
+        return { rows: [{ fenced: true, pruned: 0, unknown_ops: [] }] as R[], rowCount: 1 };
+      },
+    };
+    const host: IngestHost = {
+      sql,
+      fence: () => ({ clusterUid: 'c', sessionId: 's', generation: 1, tokenHash: '00' }),
+      resyncs: () => ({}),
+      sentDesired: () => null,
+      committed: (items, built) => {
+        settled.push(...items.map((i) => [i.seq, i.kind] as [number, string]));
+        rejected.push(...built.batch.rejections.map((r) => r.seq));
+      },
+      fenceLost: () => {
+        throw new Error('fence lost');
+      },
+      keepRetrying: () => true,
+      outcomeUnknown: () => undefined,
+      log: quiet,
+    };
+    return { pipeline: new IngestPipeline(host, maxBatch), settled, rejected };
+  }
+
+  async function drained(p: IngestPipeline): Promise<void> {
+    for (let i = 0; i < 200 && p.size > 0; i++) await new Promise((r) => setTimeout(r, 5));
+    expect(p.size).toBe(0);
+  }
+
+  it('in the statement ahead', async () => {
+    const h = refusingNul(100);
+    h.pipeline.push(observed(1, 'x', 'bad\u0000'));
+    h.pipeline.push(observed(2, 'x'));
+    h.pipeline.push(observed(3, 'y'));
+    await drained(h.pipeline);
+    expect(h.rejected).toEqual([1]);
+    expect(new Map(h.settled)).toEqual(new Map([[1, 'poison'], [2, 'message'], [3, 'message']]));
+  });
+
+  it('in the statement sent behind it', async () => {
+    const h = refusingNul(2);
+    // [1, 2] go first, [3, 4] behind them: 4 would hide 3.
+    for (const [seq, id, name] of [[1, 'a'], [2, 'b'], [3, 'x', 'bad\u0000'], [4, 'x'], [5, 'c']] as const) h.pipeline.push(observed(seq, id, name));
+    await drained(h.pipeline);
+    expect(h.rejected).toEqual([3]);
+    expect(new Map(h.settled)).toEqual(new Map([[1, 'message'], [2, 'message'], [3, 'poison'], [4, 'message'], [5, 'message']]));
   });
 });

@@ -3,7 +3,7 @@
  * resync state always give the same batch, so a failed batch can be rebuilt and retried, or
  * split to find a frame the database refuses.
  */
-import { asciiText, storableText } from '../storable-text';
+import { asciiText, holdsUnstorableText, storableText } from '../storable-text';
 import { CATALOG, type Payload, type ResyncKind, type TypedMessage } from '../../protocol';
 import type { IngestBatch, OperationEvent, OperationUpdate, Rejection, WithSeq } from '../db/ingest';
 import { countOnce, MAX_OPEN_RESYNCS, openStream } from './ingest-streams';
@@ -57,6 +57,15 @@ export interface BuiltBatch {
   streams: StreamNote[];
   /** Sequenced error frames from the operator (logged, never fatal). */
   peerErrors: { seq: number; replyTo: string | null; payload: Payload<'error'> }[];
+  /**
+   * Where this batch hides from Postgres a row it may refuse (text it cannot hold), or null: the
+   * seq of the first frame that replaces such a frame about the same subject, or of the
+   * resync.begin whose prune drops it unwritten. The statement would not carry that row, so the
+   * database could never refuse it and the frame would be acknowledged with no record (spec
+   * "Poison frames"). The pipeline ends the batch before that seq instead. Only a replaced or
+   * pruned row's text is looked at: a batch with one frame per subject pays a map lookup a row.
+   */
+  hidesRefusable: number | null;
 }
 
 /** Types the operator may send as sequenced frames. */
@@ -108,11 +117,16 @@ class LastWins<T extends object> {
   private readonly map = new Map<string, T | typeof REMOVED>();
   // Overwritten in place: each subject is one row of a set-based statement, so where it sits
   // among the others does not matter (moving it to the end cost a delete per frame).
-  upsert(id: string, value: T): void {
+  /** Returns the value this replaces in the batch, if any. */
+  upsert(id: string, value: T): T | undefined {
+    const prev = this.map.get(id);
     this.map.set(id, value);
+    return prev === REMOVED ? undefined : prev;
   }
-  remove(id: string): void {
+  remove(id: string): T | undefined {
+    const prev = this.map.get(id);
     this.map.set(id, REMOVED);
+    return prev === REMOVED ? undefined : prev;
   }
   split(): { upserts: T[]; deletes: string[] } {
     const upserts: T[] = [];
@@ -153,6 +167,11 @@ export function buildBatch(
     const record = rejectionRecord(item, reason, answer);
     if (record) batch.rejections.push(record);
   };
+  let hidesRefusable: number | null = null;
+  // Called only when a frame replaces another (a row this statement will not carry).
+  const supersedes = (item: InboundItem, replaced: object) => {
+    if (hidesRefusable === null && holdsUnstorableText(replaced)) hidesRefusable = item.seq;
+  };
 
   for (const item of items) {
     // Count stream membership first: count is frames carried between begin and end.
@@ -181,26 +200,39 @@ export function buildBatch(
     // its message. Other fields the database refuses still make the frame poison.
     switch (m.type) {
       case 'cluster.observed':
+        if (batch.cluster !== null) supersedes(item, batch.cluster);
         batch.cluster = { ...m.payload, seq: item.seq };
         break;
-      case 'node.observed':
-        nodes.upsert(m.payload.node_id, { ...m.payload, seq: item.seq });
+      case 'node.observed': {
+        const replaced = nodes.upsert(m.payload.node_id, { ...m.payload, seq: item.seq });
+        if (replaced !== undefined) supersedes(item, replaced);
         break;
-      case 'node.removed':
-        nodes.remove(m.payload.node_id);
+      }
+      case 'node.removed': {
+        const replaced = nodes.remove(m.payload.node_id);
+        if (replaced !== undefined) supersedes(item, replaced);
         break;
-      case 'device.observed':
-        devices.upsert(m.payload.device_id, { ...m.payload, seq: item.seq });
+      }
+      case 'device.observed': {
+        const replaced = devices.upsert(m.payload.device_id, { ...m.payload, seq: item.seq });
+        if (replaced !== undefined) supersedes(item, replaced);
         break;
-      case 'device.removed':
-        devices.remove(m.payload.device_id);
+      }
+      case 'device.removed': {
+        const replaced = devices.remove(m.payload.device_id);
+        if (replaced !== undefined) supersedes(item, replaced);
         break;
-      case 'deployment.observed':
-        deployments.upsert(m.payload.deployment_id, { ...m.payload, message: storableText(m.payload.message, 2048), seq: item.seq });
+      }
+      case 'deployment.observed': {
+        const replaced = deployments.upsert(m.payload.deployment_id, { ...m.payload, message: storableText(m.payload.message, 2048), seq: item.seq });
+        if (replaced !== undefined) supersedes(item, replaced);
         break;
-      case 'deployment.removed':
-        deployments.remove(m.payload.deployment_id);
+      }
+      case 'deployment.removed': {
+        const replaced = deployments.remove(m.payload.deployment_id);
+        if (replaced !== undefined) supersedes(item, replaced);
         break;
+      }
       case 'node.event':
       case 'device.event':
       case 'deployment.event':
@@ -214,6 +246,7 @@ export function buildBatch(
         });
         break;
       case 'link.stats':
+        if (batch.linkStats !== null) supersedes(item, batch.linkStats);
         batch.linkStats = m.payload;
         break;
       case 'operation.accepted':
@@ -304,7 +337,12 @@ export function buildBatch(
   // not carried since) must not be written at all, and the prune removes its row.
   const survives = (kind: ResyncKind) => {
     const begin = Math.max(0, ...batch.prunes.filter((x) => x.kind === kind).map((x) => x.begin_seq));
-    return (x: { seq: number }) => x.seq > begin;
+    return (x: { seq: number }) => {
+      if (x.seq > begin) return true;
+      // Hidden as a replaced frame is: the batch must end before the begin for Postgres to see it.
+      if (holdsUnstorableText(x) && (hidesRefusable === null || begin < hidesRefusable)) hidesRefusable = begin;
+      return false;
+    };
   };
   batch.nodes = n.upserts.filter(survives('node'));
   batch.nodeDeletes = n.deletes;
@@ -314,7 +352,7 @@ export function buildBatch(
   batch.deploymentDeletes = dep.deletes;
   if (batch.cluster && !survives('cluster')(batch.cluster)) batch.cluster = null;
   batch.operationUpdates = [...ops.values()];
-  return { batch, resyncs, streams, peerErrors };
+  return { batch, resyncs, streams, peerErrors, hidesRefusable };
 }
 
 /**

@@ -179,8 +179,14 @@ export class IngestPipeline {
           if (!fence) return;
           // A stream.end waits for the commit of an operation frame its stream carried (it may be a rejection).
           const cut = cutBeforeUncertainEnd(plan.run);
-          const run = cut === null ? plan.run : this.schedule.trimLast(cut);
-          const built = buildBatch(run, this.host.resyncs(), this.host.sentDesired);
+          let run = cut === null ? plan.run : this.schedule.trimLast(cut);
+          let built = buildBatch(run, this.host.resyncs(), this.host.sentDesired);
+          // A frame the database may refuse, hidden by a later one: the batch ends before that
+          // one, so the statement carries the frame and a refusal isolates and records it.
+          for (let at = hiddenCut(run, built); at !== null; at = hiddenCut(run, built)) {
+            run = this.schedule.trimLast(at);
+            built = buildBatch(run, this.host.resyncs(), this.host.sentDesired);
+          }
           ahead = { chunk: run, built, outcome: this.apply(fence, built) };
         }
         // The next statement is queued now, so the database runs it straight after this one
@@ -247,9 +253,14 @@ export class IngestPipeline {
     if (!fence) return null;
     const open = ahead.built.resyncs;
     const member = Object.keys(open).length === 0 ? undefined : (item: InboundItem) => openStream(open, item.replyTo) !== undefined;
-    const chunk = this.schedule.behind(Date.now(), member);
+    let chunk = this.schedule.behind(Date.now(), member);
     if (!chunk) return null;
-    const built = buildBatch(chunk, ahead.built.resyncs, this.host.sentDesired);
+    let built = buildBatch(chunk, ahead.built.resyncs, this.host.sentDesired);
+    // As for the statement ahead (see `run`).
+    for (let at = hiddenCut(chunk, built); at !== null; at = hiddenCut(chunk, built)) {
+      chunk = this.schedule.trimBehind(at);
+      built = buildBatch(chunk, ahead.built.resyncs, this.host.sentDesired);
+    }
     return { chunk, built, outcome: this.apply(fence, built) };
   }
 
@@ -402,6 +413,17 @@ export class IngestPipeline {
       };
     });
   }
+}
+
+/**
+ * How many of `run`'s frames to keep so that its statement hides no row the database may refuse
+ * (`BuiltBatch.hidesRefusable`), or null when it hides none. Never 0: what hides a frame comes
+ * after it.
+ */
+function hiddenCut(run: readonly InboundItem[], built: BuiltBatch): number | null {
+  if (built.hidesRefusable === null) return null;
+  const at = run.findIndex((x) => x.seq === built.hidesRefusable);
+  return at > 0 ? at : null;
 }
 
 /**

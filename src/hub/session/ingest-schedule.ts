@@ -325,6 +325,14 @@ export class IngestSchedule {
     return run;
   }
 
+  /** Shorten the run `behind` offered to its first `n` frames: the rest stay queued where they are. */
+  trimBehind(n: number): InboundItem[] {
+    this.behindRun = this.behindRun.slice(0, n);
+    // Its subjects are worked out again if it is promoted (`behind` reads them as the one ahead's).
+    this.behindKeys = null;
+    return this.behindRun;
+  }
+
   /**
    * The statement ahead committed while the one behind is still in flight: that one is now the
    * statement ahead (its outcome read with `succeeded` / `failed`), and `behind` may offer another
