@@ -128,6 +128,7 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
       outbound: () => session.outbound,
       link: () => this.conn.link,
       dispatchHost: () => this.dispatchHost(),
+      roomForReplies: (owed) => outbox.canApply(owed),
       protocolError: (link, reason, replyTo) => this.conn.protocolError(link, reason, replyTo ?? null),
       welcome: (link, w) => this.onWelcome(link, w),
       hubError: (payload, replyTo, seq) => this.safeEmit('hubError', { payload, replyTo, seq }),

@@ -14,8 +14,10 @@ export class RecordKeeper {
   cleanOnSave = false;
   private changeVersion = 0;
   private savedVersion = 0;
+  /** The save being written. */
   private persisting: Promise<void> | null = null;
-  private again = false;
+  /** The save after it, which every caller during the one being written shares. */
+  private next: Promise<void> | null = null;
   /** Bumped when a fresh session restarts the cursor: a save built before it holds another session's. */
   private numbering = 0;
 
@@ -62,25 +64,34 @@ export class RecordKeeper {
 
   /**
    * Save the record; when the returned promise resolves, a record at least as new as the state
-   * at the time of the call is durable. Saves are single-flight; callers during a save get the
-   * next one.
+   * at the time of the call is durable. Saves are single-flight: callers during a save share the
+   * next one (built when it starts, so it holds all they changed). Each resolves with its own
+   * save, not with the last of a run of them: an operation start waits for one save, however
+   * many starts keep arriving behind it (group commit, see receiver.ts).
    */
   persist(): Promise<void> {
-    if (this.persisting) {
-      this.again = true;
-      return this.persisting;
-    }
+    if (this.next) return this.next;
+    if (!this.persisting) return this.saveNow();
+    // The save under way was built before this call: it may miss what the caller changed.
+    const next = this.persisting
+      .catch(() => {})
+      .then(() => {
+        this.next = null;
+        return this.saveNow();
+      });
+    this.next = next;
+    return next;
+  }
+
+  private saveNow(): Promise<void> {
     const run = async () => {
       try {
-        do {
-          this.again = false;
-          const version = this.changeVersion;
-          const numbering = this.numbering;
-          const record = this.build(this.cleanOnSave);
-          await this.store.save(record);
-          this.savedVersion = version;
-          if (numbering === this.numbering) this.persistedCursor = record.cursor;
-        } while (this.again);
+        const version = this.changeVersion;
+        const numbering = this.numbering;
+        const record = this.build(this.cleanOnSave);
+        await this.store.save(record);
+        this.savedVersion = version;
+        if (numbering === this.numbering) this.persistedCursor = record.cursor;
       } catch (err) {
         this.failed(err);
         throw err;

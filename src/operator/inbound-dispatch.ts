@@ -14,7 +14,7 @@
 import { cutText, ULID_RE, type Envelope, type ErrorCode, type Incoming, type Payload } from '../protocol';
 import { runHandler, type FrameContext, type HandlerResult, type OperatorHandlers } from './handlers';
 import type { Logger } from './logger';
-import type { OperationBook } from './operations';
+import type { OperationBook, StartSettlement } from './operations';
 import { outItem, type OutItem } from './outgoing';
 import type { InboundResyncs } from './resync';
 import type { AppliedRevisions } from './applied-revisions';
@@ -85,7 +85,13 @@ function fromHandler(host: DispatchHost, envelope: Envelope, r: HandlerResult, w
   return { settle: 'dropped', reason: r.reason };
 }
 
-export async function dispatch(host: DispatchHost, incoming: Exclude<Incoming, { kind: 'fatal' }>, attempt: number): Promise<Settled> {
+/**
+ * What `dispatch` answers: a settlement, or an operation start recorded and waiting for the save
+ * that makes it durable (`durable` settles it then; see `OperationBook.accept`).
+ */
+export type Dispatched = Settled | { settle: 'recorded'; durable: Promise<Settled> };
+
+export async function dispatch(host: DispatchHost, incoming: Exclude<Incoming, { kind: 'fatal' }>, attempt: number): Promise<Dispatched> {
   const env = incoming.envelope;
   const seq = env.seq as number;
   const inStream = host.streams.has(env.reply_to);
@@ -165,16 +171,19 @@ export async function dispatch(host: DispatchHost, incoming: Exclude<Incoming, {
       return fromHandler(host, env, r, 'deployment.desired');
     }
     case 'operation.start': {
-      const r = await host.book.start(msg.payload, ctx);
-      if (r.settle === 'dropped') {
-        host.counters.permanentFailures++;
-        host.logger.error('operation refused permanently', { seq, id: env.id, operation_id: msg.payload.operation_id, reason: r.reason });
-      }
-      if (r.settle === 'failed') {
-        host.counters.handlerFailures++;
-        return { ...r, cause: 'handler' };
-      }
-      return r;
+      const r = await host.book.accept(msg.payload, ctx);
+      const settled = (r: StartSettlement): Settled => {
+        if (r.settle === 'dropped') {
+          host.counters.permanentFailures++;
+          host.logger.error('operation refused permanently', { seq, id: env.id, operation_id: msg.payload.operation_id, reason: r.reason });
+        }
+        if (r.settle === 'failed') {
+          host.counters.handlerFailures++;
+          return { ...r, cause: 'handler' };
+        }
+        return r;
+      };
+      return r.settle === 'recorded' ? { settle: 'recorded', durable: r.durable.then(settled) } : settled(r);
     }
     default: {
       // A type this side knows but the hub never sends (an operator→hub type).

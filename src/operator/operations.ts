@@ -168,8 +168,19 @@ export class OperationBook {
     return found;
   }
 
-  /** An `operation.start` from the hub (already decoded and in order). */
+  /** An `operation.start` from the hub (already decoded and in order), settled once its record is durable. */
   async start(payload: Payload<'operation.start'>, ctx: FrameContext): Promise<StartSettlement> {
+    const r = await this.accept(payload, ctx);
+    return r.settle === 'recorded' ? r.durable : r;
+  }
+
+  /**
+   * An `operation.start` up to its save: settled now, or `recorded` (changed in the record, its
+   * save requested) with `durable` settling it once the save completed. Starts applied while that
+   * save is written share the next one (the receiver's group commit): one save per start would
+   * rewrite every record per start, quadratic in a flood of them.
+   */
+  async accept(payload: Payload<'operation.start'>, ctx: FrameContext): Promise<StartSettlement | { settle: 'recorded'; durable: Promise<StartSettlement> }> {
     const known = this.records.get(payload.operation_id);
     if (known) {
       if (known.startId === ctx.frameId && this.answeredInQueue.delete(known.operationId)) {
@@ -241,13 +252,20 @@ export class OperationBook {
     // Recorded before the handler runs: a crash after it started and before the record was saved
     // would leave a process that knows nothing of it, and the hub's replay of the start would run
     // it a second time.
-    try {
-      await this.host.persist();
-    } catch (err) {
-      this.records.delete(record.operationId);
-      this.host.logger.error('could not record an accepted operation durably; the start is retried', { operation_id: record.operationId, err });
-      return { settle: 'failed', reason: 'the operation could not be recorded durably' };
-    }
+    const durable = this.host.persist().then(
+      () => this.recorded(record, payload),
+      (err: unknown): StartSettlement => {
+        this.records.delete(record.operationId);
+        this.host.logger.error('could not record an accepted operation durably; the start is retried', { operation_id: record.operationId, err });
+        return { settle: 'failed', reason: 'the operation could not be recorded durably' };
+      },
+    );
+    return { settle: 'recorded', durable };
+  }
+
+  /** The start's record is durable: run it, unless a stop or its deadline came first. */
+  private recorded(record: OperationRecord, payload: Payload<'operation.start'>): StartSettlement {
+    const deadline = record.deadline;
     if (this.stopping) {
       // The stop began during the save: forget it again (the stop's final save drops it; a crash
       // before that leaves it recorded as running, which the next process concludes as failed).

@@ -26,6 +26,7 @@ import type { ObservedResync } from './resync';
 /**
  * Control slots kept for the answer to the hub frame being applied: inbound frames are applied
  * one at a time and each produces at most one control frame (an `error` or `operation.accepted`).
+ * Operation starts waiting for a shared save owe theirs on top (`canApply(owed)`).
  */
 export const REPLY_RESERVE = 2;
 
@@ -104,9 +105,10 @@ export class Outbox {
    * Whether a hub frame may be applied now: at least `REPLY_RESERVE` control slots are free, one
    * for its answer and one for a resync frame the writer may put back meanwhile (`putBack` counts
    * it). With one slot free the answer could be refused, and lost, after its frame was applied.
+   * `owed`: answers of frames already applied and not yet queued (starts waiting for their save).
    */
-  canApply(): boolean {
-    return this.controlLimit - this.control >= REPLY_RESERVE;
+  canApply(owed = 0): boolean {
+    return this.controlLimit - this.control >= REPLY_RESERVE + owed;
   }
 
   get resyncInProgress(): ObservedResync | null {

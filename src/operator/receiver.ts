@@ -10,7 +10,7 @@ import { answerableId, readFrame, timeMs, type Envelope, type InboundSequencer, 
 import type { BackoffPolicy } from './backoff';
 import type { ClientStats } from './client-types';
 import { triage, type ReadableFrame } from './frame-triage';
-import { dispatch, type DispatchHost, type Settled } from './inbound-dispatch';
+import { dispatch, type Dispatched, type DispatchHost, type Settled } from './inbound-dispatch';
 import type { Link } from './link';
 import type { Logger } from './logger';
 import { elapsed, MAX_TIMEOUT_MS, type Timers } from './timers';
@@ -24,6 +24,11 @@ export interface ReceiverHost {
   readonly timers: Timers;
   /** Names the cluster and the current session (rebuilt at each welcome). */
   readonly log: Logger;
+  /**
+   * Whether the send queue has room for the answer of the frame about to be applied on top of
+   * `owed` answers of frames applied and not yet settled (operation starts waiting for a save).
+   */
+  roomForReplies(owed: number): boolean;
   readonly counters: ClientStats;
   readonly retryPolicy: BackoffPolicy;
   inbound(): InboundSequencer;
@@ -75,6 +80,11 @@ interface Applying {
   reports: number;
 }
 
+/** A frame applied whose settlement waits (an operation start waiting for its save). */
+interface Settling {
+  settling: Promise<void>;
+}
+
 /** Reports of one stall come at the threshold and at each doubling after it, at most this far apart. */
 const STALL_REPORT_CAP_MS = 5 * 60_000;
 
@@ -92,6 +102,13 @@ export class Receiver {
   /** When the armed stall timer fires. */
   private stallDueAt = 0;
   private disposed = false;
+  /**
+   * Operation starts recorded and waiting for their save, settled in seq order: a start behind
+   * them is applied meanwhile and shares the next save (group commit), any other frame waits.
+   */
+  private recording: Promise<void> = Promise.resolve();
+  /** How many starts `recording` holds: each owes an answer (`operation.accepted` or an error). */
+  private recordingCount = 0;
 
   constructor(private readonly host: ReceiverHost) {}
 
@@ -229,22 +246,51 @@ export class Receiver {
     this.armStall(a.nextAt - now);
   }
 
-  private enqueue(frame: ReadableFrame, task: () => Promise<void>): void {
+  /** `task` applies the frame; when it returns `settling`, that settles it (the next frame may be applied before). */
+  private enqueue(frame: ReadableFrame, task: () => Promise<Settling | undefined>): void {
     // Something ahead may hold the stream past a start's deadline: the deadline is watched while
     // it waits, not only once its handler would run.
     const unwatch = this.pending > 0 ? this.watchQueuedDeadline(frame) : null;
     this.pending++;
     const { seq, type, id } = frame.envelope;
+    const failed = (err: unknown) => this.host.log.error('inbound processing failed', { err, seq, type, id });
+    const done = () => {
+      this.pending--;
+      this.host.settled();
+    };
     this.chain = this.chain
-      .then(() => {
+      .then(async () => {
+        // Starts ahead wait for their save: only a start may be applied meanwhile (and share the
+        // next save); anything else waits for them to settle, watched as if they held it.
+        if (this.recordingCount > 0 && !this.sharesSave(frame)) await this.recording;
         unwatch?.();
         return task();
       })
-      .catch((err: unknown) => this.host.log.error('inbound processing failed', { err, seq, type, id }))
-      .finally(() => {
-        this.pending--;
-        this.host.settled();
-      });
+      .then(
+        (rest) => {
+          if (rest) void rest.settling.catch(failed).finally(done);
+          else done();
+        },
+        (err: unknown) => {
+          failed(err);
+          done();
+        },
+      );
+  }
+
+  /**
+   * Whether `frame` may be applied while earlier starts wait for their save. Only a start: it
+   * changes nothing but its own record before that save, and every frame's answer, ack and
+   * effects still follow the starts before it. Not with an admission gate, which must see the
+   * operations started before it running; not without room for every answer the starts owe.
+   */
+  private sharesSave(frame: ReadableFrame): boolean {
+    return (
+      frame.kind === 'message' &&
+      frame.message.type === 'operation.start' &&
+      this.host.dispatchHost().handlers.admitOperation === undefined &&
+      this.host.roomForReplies(this.recordingCount)
+    );
   }
 
   /** At the deadline of an `operation.start` still queued, answer it (operations.ts) without waiting for its turn. */
@@ -276,23 +322,49 @@ export class Receiver {
     return unwatch;
   }
 
-  private async apply(link: Link, frame: ReadableFrame, attempt: number): Promise<void> {
+  private async apply(link: Link, frame: ReadableFrame, attempt: number): Promise<Settling | undefined> {
     const h = this.host;
     // Frames read on a link that has since closed, or once the client is stopping, are not
     // applied: the hub replays them (to this process's successor).
-    if (link.ended || h.stopping()) return;
-    const seq = frame.envelope.seq as number;
-    let result: Settled;
+    if (link.ended || h.stopping()) return undefined;
     const unwatch = this.watchStall(frame.envelope);
+    let result: Dispatched;
     try {
       result = await dispatch(h.dispatchHost(), frame, attempt);
     } catch (err) {
-      // A bug of ours: unsure means transient, so the frame is retried rather than lost.
-      h.log.error('applying a frame failed unexpectedly; treated as transient', { err, seq, type: frame.envelope.type, id: frame.envelope.id });
-      result = { settle: 'failed', reason: `internal error: ${err instanceof Error ? err.message : String(err)}`, cause: 'internal' };
-    } finally {
-      unwatch();
+      result = this.internalFailure(frame, err);
     }
+    if (result.settle !== 'recorded') {
+      unwatch();
+      this.settle(link, frame, attempt, result);
+      return undefined;
+    }
+    // The start waits for its save; the stall watch and the stream stay on it until it settles.
+    const { durable } = result;
+    this.recordingCount++;
+    const rest = this.recording
+      .then(() => durable)
+      .catch((err: unknown) => this.internalFailure(frame, err))
+      .then((settled) => {
+        this.recordingCount--;
+        unwatch();
+        this.settle(link, frame, attempt, settled);
+      });
+    this.recording = rest.catch(() => {});
+    // Wrapped: an async function returning the promise itself would wait for it.
+    return { settling: rest };
+  }
+
+  private internalFailure(frame: ReadableFrame, err: unknown): Settled {
+    // A bug of ours: unsure means transient, so the frame is retried rather than lost.
+    const { seq, type, id } = frame.envelope;
+    this.host.log.error('applying a frame failed unexpectedly; treated as transient', { err, seq, type, id });
+    return { settle: 'failed', reason: `internal error: ${err instanceof Error ? err.message : String(err)}`, cause: 'internal' };
+  }
+
+  private settle(link: Link, frame: ReadableFrame, attempt: number, result: Settled): void {
+    const h = this.host;
+    const seq = frame.envelope.seq as number;
     if (link.ended) return;
     if (frame.envelope.type === 'resync.begin' || frame.envelope.type === 'stream.end') h.snapshotChanged();
     if (result.settle !== 'failed') {
