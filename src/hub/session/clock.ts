@@ -29,6 +29,11 @@ export interface ClockState<K> {
   session: { disconnectedAt: number | null } | null;
   /** Any connection still open (a handshake in progress keeps a disconnected session). */
   anyOpen: boolean;
+  /**
+   * Since when the oldest connection the hub closed has waited for the peer's answer to the close
+   * (still CLOSING), or null. Omitted: none.
+   */
+  closingSince?: number | null;
 }
 
 export type Due<K> =
@@ -49,6 +54,24 @@ export type Due<K> =
  */
 export const resendAfterMs = (cfg: Pick<ClockConfig, 'IDLE_TIMEOUT_MS'>): number => 2 * cfg.IDLE_TIMEOUT_MS;
 
+/**
+ * How long a peer has to answer the hub's close before its connection is released anyway: as long
+ * as it has to say hello. Local workerd ends the TCP connection of a socket the hub closed only
+ * once the peer answers; a peer that never does (gone silent, hence the 4408, or one that ignores
+ * close frames) otherwise keeps it open for good (measured: still open 140 s after a 4400, a
+ * handshake 4408 and a silence 4408).
+ */
+export const closeGraceMs = (cfg: Pick<ClockConfig, 'HANDSHAKE_TIMEOUT_MS'>): number => cfg.HANDSHAKE_TIMEOUT_MS;
+
+/**
+ * Whether the object should release the connections still waiting on their peer's answer to the
+ * hub's close. Only when no connection is open: releasing one means resetting the whole object
+ * (session-object.ts), which would cut an open one too.
+ */
+export function releaseDue<K>(s: ClockState<K>, cfg: ClockConfig, now: number): boolean {
+  return s.closingSince != null && !s.anyOpen && now - s.closingSince >= closeGraceMs(cfg);
+}
+
 /** When the alarm must next fire, or null when nothing is pending. */
 export function nextDeadline<K>(s: ClockState<K>, cfg: ClockConfig, now: number): number | null {
   let next = Number.POSITIVE_INFINITY;
@@ -66,6 +89,8 @@ export function nextDeadline<K>(s: ClockState<K>, cfg: ClockConfig, now: number)
     // the hello, the handshake deadline (armed above) or the close ends it.
     next = Math.min(next, (s.session.disconnectedAt ?? now) + cfg.RETENTION_MS);
   }
+  // Not while one is open (`releaseDue`): the deadline, once past, would re-arm in a loop.
+  if (s.closingSince != null && !s.anyOpen) next = Math.min(next, s.closingSince + closeGraceMs(cfg));
   return Number.isFinite(next) ? next : null;
 }
 

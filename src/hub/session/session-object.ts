@@ -12,7 +12,7 @@ import type { HubEnv } from '../env';
 import { createLogger, type LogFields, type Logger } from '../log';
 import { LogBudget } from '../log-budget';
 import { Pg } from '../pg';
-import { dueNow, phaseCheckOffset, type ClockState } from './clock';
+import { dueNow, phaseCheckOffset, releaseDue, type ClockState } from './clock';
 import { DesiredPump } from './desired-pump';
 import { FleetMember, type SessionRef } from './fleet-member';
 import { admitConnect } from './handshake';
@@ -100,8 +100,12 @@ export class SessionObject extends DurableObject<HubEnv> {
       ack: () => (state.meta ? state.inbound.cursor : null),
       log,
       // A connection that never finished its handshake may have been all that kept the runtime's
-      // auto-answer off (syncAutoPong).
-      gone: (_ws, why, active, fields) => (active ? this.onConnectionEnded(why, fields) : this.syncAutoPong()),
+      // auto-answer off (syncAutoPong); one closed here is on the clock until its peer answers.
+      gone: (_ws, why, active, fields) => {
+        if (active) return this.onConnectionEnded(why, fields);
+        this.syncAutoPong();
+        void this.clock.schedule();
+      },
     }));
     this.sendPath = new SendPath({
       cfg,
@@ -272,7 +276,24 @@ export class SessionObject extends DurableObject<HubEnv> {
     } finally {
       // The alarm is the session's clock: never let it lapse, nor spin on a deadline whose action throws.
       if (!forgotten) await this.clock.schedule(failed ? Date.now() + sessionRetryDelay(this.cfg.POLL_INTERVAL_MS, this.alarmFailures - 1) : undefined);
+      else if (this.sockets.closingSince() !== null) await this.clock.schedule();
     }
+    if (releaseDue(this.clockState(), this.cfg, Date.now())) await this.releaseClosing();
+  }
+
+  /**
+   * End the TCP connections of sockets the hub closed whose peer never answered the close: local
+   * workerd waits for that answer with no limit of its own, and a Workers WebSocket has no call
+   * that drops its connection (no terminate()). Resetting the object ends them, and only them,
+   * since none is open (`releaseDue`). The alarm just written is flushed first: memory is only a
+   * cache of storage, and the session resumes at the next hello as after any eviction.
+   */
+  private async releaseClosing(): Promise<void> {
+    this.state.log.info('releasing connections whose peer never answered the close', { closing_since: this.sockets.closingSince() });
+    await this.ctx.storage.sync();
+    // A hello accepted while the sync ran would be cut by the reset: it waits for the next alarm.
+    if (!releaseDue(this.clockState(), this.cfg, Date.now())) return;
+    this.ctx.abort('released connections whose peer never answered the close');
   }
 
   /** Act on whatever deadline is due; true when the session was forgotten. */
@@ -538,6 +559,7 @@ export class SessionObject extends DurableObject<HubEnv> {
       ackWaitSince: this.state.meta?.ackWaitSince ?? null,
       session: this.state.meta ? { disconnectedAt: this.state.meta.disconnectedAt } : null,
       anyOpen: open.length > 0,
+      closingSince: this.sockets.closingSince(),
     };
   }
 

@@ -48,6 +48,8 @@ export class Sockets {
   /** The installed auto-response as `lastSent/cursor` (null: none; undefined: unknown since construction). */
   private autoPong: string | null | undefined = undefined;
   private handshaking: boolean | undefined = undefined;
+  /** When the hub's close went out on a connection (memory only: after a wake, when first seen closing). */
+  private readonly closingAt = new WeakMap<WebSocket, number>();
 
   constructor(
     private readonly ctx: DurableObjectState,
@@ -177,6 +179,7 @@ export class Sockets {
       const level = WARN_CLOSES.has(code) ? 'warn' : 'info';
       this.hooks.log()[level]('hub closed the connection', { ...fields, ...this.whose(ws), close: code, reason: storableText(reason, CLOSE_REASON_LOG_CHARS) });
     }
+    if (!this.closingAt.has(ws)) this.closingAt.set(ws, Date.now());
     try {
       ws.close(code, closeReason(reason));
     } catch {
@@ -189,6 +192,22 @@ export class Sockets {
       }
     }
     this.forget(ws, `closed by hub (${code}: ${reason})`, { code, reason });
+  }
+
+  /**
+   * Since when the oldest connection still CLOSING (the hub's close sent, the peer's answer not
+   * yet in) has waited, or null. One found closing with no time of its own (the object was
+   * evicted since) counts from now.
+   */
+  closingSince(now = Date.now()): number | null {
+    let since: number | null = null;
+    for (const ws of this.all()) {
+      if (ws.readyState !== WebSocket.CLOSING) continue;
+      let at = this.closingAt.get(ws);
+      if (at === undefined) this.closingAt.set(ws, (at = now));
+      since = since === null ? at : Math.min(since, at);
+    }
+    return since;
   }
 
   /** `ws` ended, by our own record rather than the runtime's readyState (see dispatch). */

@@ -7,7 +7,7 @@
 import { describe, expect, it } from 'vitest';
 import { hubConfig } from '../../../src/hub/config';
 import { INTERNAL_HEADERS } from '../../../src/hub/address';
-import { dueNow, nextDeadline, type ClockState } from '../../../src/hub/session/clock';
+import { closeGraceMs, dueNow, nextDeadline, releaseDue, type ClockState } from '../../../src/hub/session/clock';
 import {
   admitConnect,
   checkHello,
@@ -136,6 +136,21 @@ describe('clock', () => {
     const now = 100 + cfg.RETENTION_MS + 5_000;
     expect(dueNow(s, cfg, now)).toEqual([]);
     expect(nextDeadline(s, cfg, now)).toBeNull();
+  });
+
+  it('connections the hub closed and whose peer never answered are released after a grace, sooner than retention, and never while one is open', () => {
+    const s = { ...base, session: { disconnectedAt: 1_000 }, closingSince: 1_000 };
+    expect(closeGraceMs(cfg)).toBe(cfg.HANDSHAKE_TIMEOUT_MS);
+    expect(nextDeadline(s, cfg, 1_000)).toBe(1_000 + closeGraceMs(cfg));
+    expect(releaseDue(s, cfg, 1_000 + closeGraceMs(cfg) - 1)).toBe(false);
+    expect(releaseDue(s, cfg, 1_000 + closeGraceMs(cfg))).toBe(true);
+    // An open connection (the operator back already) would be cut by the release: it waits, and
+    // its past deadline is not armed (it would re-arm in a loop).
+    const open = { ...s, active: { lastSeen: 20_000 }, session: { disconnectedAt: null }, anyOpen: true };
+    expect(releaseDue(open, cfg, 50_000)).toBe(false);
+    expect(nextDeadline(open, cfg, 20_000)).toBe(20_000 + cfg.IDLE_TIMEOUT_MS);
+    // An object with no session (a handshake that failed) releases them too.
+    expect(nextDeadline({ ...base, closingSince: 5 }, cfg, 5)).toBe(5 + closeGraceMs(cfg));
   });
 });
 
