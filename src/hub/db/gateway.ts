@@ -34,7 +34,8 @@ export class DbGateway extends DurableObject<HubEnv> {
   /**
    * A few connections, not one: a statement that waits (a claim on a locked row, a slow admin
    * read) holds its connection, and everything queued behind it on that connection would wait
-   * too. Each statement goes to the connection with the fewest in flight (opened on demand).
+   * too. Each statement goes to the connection with the fewest in flight (opened on demand), but
+   * for a claim of a cluster with one already in flight (`claimLanes`).
    */
   private readonly pool: Pg[];
   /**
@@ -212,6 +213,33 @@ export class DbGateway extends DurableObject<HubEnv> {
     }
   }
 
+  /**
+   * The connection each cluster's claims in flight run on, and how many there are. A claim waits
+   * on its cluster's owner row while that cluster's session writes or another of its claims runs,
+   * holding its connection and everything queued behind it; claims of one cluster run one after
+   * another on that row anyway. On the least busy connection each, a burst of one cluster's
+   * hellos (any holder of its token, or an operator reconnecting in a loop) put a waiting claim at
+   * the head of every connection of the shard, and every other cluster's token lookups and
+   * claims waited behind them. Queued on one connection, they hold only that one.
+   */
+  private readonly claimLanes = new Map<string, { pg: Pg; claims: number }>();
+
+  private claimLane(clusterUid: string): { pg: Pg; done(): void } {
+    let lane = this.claimLanes.get(clusterUid);
+    if (!lane) {
+      lane = { pg: this.leastBusy(), claims: 0 };
+      this.claimLanes.set(clusterUid, lane);
+    }
+    lane.claims++;
+    const held = lane;
+    return {
+      pg: held.pg,
+      done: () => {
+        if (--held.claims === 0) this.claimLanes.delete(clusterUid);
+      },
+    };
+  }
+
   /** An idle open connection first, then an idle closed one, then the least loaded. */
   private leastBusy(): Pg {
     let best = this.pool[0] as Pg;
@@ -239,13 +267,16 @@ export class DbGateway extends DurableObject<HubEnv> {
     // The page is a nicety: it may hold up the claim's answer for a fraction of the call's deadline.
     const deadlineMs = Math.min(1_000, cfg.PG_QUERY_TIMEOUT_MS / 4);
     return this.relay(async () => {
+      const lane = this.claimLane(args.clusterUid);
       try {
-        return await claimWithSnapshot(this.leastBusy(), args, { rows: snapshotRows, bytes: claimPageBytes(cfg), deadlineMs }, (err) =>
+        return await claimWithSnapshot(lane.pg, args, { rows: snapshotRows, bytes: claimPageBytes(cfg), deadlineMs }, (err) =>
           log.warn("fresh session's first snapshot page could not be read; the session fetches it", { cluster: args.clusterUid, error: describeError(err) }),
         );
       } catch (err) {
         if (outcomeUnknown(err)) await this.releaseFreshId(args, deadlineMs);
         throw err;
+      } finally {
+        lane.done();
       }
     });
   }
