@@ -52,6 +52,9 @@ function workersProject(
             // A database of the project's own, as each hub-running test file has
             // (test/support/file-database.ts says why).
             DATABASE_URL: await projectDatabaseUrl(inject('databaseUrl'), inject('pgWsProxy'), inject('databaseTemplate')),
+            // The embedded Postgres's one database serves both projects' regions in turn
+            // (test/workers/support/shared-database-region.ts).
+            ...(inject('databaseTemplate') === null ? { WINGSMITH_TEST_SHARED_DATABASE: '1' } : {}),
             PG_WS_PROXY: inject('pgWsProxy'),
             ADMIN_TOKEN: 'test-admin-token',
             ...vars,
@@ -61,7 +64,7 @@ function workersProject(
     ],
     // A real runtime, a real database and real timers on two shared cores: a test that fails is
     // run once more, and the retry shows in the output ("retry x1"). A bug fails both.
-    test: { name, include, testTimeout: 30_000, hookTimeout: 30_000, retry: 1, ...CONSOLE },
+    test: { name, include, setupFiles: ['./test/workers/support/shared-database-region.ts'], testTimeout: 30_000, hookTimeout: 30_000, retry: 1, ...CONSOLE },
   };
 }
 

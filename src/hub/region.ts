@@ -64,6 +64,17 @@ export function placementHint(
 export const REGION_NAME_RE = /^[a-z0-9](?:[a-z0-9-]{0,30}[a-z0-9])?$/;
 
 /**
+ * The default deployment's name where a region must be named (a log line, the database's claim,
+ * migration 0025): no region name can be it, since REGION_NAME_RE takes no parentheses.
+ */
+export const DEFAULT_REGION = '(default)';
+
+/** This deployment's region as a name: HUB_REGION, or DEFAULT_REGION when unset. */
+export function regionName(cfg: Pick<HubConfig, 'HUB_REGION'>): string {
+  return cfg.HUB_REGION ?? DEFAULT_REGION;
+}
+
+/**
  * Local workerd has no jurisdictions (`ns.jurisdiction()` throws "Jurisdiction restrictions are
  * not implemented in workerd", checked with workerd 1.20260426 and in workerd's source as of
  * 2026-08). With HUB_JURISDICTION_EMULATION set, and only on such a runtime, a restricted
@@ -132,7 +143,7 @@ export function residencyProblem(id: DurableObjectId, cfg: HubConfig): string | 
   const actual = jurisdictionOf(id, cfg);
   if (actual === expected) return null;
   return (
-    `object is in jurisdiction ${actual ?? '(none)'} but region ${cfg.HUB_REGION ?? '(default)'} ` +
+    `object is in jurisdiction ${actual ?? '(none)'} but region ${regionName(cfg)} ` +
     `keeps its objects in ${expected ?? '(no jurisdiction)'}`
   );
 }

@@ -18,7 +18,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
-import { fileDatabaseUrl } from '../support/file-database';
+import { fileDatabaseUrl, releaseSharedDatabaseRegion } from '../support/file-database';
 import WebSocket from 'ws';
 import { generateEnrollmentToken } from '../../src/hub/tokens';
 import { buildFrame } from '../../src/protocol';
@@ -90,6 +90,15 @@ function start(env: Record<string, string>): Run {
   running.add(run);
   void exited.then(() => running.delete(run));
   return run;
+}
+
+/**
+ * The run's test database for one `npm start` on it: a database belongs to the first region whose
+ * hub reaches it (migration 0025), so the eu region's start gets a database of its own.
+ */
+async function startDatabase(region = ''): Promise<string> {
+  await releaseSharedDatabaseRegion();
+  return fileDatabaseUrl(region);
 }
 
 function ctrlC(run: Run): void {
@@ -330,7 +339,7 @@ describe('npm start', () => {
   // goroutine dump from esbuild, killed mid-request.
   it('refuses a port taken while workerd starts, with one line naming it, and stops without waiting out the shutdown limit', async () => {
     const port = await freePort();
-    const run = start({ PORT: String(port), WINGSMITH_STATE_DIR: await tempStateDir(), DATABASE_URL: await fileDatabaseUrl() });
+    const run = start({ PORT: String(port), WINGSMITH_STATE_DIR: await tempStateDir(), DATABASE_URL: await startDatabase() });
     await within(60_000, 'workerd starting', stdoutLine(run, /starting the hub in workerd/), run);
     const blocker = net.createServer();
     await new Promise<void>((resolve, reject) => {
@@ -353,7 +362,7 @@ describe('npm start', () => {
   // its child, lived on holding the port, and the next npm start was refused it.
   it('a hub process killed outright takes its workerd with it', async () => {
     const port = await freePort();
-    const run = start({ PORT: String(port), WINGSMITH_STATE_DIR: await tempStateDir(), DATABASE_URL: await fileDatabaseUrl() });
+    const run = start({ PORT: String(port), WINGSMITH_STATE_DIR: await tempStateDir(), DATABASE_URL: await startDatabase() });
     await banner(run, 90_000);
     const hub = await hubProcess(run);
     expect(await processesMentioning(`entry=127.0.0.1:${port}`)).not.toEqual([]);
@@ -388,7 +397,7 @@ describe('npm start', () => {
     const port = await freePort();
     // The run's test database (reached through the proxy like any plain Postgres): no embedded
     // Postgres to initialize, so this stays a few seconds.
-    const run = start({ PORT: String(port), WINGSMITH_STATE_DIR: stateDir, HUB_REGION: 'eu', DATABASE_URL: await fileDatabaseUrl() });
+    const run = start({ PORT: String(port), WINGSMITH_STATE_DIR: stateDir, HUB_REGION: 'eu', DATABASE_URL: await startDatabase('eu') });
     const b = await banner(run, 90_000);
     expect(run.stdout()).toMatch(/Region:\s+eu \(wrangler.toml \[env.eu\]; Durable Objects in jurisdiction eu, emulated locally\)/);
 

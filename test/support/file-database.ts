@@ -15,17 +15,37 @@ import type { Sql } from '../../src/hub/db/sql';
 // (vitest `isolate: false`), so a module-level copy would hand the next file this one's rows.
 const copies = new Map<string, Promise<string>>();
 
-/** This file's database URL (created on first use; dropped with the run's database). */
-export function fileDatabaseUrl(): Promise<string> {
+/**
+ * This file's database URL (created on first use; dropped with the run's database). `name` gives
+ * the file another database of its own: a database belongs to the first region whose hub reaches
+ * it (migration 0025), so a hub of another region needs its own.
+ */
+export function fileDatabaseUrl(name = ''): Promise<string> {
   const template = inject('databaseTemplate');
   if (template === null) return Promise.resolve(inject('databaseUrl'));
-  const file = expect.getState().testPath ?? '';
-  let copy = copies.get(file);
+  const key = `${expect.getState().testPath ?? ''}\0${name}`;
+  let copy = copies.get(key);
   if (!copy) {
     copy = copyDatabase(inject('databaseUrl'), inject('pgWsProxy'), template);
-    copies.set(file, copy);
+    copies.set(key, copy);
   }
   return copy;
+}
+
+/**
+ * Before a hub starts: on the embedded Postgres, one database for every file of the run (one at a
+ * time) and hubs of every region, release the region the last file's hub claimed (migration 0025),
+ * so this one claims it. A real server gives each file and region a database: nothing to do.
+ */
+export async function releaseSharedDatabaseRegion(): Promise<void> {
+  if (inject('databaseTemplate') !== null) return;
+  const client = pgClient(inject('databaseUrl'), inject('pgWsProxy'));
+  await client.connect();
+  try {
+    await client.query('delete from hub_region');
+  } finally {
+    await client.end();
+  }
 }
 
 /**

@@ -2,7 +2,7 @@
  * Runs the hub in real workerd (wrangler's in-process dev server) for end-to-end tests.
  */
 import { inject } from 'vitest';
-import { fileDatabaseUrl } from '../../support/file-database';
+import { fileDatabaseUrl, releaseSharedDatabaseRegion } from '../../support/file-database';
 import { launchHub } from './launch';
 
 export interface StartHubOptions {
@@ -38,6 +38,7 @@ export async function startHub(options: StartHubOptions = {}): Promise<Hub> {
     ADMIN_TOKEN: TEST_ADMIN_TOKEN,
     ...options.vars,
   };
+  await releaseSharedDatabaseRegion();
   const hub = await launchHub({
     vars,
     ...(options.persistDir !== undefined ? { persistDir: options.persistDir } : {}),
