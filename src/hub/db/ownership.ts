@@ -65,6 +65,8 @@ export interface ClaimResult {
  * A session that lost its claim to another is never resumed: it gets the fresh id, so its return
  * is a full resync that replaces the plane's rows with one snapshot instead of mixing two views.
  * (A session superseding its own half-open connection still holds its claim and resumes.)
+ * Nor is a session that has sent a desired revision above the cluster's: the database went back
+ * (restored from a backup), and its counters, claims and rows are older than the session's stream.
  */
 export async function claimCluster(sql: Sql, args: ClaimArgs): Promise<ClaimResult> {
   const { rows } = await sql.query<{
@@ -92,7 +94,7 @@ export async function claimCluster(sql: Sql, args: ClaimArgs): Promise<ClaimResu
     args.contention.quietMs,
     args.pollShard,
     args.watermark,
-  ], 'wingsmith_claim_v4');
+  ], 'wingsmith_claim_v5');
   const r = rows[0];
   if (!r) throw new Error('claim returned no row');
   const previous = r.prev_session_id !== null && r.prev_session_id !== r.session_id ? r.prev_session_id : null;
@@ -133,6 +135,11 @@ with held as (
   select uid, token_hash, disabled_at, desired_revision from clusters
   where uid = $1 and (select count(*) from held) >= 0
   for share
+), back as (
+  -- The database holds a lower desired revision than this session has already sent: it went
+  -- back (restored from a backup). Its rows no longer match what the session's stream says, nor
+  -- the claim it names; the session is never resumed, and the fresh one resyncs both ways.
+  select desired_revision < $13::bigint as went_back from c
 ), ok as (
   select uid from c where token_hash = decode($2, 'hex') and disabled_at is null
 ), recent as (
@@ -143,7 +150,7 @@ with held as (
     remote_addr, operator_version)
   select uid, $3, 1, now(), true, now(), $4::jsonb, $7, $8 from ok
   on conflict (cluster_uid) do update set
-    session_id = case when cluster_owners.session_id = $5 and cluster_owners.generation >= $6::bigint
+    session_id = case when cluster_owners.session_id = $5 and cluster_owners.generation >= $6::bigint and not (select went_back from back)
                       then $5 else excluded.session_id end,
     generation = cluster_owners.generation + 1, revoked = false,
     claimed_at = now(), connected = true, polled_at = now(), live = excluded.live,
@@ -156,7 +163,7 @@ with held as (
     -- starts when this displacement makes more than the threshold within the window.
     contention_since = case
       when not (cluster_owners.connected and cluster_owners.session_id is distinct from
-                (case when cluster_owners.session_id = $5 and cluster_owners.generation >= $6::bigint then $5 else excluded.session_id end))
+                (case when cluster_owners.session_id = $5 and cluster_owners.generation >= $6::bigint and not (select went_back from back) then $5 else excluded.session_id end))
         then cluster_owners.contention_since
       when cluster_owners.contention_since is not null
            and cluster_owners.contention_last_at > now() - make_interval(secs => $11::bigint / 1000.0)
@@ -165,7 +172,7 @@ with held as (
       else null end,
     contention_last_at = case
       when not (cluster_owners.connected and cluster_owners.session_id is distinct from
-                (case when cluster_owners.session_id = $5 and cluster_owners.generation >= $6::bigint then $5 else excluded.session_id end))
+                (case when cluster_owners.session_id = $5 and cluster_owners.generation >= $6::bigint and not (select went_back from back) then $5 else excluded.session_id end))
         then cluster_owners.contention_last_at
       else now() end
   returning session_id, generation, prev_session_id, prev_connected, prev_remote_addr, prev_operator_version,

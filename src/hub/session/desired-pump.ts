@@ -72,6 +72,8 @@ export class DesiredPump {
   private progress: FetchState;
   /** The latest desired revision known to exist in Postgres. */
   private knownRevision: number;
+  /** The session `knownRevision` was learned for. */
+  private knownFor: string | null;
   private pumping = false;
   private again = false;
   /** A failed fetch's own retry: nothing else may come (see `retryLater`). */
@@ -84,11 +86,22 @@ export class DesiredPump {
   ) {
     this.progress = fetchStateFrom(meta);
     this.knownRevision = meta?.desiredWatermark ?? 0;
+    this.knownFor = meta?.sessionId ?? null;
   }
 
-  /** Drop the in-memory progress: the fetch restarts from what was written. */
+  /**
+   * Drop the in-memory progress: the fetch restarts from what was written. Another session's
+   * known revision is dropped too: after the database went back (a restore, ownership.ts) it is
+   * above the counter, and kept it would move the fresh session's watermark past revisions not
+   * yet written, which would then never be sent.
+   */
   reset(meta: SessionMeta | null): void {
     this.progress = fetchStateFrom(meta);
+    const session = meta?.sessionId ?? null;
+    if (session !== this.knownFor) {
+      this.knownFor = session;
+      this.knownRevision = meta?.desiredWatermark ?? 0;
+    }
   }
 
   learn(revision: number): void {

@@ -146,9 +146,12 @@ export class FleetMember {
     const meta = state.meta;
     const ws = sockets.active();
     if (!meta || !ws) return;
+    // Taken before the statement: a fetch that completes meanwhile can move the watermark past
+    // what the statement read, and only what was sent before it was read from a committed row.
+    const watermark = meta.desiredWatermark;
     let r;
     try {
-      r = await checkSession(this.host.sql, { ...ref(meta), live: this.host.liveView(), connected: true, watermark: meta.desiredWatermark });
+      r = await checkSession(this.host.sql, { ...ref(meta), live: this.host.liveView(), connected: true, watermark });
     } catch (err) {
       // An outage rides out on the next poke; a fault (a schema behind the code) fails every
       // check, and the check is what cuts a disabled or displaced session: that wants a person.
@@ -166,6 +169,17 @@ export class FleetMember {
     if (!r.owner) {
       state.log.warn('displaced by a newer session for the cluster');
       return sockets.refuse(ws, CloseCode.DISPLACED, null, 'conflict', 'displaced by a newer session for this cluster');
+    }
+    if (r.desiredRevision < watermark) {
+      // The session sent revisions the database no longer has: it went back (restored from a
+      // backup). Its counters, claims and rows are older than this session's stream, so the
+      // changes written from now on would be numbered at or below what was sent, and never sent.
+      // The claim refuses to resume the session (ownership.ts), so the reconnect resyncs both ways.
+      state.log.error('the database went back: its desired revision is below what this session has sent (restored from a backup?); cutting the session for a full resync', {
+        desired_revision: r.desiredRevision,
+        watermark,
+      });
+      return sockets.refuse(ws, CloseCode.TRY_AGAIN_LATER, null, 'unavailable', 'the hub database went back (restored from a backup); reconnect for a full resync', true);
     }
     // Always: a fetch that failed earlier is retried here (the fleet poll pokes until the
     // watermark catches up); with nothing owed the pump returns without a query.

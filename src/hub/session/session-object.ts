@@ -411,8 +411,8 @@ export class SessionObject extends DurableObject<HubEnv> {
             // The hello is the new connection's first sign of life, and the only one counted
             // until it is active (webSocketMessage): the clock must not read an older connection's.
             if (this.state.meta) this.state.lastFrameAt = this.state.meta.lastFrameAt;
-            this.pump.learn(desiredRevision);
             this.pump.reset(this.state.meta);
+            this.pump.learn(desiredRevision);
             this.syncAutoPong();
             // A resumed session's owed answers (kept across the disconnect or an eviction) go first.
             if (this.sendPath.pending > 0) void this.sendPath.drain();

@@ -1,0 +1,113 @@
+import { describe, expect, it } from 'vitest';
+import { CloseCode } from '../../src/protocol';
+import { desired, useHub, type Frame, type Peer, type TestCluster } from './support/hub';
+
+const h = useHub();
+
+/**
+ * The plane's Postgres restored to an earlier point (a backup, point-in-time recovery), modelled
+ * by saving a cluster's rows at the backup point and writing them back: its desired revision
+ * counter and deployments, its claim (session id, generation) and its fleet-poll registration.
+ * The session object keeps what it sent since (its watermark, its replay buffer).
+ */
+interface Backup {
+  uid: string;
+  revision: string;
+  deployments: unknown[];
+  owner: { session_id: string; generation: string };
+  live: { session_id: string; generation: string; seen_revision: string }[];
+}
+
+async function backup(uid: string): Promise<Backup> {
+  const [c] = await h.sql<{ desired_revision: string }>('select desired_revision from clusters where uid = $1', [uid]);
+  const deployments = await h.sql('select * from desired_deployments where cluster_uid = $1', [uid]);
+  const [owner] = await h.sql<Backup['owner']>('select session_id, generation from cluster_owners where cluster_uid = $1', [uid]);
+  const live = await h.sql<Backup['live'][number]>('select session_id, generation, seen_revision from live_sessions where cluster_uid = $1', [uid]);
+  if (!c || !owner) throw new Error('nothing to back up');
+  return { uid, revision: c.desired_revision, deployments, owner, live };
+}
+
+async function restore(b: Backup): Promise<void> {
+  await h.sql('update clusters set desired_revision = $2 where uid = $1', [b.uid, b.revision]);
+  await h.sql('delete from desired_deployments where cluster_uid = $1', [b.uid]);
+  await h.sql('insert into desired_deployments select * from jsonb_populate_recordset(null::desired_deployments, $1::jsonb)', [JSON.stringify(b.deployments)]);
+  await h.sql('update cluster_owners set session_id = $2, generation = $3 where cluster_uid = $1', [b.uid, b.owner.session_id, b.owner.generation]);
+  for (const l of b.live) {
+    await h.sql('update live_sessions set generation = $2, seen_revision = $3 where session_id = $1', [l.session_id, l.generation, l.seen_revision]);
+  }
+}
+
+/** The hub's resync stream after a welcome: the live deployments it carries, by id. */
+async function resyncDeployments(peer: Peer): Promise<Record<string, number>> {
+  const begin = await peer.next((f) => f.type === 'resync.begin');
+  const out: Record<string, number> = {};
+  for (;;) {
+    const f: Frame = await peer.next((x) => x.reply_to === begin.id);
+    if (f.type === 'stream.end') return out;
+    if (f.type === 'deployment.desired' && f.payload.deleted === false) out[f.payload.deployment_id as string] = f.payload.revision as number;
+  }
+}
+
+async function putDesired(c: TestCluster, id: string, min: number): Promise<number> {
+  const r = await h.admin('PUT', `/clusters/${c.name}/deployments/${id}`, desired({ min_replicas: min, max_replicas: min }));
+  expect(r.status).toBe(200);
+  return r.json.revision as number;
+}
+
+describe('the hub database restored from a backup while sessions carry newer state', () => {
+  it('a live session that sent revisions the database no longer has is cut, and its reconnect resyncs to exactly the restored state plus what was written since', async () => {
+    const c = await h.newCluster();
+    const { peer, sessionId } = await h.openFresh(c);
+    const r1 = await putDesired(c, 'd1', 1);
+    await peer.next((f) => f.type === 'deployment.desired' && f.payload.revision === r1);
+    // The backup point: the session's claim is already what it is now.
+    const b = await backup(c.uid);
+    await putDesired(c, 'd1', 2);
+    const r3 = await putDesired(c, 'd2', 3);
+    await peer.next((f) => f.type === 'deployment.desired' && f.payload.revision === r3);
+
+    await restore(b);
+    // Numbered from the restored counter: at or below what the session already sent.
+    const rNew = await putDesired(c, 'd3', 4);
+    expect(rNew).toBe(r1 + 1);
+
+    // Left alone, the session would never send it (nor withdraw d2): it must be cut, and resumable.
+    const closed = await peer.closedWith(8_000);
+    expect(closed.code).toBe(CloseCode.TRY_AGAIN_LATER);
+
+    const again = await h.connect(c.token, sessionId);
+    const welcome = await again.hello({ cluster_id: c.name, session_id: sessionId, resume_from: peer.hubCursor });
+    expect(welcome.payload.full_resync).toBe(true);
+    expect(welcome.payload.session_id).not.toBe(sessionId);
+    // d1 as restored, d3 as written after the restore; d2 (written after the backup point) gone.
+    expect(await resyncDeployments(again)).toEqual({ d1: r1, d3: rNew });
+    // And the changes after it are delivered.
+    const rNext = await putDesired(c, 'd1', 5);
+    const f = await again.next((x) => x.type === 'deployment.desired' && x.payload.deployment_id === 'd1');
+    expect(f.payload).toMatchObject({ revision: rNext, min_replicas: 5 });
+    again.close();
+  });
+
+  it('a session that reconnects after the restore, naming the claim the backup holds, is not resumed: it resyncs', async () => {
+    const c = await h.newCluster();
+    const { peer, sessionId } = await h.openFresh(c);
+    const r1 = await putDesired(c, 'd1', 1);
+    await peer.next((f) => f.type === 'deployment.desired' && f.payload.revision === r1);
+    const b = await backup(c.uid);
+    const r2 = await putDesired(c, 'd2', 2);
+    await peer.next((f) => f.type === 'deployment.desired' && f.payload.revision === r2);
+    peer.close();
+    await peer.closed;
+
+    await restore(b);
+    const again = await h.connect(c.token, sessionId);
+    const welcome = await again.hello({ cluster_id: c.name, session_id: sessionId, resume_from: peer.hubCursor });
+    expect(welcome.payload.full_resync).toBe(true);
+    expect(await resyncDeployments(again)).toEqual({ d1: r1 });
+    const rNew = await putDesired(c, 'd3', 3);
+    expect(rNew).toBe(r2);
+    const f = await again.next((x) => x.type === 'deployment.desired' && x.payload.deployment_id === 'd3');
+    expect(f.payload.revision).toBe(rNew);
+    again.close();
+  });
+});
