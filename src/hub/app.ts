@@ -1,5 +1,6 @@
 import { Hono } from 'hono';
 import { adminApp } from './admin';
+import { adminHeaders } from './admin/app';
 import { connect } from './connect';
 import { dashboardApp } from './dashboard/route';
 import type { HubEnv } from './env';
@@ -96,6 +97,8 @@ async function readDatabaseRegion(env: HubEnv, mine: string, key: string): Promi
 
 export function hubApp(): Hono<{ Bindings: HubEnv }> {
   const app = new Hono<{ Bindings: HubEnv }>();
+  // First, so every /admin answer carries them, the configuration's refusals below included.
+  app.use('/admin/*', adminHeaders);
   // Every request checks the configuration first (parsed once per env), so a var out of its
   // bounds fails every route the same way, naming the var, rather than each route its own way
   // (an admin read took it for a database outage, /healthz answered a bare 500).

@@ -24,6 +24,8 @@ let stack: Stack;
 let browser: Browser;
 const contexts: BrowserContext[] = [];
 const pageErrors: string[] = [];
+/** What Chromium refused under the page's Content-Security-Policy: nothing the dashboard does may meet it. */
+const cspViolations: string[] = [];
 
 /** Patterns for a state badge: "disconnected" must not pass for "connected". */
 const CONNECTED = /(^|\s)connected(\s|$)/;
@@ -55,6 +57,7 @@ beforeAll(async () => {
 
 afterEach(() => {
   expect(pageErrors.splice(0), 'uncaught errors in the page').toEqual([]);
+  expect(cspViolations.splice(0), 'Content Security Policy violations in the page').toEqual([]);
 });
 
 afterAll(async () => {
@@ -63,11 +66,18 @@ afterAll(async () => {
   await stack?.stop();
 }, 60_000);
 
-async function newPage(viewport = { width: 1280, height: 800 }): Promise<Page> {
+/** @param watchPolicy false only for a page meant to meet a violation (the injection test). */
+async function newPage(viewport = { width: 1280, height: 800 }, watchPolicy = true): Promise<Page> {
   const context = await browser.newContext({ viewport });
   contexts.push(context);
   const page = await context.newPage();
   page.on('pageerror', (err) => pageErrors.push(err.message));
+  // Chromium reports each refusal (a script, style, image, connection, form, frame) on the console.
+  if (watchPolicy) {
+    page.on('console', (m) => {
+      if (/Content Security Policy/i.test(m.text())) cspViolations.push(m.text());
+    });
+  }
   // What the page showed when a test failed, for whoever reads the failure.
   onTestFailed(async () => {
     const file = `${tmpdir()}/wingsmith-browser-failure-${Date.now()}.png`;
@@ -99,12 +109,13 @@ describe('fleet dashboard', () => {
         return [k, v.join(' ')] as const;
       }),
     );
-    expect(directives.get('default-src')).toBe("'self'");
+    expect(directives.get('default-src')).toBe("'none'");
     expect(directives.get('script-src')).toBe("'self'");
     expect(directives.get('style-src')).toBe("'self'");
     expect(directives.get('connect-src')).toBe("'self'");
     expect(directives.get('frame-ancestors')).toBe("'none'");
-    expect(directives.get('object-src')).toBe("'none'");
+    expect(directives.get('form-action')).toBe("'none'");
+    expect(directives.get('base-uri')).toBe("'none'");
     expect(csp).not.toContain('unsafe-');
     expect(res.headers.get('x-content-type-options')).toBe('nosniff');
     // The script and style carry the same headers.
@@ -112,7 +123,7 @@ describe('fleet dashboard', () => {
     expect(js.headers.get('content-type')).toMatch(/javascript/);
     expect(js.headers.get('content-security-policy')).toBe(csp);
 
-    const page = await newPage();
+    const page = await newPage(undefined, false);
     const violations: string[] = [];
     page.on('console', (m) => {
       if (/Content Security Policy/i.test(m.text())) violations.push(m.text());

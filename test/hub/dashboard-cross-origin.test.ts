@@ -15,6 +15,16 @@ const h = useHub();
 const EVIL = 'https://evil.example';
 const CORS_HEADERS = ['access-control-allow-origin', 'access-control-allow-credentials', 'access-control-allow-headers', 'access-control-allow-methods', 'access-control-expose-headers'];
 
+/** The Content-Security-Policy's directives, by name. */
+function policyOf(res: Response): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const d of (res.headers.get('content-security-policy') ?? '').split(';')) {
+    const [name, ...values] = d.trim().split(/\s+/);
+    if (name) out[name] = values.join(' ');
+  }
+  return out;
+}
+
 function corsOf(res: Response): Record<string, string> {
   const out: Record<string, string> = {};
   for (const k of CORS_HEADERS) {
@@ -72,6 +82,59 @@ describe('the admin API and the dashboard seen from another origin', () => {
         { xfo: res.headers.get('x-frame-options'), frameAncestors: /(^|;)\s*frame-ancestors 'none'\s*(;|$)/.test(csp), nosniff: res.headers.get('x-content-type-options'), referrer: res.headers.get('referrer-policy'), cors: corsOf(res) },
         path,
       ).toEqual({ xfo: 'DENY', frameAncestors: true, nosniff: 'nosniff', referrer: 'no-referrer', cors: {} });
+    }
+  });
+
+  it('the page and its files carry the strict policy: nothing but their own script, style, images and admin calls', async () => {
+    for (const path of ['/', '/dashboard/app.js', '/dashboard/app.css']) {
+      const res = await fetch(`${h.hub.url}${path}`);
+      await res.arrayBuffer();
+      expect(policyOf(res), path).toEqual({
+        'default-src': "'none'",
+        'script-src': "'self'",
+        'style-src': "'self'",
+        'img-src': "'self' data:",
+        'connect-src': "'self'",
+        'base-uri': "'none'",
+        'form-action': "'none'",
+        'frame-ancestors': "'none'",
+      });
+    }
+  });
+
+  it('every /admin answer, signed or not, public or refused, forbids sniffing, framing and anything run in it', async () => {
+    const auth = { authorization: `Bearer ${h.hub.adminToken}` };
+    const fleet = await fetch(`${h.hub.url}/admin/fleet`, { headers: auth });
+    await fleet.arrayBuffer();
+    const tag = fleet.headers.get('etag') ?? '';
+    for (const [method, path, headers, status] of [
+      ['GET', '/admin/openapi.json', {}, 200],
+      ['GET', '/admin/clusters', auth, 200],
+      ['GET', '/admin/fleet', { ...auth, 'if-none-match': tag }, 304],
+      ['GET', '/admin/clusters', {}, 401],
+      ['POST', '/admin/clusters', { ...auth, 'content-type': 'application/json' }, 400],
+      ['GET', '/admin/nope', auth, 404],
+    ] as const) {
+      const res = await fetch(`${h.hub.url}${path}`, { method, headers: { ...headers, origin: EVIL }, ...(method === 'POST' ? { body: '{}' } : {}) });
+      await res.arrayBuffer();
+      expect(
+        {
+          status: res.status,
+          policy: policyOf(res),
+          xfo: res.headers.get('x-frame-options'),
+          nosniff: res.headers.get('x-content-type-options'),
+          referrer: res.headers.get('referrer-policy'),
+          cors: corsOf(res),
+        },
+        `${method} ${path}`,
+      ).toEqual({
+        status,
+        policy: { 'default-src': "'none'", 'frame-ancestors': "'none'" },
+        xfo: 'DENY',
+        nosniff: 'nosniff',
+        referrer: 'no-referrer',
+        cors: {},
+      });
     }
   });
 });

@@ -1,5 +1,6 @@
 import { OpenAPIHono, z } from '@hono/zod-openapi';
 import type { MiddlewareHandler } from 'hono';
+import { secureHeaders } from 'hono/secure-headers';
 import type { HubEnv } from '../env';
 import { jsonError } from '../http-errors';
 import { gatewaySql } from '../db/gateway';
@@ -12,6 +13,19 @@ export const requestPg: MiddlewareHandler<AdminEnv> = async (c, next) => {
   c.set('pg', gatewaySql(c.env));
   await next();
 };
+
+/**
+ * Every admin answer is JSON meant for a script (the dashboard's, or a tool's), never a document
+ * to show: no browser may sniff it into HTML, run anything in it, or show it inside another
+ * site's page. The same middleware as the dashboard's headers (dashboard/route.ts), with a policy
+ * that allows nothing. No CORS header is added: the API, openapi.json included, stays unreadable
+ * from another origin's pages as before (tools outside a browser read it as before).
+ */
+export const adminHeaders: MiddlewareHandler = secureHeaders({
+  contentSecurityPolicy: { defaultSrc: ["'none'"], frameAncestors: ["'none'"] },
+  xFrameOptions: 'DENY',
+  referrerPolicy: 'no-referrer',
+});
 
 /** Shared response schema of every admin failure. */
 export const ErrorSchema = z

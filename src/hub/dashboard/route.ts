@@ -15,20 +15,20 @@ import { FILES, PAGE, type DashboardFile } from './files';
  */
 
 /**
- * No script, style, font or connection from anywhere but this origin, no inline script or style
- * at all (the page has none), no framing, no plugins, no `<base>` games. `img-src data:` is for
- * the empty favicon only.
+ * Nothing the page does not use: its own script, style, images and admin calls only (so injected
+ * markup can neither run script nor send the token elsewhere), no inline script or style at all
+ * (the page has none, nor any `style=` attribute), no form that navigates (each is handled by
+ * script, or is the dialog's `method="dialog"`, which navigates nowhere), no framing, no `<base>`
+ * games. `img-src data:` is for the empty favicon only.
  */
 export const DASHBOARD_CSP = {
-  defaultSrc: ["'self'"],
+  defaultSrc: ["'none'"],
   scriptSrc: ["'self'"],
   styleSrc: ["'self'"],
   imgSrc: ["'self'", 'data:'],
   connectSrc: ["'self'"],
-  fontSrc: ["'none'"],
-  objectSrc: ["'none'"],
   baseUri: ["'none'"],
-  formAction: ["'self'"],
+  formAction: ["'none'"],
   frameAncestors: ["'none'"],
 };
 
