@@ -267,6 +267,15 @@ export async function fetchOpenOperations(
   return { rows: rows.map(toChange) as Extract<DesiredChange, { kind: 'operation' }>[], more: morePast(rows, limit, maxBytes) };
 }
 
+/** An operation's revision (fixed when it is created); null when the cluster has no such operation. */
+export async function operationRevision(sql: Sql, clusterUid: string, operationId: string): Promise<number | null> {
+  const { rows } = await sql.query<{ revision: number | string }>('select revision from operations where cluster_uid = $1 and operation_id = $2', [
+    clusterUid,
+    operationId,
+  ]);
+  return rows[0] ? Number(rows[0].revision) : null;
+}
+
 /**
  * How many of an operation's start frames are remembered: the first (an operator that keeps its
  * operations durably answers the start it first accepted, across reconnects and restarts) and the

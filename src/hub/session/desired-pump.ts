@@ -6,6 +6,7 @@ import {
   fetchDesiredSnapshotPage,
   fetchOpenOperations,
   markOperationsSent,
+  operationRevision,
   type DesiredChange,
 } from '../db/desired';
 import { failureLine } from '../db/errors';
@@ -34,6 +35,8 @@ export interface PumpHost {
   /** Queue several frames as one (written in one commit). */
   batch<T>(queue: () => T): T;
   fence(): SessionFence | null;
+  /** The operation id of the newest operation.start frame in the replay buffer, if any. */
+  lastOperationStart(): string | null;
   log(): Logger;
 }
 
@@ -43,6 +46,11 @@ interface FetchState {
   snapshotAfter: string | null;
   /** Operations are redelivered in revision order, from after the last one written. */
   opsAfter: number;
+  /**
+   * The last operation the redelivery wrote, by id, when only that is known (`legacyLastStart`):
+   * its revision is read into opsAfter before the redelivery goes on.
+   */
+  opsAfterStart: string | null;
   changesAfter: number;
   /** Operations at or below this revision were delivered by the resync: the changes skip them. */
   opsFloor: number;
@@ -50,12 +58,22 @@ interface FetchState {
   snapshotMax: number;
 }
 
-function fetchStateFrom(meta: SessionMeta | null): FetchState {
+/**
+ * A record of a hub from before HubResync.opsAfter was stored, left part way through its
+ * redelivery of open operations (a deploy over a session whose operator's window was full).
+ */
+function legacyRedelivery(meta: SessionMeta | null): boolean {
+  const r = meta?.hubResync;
+  return r?.stage === 'ops' && r.opsAfter === undefined;
+}
+
+function fetchStateFrom(meta: SessionMeta | null, legacyLastStart: string | null): FetchState {
   const r = meta?.hubResync ?? null;
   return {
     stage: r ? r.stage : 'done',
     snapshotAfter: r?.after ?? null,
     opsAfter: r?.opsAfter ?? 0,
+    opsAfterStart: legacyRedelivery(meta) ? legacyLastStart : null,
     changesAfter: meta?.desiredWatermark ?? 0,
     opsFloor: meta?.opsRedeliveredThrough ?? 0,
     snapshotMax: 0,
@@ -80,11 +98,22 @@ export class DesiredPump {
   private retryTimer: ReturnType<typeof setTimeout> | null = null;
   private failures = 0;
 
+  /**
+   * With a legacy record (`legacyRedelivery`), the newest operation.start in the replay buffer as
+   * the object found it. Its starts went in revision order, and those not acknowledged are still
+   * there, so this is where the redelivery stopped. Read before the hello's resume acknowledges
+   * what the operator has (which empties the buffer of them); with none there (all acknowledged
+   * in an earlier life, or none written) the redelivery starts over, as that hub's did, and the
+   * starts already delivered go again under new frame ids.
+   */
+  private readonly legacyLastStart: string | null;
+
   constructor(
     private readonly host: PumpHost,
     meta: SessionMeta | null,
   ) {
-    this.progress = fetchStateFrom(meta);
+    this.legacyLastStart = legacyRedelivery(meta) ? host.lastOperationStart() : null;
+    this.progress = fetchStateFrom(meta, this.legacyLastStart);
     this.knownRevision = meta?.desiredWatermark ?? 0;
     this.knownFor = meta?.sessionId ?? null;
   }
@@ -96,7 +125,7 @@ export class DesiredPump {
    * yet written, which would then never be sent.
    */
   reset(meta: SessionMeta | null): void {
-    this.progress = fetchStateFrom(meta);
+    this.progress = fetchStateFrom(meta, this.legacyLastStart);
     const session = meta?.sessionId ?? null;
     if (session !== this.knownFor) {
       this.knownFor = session;
@@ -232,6 +261,13 @@ export class DesiredPump {
         return this.host.batch(() => this.queueSnapshotPage(f, resync, rows.rows.map((r) => r.payload), rows.more));
       }
       if (f.stage === 'ops') {
+        if (f.opsAfterStart !== null) {
+          // An older hub's redelivery, stopped after this operation (legacyLastStart).
+          const revision = await operationRevision(sql, meta.clusterUid, f.opsAfterStart);
+          if (this.progress !== f) return false;
+          f.opsAfter = Math.max(f.opsAfter, revision ?? 0);
+          f.opsAfterStart = null;
+        }
         const { rows: ops, more } = await fetchOpenOperations(sql, meta.clusterUid, f.opsAfter, resync.revision, page, maxBytes);
         if (this.progress !== f) return false;
         const ids = await this.recordOperationStarts(ops.map((o) => o.payload));

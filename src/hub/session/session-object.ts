@@ -139,6 +139,7 @@ export class SessionObject extends DurableObject<HubEnv> {
         enqueue: (o) => this.sendPath.enqueue(o),
         batch: (queue) => this.sendPath.batch(queue),
         fence: () => state.fence(),
+        lastOperationStart: () => state.store.replay.lastOperationStart(),
         log,
       },
       state.meta,

@@ -444,6 +444,23 @@ export class SqliteReplayStore implements ReplayStore {
   }
 
   /**
+   * The operation id of the newest operation.start frame still held, if any. A hub resync
+   * recorded by a hub before `HubResync.opsAfter` was stored leaves its redelivery's progress
+   * only here (desired-pump.ts).
+   */
+  lastOperationStart(): string | null {
+    this.flush();
+    if (this.sql.fresh) return null;
+    const row = this.sql
+      .exec<{ id: string | null }>(
+        `select json_extract(frame, '$.payload.operation_id') as id from replay
+         where json_extract(frame, '$.type') = 'operation.start' order by seq desc limit 1`,
+      )
+      .toArray()[0];
+    return typeof row?.id === 'string' ? row.id : null;
+  }
+
+  /**
    * Send every frame after `after`, in order, straight from the table's cursor: a resume or a
    * re-send holds one frame at a time, not the whole buffer (up to REPLAY_BUFFER_BYTES, half an
    * object's memory at the default; twice that as JavaScript strings when a frame is not ASCII).

@@ -85,6 +85,7 @@ export function harness(revision: number, answers: (Record<string, unknown>[] | 
         }
       },
       fence: () => ({ clusterUid: 'c1', sessionId: meta.sessionId, generation: 1, tokenHash: '00' }),
+      lastOperationStart: () => null,
       log: () => createLogger({ component: 'test' }),
     },
     meta,
