@@ -27,7 +27,7 @@ const SessionSchema = z
     last_poll_at: z.string().nullable(),
     live: z.record(z.string(), z.unknown()).openapi({
       description:
-        'the session object\'s view: hub_cursor, operator_cursor, last_sent_seq, replay_buffer_frames/bytes, send_queue_frames (frames waiting to be numbered, answers owed to the operator included), pending_apply, held_subjects, apply_statements_in_flight, last_frame_at, counters',
+        'the session object\'s view: hub_cursor, operator_cursor, last_sent_seq, replay_buffer_frames/bytes, send_queue_frames (frames waiting to be numbered, answers owed to the operator included), pending_apply, held_subjects, apply_statements_in_flight, last_frame_at, desired_watermark (the highest desired revision written into the session\'s stream: below desired_revision, changes not yet sent), operator_resyncs_open and operator_resync_open_since (the operator\'s own resync streams begun and not yet ended, and when the oldest began: one never ended is never pruned against), counters',
     }),
     source: z.enum(['object', 'poll']).openapi({ description: 'object: asked the session now; poll: its last ownership poll' }),
   })

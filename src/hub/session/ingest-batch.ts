@@ -303,7 +303,7 @@ export function buildBatch(
           delete resyncs[oldest];
           streams.push({ beginId: oldest, seq: item.seq, complete: false, reason: `superseded: more than ${MAX_OPEN_RESYNCS} resync streams open at once` });
         }
-        resyncs[item.id] = { beginSeq: item.seq, scope: [...m.payload.scope], count: 0, tainted: false, counted: [] };
+        resyncs[item.id] = { beginSeq: item.seq, scope: [...m.payload.scope], count: 0, tainted: false, counted: [], beganAt: item.arrivedAt };
         break;
       }
       case 'stream.end': {

@@ -26,8 +26,16 @@ export interface LiveView {
   send_queue_frames: number;
   /** The last sign of life: a frame, or a ping the runtime answered. */
   last_frame_at: string | null;
+  /** The highest desired revision written into the session's stream (sent, or queued to be). */
   desired_watermark: number;
   resync_in_progress: boolean;
+  /**
+   * The operator's own resync streams open (a `resync.begin` no `stream.end` has closed yet), and
+   * since when the oldest is: a stream never ended is never pruned against, and nothing but more
+   * streams (past 16) or a fresh session ends it, while every other frame keeps flowing.
+   */
+  operator_resyncs_open: number;
+  operator_resync_open_since: string | null;
   counters: SessionCounters;
   /** How often the object has been woken (events delivered) and brought into memory. */
   wakes: { total: number; constructions: number; by_kind: Record<string, number> };
@@ -69,7 +77,15 @@ export function buildLiveView(i: LiveViewInput): LiveView {
     last_frame_at: i.lastSeen ? new Date(i.lastSeen).toISOString() : null,
     desired_watermark: m?.desiredWatermark ?? 0,
     resync_in_progress: m?.hubResync !== null && m?.hubResync !== undefined,
+    ...openResyncs(m),
     counters: m?.counters ?? { ...ZERO_COUNTERS },
     wakes: { total: i.wakes.wakes, constructions: i.wakes.constructions, by_kind: i.wakes.byKind },
   };
+}
+
+function openResyncs(m: SessionMeta | null): Pick<LiveView, 'operator_resyncs_open' | 'operator_resync_open_since'> {
+  const open = Object.values(m?.opResyncs ?? {});
+  let since: number | null = null;
+  for (const r of open) if (r.beganAt !== undefined && (since === null || r.beganAt < since)) since = r.beganAt;
+  return { operator_resyncs_open: open.length, operator_resync_open_since: since === null ? null : new Date(since).toISOString() };
 }

@@ -78,6 +78,12 @@ export interface OpResync {
   counted?: [number, number][];
   /** A frame inside the stream was rejected: prune nothing against it. */
   tainted: boolean;
+  /**
+   * When its begin arrived (ms): the admin view shows since when the oldest stream is open, since
+   * a begin that no end follows is never pruned against and nothing else ends it. Absent on a
+   * stream recorded by an older hub.
+   */
+  beganAt?: number;
 }
 
 export interface HubResync {

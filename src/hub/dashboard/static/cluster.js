@@ -171,6 +171,8 @@ export function clusterView(name) {
         ['Pending apply', l.pending_apply],
         ['Held subjects (retrying)', l.held_subjects],
         ['Apply statements in flight', l.apply_statements_in_flight],
+        ['Desired revision sent', l.desired_watermark === undefined ? '—' : `${l.desired_watermark} of ${c.desired_revision} written`],
+        ['Operator resync streams open', l.operator_resyncs_open ? h('span', {}, `${l.operator_resyncs_open}, the oldest since `, time(l.operator_resync_open_since)) : l.operator_resyncs_open],
         ['Read', s.source === 'object' ? 'from the session now' : 'from its last poll'],
       ]),
       h('h4', {}, 'Counters'),
