@@ -394,7 +394,9 @@ function parseLine(line: string): Parsed {
     const frame = line.slice(tab3 + 1);
     const seq = Number(seqText);
     if (!/^[1-9]\d*$/.test(seqText) || !Number.isSafeInteger(seq) || crc32Hex(`${seq}\t${frame}`) !== crc) return { kind: 'bad' };
-    return { kind: 'frame', seq, frame };
+    // The checksum vouches for the bytes, not for what the writer put in them: a frame that is not
+    // its own sequenced JSON object would be replayed at every resume and refused (4400) each time.
+    return sequencedFrame(frame, seq) ? { kind: 'frame', seq, frame } : { kind: 'bad' };
   }
   if (tag === 'C') {
     const tab2 = line.indexOf('\t', tab1 + 1);
@@ -405,6 +407,15 @@ function parseLine(line: string): Parsed {
     return { kind: 'commit', seq };
   }
   return { kind: 'bad' };
+}
+
+function sequencedFrame(text: string, seq: number): boolean {
+  try {
+    const o: unknown = JSON.parse(text);
+    return typeof o === 'object' && o !== null && !Array.isArray(o) && (o as { seq?: unknown }).seq === seq;
+  } catch {
+    return false;
+  }
 }
 
 /** Read a log's bytes: what it can vouch for, and where its committed part ends. Pure. */
