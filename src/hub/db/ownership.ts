@@ -128,6 +128,11 @@ export async function claimCluster(sql: Sql, args: ClaimArgs): Promise<ClaimResu
 // insert below may wait for a concurrent first claim's insert while holding the cluster row FOR
 // SHARE, which blocks no holder of an owner row: they want the cluster row only FOR SHARE or KEY
 // SHARE (the fence, foreign-key checks), and no statement updates it while holding an owner row.
+// `back`: the database holds a lower desired revision than this session has already sent, so it
+// went back (restored from a backup); its rows no longer match the session's stream nor the claim
+// it names, so the session is never resumed and the fresh one resyncs both ways. (Comments stay
+// out of the statement: pg_stat_activity shows only its first 1 KiB, where a person, and the
+// tests that watch a claim wait, look for the owner row's insert.)
 const CLAIM_SQL = `
 with held as (
   select 1 from cluster_owners where cluster_uid = $1 for no key update
@@ -136,9 +141,6 @@ with held as (
   where uid = $1 and (select count(*) from held) >= 0
   for share
 ), back as (
-  -- The database holds a lower desired revision than this session has already sent: it went
-  -- back (restored from a backup). Its rows no longer match what the session's stream says, nor
-  -- the claim it names; the session is never resumed, and the fresh one resyncs both ways.
   select desired_revision < $13::bigint as went_back from c
 ), ok as (
   select uid from c where token_hash = decode($2, 'hex') and disabled_at is null
