@@ -58,21 +58,30 @@ describe('the hub database restored from a backup while sessions carry newer sta
   it('a live session that sent revisions the database no longer has is cut, and its reconnect resyncs to exactly the restored state plus what was written since', async () => {
     const c = await h.newCluster();
     const { peer, sessionId } = await h.openFresh(c);
-    const r1 = await putDesired(c, 'd1', 1);
-    await peer.next((f) => f.type === 'deployment.desired' && f.payload.revision === r1);
-    // The backup point: the session's claim is already what it is now.
-    const b = await backup(c.uid);
-    await putDesired(c, 'd1', 2);
-    const r3 = await putDesired(c, 'd2', 3);
-    await peer.next((f) => f.type === 'deployment.desired' && f.payload.revision === r3);
+    // An operator alive all along pings: the cut must be the restore's, never the silence rule's.
+    const pings = setInterval(() => peer.send('ping', {}, { ack: null }), 500);
+    let closed;
+    let r1: number;
+    let rNew: number;
+    try {
+      r1 = await putDesired(c, 'd1', 1);
+      await peer.next((f) => f.type === 'deployment.desired' && f.payload.revision === r1);
+      // The backup point: the session's claim is already what it is now.
+      const b = await backup(c.uid);
+      await putDesired(c, 'd1', 2);
+      const r3 = await putDesired(c, 'd2', 3);
+      await peer.next((f) => f.type === 'deployment.desired' && f.payload.revision === r3);
 
-    await restore(b);
-    // Numbered from the restored counter: at or below what the session already sent.
-    const rNew = await putDesired(c, 'd3', 4);
-    expect(rNew).toBe(r1 + 1);
+      await restore(b);
+      // Numbered from the restored counter: at or below what the session already sent.
+      rNew = await putDesired(c, 'd3', 4);
+      expect(rNew).toBe(r1 + 1);
 
-    // Left alone, the session would never send it (nor withdraw d2): it must be cut, and resumable.
-    const closed = await peer.closedWith(8_000);
+      // Left alone, the session would never send it (nor withdraw d2): it must be cut, and resumable.
+      closed = await peer.closedWith(8_000);
+    } finally {
+      clearInterval(pings);
+    }
     expect(closed.code).toBe(CloseCode.TRY_AGAIN_LATER);
 
     const again = await h.connect(c.token, sessionId);
