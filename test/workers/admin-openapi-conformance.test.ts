@@ -53,6 +53,22 @@ function problems(doc: Schema, schema: Schema, v: unknown, at: string, out: stri
 let doc: Schema;
 const violations: string[] = [];
 
+/** Hono's secureHeaders on every /admin answer (src/hub/admin/app.ts adminHeaders). */
+const SECURITY_HEADERS = [
+  'content-security-policy',
+  'cross-origin-opener-policy',
+  'cross-origin-resource-policy',
+  'origin-agent-cluster',
+  'referrer-policy',
+  'strict-transport-security',
+  'x-content-type-options',
+  'x-dns-prefetch-control',
+  'x-download-options',
+  'x-frame-options',
+  'x-permitted-cross-domain-policies',
+  'x-xss-protection',
+];
+
 /** Call a route and check the answer against openapi.json: the status documented, the body its schema. */
 async function call(method: string, route: string, path: string, body?: unknown, headers: Record<string, string> = {}) {
   const res = await worker.fetch(`http://hub.test/admin${path}`, {
@@ -70,10 +86,13 @@ async function call(method: string, route: string, path: string, body?: unknown,
     return { status: res.status, json };
   }
   // Headers the hub sends for the client to act on (the standard ones aside) are declared too.
+  // The browser's security headers are on every admin answer alike (README, "Dashboard"): checked
+  // present here rather than declared on each response.
   const declared = Object.keys(documented.headers ?? {}).map((k) => k.toLowerCase());
   for (const [k] of res.headers) {
-    if (!['content-type', 'content-length', 'cache-control', 'vary'].includes(k) && !declared.includes(k)) violations.push(`${where}: header ${k} not declared`);
+    if (!['content-type', 'content-length', 'cache-control', 'vary', ...SECURITY_HEADERS].includes(k) && !declared.includes(k)) violations.push(`${where}: header ${k} not declared`);
   }
+  for (const k of SECURITY_HEADERS) if (!res.headers.has(k)) violations.push(`${where}: security header ${k} missing`);
   const schema = documented.content?.['application/json']?.schema;
   if (schema) {
     const out: string[] = [];
