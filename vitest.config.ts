@@ -81,12 +81,13 @@ const embedded = process.env.WINGSMITH_TEST_EMBEDDED === '1' || (await pickDatab
 export default defineConfig({
   test: {
     globalSetup: ['./test/support/global-setup.ts'],
-    // Three files at a time, although the machines have two cores: most of the suite waits (real
+    // Four files at a time, although the machines have two cores: most of the suite waits (real
     // timers, hibernation, a runtime's and a database's round trips). One at a time took 14 of
     // CI's 15 minutes; two took 10 to 13 minutes of suite (790 s on a slow hour, 14 minutes of CI),
-    // three 11 minutes of CI that same hour (666 s of suite). Each file that runs a hub has a
-    // database of its own (test/support/file-database.ts).
-    maxWorkers: embedded ? 1 : 3,
+    // three 11 minutes of CI that same hour (666 s of suite). On 2026-12-06 (an AMD EPYC, 284
+    // files) three took 14m15s of CI (791 s of suite) and four, the next run, 12m47s (707 s), with
+    // no retry. Each file that runs a hub has a database of its own (test/support/file-database.ts).
+    maxWorkers: embedded ? 1 : 4,
     projects: [
       {
         test: {
