@@ -9,14 +9,12 @@ import { createLogger } from './log';
 import { jsonError } from './http-errors';
 import { gatewaySql } from './db/gateway';
 import { readSchemaState } from './db/schema-version';
-import { claimDatabaseRegion } from './db/region-claim';
-import { regionName } from './region';
+import { checkDatabaseRegion } from './database-region';
 import { checkAddressing } from './address';
 import { checkDatabaseUrl, HubConfigError, hubConfig } from './config';
 
 const log = createLogger({ component: 'healthz' });
 const httpLog = createLogger({ component: 'http' });
-const regionLog = createLogger({ component: 'db-region' });
 
 /** One error line per isolate and problem: every request fails alike, and each would write one. */
 const configLog = {
@@ -27,73 +25,6 @@ const configLog = {
     createLogger({ component: 'config' }).error('invalid hub configuration: every request is refused until it is fixed', { variable: err.variable, error: err.message });
   },
 };
-
-/**
- * The database's region as this isolate found it (db/region-claim.ts): read at its first request,
- * then only compared. A refusal is kept too (nothing but a new secret or the README's update
- * mends it, and either comes with a new isolate: a deploy, or the renamed region's). A failed
- * read is not an answer: kept neither way, read again at the next request.
- */
-let regionChecked: { env: object; key: string; refusal: HubConfigError | null } | null = null;
-let regionChecking: { key: string; done: Promise<void> } | null = null;
-/** Failed region reads this isolate has logged, by what they said: an outage would write one per request. */
-const regionReadFailures = new Set<string>();
-
-/** Throws the refusal kept for this database; a promise only while the region is still to be read. */
-function checkDatabaseRegion(env: HubEnv): Promise<void> | undefined {
-  const checked = regionChecked;
-  if (checked?.env !== env) return readDatabaseRegionOnce(env);
-  if (checked.refusal) throw checked.refusal;
-  return undefined;
-}
-
-async function readDatabaseRegionOnce(env: HubEnv): Promise<void> {
-  const checked = regionChecked;
-  const mine = regionName(hubConfig(env));
-  const key = `${mine}\n${env.DATABASE_URL}`;
-  if (checked?.key === key) {
-    regionChecked = { ...checked, env };
-    if (checked.refusal) throw checked.refusal;
-    return;
-  }
-  if (regionChecking?.key !== key) {
-    const done = readDatabaseRegion(env, mine, key).finally(() => {
-      if (regionChecking?.done === done) regionChecking = null;
-    });
-    regionChecking = { key, done };
-  }
-  await regionChecking.done;
-  if (regionChecked?.key === key && regionChecked.refusal) throw regionChecked.refusal;
-}
-
-async function readDatabaseRegion(env: HubEnv, mine: string, key: string): Promise<void> {
-  let claimed: string | null;
-  try {
-    ({ claimed } = await claimDatabaseRegion(gatewaySql(env), mine));
-  } catch (err) {
-    // The request goes on to its route, which meets the database's state itself and answers as
-    // it always has (an outage stays "unavailable", never "unconfigured").
-    const line = failureLine('reading the database\'s region', err);
-    if (regionReadFailures.size < 20 && !regionReadFailures.has(line.fields.error)) {
-      regionReadFailures.add(line.fields.error);
-      regionLog[line.level](`${line.message}; read again at the next request`, line.fields);
-    }
-    return;
-  }
-  // Unclaimed and refusing writes (/healthz says so): nothing can be claimed, or written, through
-  // it until it is fixed; read again at the next request.
-  if (claimed === null) return;
-  const refusal =
-    claimed === mine
-      ? null
-      : new HubConfigError(
-          'DATABASE_URL',
-          `this is the database of region ${claimed}, and this deployment serves region ${mine}: each region has its own ` +
-            `database, and another region's clusters must not be served from here (set this region's own with ` +
-            'wrangler secret put DATABASE_URL [--env <region>]; a region renamed on purpose: README "Configuration")',
-        );
-  regionChecked = { env, key, refusal };
-}
 
 export function hubApp(): Hono<{ Bindings: HubEnv }> {
   const app = new Hono<{ Bindings: HubEnv }>();
