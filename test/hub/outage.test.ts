@@ -97,7 +97,12 @@ describe('Postgres outage during ingest (spec: transient failure withholds; DESI
     expect(took, `closed ${took} ms after the first unapplied frame`).toBeLessThan(HOLE_MS + 3_000);
     const again = await h.connect(c.token, sessionId);
     again.hubCursor = peer.hubCursor;
-    expect((await again.hello({ cluster_id: c.name, session_id: sessionId, resume_from: peer.hubCursor })).payload).toMatchObject({ full_resync: false, ack_seq: 1 });
+    const welcome = (await again.hello({ cluster_id: c.name, session_id: sessionId, resume_from: peer.hubCursor })).payload;
+    expect(welcome).toMatchObject({ full_resync: false });
+    // 1, or 6 when a retry of n1..n5 whose backoff outlasted the close ran once the database was
+    // back (as on a loaded machine, CI 2026-12-06): the hello waits for the statement in flight,
+    // and the welcome names what was applied. Either way the replay below applies each frame once.
+    expect([1, 6]).toContain(welcome.ack_seq);
     for (let i = 1; i <= 5; i++) again.send('node.observed', node(`n${i}`), { seq: i + 1 });
     await again.ackedThrough(6, 10_000);
     const rows = await h.sql<{ n: string }>('select count(*) as n from nodes where cluster_uid = $1', [c.uid]);

@@ -55,6 +55,11 @@ export class Peer {
     return this.closedValue !== null;
   }
 
+  /** How the connection ended (code and reason), or null while it is open. */
+  get closeInfo(): Closed | null {
+    return this.closedValue;
+  }
+
   sendRaw(text: string): void {
     this.socket.send(text);
   }
