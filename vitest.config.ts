@@ -76,6 +76,18 @@ function projectDatabaseUrl(databaseUrl: string, proxy: string, template: string
  * Whether the run falls back to embedded PGlite (test/support/global-setup.ts decides the same
  * way): it has a single backend, which files running side by side would queue on.
  */
+/** Unit files that mock modules (vi.mock): their mocks must not leak into a shared module graph. */
+const UNIT_FRESH_MODULE_GRAPH = [
+  'test/unit/operator/outbound-log-faults.test.ts',
+  'test/unit/operator/outbound-log-faults.property.test.ts',
+  'test/unit/operator/state-lock.test.ts',
+  'test/unit/operator/outbound-log-rewrite.test.ts',
+  'test/unit/protocol/envelope.test.ts',
+];
+
+/** e2e files that need a module graph of their own: 'e2e' shares one per worker. */
+const E2E_FRESH_MODULE_GRAPH = ['test/e2e/bench-direct-socket.test.ts'];
+
 const embedded = process.env.WINGSMITH_TEST_EMBEDDED === '1' || (await pickDatabaseUrlForTests()) === undefined;
 
 export default defineConfig({
@@ -95,8 +107,21 @@ export default defineConfig({
           ...CONSOLE,
           environment: 'node',
           include: ['test/unit/**/*.test.ts'],
+          exclude: [...UNIT_FRESH_MODULE_GRAPH],
+          // One module graph per worker: a module graph per file took 78 s of the project's 69 s
+          // of wall time in imports on this machine (15 s with this), and most of its CPU.
+          isolate: false,
           // Property tests are CPU-bound and share two cores with workerd and Postgres during the
           // whole suite: vitest's 5 s default failed one of them under that load.
+          testTimeout: 30_000,
+        },
+      },
+      {
+        test: {
+          name: 'unit-fresh',
+          ...CONSOLE,
+          environment: 'node',
+          include: [...UNIT_FRESH_MODULE_GRAPH],
           testTimeout: 30_000,
         },
       },
@@ -133,6 +158,22 @@ export default defineConfig({
           // is run once more, and the retry shows in the output ("retry x1"). A bug fails both.
           retry: 1,
           include: ['test/e2e/**/*.test.ts'],
+          exclude: [...E2E_FRESH_MODULE_GRAPH],
+          // One module graph per worker, as in 'hub': every file imports wrangler (1.5 s of CPU),
+          // which took 129 s of the project's 180 s alone on this machine, 23 s with this.
+          isolate: false,
+          testTimeout: 60_000,
+          hookTimeout: 60_000,
+        },
+      },
+      {
+        test: {
+          name: 'e2e-fresh',
+          ...CONSOLE,
+          environment: 'node',
+          retry: 1,
+          // Files that must load wrangler themselves, after a hook of their own (bench/lib/direct-socket.ts).
+          include: [...E2E_FRESH_MODULE_GRAPH],
           testTimeout: 60_000,
           hookTimeout: 60_000,
         },
@@ -148,6 +189,8 @@ export default defineConfig({
           // is run once more, and the retry shows in the output ("retry x1"). A bug fails both.
           retry: 1,
           include: ['test/browser/**/*.test.ts'],
+          // One module graph per worker, as in 'hub' (wrangler and playwright-core are imported once).
+          isolate: false,
           testTimeout: 60_000,
           hookTimeout: 120_000,
         },
