@@ -98,7 +98,10 @@ export default defineConfig({
     // CI's 15 minutes; two took 10 to 13 minutes of suite (790 s on a slow hour, 14 minutes of CI),
     // three 11 minutes of CI that same hour (666 s of suite). On 2026-12-06 (an AMD EPYC, 284
     // files) three took 14m15s of CI (791 s of suite) and four, the next run, 12m47s (707 s), with
-    // no retry. Each file that runs a hub has a database of its own (test/support/file-database.ts).
+    // no retry; the next CI, 5 tests failed twice, all of them on timing under that load. With
+    // unit, e2e and browser sharing a module graph per worker (below), four took 11m40s of CI
+    // (636 s of suite), no retry. Each file that runs a hub has a database of its own
+    // (test/support/file-database.ts).
     maxWorkers: embedded ? 1 : 4,
     projects: [
       {
