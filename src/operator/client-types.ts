@@ -81,7 +81,9 @@ export interface OperatorClientOptions {
    * A hub frame whose handling (your `desired`, `pruneDesired` or `admitOperation` handler) has
    * not returned after this long is reported: an error line and the `stalled` event, again each
    * time the wait doubles (at most every 5 min), and a line when it returns. Frames are applied in
-   * order, so none behind it is applied meanwhile. Default 30 s.
+   * order, so none behind it is applied meanwhile. Default 30 s. A save of the durable state
+   * (`cursorStore.save`) not completed after this long is reported the same way, with the
+   * `saveStalled` event.
    */
   handlerStallMs?: number;
   /** Retry delays for a frame whose handler failed transiently. Default 500 ms → 30 s. */
@@ -154,6 +156,13 @@ export interface ClientEvents {
    * doubles): no later hub frame is applied until it does. Alert on it, or restart the process.
    */
   stalled: [{ seq: number; type: string; id: string; heldMs: number }];
+  /**
+   * A save of the durable state (`cursorStore.save`) has not completed after `handlerStallMs`
+   * (and again as the wait doubles): a hung volume. Saves are one at a time, so no ack is sent
+   * and no operation starts until it completes; the hub stops sending once its window is full.
+   * `cursor`: the hub cursor that save holds. Alert on it, or restart the process.
+   */
+  saveStalled: [{ heldMs: number; cursor: number }];
   /** Local desired deployments were pruned against a complete hub snapshot. */
   pruned: [{ keep: ReadonlySet<string> }];
   stopped: [];

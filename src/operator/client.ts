@@ -101,7 +101,12 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
     const counters = (this.counters = zeroStats(epoch));
     const session = (this.s = new SessionState(buffer));
     const operations = () => (this.book ? this.book.snapshot() : []);
-    const record = (this.record = new RecordKeeper(options.cursorStore, log, (clean) => session.record(clean, operations()), (err) => this.storageError(err)));
+    const record = (this.record = new RecordKeeper(options.cursorStore, log, (clean) => session.record(clean, operations()), (err) => this.storageError(err), {
+      timers,
+      stallMs: options.handlerStallMs ?? 30_000,
+      stalled: (info) => this.safeEmit('saveStalled', info),
+      log: () => this.sessionLog,
+    }));
     const emit = <K extends keyof ClientEvents>(event: K, ...args: ClientEvents[K]) => this.safeEmit(event, ...args);
     const stopping = () => this.stopping;
     this.conn = new Connection({

@@ -1,0 +1,102 @@
+/**
+ * A save of the durable state that never completes (a hung volume: NFS, a detached block device)
+ * holds every save behind it, and with them every ack and operation start: the hub's window
+ * fills, it stops sending, and the cluster is no longer managed. Before, nothing said so: no
+ * line, no event, nothing failed. Now the held save is reported as a held handler is (an error
+ * line with cluster, session and cursor, and the `saveStalled` event) at `handlerStallMs` and
+ * again as the wait doubles, and a line says when it ends; the ack then goes out.
+ */
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { MemoryCursorStore, type DurableRecord } from '../../../src/operator';
+import { desiredPayload, makeClient, type TestClient } from './support/harness';
+import { eventually, ScriptedHub } from './support/scripted-hub';
+
+/** A store whose saves hang while `hold` is set, until released. */
+class HangingStore extends MemoryCursorStore {
+  hold = false;
+  private waiting: (() => void)[] = [];
+  override async save(record: DurableRecord): Promise<void> {
+    if (this.hold) await new Promise<void>((r) => this.waiting.push(r));
+    return super.save(record);
+  }
+  get held(): number {
+    return this.waiting.length;
+  }
+  release(): void {
+    this.hold = false;
+    for (const r of this.waiting.splice(0)) r();
+  }
+}
+
+let hub: ScriptedHub;
+let t: TestClient | null = null;
+let hanging: HangingStore | null = null;
+
+beforeEach(async () => {
+  hub = await ScriptedHub.start();
+});
+afterEach(async () => {
+  hanging?.release();
+  hanging = null;
+  await t?.client.stop({ graceful: false });
+  t = null;
+  await hub.stop();
+});
+
+describe('a save of the durable state that does not complete', () => {
+  it('is reported at handlerStallMs and as the wait doubles, holds the ack, and the ack goes out once it completes', async () => {
+    const store = (hanging = new HangingStore());
+    t = makeClient(hub, { cursorStore: store, handlerStallMs: 1_000, ackDelayMs: 0 });
+    const stalls: { heldMs: number; cursor: number }[] = [];
+    t.client.on('saveStalled', (s) => stalls.push(s));
+    await t.client.start();
+    const conn = await hub.nextConnection();
+    await conn.nextOf('hello');
+    conn.welcome({ session_id: 'S-save' });
+    await eventually(() => t!.client.session.sessionId === 'S-save', 'the welcome to be taken');
+    store.hold = true;
+    const frame = conn.sendSeq('deployment.desired', desiredPayload('d1'));
+    await eventually(() => t!.client.session.cursor === frame.seq, 'the frame to be applied');
+    // Its ack is due after ackDelayMs (0 here), and the save before it.
+    t.timers.advance(0);
+    await eventually(() => store.held === 1, 'the save of the applied frame to start and hang');
+
+    t.timers.advance(999);
+    expect(stalls).toEqual([]);
+    t.timers.advance(1);
+    expect(stalls).toEqual([{ heldMs: 1_000, cursor: frame.seq }]);
+    const line = t.logger.records.find((r) => r.msg.startsWith('a save of the durable state has not completed'));
+    expect(line).toMatchObject({ level: 'error', cluster: 'c1', session: 'S-save', held_ms: 1_000, cursor: frame.seq });
+
+    // Again at 2 s and 4 s held, not in between.
+    t.timers.advance(999);
+    expect(stalls.length).toBe(1);
+    t.timers.advance(1);
+    t.timers.advance(2_000);
+    expect(stalls.map((s) => s.heldMs)).toEqual([1_000, 2_000, 4_000]);
+    expect(conn.highestAck, 'no ack of a frame whose save has not completed').toBe(0);
+
+    store.release();
+    await eventually(() => store.saves > 0 && t!.logger.records.some((r) => r.msg.startsWith('the held save of the durable state ended')), 'the save to end');
+    expect(t.logger.records.find((r) => r.msg.startsWith('the held save of the durable state ended'))).toMatchObject({ level: 'warn', cursor: frame.seq });
+    t.timers.advance(10_000);
+    await eventually(() => conn.highestAck === frame.seq, 'the ack once the save completed');
+    t.timers.advance(60_000);
+    expect(stalls.length, 'no report after it completed').toBe(3);
+  });
+
+  it('a save that completes within the limit is not reported', async () => {
+    t = makeClient(hub, { handlerStallMs: 1_000 });
+    const stalls: unknown[] = [];
+    t.client.on('saveStalled', (s) => stalls.push(s));
+    await t.client.start();
+    const conn = await hub.nextConnection();
+    await conn.nextOf('hello');
+    conn.welcome({ session_id: 'S-quick' });
+    const frame = conn.sendSeq('deployment.desired', desiredPayload('d1'));
+    await eventually(() => t!.store instanceof MemoryCursorStore && (t!.store.peek()?.cursor ?? 0) === frame.seq, 'the save');
+    t.timers.advance(60_000);
+    expect(stalls).toEqual([]);
+    expect(t.logger.records.filter((r) => r.msg.includes('save of the durable state'))).toEqual([]);
+  });
+});
