@@ -2,7 +2,10 @@ import { describe, expect, inject, it } from 'vitest';
 import { CloseCode } from '../../src/protocol';
 import { eventually, FAST_TIMERS, holdLock, node, useHub, type Peer, type TestCluster } from './support/hub';
 
-const h = useHub();
+// Wider than the fast 2.5 s so that, on a loaded machine, n2 is applied past the hole before
+// the hole limit closes the link (the premise of both tests).
+const HOLE_MS = 6_000;
+const h = useHub({ ...FAST_TIMERS, HOLE_TIMEOUT_MS: String(HOLE_MS) });
 const EMBEDDED = inject('embeddedPostgres');
 
 async function nodesOf(uid: string): Promise<string[]> {
@@ -17,11 +20,13 @@ type Replayable = { type: string; payload: unknown; id: string; seq: number; rep
  * replay every frame after the hub's cursor with its original id and seq, until all are acked.
  */
 async function holeCloseThenReplay(c: TestCluster, sessionId: string, peer: Peer, frames: Replayable[], release: () => Promise<void>): Promise<{ again: Peer; ackSeq: number }> {
-  await eventually(async () => (await nodesOf(c.uid)).includes('n2') || undefined, 10_000);
-  const pinger = setInterval(() => peer.send('ping', {}), 500);
+  // Pinging from the start: while the frame behind the lock is isolated (seconds on a loaded
+  // machine) the fast 3 s silence limit would close the link first (CI, 2026-12-06).
+  const pinger = setInterval(() => peer.isClosed || peer.send('ping', {}), 500);
   let closed;
   try {
-    closed = await peer.closedWith(Number(FAST_TIMERS.HOLE_TIMEOUT_MS) + 5_000);
+    await eventually(async () => (await nodesOf(c.uid)).includes('n2') || undefined, 10_000);
+    closed = await peer.closedWith(HOLE_MS + 5_000);
   } finally {
     clearInterval(pinger);
   }
