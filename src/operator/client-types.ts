@@ -12,6 +12,7 @@ import type { OperationBookOptions } from './operations';
 import type { OutboundLog } from './outbound-log';
 import type { RefusalError, RefusalKind } from './refusal';
 import type { ObservedSnapshot } from './resync';
+import type { HeldStorage } from './storage-watch';
 import type { Timers } from './timers';
 import type { Dialer } from './transport';
 
@@ -82,8 +83,8 @@ export interface OperatorClientOptions {
    * not returned after this long is reported: an error line and the `stalled` event, again each
    * time the wait doubles (at most every 5 min), and a line when it returns. Frames are applied in
    * order, so none behind it is applied meanwhile. Default 30 s. A save of the durable state
-   * (`cursorStore.save`) not completed after this long is reported the same way, with the
-   * `saveStalled` event.
+   * (`cursorStore.save`) or a sync of the outbound log not completed after this long is reported
+   * the same way, with the `saveStalled` event.
    */
   handlerStallMs?: number;
   /** Retry delays for a frame whose handler failed transiently. Default 500 ms → 30 s. */
@@ -157,12 +158,13 @@ export interface ClientEvents {
    */
   stalled: [{ seq: number; type: string; id: string; heldMs: number }];
   /**
-   * A save of the durable state (`cursorStore.save`) has not completed after `handlerStallMs`
-   * (and again as the wait doubles): a hung volume. Saves are one at a time, so no ack is sent
-   * and no operation starts until it completes; the hub stops sending once its window is full.
-   * `cursor`: the hub cursor that save holds. Alert on it, or restart the process.
+   * A write to local storage has not completed after `handlerStallMs` (and again as the wait
+   * doubles): a hung volume. `what: 'record'`, a save of the durable state (`cursorStore.save`):
+   * saves are one at a time, so no ack is sent and no operation starts until it completes;
+   * `'outbound-log'`, a sync of the outbound log: nothing is sent to the hub until it completes.
+   * The hub stops sending once its window is full. Alert on it, or restart the process.
    */
-  saveStalled: [{ heldMs: number; cursor: number }];
+  saveStalled: [{ what: HeldStorage; heldMs: number }];
   /** Local desired deployments were pruned against a complete hub snapshot. */
   pruned: [{ keep: ReadonlySet<string> }];
   stopped: [];

@@ -35,6 +35,7 @@ import { Outbox } from './outbox';
 import { Receiver } from './receiver';
 import { SendSide } from './send-side';
 import { SessionState } from './session';
+import type { StorageWatch } from './storage-watch';
 import { systemTimers, type Timers } from './timers';
 import { connectUrl } from './transport';
 import { Writer } from './writer';
@@ -101,12 +102,13 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
     const counters = (this.counters = zeroStats(epoch));
     const session = (this.s = new SessionState(buffer));
     const operations = () => (this.book ? this.book.snapshot() : []);
-    const record = (this.record = new RecordKeeper(options.cursorStore, log, (clean) => session.record(clean, operations()), (err) => this.storageError(err), {
+    const storageWatch: StorageWatch = {
       timers,
       stallMs: options.handlerStallMs ?? 30_000,
       stalled: (info) => this.safeEmit('saveStalled', info),
       log: () => this.sessionLog,
-    }));
+    };
+    const record = (this.record = new RecordKeeper(options.cursorStore, log, (clean) => session.record(clean, operations()), (err) => this.storageError(err), storageWatch));
     const emit = <K extends keyof ClientEvents>(event: K, ...args: ClientEvents[K]) => this.safeEmit(event, ...args);
     const stopping = () => this.stopping;
     this.conn = new Connection({
@@ -152,7 +154,7 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
       stopping,
     });
     this.writer = new Writer({
-      timers, counters, outbox, buffer, stopping,
+      timers, counters, outbox, buffer, stopping, storageWatch,
       get log() {
         return sessionLog();
       },

@@ -6,20 +6,7 @@
  */
 import { CorruptCursorStoreError, emptyRecord, FileCursorStore, type CursorStore, type DurableRecord } from './cursor-store';
 import type { Logger } from './logger';
-import { elapsed, type Timers } from './timers';
-
-/** Repeated reports of one held save come at most this far apart (as a held handler's do). */
-const SAVE_STALL_REPORT_CAP_MS = 5 * 60_000;
-
-/** Watching saves that do not complete (a hung disk or network volume). */
-export interface SaveWatch {
-  timers: Timers;
-  /** A save not completed after this long is reported, and again each time the wait doubles. */
-  stallMs: number;
-  stalled(info: { heldMs: number; cursor: number }): void;
-  /** The session's logger (its lines name cluster and session). */
-  log(): Logger;
-}
+import { watchStorage, type StorageWatch } from './storage-watch';
 
 export class RecordKeeper {
   /** The cursor in the last completed save. */
@@ -42,7 +29,7 @@ export class RecordKeeper {
     private readonly build: (clean: boolean) => DurableRecord,
     /** Told of every failed save, before its callers are (the client stops on a lost state directory). */
     private readonly failed: (err: unknown) => void = () => {},
-    private readonly watch: SaveWatch | null = null,
+    private readonly watch: StorageWatch | null = null,
   ) {}
 
   /** The saved record; an unreadable one is set aside and a new operator starts (slower, never wrong). */
@@ -105,7 +92,7 @@ export class RecordKeeper {
         const version = this.changeVersion;
         const numbering = this.numbering;
         const record = this.build(this.cleanOnSave);
-        unwatch = this.watchSave(record.cursor);
+        unwatch = watchStorage(this.watch, 'record', { cursor: record.cursor });
         await this.store.save(record);
         this.savedVersion = version;
         if (numbering === this.numbering) this.persistedCursor = record.cursor;
@@ -119,34 +106,5 @@ export class RecordKeeper {
     };
     this.persisting = run();
     return this.persisting;
-  }
-
-  /**
-   * A save that never completes (a hung volume: NFS, a detached block device) holds every save
-   * behind it, since saves are single-flight, and with them every ack and every operation start:
-   * the hub stops sending once its window is full and the cluster is no longer managed, while
-   * nothing fails that would say why. It is reported as a held handler is: an error line and the
-   * client's `saveStalled` event at the stall limit and as the wait doubles, and a line when the
-   * save completes (or fails: the client then stops, as on any failed save).
-   */
-  private watchSave(cursor: number): () => void {
-    const w = this.watch;
-    if (!w) return () => {};
-    const log = w.log();
-    // A duration: on the monotonic clock, so a wall-clock step neither hides nor fakes a stall.
-    const started = elapsed(w.timers);
-    let reports = 0;
-    const report = (): void => {
-      const heldMs = elapsed(w.timers) - started;
-      reports++;
-      log.error('a save of the durable state has not completed: no ack is sent and no operation starts until it does', { held_ms: heldMs, cursor });
-      w.stalled({ heldMs, cursor });
-      cancel = w.timers.schedule(report, Math.min(Math.max(heldMs, w.stallMs), SAVE_STALL_REPORT_CAP_MS));
-    };
-    let cancel = w.timers.schedule(report, w.stallMs);
-    return () => {
-      cancel();
-      if (reports > 0) log.warn('the held save of the durable state ended', { held_ms: elapsed(w.timers) - started, cursor });
-    };
   }
 }

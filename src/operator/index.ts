@@ -12,6 +12,7 @@ export type { CursorStore, DurableRecord, OperationRecord } from './cursor-store
 export { FileOutboundLog, MemoryOutboundLog, recoverLog } from './outbound-log';
 export type { LogRecovery, OutboundLog } from './outbound-log';
 export type { ObservedSnapshot } from './resync';
+export type { HeldStorage } from './storage-watch';
 export type { RefusalError, RefusalKind } from './refusal';
 export { Backoff, DEFAULT_BACKOFF } from './backoff';
 export type { BackoffPolicy } from './backoff';

@@ -8,6 +8,7 @@
 import { buildFrame, CloseCode, utf8Length, type OutboundSequencer } from '../protocol';
 import type { ClientStats, Limits } from './client-types';
 import type { Link } from './link';
+import { watchStorage, type StorageWatch } from './storage-watch';
 import type { Logger } from './logger';
 import type { OutboundLog } from './outbound-log';
 import { fitted, type OutItem } from './outgoing';
@@ -62,6 +63,8 @@ export interface WriterHost {
   wrote(written: Written[]): void;
   /** The pump went idle (a graceful stop may be drained). */
   idle(): void;
+  /** Reports a sync of the log that does not complete (storage-watch.ts). */
+  readonly storageWatch?: StorageWatch;
 }
 
 export class Writer {
@@ -203,7 +206,14 @@ export class Writer {
       // the log while the record that says so is not (a replay would ack a cursor the restarted
       // process rewinds below, or conclude an operation its record still calls running).
       if (h.needsSave()) await h.persist();
-      if (texts.length > 0) await h.buffer.sync();
+      if (texts.length > 0) {
+        const unwatch = watchStorage(h.storageWatch ?? null, 'outbound-log', { frames: texts.length });
+        try {
+          await h.buffer.sync();
+        } finally {
+          unwatch();
+        }
+      }
     } catch (err) {
       // Nothing of this batch reached the socket. A log that failed to sync cannot vouch for
       // itself any more, so the next hello says lossy.

@@ -1,14 +1,15 @@
 /**
- * A save of the durable state that never completes (a hung volume: NFS, a detached block device)
- * holds every save behind it, and with them every ack and operation start: the hub's window
- * fills, it stops sending, and the cluster is no longer managed. Before, nothing said so: no
- * line, no event, nothing failed. Now the held save is reported as a held handler is (an error
- * line with cluster, session and cursor, and the `saveStalled` event) at `handlerStallMs` and
- * again as the wait doubles, and a line says when it ends; the ack then goes out.
+ * A write to local storage that never completes (a hung volume: NFS, a detached block device)
+ * holds the link: a save of the durable state holds every save behind it, and with them every
+ * ack and operation start; a sync of the outbound log holds the write batch, so nothing is sent.
+ * The hub's window fills, it stops sending, and the cluster is no longer managed. Before, nothing
+ * said so: no line, no event, nothing failed. Now the held call is reported as a held handler is
+ * (an error line with cluster and session, and the `saveStalled` event) at `handlerStallMs` and
+ * again as the wait doubles, and a line says when it ends; what it held then goes out.
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { MemoryCursorStore, type DurableRecord } from '../../../src/operator';
-import { desiredPayload, makeClient, type TestClient } from './support/harness';
+import { MemoryCursorStore, type DurableRecord, type HeldStorage } from '../../../src/operator';
+import { desiredPayload, makeClient, openWelcomed, SlowOutboundLog, SNAPSHOT, type TestClient } from './support/harness';
 import { eventually, ScriptedHub } from './support/scripted-hub';
 
 /** A store whose saves hang while `hold` is set, until released. */
@@ -30,7 +31,7 @@ class HangingStore extends MemoryCursorStore {
 
 let hub: ScriptedHub;
 let t: TestClient | null = null;
-let hanging: HangingStore | null = null;
+let hanging: HangingStore | SlowOutboundLog | null = null;
 
 beforeEach(async () => {
   hub = await ScriptedHub.start();
@@ -47,7 +48,7 @@ describe('a save of the durable state that does not complete', () => {
   it('is reported at handlerStallMs and as the wait doubles, holds the ack, and the ack goes out once it completes', async () => {
     const store = (hanging = new HangingStore());
     t = makeClient(hub, { cursorStore: store, handlerStallMs: 1_000, ackDelayMs: 0 });
-    const stalls: { heldMs: number; cursor: number }[] = [];
+    const stalls: { what: HeldStorage; heldMs: number }[] = [];
     t.client.on('saveStalled', (s) => stalls.push(s));
     await t.client.start();
     const conn = await hub.nextConnection();
@@ -64,7 +65,7 @@ describe('a save of the durable state that does not complete', () => {
     t.timers.advance(999);
     expect(stalls).toEqual([]);
     t.timers.advance(1);
-    expect(stalls).toEqual([{ heldMs: 1_000, cursor: frame.seq }]);
+    expect(stalls).toEqual([{ what: 'record', heldMs: 1_000 }]);
     const line = t.logger.records.find((r) => r.msg.startsWith('a save of the durable state has not completed'));
     expect(line).toMatchObject({ level: 'error', cluster: 'c1', session: 'S-save', held_ms: 1_000, cursor: frame.seq });
 
@@ -83,6 +84,27 @@ describe('a save of the durable state that does not complete', () => {
     await eventually(() => conn.highestAck === frame.seq, 'the ack once the save completed');
     t.timers.advance(60_000);
     expect(stalls.length, 'no report after it completed').toBe(3);
+  });
+
+  it('a sync of the outbound log is reported the same way, and what it held is sent once it completes', async () => {
+    const log = (hanging = new SlowOutboundLog());
+    const clients: TestClient[] = [];
+    const { t: client, conn } = await openWelcomed(hub, clients, { outboundLog: log, handlerStallMs: 1_000 });
+    t = client;
+    const stalls: { what: HeldStorage; heldMs: number }[] = [];
+    client.client.on('saveStalled', (s) => stalls.push(s));
+    log.hold();
+    client.client.reportNode({ ...SNAPSHOT.nodes[0]!, ready: false });
+    await eventually(() => log.held === 1, 'the batch\'s sync to start and hang');
+    client.timers.advance(1_000);
+    expect(stalls).toEqual([{ what: 'outbound-log', heldMs: 1_000 }]);
+    expect(client.logger.records.find((r) => r.msg.startsWith('a sync of the outbound log has not completed'))).toMatchObject({ level: 'error', cluster: 'c1', session: 'S1', held_ms: 1_000 });
+    expect(conn.frames.filter((f) => f.type === 'node.observed' && f.payload.ready === false), 'nothing sent while the sync is held').toEqual([]);
+    log.release();
+    await conn.seen((f) => f.type === 'node.observed' && f.payload.ready === false, 'the held report');
+    expect(client.logger.records.find((r) => r.msg.startsWith('the held sync of the outbound log ended'))).toMatchObject({ level: 'warn', held_ms: 1_000 });
+    client.timers.advance(60_000);
+    expect(stalls.length, 'no report after it completed').toBe(1);
   });
 
   it('a save that completes within the limit is not reported', async () => {
