@@ -334,6 +334,11 @@ export async function runHub(): Promise<void> {
   // The supervisor gone (killed outright): nobody is left to forward a Ctrl-C, so stop now
   // rather than serve on as an orphan holding the port and the state directory.
   process.on('disconnect', () => requestStop('supervisor exited'));
+  // A supervisor killed while this process was still loading (seconds: tsx, wrangler) closed the
+  // channel before that listener existed, and Node told no one: this process went on to start
+  // everything and served as an orphan holding the port. An IPC channel that is already closed
+  // says the same. (Run on its own, with no channel, `process.send` is undefined.)
+  if (process.send !== undefined && !process.connected) requestStop('supervisor exited');
   /**
    * Miniflare adds SIGINT/SIGTERM listeners that kill workerd and exit(130) at once, skipping
    * PGlite's clean close and the simulator's drain; signals here mean "stop cleanly".

@@ -209,6 +209,17 @@ async function processesGone(text: string, ms: number): Promise<number[]> {
   }
 }
 
+/** Whether `pid` has ended within `ms` (a zombie, ended but not yet reaped, counts as ended). */
+async function pidGone(pid: number, ms: number): Promise<boolean> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => '');
+    if (stat === '' || stat.slice(stat.lastIndexOf(')') + 2).startsWith('Z')) return true;
+    if (Date.now() > deadline) return false;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
 /** The process that does npm start's work: the supervisor's child (scripts/lib/supervise.ts). */
 async function hubProcess(run: Run): Promise<number> {
   const supervisor = run.child.pid;
@@ -369,6 +380,29 @@ describe('npm start', () => {
     try {
       process.kill(hub, 'SIGKILL');
       expect((await within(10_000, 'supervisor exit', run.exited, run)).code).not.toBe(0);
+      expect(await processesGone(`entry=127.0.0.1:${port}`, 5_000)).toEqual([]);
+    } finally {
+      try {
+        process.kill(-hub, 'SIGKILL');
+      } catch {
+        // Nothing left of its group.
+      }
+    }
+  }, 120_000);
+
+  // Killed outright just after it started its hub process, the supervisor closed the IPC channel
+  // while that process was still loading, before it listened for the close: it started the
+  // database and workerd anyway and served on as an orphan holding the port (found on this
+  // machine after a test run, 2026-12-06, an hour after its test).
+  it('a supervisor killed outright while its hub process is still loading: the hub process stops on its own', async () => {
+    const port = await freePort();
+    const run = start({ PORT: String(port), WINGSMITH_STATE_DIR: await tempStateDir(), DATABASE_URL: await startDatabase() });
+    const hub = await hubProcess(run);
+    // The supervisor alone: the hub process has a process group of its own.
+    process.kill(run.child.pid as number, 'SIGKILL');
+    try {
+      expect(await pidGone(hub, 60_000), `hub process ${hub} still running\n--- stdout\n${run.stdout()}\n--- stderr\n${run.stderr()}`).toBe(true);
+      expect(run.stdout()).not.toContain('Press Ctrl-C to stop.');
       expect(await processesGone(`entry=127.0.0.1:${port}`, 5_000)).toEqual([]);
     } finally {
       try {
