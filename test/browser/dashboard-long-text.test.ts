@@ -37,8 +37,10 @@ describe('an operator that reports a 256-character region with no break in it', 
     const page = await signedIn(browser(), h, errors);
     const row = page.getByRole('row').filter({ has: page.getByRole('rowheader', { name: honest.name, exact: true }) });
     await row.waitFor({ timeout: 30_000 });
-    await page.getByRole('rowheader', { name: hostile.name, exact: true }).waitFor({ timeout: 10_000 });
-    await page.locator('td', { hasText: LONG_REGION }).first().waitFor({ timeout: 10_000 });
+    // 30 s each, like the first row's: the file's first page load, beside the rest of the suite,
+    // is the slowest (this test passed only on its retry in three CI runs of 2026-12-06).
+    await page.getByRole('rowheader', { name: hostile.name, exact: true }).waitFor({ timeout: 30_000 });
+    await page.locator('td', { hasText: LONG_REGION }).first().waitFor({ timeout: 30_000 });
     // The honest cluster's GPUs (a column right of Region) are on screen, not pushed off it.
     const gpus = row.locator('td[data-label="GPUs"]');
     const box = await gpus.boundingBox();
@@ -46,7 +48,7 @@ describe('an operator that reports a 256-character region with no break in it', 
     expect(box, 'the GPUs cell has a box').not.toBeNull();
     expect(box!.x + box!.width, `the honest row's GPUs cell ends at ${Math.round(box!.x + box!.width)} px in a ${width} px window`).toBeLessThanOrEqual(width);
     expect(errors).toEqual([]);
-  }, 60_000);
+  }, 120_000);
 
   it("does not make that cluster's own page scroll sideways at 1280 px", async () => {
     const hostile = await h.newCluster('longregion');
