@@ -93,6 +93,9 @@ const embedded = process.env.WINGSMITH_TEST_EMBEDDED === '1' || (await pickDatab
 export default defineConfig({
   test: {
     globalSetup: ['./test/support/global-setup.ts'],
+    // The default output, then each test that passed only on its retry with the error of the try
+    // that failed (the default reporter says "(retry x1)" and nothing of why).
+    reporters: ['default', './test/support/flaky-reporter.ts'],
     // Four files at a time, although the machines have two cores: most of the suite waits (real
     // timers, hibernation, a runtime's and a database's round trips). One at a time took 14 of
     // CI's 15 minutes; two took 10 to 13 minutes of suite (790 s on a slow hour, 14 minutes of CI),
