@@ -37,16 +37,19 @@ const tempDirs: string[] = [];
 
 afterEach(async () => {
   // A failed assertion must not leave a hub holding a port and a state directory.
-  for (const run of running) {
-    try {
-      if (run.child.pid !== undefined) process.kill(-run.child.pid, 'SIGKILL');
-    } catch {
-      // Already gone.
-    }
-  }
+  for (const run of running) if (run.child.pid !== undefined) killGroup(run.child.pid);
   running.clear();
   for (const dir of tempDirs.splice(0)) await rm(dir, { recursive: true, force: true });
 });
+
+/** SIGKILL the process group `pid` leads, if anything is left of it. */
+function killGroup(pid: number): void {
+  try {
+    process.kill(-pid, 'SIGKILL');
+  } catch {
+    // Nothing left of its group.
+  }
+}
 
 async function tempStateDir(): Promise<string> {
   const dir = await mkdtemp(path.join(tmpdir(), 'wingsmith-start-'));
@@ -382,11 +385,7 @@ describe('npm start', () => {
       expect((await within(10_000, 'supervisor exit', run.exited, run)).code).not.toBe(0);
       expect(await processesGone(`entry=127.0.0.1:${port}`, 5_000)).toEqual([]);
     } finally {
-      try {
-        process.kill(-hub, 'SIGKILL');
-      } catch {
-        // Nothing left of its group.
-      }
+      killGroup(hub);
     }
   }, 120_000);
 
@@ -405,11 +404,7 @@ describe('npm start', () => {
       expect(run.stdout()).not.toContain('Press Ctrl-C to stop.');
       expect(await processesGone(`entry=127.0.0.1:${port}`, 5_000)).toEqual([]);
     } finally {
-      try {
-        process.kill(-hub, 'SIGKILL');
-      } catch {
-        // Nothing left of its group.
-      }
+      killGroup(hub);
     }
   }, 120_000);
 

@@ -8,30 +8,14 @@
  * again as the wait doubles, and a line says when it ends; what it held then goes out.
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { MemoryCursorStore, type DurableRecord, type HeldStorage } from '../../../src/operator';
+import { MemoryCursorStore, type HeldStorage } from '../../../src/operator';
 import { desiredPayload, makeClient, openWelcomed, SlowOutboundLog, SNAPSHOT, type TestClient } from './support/harness';
+import { GatedStore, openSession } from './support/operations';
 import { eventually, ScriptedHub } from './support/scripted-hub';
-
-/** A store whose saves hang while `hold` is set, until released. */
-class HangingStore extends MemoryCursorStore {
-  hold = false;
-  private waiting: (() => void)[] = [];
-  override async save(record: DurableRecord): Promise<void> {
-    if (this.hold) await new Promise<void>((r) => this.waiting.push(r));
-    return super.save(record);
-  }
-  get held(): number {
-    return this.waiting.length;
-  }
-  release(): void {
-    this.hold = false;
-    for (const r of this.waiting.splice(0)) r();
-  }
-}
 
 let hub: ScriptedHub;
 let t: TestClient | null = null;
-let hanging: HangingStore | SlowOutboundLog | null = null;
+let hanging: GatedStore | SlowOutboundLog | null = null;
 
 beforeEach(async () => {
   hub = await ScriptedHub.start();
@@ -46,16 +30,12 @@ afterEach(async () => {
 
 describe('a save of the durable state that does not complete', () => {
   it('is reported at handlerStallMs and as the wait doubles, holds the ack, and the ack goes out once it completes', async () => {
-    const store = (hanging = new HangingStore());
+    const store = (hanging = new GatedStore());
     t = makeClient(hub, { cursorStore: store, handlerStallMs: 1_000, ackDelayMs: 0 });
     const stalls: { what: HeldStorage; heldMs: number }[] = [];
     t.client.on('saveStalled', (s) => stalls.push(s));
-    await t.client.start();
-    const conn = await hub.nextConnection();
-    await conn.nextOf('hello');
-    conn.welcome({ session_id: 'S-save' });
-    await eventually(() => t!.client.session.sessionId === 'S-save', 'the welcome to be taken');
-    store.hold = true;
+    const conn = await openSession(hub, t, 'S-save');
+    store.hold();
     const frame = conn.sendSeq('deployment.desired', desiredPayload('d1'));
     await eventually(() => t!.client.session.cursor === frame.seq, 'the frame to be applied');
     // Its ack is due after ackDelayMs (0 here), and the save before it.
@@ -108,14 +88,13 @@ describe('a save of the durable state that does not complete', () => {
   });
 
   it('a save that completes within the limit is not reported', async () => {
-    t = makeClient(hub, { handlerStallMs: 1_000 });
+    t = makeClient(hub, { handlerStallMs: 1_000, ackDelayMs: 0 });
     const stalls: unknown[] = [];
     t.client.on('saveStalled', (s) => stalls.push(s));
-    await t.client.start();
-    const conn = await hub.nextConnection();
-    await conn.nextOf('hello');
-    conn.welcome({ session_id: 'S-quick' });
+    const conn = await openSession(hub, t, 'S-quick');
     const frame = conn.sendSeq('deployment.desired', desiredPayload('d1'));
+    await eventually(() => t!.client.session.cursor === frame.seq, 'the frame to be applied');
+    t.timers.advance(0);
     await eventually(() => t!.store instanceof MemoryCursorStore && (t!.store.peek()?.cursor ?? 0) === frame.seq, 'the save');
     t.timers.advance(60_000);
     expect(stalls).toEqual([]);
