@@ -33,7 +33,7 @@ const TARGET_MULTI_FRACTION = 0.55;
 const SUBJECTS = 10_000;
 
 /** Open a hub session and read its (empty) resync stream; acks it. */
-async function openHubSession(wsUrl: string, c: BenchCluster): Promise<RawOperator> {
+export async function openHubSession(wsUrl: string, c: BenchCluster): Promise<RawOperator> {
   const op = await RawOperator.connect(wsUrl, c.token);
   const end = op.next((f) => f.type === 'stream.end');
   await op.hello({ cluster_id: c.name });
@@ -42,7 +42,8 @@ async function openHubSession(wsUrl: string, c: BenchCluster): Promise<RawOperat
   return op;
 }
 
-async function openEcho(url: string): Promise<RawOperator> {
+/** Open a connection to the echo server (or the runtime floor) and say hello. */
+export async function openEcho(url: string): Promise<RawOperator> {
   const op = await RawOperator.connect(url, 'x');
   await op.hello({ cluster_id: 'echo' });
   return op;

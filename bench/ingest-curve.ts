@@ -1,0 +1,180 @@
+/**
+ * Ingest latency against load, as a curve: `npx tsx bench/ingest-curve.ts [--rates 2500,5000,…]
+ * [--seconds 3] [--reps 3] [--out bench/INGEST-CURVE.md]` (about five minutes with the defaults);
+ * `--render FILE.raw.json` redoes the text and the picture from a run's measurements.
+ *
+ * The full benchmark (bench/RESULTS.md) measures ingest at two points: as fast as a window of
+ * 10,000 unacknowledged frames allows, and paced at 5,000 frames/s. Between them is what an
+ * operator's author sizing a cluster wants to know: how long an ack takes at the rate the
+ * cluster sends, and where it stops keeping up. So the same sender (bench/lib/load.ts: one
+ * session, device.observed frames over 10,000 existing GPUs, the same window) is paced at each
+ * rate in turn, against the hub (acks after commit) and against the bare ws echo server (an ack
+ * per frame after JSON.parse, storing nothing) at the same rate, one after the other, so both
+ * see the same machine. At a rate past what a server takes, it achieves less than offered and
+ * its latency is the window's wait; the final point of each is unpaced. `--reps` repeats the
+ * sweep (rates in a new order each time) and reports each point's median.
+ *
+ * Writes the table (markdown), the picture (SVG beside it, same name: ack latency p50 and p99 on a
+ * logarithmic axis against the rate achieved, one line per server and quantile) and the
+ * measurements (`.raw.json`). A hand-written reading of a run goes below the marker line and is
+ * kept by `--render`.
+ */
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { startEchoServer } from './lib/children';
+import { latencyCurveSvg } from './lib/curve-chart';
+import { BenchEnv, type BenchCluster } from './lib/env';
+import { fmtMs, fmtNum } from './lib/format';
+import { runLoad } from './lib/load';
+import { machineInfo, type MachineInfo } from './lib/machine';
+import type { RawOperator } from './lib/operator';
+import { median, summarize } from './lib/stats';
+import { openEcho, openHubSession } from './scenarios/ingest';
+
+const { values } = parseArgs({
+  options: {
+    rates: { type: 'string' },
+    seconds: { type: 'string' },
+    reps: { type: 'string' },
+    out: { type: 'string' },
+    render: { type: 'string' },
+  },
+});
+const HERE = path.dirname(new URL(import.meta.url).pathname);
+const RATES = (values.rates ?? '2500,5000,10000,20000,30000,40000,45000,50000,60000').split(',').map(Number);
+const MEASURE_MS = Number(values.seconds ?? 3) * 1000;
+const REPS = Number(values.reps ?? 3);
+const OUT = path.resolve(values.out ?? (values.render ? values.render.replace(/\.raw\.json$/, '.md') : path.join(HERE, 'INGEST-CURVE.md')));
+const WINDOW = 10_000;
+const SUBJECTS = 10_000;
+/** Issue 13's one-session target, marked on the picture. */
+const TARGET_FPS = 60_000;
+
+if (RATES.some((r) => !Number.isFinite(r) || r <= 0) || !(MEASURE_MS > 0) || !(REPS >= 1)) {
+  console.error('usage: npx tsx bench/ingest-curve.ts [--rates 2500,5000,…] [--seconds 3] [--reps 3] [--out FILE.md] | --render FILE.raw.json [--out FILE.md]');
+  process.exit(2);
+}
+
+interface Point {
+  /** Offered frames/s; 0: unpaced. */
+  offered: number;
+  achieved: number;
+  p50: number;
+  p99: number;
+}
+type Server = 'hub' | 'echo';
+
+/** What a run measured: everything the text and the picture are made from. */
+interface Raw {
+  started: string;
+  command: string;
+  source: string;
+  machine: MachineInfo;
+  rates: number[];
+  measureMs: number;
+  /** Per server, one list of points per sweep. */
+  runs: Record<Server, Point[][]>;
+}
+/** Below this line of the markdown, a person's reading of the run: kept when it is re-rendered. */
+const MARKER = '<!-- measured above; a reading of the run below, kept by --render -->';
+
+const log = (m: string) => console.log(`[curve ${new Date().toISOString().slice(11, 19)}] ${m}`);
+
+async function measure(op: RawOperator, offered: number): Promise<Point> {
+  const r = await runLoad(op, { window: WINDOW, warmupMs: 1_000, measureMs: MEASURE_MS, subjects: SUBJECTS, ...(offered ? { rate: offered } : {}) });
+  const s = summarize(r.latencies);
+  return { offered, achieved: r.perSecond, p50: s.p50, p99: s.p99 };
+}
+
+const raw: Raw = values.render ? (JSON.parse(readFileSync(values.render, 'utf8')) as Raw) : await measureAll();
+
+async function measureAll(): Promise<Raw> {
+  const machine = machineInfo();
+  const started = new Date();
+  const command = `npx tsx bench/ingest-curve.ts${process.argv.length > 2 ? ` ${process.argv.slice(2).join(' ')}` : ''}`;
+  const env = await BenchEnv.start();
+  const echo = await startEchoServer();
+  const runs: Record<Server, Point[][]> = { hub: [], echo: [] };
+  try {
+    log(`hub source: ${env.source.label}`);
+    const [cluster] = await env.createClusters(1, 'curve');
+    const ops: Record<Server, RawOperator> = {
+      hub: await openHubSession(env.wsUrl, cluster as BenchCluster),
+      echo: await openEcho(`ws://127.0.0.1:${echo.port}`),
+    };
+    // As the ingest scenario: every GPU's row exists before anything is measured.
+    await runLoad(ops.hub, { window: WINDOW, warmupMs: 0, measureMs: 0, subjects: SUBJECTS, total: SUBJECTS });
+    await runLoad(ops.hub, { window: WINDOW, warmupMs: 0, measureMs: 1_500, subjects: SUBJECTS });
+    for (let rep = 0; rep < REPS; rep++) {
+      // Odd sweeps run the rates downwards: a drift of the machine through a sweep then tilts the
+      // two halves of the curve opposite ways instead of the same way twice.
+      const order = [...(rep % 2 === 0 ? RATES : [...RATES].reverse()), 0];
+      const byServer: Record<Server, Point[]> = { hub: [], echo: [] };
+      for (const [k, offered] of order.entries()) {
+        // Which server goes first alternates, so neither always runs on the machine the other left.
+        const pair: Server[] = (k + rep) % 2 === 0 ? ['hub', 'echo'] : ['echo', 'hub'];
+        for (const server of pair) {
+          const p = await measure(ops[server], offered);
+          byServer[server].push(p);
+          log(`${server} ${offered ? `paced at ${fmtNum(offered)}` : 'unpaced'}: ${fmtNum(p.achieved)} frames/s, ack p50 ${fmtMs(p.p50)}, p99 ${fmtMs(p.p99)}`);
+        }
+      }
+      for (const server of ['hub', 'echo'] as const) runs[server].push(byServer[server]);
+    }
+    ops.hub.close();
+    ops.echo.close();
+  } finally {
+    await echo.stop();
+    await env.stop();
+  }
+  return { started: started.toISOString(), command, source: env.source.label, machine, rates: RATES, measureMs: MEASURE_MS, runs };
+}
+
+/** Each offered rate's median over the sweeps, in the order of `RATES` then unpaced. */
+function medians(server: Server): Point[] {
+  return [...raw.rates, 0].map((offered) => {
+    const ps = raw.runs[server].map((sweep) => sweep.find((p) => p.offered === offered) as Point);
+    return { offered, achieved: median(ps.map((p) => p.achieved)), p50: median(ps.map((p) => p.p50)), p99: median(ps.map((p) => p.p99)) };
+  });
+}
+const hub = medians('hub');
+const echoPoints = medians('echo');
+
+const svgName = `${path.basename(OUT, '.md')}.svg`;
+mkdirSync(path.dirname(OUT), { recursive: true });
+const paced = (ps: Point[]) => ps.filter((p) => p.offered > 0);
+const unpaced = (ps: Point[]) => ps.filter((p) => p.offered === 0);
+writeFileSync(path.join(path.dirname(OUT), svgName), latencyCurveSvg(TARGET_FPS, [
+  { label: 'hub, ack p50', color: '#c0392b', dash: '', points: paced(hub).map((p) => [p.achieved, p.p50]), open: unpaced(hub).map((p) => [p.achieved, p.p50]) },
+  { label: 'hub, ack p99', color: '#c0392b', dash: '6 4', points: paced(hub).map((p) => [p.achieved, p.p99]), open: unpaced(hub).map((p) => [p.achieved, p.p99]) },
+  { label: 'ws echo, ack p50', color: '#2471a3', dash: '', points: paced(echoPoints).map((p) => [p.achieved, p.p50]), open: unpaced(echoPoints).map((p) => [p.achieved, p.p50]) },
+  { label: 'ws echo, ack p99', color: '#2471a3', dash: '6 4', points: paced(echoPoints).map((p) => [p.achieved, p.p99]), open: unpaced(echoPoints).map((p) => [p.achieved, p.p99]) },
+]));
+
+const row = (p: Point) => `${fmtNum(p.achieved)} | ${fmtMs(p.p50)} | ${fmtMs(p.p99)}`;
+const lines = [
+  '# Ingest: ack latency against load (one session)',
+  '',
+  `Written by \`bench/ingest-curve.ts\` on ${raw.started}; not part of \`npm run bench\`.`,
+  '',
+  '```',
+  raw.command,
+  '```',
+  '',
+  `- Hub: ${raw.source}; Postgres on 127.0.0.1 through the Neon driver and the WebSocket→TCP proxy, as in bench/RESULTS.md.`,
+  `- Machine: ${raw.machine.nproc} cores, ${raw.machine.cpuModel}, ${raw.machine.memory}; Node ${raw.machine.node}; workerd ${raw.machine.workerd}; load average before ${raw.machine.loadBefore.map((x) => x.toFixed(2)).join(' / ')}.`,
+  `- Sender: one session, device.observed frames over ${fmtNum(SUBJECTS)} GPUs whose rows exist, at most ${fmtNum(WINDOW)} unacknowledged (bench/lib/load.ts, as the ingest scenario); each point 1 s unmeasured then ${raw.measureMs / 1000} s measured; latency = frame sent → the first ack covering it. Hub and echo in turn at each rate, ${raw.runs.hub.length} sweep(s) (every second one downwards); each figure the median of the sweeps.`,
+  `- The hub acks after its batch commits in Postgres; the echo acks every frame after JSON.parse and stores nothing.`,
+  '',
+  `![Ack latency p50 and p99 against the rate achieved, hub and ws echo](${svgName})`,
+  '',
+  '| offered frames/s | hub: achieved | hub: ack p50 | hub: ack p99 | echo: achieved | echo: ack p50 | echo: ack p99 |',
+  '|---:|---:|---:|---:|---:|---:|---:|',
+  ...hub.map((h, i) => `| ${h.offered ? fmtNum(h.offered) : 'unpaced'} | ${row(h)} | ${row(echoPoints[i] as Point)} |`),
+  '',
+];
+const reading = existsSync(OUT) ? readFileSync(OUT, 'utf8').split(MARKER)[1] : undefined;
+writeFileSync(OUT, [...lines, MARKER, reading?.replace(/^\n+/, '') ?? ''].join('\n'));
+if (!values.render) writeFileSync(OUT.replace(/\.md$/, '.raw.json'), `${JSON.stringify(raw, null, 1)}\n`);
+log(`wrote ${OUT} and ${svgName}`);
