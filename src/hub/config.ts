@@ -106,6 +106,11 @@ const ConfigSchema = z.object({
   SEND_QUEUE_BYTES: ms(32 << 20),
   /** Most frames one ingest statement carries. */
   INGEST_BATCH_FRAMES: ms(2_000),
+  /**
+   * How long a statement waits for more frames when fewer than a batch wait and none is in
+   * flight (from its oldest frame's arrival); 0: at once. Adds at most this to an ack's latency.
+   */
+  INGEST_LINGER_MS: z.coerce.number().int().min(0).max(1_000, 'must be at most 1000: an ack later than that is no longer a batch latency').default(0),
   /** Rows fetched per desired-state query. */
   DESIRED_PAGE_ROWS: ms(1_000),
   /**

@@ -8,6 +8,7 @@ import { createLogger, type Logger } from '../../src/hub/log';
 import type { InboundItem } from '../../src/hub/session/ingest-batch';
 import { IngestPipeline, unappliedBounds, type IngestHost } from '../../src/hub/session/ingest-pipeline';
 import { QueryTimeoutError } from '../../src/hub/pg';
+import { hubConfig } from '../../src/hub/config';
 import { buildFrame, newId, readFrame } from '../../src/protocol';
 import type { OpResync } from '../../src/hub/session/store';
 
@@ -26,7 +27,7 @@ async function settle(): Promise<void> {
   }
 }
 
-function harness(onCommitted: (seqs: number[], pipeline: IngestPipeline) => void = () => {}) {
+function harness(onCommitted: (seqs: number[], pipeline: IngestPipeline) => void = () => {}, lingerMs = 0, maxBatch = 100) {
   const committed: number[][] = [];
   let statements = 0;
   const sql: Sql = {
@@ -52,7 +53,7 @@ function harness(onCommitted: (seqs: number[], pipeline: IngestPipeline) => void
     outcomeUnknown: () => undefined,
     log: createLogger({}, 'error'),
   };
-  const pipeline = new IngestPipeline(host, 100);
+  const pipeline = new IngestPipeline(host, maxBatch, {}, lingerMs);
   return { pipeline, committed, statements: () => statements };
 }
 
@@ -78,6 +79,58 @@ describe('ingest pipeline scheduling', () => {
     h.pipeline.push(item(1));
     await settle();
     expect(h.committed).toEqual([[1], [2]]);
+    expect(h.pipeline.size).toBe(0);
+  });
+});
+
+describe('ingest pipeline: lingering for more frames (INGEST_LINGER_MS)', () => {
+  const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+  /** Frame 1, then frames 2 and 3 pushed 20 and 40 ms later, each in a turn of its own. */
+  async function spaced(h: ReturnType<typeof harness>): Promise<void> {
+    h.pipeline.push(item(1));
+    await sleep(20);
+    h.pipeline.push(item(2));
+    await sleep(20);
+    h.pipeline.push(item(3));
+  }
+
+  it('frames that arrive within the linger of the oldest share one statement, where without one each went alone', async () => {
+    const lingering = harness(() => {}, 1_000);
+    await spaced(lingering);
+    expect(lingering.committed).toEqual([]);
+    await sleep(1_100);
+    await settle();
+    expect(lingering.committed).toEqual([[1, 2, 3]]);
+    expect(lingering.statements()).toBe(1);
+
+    const eager = harness();
+    await spaced(eager);
+    await settle();
+    expect(eager.committed).toEqual([[1], [2], [3]]);
+  });
+
+  it('a full batch does not wait', async () => {
+    const h = harness(() => {}, 60_000, 10);
+    for (let seq = 1; seq <= 10; seq++) h.pipeline.push(item(seq));
+    await settle();
+    expect(h.committed).toEqual([[1, 2, 3, 4, 5, 6, 7, 8, 9, 10]]);
+  });
+
+  it('is off unless configured, and bounded', () => {
+    expect(hubConfig({ HUB_VERSION: '0.1.0' }).INGEST_LINGER_MS).toBe(0);
+    expect(hubConfig({ HUB_VERSION: '0.1.0', INGEST_LINGER_MS: '5' }).INGEST_LINGER_MS).toBe(5);
+    expect(() => hubConfig({ HUB_VERSION: '0.1.0', INGEST_LINGER_MS: '5000' })).toThrow(/INGEST_LINGER_MS: must be at most 1000/);
+    expect(() => hubConfig({ HUB_VERSION: '0.1.0', INGEST_LINGER_MS: '-1' })).toThrow(/INGEST_LINGER_MS/);
+  });
+
+  it('a stop does not wait for the linger, and applies nothing it was holding', async () => {
+    const h = harness(() => {}, 60_000);
+    h.pipeline.push(item(1));
+    await settle();
+    const t0 = performance.now();
+    await h.pipeline.quiesce();
+    expect(performance.now() - t0).toBeLessThan(5_000);
+    expect(h.committed).toEqual([]);
     expect(h.pipeline.size).toBe(0);
   });
 });

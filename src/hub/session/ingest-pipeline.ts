@@ -96,8 +96,15 @@ export class IngestPipeline {
 
   constructor(
     private readonly host: IngestHost,
-    maxBatch: number,
+    private readonly maxBatch: number,
     limits: Partial<ScheduleLimits> = {},
+    /**
+     * With nothing in flight and fewer than a full batch waiting, a statement waits until its
+     * oldest frame is this old (INGEST_LINGER_MS; 0: at once). A statement costs the session
+     * about the same however few frames it carries, so an operator that reports steadily below
+     * saturation (every frame its own statement) paid that cost per frame.
+     */
+    private readonly lingerMs = 0,
   ) {
     this.schedule = new IngestSchedule({ ...DEFAULT_SCHEDULE_LIMITS, ...limits, maxBatch });
     this.budget = host.logBudget ?? new LogBudget();
@@ -169,6 +176,12 @@ export class IngestPipeline {
       for (;;) {
         if (!ahead) {
           if (this.stopping) return;
+          const lingered = this.lingerUntil();
+          if (lingered !== null) {
+            // Woken early by every frame pushed: a batch that fills goes at once.
+            await this.sleep(lingered - Date.now());
+            continue;
+          }
           const plan = this.schedule.next(Date.now());
           if ('idle' in plan) return;
           if ('waitUntil' in plan) {
@@ -236,6 +249,15 @@ export class IngestPipeline {
    * operator's next frames, which wait for it) for the build's duration, while the database,
    * already running the statement behind, needed nothing from this object.
    */
+  /** Until when the next statement lingers for more frames, or null to build it now. */
+  private lingerUntil(): number | null {
+    if (this.lingerMs <= 0 || this.schedule.size >= this.maxBatch) return null;
+    const oldest = this.schedule.oldestArrival();
+    if (oldest === null) return null;
+    const until = oldest + this.lingerMs;
+    return until > Date.now() ? until : null;
+  }
+
   private letAckOut(): Promise<void> {
     if (this.schedule.size === 0) return Promise.resolve();
     return new Promise((resolve) => setTimeout(resolve, 0));

@@ -182,6 +182,8 @@ export class SessionObject extends DurableObject<HubEnv> {
         },
       },
       cfg.INGEST_BATCH_FRAMES,
+      {},
+      cfg.INGEST_LINGER_MS,
     );
   }
 
