@@ -1,6 +1,7 @@
 /**
  * Ingest latency against load, as a curve: `npx tsx bench/ingest-curve.ts [--rates 2500,5000,…]
- * [--seconds 3] [--reps 3] [--out bench/INGEST-CURVE.md]` (about five minutes with the defaults);
+ * [--seconds 3] [--reps 3] [--var KEY=VALUE] [--out bench/INGEST-CURVE.md]` (about six minutes with
+ * the defaults);
  * `--render FILE.raw.json` redoes the text and the picture from a run's measurements.
  *
  * The full benchmark (bench/RESULTS.md) measures ingest at two points: as fast as a window of
@@ -23,11 +24,12 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { startEchoServer } from './lib/children';
-import { latencyCurveSvg } from './lib/curve-chart';
+import { curveSvg } from './lib/curve-chart';
 import { BenchEnv, type BenchCluster } from './lib/env';
 import { fmtMs, fmtNum } from './lib/format';
 import { runLoad } from './lib/load';
 import { machineInfo, type MachineInfo } from './lib/machine';
+import { readCpuSeconds } from './lib/proc';
 import type { RawOperator } from './lib/operator';
 import { median, summarize } from './lib/stats';
 import { openEcho, openHubSession } from './scenarios/ingest';
@@ -39,10 +41,11 @@ const { values } = parseArgs({
     reps: { type: 'string' },
     out: { type: 'string' },
     render: { type: 'string' },
+    var: { type: 'string', multiple: true },
   },
 });
 const HERE = path.dirname(new URL(import.meta.url).pathname);
-const RATES = (values.rates ?? '2500,5000,10000,20000,30000,40000,45000,50000,60000').split(',').map(Number);
+const RATES = (values.rates ?? '100,500,2500,5000,10000,20000,30000,40000,45000,50000,60000').split(',').map(Number);
 const MEASURE_MS = Number(values.seconds ?? 3) * 1000;
 const REPS = Number(values.reps ?? 3);
 const OUT = path.resolve(values.out ?? (values.render ? values.render.replace(/\.raw\.json$/, '.md') : path.join(HERE, 'INGEST-CURVE.md')));
@@ -52,7 +55,7 @@ const SUBJECTS = 10_000;
 const TARGET_FPS = 60_000;
 
 if (RATES.some((r) => !Number.isFinite(r) || r <= 0) || !(MEASURE_MS > 0) || !(REPS >= 1)) {
-  console.error('usage: npx tsx bench/ingest-curve.ts [--rates 2500,5000,…] [--seconds 3] [--reps 3] [--out FILE.md] | --render FILE.raw.json [--out FILE.md]');
+  console.error('usage: npx tsx bench/ingest-curve.ts [--rates 2500,5000,…] [--seconds 3] [--reps 3] [--var KEY=VALUE] [--out FILE.md] | --render FILE.raw.json [--out FILE.md]');
   process.exit(2);
 }
 
@@ -62,6 +65,8 @@ interface Point {
   achieved: number;
   p50: number;
   p99: number;
+  /** CPU of the server's process (the hub's workerd, the echo's Node) per frame achieved, µs. */
+  cpuUsPerFrame?: number;
 }
 type Server = 'hub' | 'echo';
 
@@ -73,6 +78,8 @@ interface Raw {
   machine: MachineInfo;
   rates: number[];
   measureMs: number;
+  /** Hub settings given with --var. */
+  vars?: Record<string, string>;
   /** Per server, one list of points per sweep. */
   runs: Record<Server, Point[][]>;
 }
@@ -81,11 +88,22 @@ const MARKER = '<!-- measured above; a reading of the run below, kept by --rende
 
 const log = (m: string) => console.log(`[curve ${new Date().toISOString().slice(11, 19)}] ${m}`);
 
-async function measure(op: RawOperator, offered: number): Promise<Point> {
+async function measure(op: RawOperator, offered: number, pid: number): Promise<Point> {
+  const c0 = readCpuSeconds(pid);
+  const t0 = performance.now();
   const r = await runLoad(op, { window: WINDOW, warmupMs: 1_000, measureMs: MEASURE_MS, subjects: SUBJECTS, ...(offered ? { rate: offered } : {}) });
+  // Over the whole run (its warm-up too), per frame at the rate achieved.
+  const cpuUsPerFrame = ((readCpuSeconds(pid) - c0) / (((performance.now() - t0) / 1000) * r.perSecond)) * 1e6;
   const s = summarize(r.latencies);
-  return { offered, achieved: r.perSecond, p50: s.p50, p99: s.p99 };
+  return { offered, achieved: r.perSecond, p50: s.p50, p99: s.p99, cpuUsPerFrame };
 }
+
+/** `--var KEY=VALUE`: a hub setting for the run (INGEST_LINGER_MS=5, say). */
+const HUB_VARS = Object.fromEntries((values.var ?? []).map((kv) => {
+  const at = kv.indexOf('=');
+  if (at <= 0) throw new Error(`--var ${kv}: expected KEY=VALUE`);
+  return [kv.slice(0, at), kv.slice(at + 1)];
+}));
 
 const raw: Raw = values.render ? (JSON.parse(readFileSync(values.render, 'utf8')) as Raw) : await measureAll();
 
@@ -93,8 +111,9 @@ async function measureAll(): Promise<Raw> {
   const machine = machineInfo();
   const started = new Date();
   const command = `npx tsx bench/ingest-curve.ts${process.argv.length > 2 ? ` ${process.argv.slice(2).join(' ')}` : ''}`;
-  const env = await BenchEnv.start();
+  const env = await BenchEnv.start(HUB_VARS);
   const echo = await startEchoServer();
+  const pids: Record<Server, number> = { hub: env.workerdPid, echo: echo.pid };
   const runs: Record<Server, Point[][]> = { hub: [], echo: [] };
   try {
     log(`hub source: ${env.source.label}`);
@@ -115,9 +134,9 @@ async function measureAll(): Promise<Raw> {
         // Which server goes first alternates, so neither always runs on the machine the other left.
         const pair: Server[] = (k + rep) % 2 === 0 ? ['hub', 'echo'] : ['echo', 'hub'];
         for (const server of pair) {
-          const p = await measure(ops[server], offered);
+          const p = await measure(ops[server], offered, pids[server]);
           byServer[server].push(p);
-          log(`${server} ${offered ? `paced at ${fmtNum(offered)}` : 'unpaced'}: ${fmtNum(p.achieved)} frames/s, ack p50 ${fmtMs(p.p50)}, p99 ${fmtMs(p.p99)}`);
+          log(`${server} ${offered ? `paced at ${fmtNum(offered)}` : 'unpaced'}: ${fmtNum(p.achieved)} frames/s, ack p50 ${fmtMs(p.p50)}, p99 ${fmtMs(p.p99)}, ${fmtNum(p.cpuUsPerFrame ?? Number.NaN)} µs CPU/frame`);
         }
       }
       for (const server of ['hub', 'echo'] as const) runs[server].push(byServer[server]);
@@ -128,14 +147,15 @@ async function measureAll(): Promise<Raw> {
     await echo.stop();
     await env.stop();
   }
-  return { started: started.toISOString(), command, source: env.source.label, machine, rates: RATES, measureMs: MEASURE_MS, runs };
+  return { started: started.toISOString(), command, source: env.source.label, machine, rates: RATES, measureMs: MEASURE_MS, vars: HUB_VARS, runs };
 }
 
 /** Each offered rate's median over the sweeps, in the order of `RATES` then unpaced. */
 function medians(server: Server): Point[] {
   return [...raw.rates, 0].map((offered) => {
     const ps = raw.runs[server].map((sweep) => sweep.find((p) => p.offered === offered) as Point);
-    return { offered, achieved: median(ps.map((p) => p.achieved)), p50: median(ps.map((p) => p.p50)), p99: median(ps.map((p) => p.p99)) };
+    const cpu = ps.map((p) => p.cpuUsPerFrame).filter((c): c is number => c !== undefined);
+    return { offered, achieved: median(ps.map((p) => p.achieved)), p50: median(ps.map((p) => p.p50)), p99: median(ps.map((p) => p.p99)), ...(cpu.length ? { cpuUsPerFrame: median(cpu) } : {}) };
   });
 }
 const hub = medians('hub');
@@ -145,14 +165,24 @@ const svgName = `${path.basename(OUT, '.md')}.svg`;
 mkdirSync(path.dirname(OUT), { recursive: true });
 const paced = (ps: Point[]) => ps.filter((p) => p.offered > 0);
 const unpaced = (ps: Point[]) => ps.filter((p) => p.offered === 0);
-writeFileSync(path.join(path.dirname(OUT), svgName), latencyCurveSvg(TARGET_FPS, [
+writeFileSync(path.join(path.dirname(OUT), svgName), curveSvg({ title: 'Ingest, one session: ack latency against frames/s achieved', yUnit: 'ms', targetFps: TARGET_FPS }, [
   { label: 'hub, ack p50', color: '#c0392b', dash: '', points: paced(hub).map((p) => [p.achieved, p.p50]), open: unpaced(hub).map((p) => [p.achieved, p.p50]) },
   { label: 'hub, ack p99', color: '#c0392b', dash: '6 4', points: paced(hub).map((p) => [p.achieved, p.p99]), open: unpaced(hub).map((p) => [p.achieved, p.p99]) },
   { label: 'ws echo, ack p50', color: '#2471a3', dash: '', points: paced(echoPoints).map((p) => [p.achieved, p.p50]), open: unpaced(echoPoints).map((p) => [p.achieved, p.p50]) },
   { label: 'ws echo, ack p99', color: '#2471a3', dash: '6 4', points: paced(echoPoints).map((p) => [p.achieved, p.p99]), open: unpaced(echoPoints).map((p) => [p.achieved, p.p99]) },
 ]));
+// CPU per frame, where the run measured it (runs before the column have none).
+const cpuOf = (ps: Point[]): [number, number][] => ps.flatMap((p) => (p.cpuUsPerFrame === undefined ? [] : [[p.achieved, p.cpuUsPerFrame] as [number, number]]));
+const cpuSvgName = `${path.basename(OUT, '.md')}-cpu.svg`;
+const hasCpu = cpuOf(hub).length > 0;
+if (hasCpu) {
+  writeFileSync(path.join(path.dirname(OUT), cpuSvgName), curveSvg({ title: 'Ingest, one session: server CPU per frame against frames/s achieved', yUnit: 'µs', xLog: true }, [
+    { label: "hub (its workerd)", color: '#c0392b', dash: '', points: cpuOf(paced(hub)), open: cpuOf(unpaced(hub)) },
+    { label: 'ws echo (its Node)', color: '#2471a3', dash: '', points: cpuOf(paced(echoPoints)), open: cpuOf(unpaced(echoPoints)) },
+  ]));
+}
 
-const row = (p: Point) => `${fmtNum(p.achieved)} | ${fmtMs(p.p50)} | ${fmtMs(p.p99)}`;
+const row = (p: Point) => `${fmtNum(p.achieved)} | ${fmtMs(p.p50)} | ${fmtMs(p.p99)} | ${p.cpuUsPerFrame === undefined ? '—' : fmtNum(p.cpuUsPerFrame)}`;
 const lines = [
   '# Ingest: ack latency against load (one session)',
   '',
@@ -165,16 +195,18 @@ const lines = [
   `- Hub: ${raw.source}; Postgres on 127.0.0.1 through the Neon driver and the WebSocket→TCP proxy, as in bench/RESULTS.md.`,
   `- Machine: ${raw.machine.nproc} cores, ${raw.machine.cpuModel}, ${raw.machine.memory}; Node ${raw.machine.node}; workerd ${raw.machine.workerd}; load average before ${raw.machine.loadBefore.map((x) => x.toFixed(2)).join(' / ')}.`,
   `- Sender: one session, device.observed frames over ${fmtNum(SUBJECTS)} GPUs whose rows exist, at most ${fmtNum(WINDOW)} unacknowledged (bench/lib/load.ts, as the ingest scenario); each point 1 s unmeasured then ${raw.measureMs / 1000} s measured; latency = frame sent → the first ack covering it. Hub and echo in turn at each rate, ${raw.runs.hub.length} sweep(s) (every second one downwards); each figure the median of the sweeps.`,
-  `- The hub acks after its batch commits in Postgres; the echo acks every frame after JSON.parse and stores nothing.`,
+  `- The hub acks after its batch commits in Postgres; the echo acks every frame after JSON.parse and stores nothing. CPU per frame: the server process's user and system time over the point's run (its warm-up included) over the frames it took, the hub's workerd or the echo's Node (runs before this column was added have none).`,
+  ...(raw.vars && Object.keys(raw.vars).length ? [`- Hub settings: ${Object.entries(raw.vars).map(([k, v]) => `\`${k}=${v}\``).join(', ')}.`] : []),
   '',
   `![Ack latency p50 and p99 against the rate achieved, hub and ws echo](${svgName})`,
   '',
-  '| offered frames/s | hub: achieved | hub: ack p50 | hub: ack p99 | echo: achieved | echo: ack p50 | echo: ack p99 |',
-  '|---:|---:|---:|---:|---:|---:|---:|',
+  ...(hasCpu ? [`![Server CPU per frame against the rate achieved, hub and ws echo](${cpuSvgName})`, ''] : []),
+  '| offered frames/s | hub: achieved | hub: ack p50 | hub: ack p99 | hub: workerd CPU µs/frame | echo: achieved | echo: ack p50 | echo: ack p99 | echo: CPU µs/frame |',
+  '|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
   ...hub.map((h, i) => `| ${h.offered ? fmtNum(h.offered) : 'unpaced'} | ${row(h)} | ${row(echoPoints[i] as Point)} |`),
   '',
 ];
 const reading = existsSync(OUT) ? readFileSync(OUT, 'utf8').split(MARKER)[1] : undefined;
 writeFileSync(OUT, [...lines, MARKER, reading?.replace(/^\n+/, '') ?? ''].join('\n'));
 if (!values.render) writeFileSync(OUT.replace(/\.md$/, '.raw.json'), `${JSON.stringify(raw, null, 1)}\n`);
-log(`wrote ${OUT} and ${svgName}`);
+log(`wrote ${OUT}, ${svgName}${hasCpu ? ` and ${cpuSvgName}` : ''}`);
