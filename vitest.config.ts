@@ -85,8 +85,12 @@ const UNIT_FRESH_MODULE_GRAPH = [
   'test/unit/protocol/envelope.test.ts',
 ];
 
-/** e2e files that need a module graph of their own: 'e2e' shares one per worker. */
-const E2E_FRESH_MODULE_GRAPH = ['test/e2e/bench-direct-socket.test.ts'];
+/**
+ * e2e files that need a module graph of their own: 'e2e' shares one per worker. The bench's
+ * modules hook wrangler's loading (bench/lib/direct-socket.ts) and refuse to once another file
+ * has loaded it.
+ */
+const E2E_FRESH_MODULE_GRAPH = ['test/e2e/bench-direct-socket.test.ts', 'test/e2e/bench-load.test.ts'];
 
 const embedded = process.env.WINGSMITH_TEST_EMBEDDED === '1' || (await pickDatabaseUrlForTests()) === undefined;
 

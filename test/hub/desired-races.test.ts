@@ -50,6 +50,19 @@ async function clusterRevision(uid: string): Promise<number> {
   return Number(r?.rev);
 }
 
+/**
+ * Pings every second, as an operator does at the advertised PING_INTERVAL_MS (1 s here): the tests
+ * keep their operator otherwise silent, and on a loaded machine their admin writes can outlast the
+ * silence limit (IDLE_TIMEOUT_MS, 3 s), which then cuts the connection (4408) mid-test.
+ */
+function pinging(peer: () => Peer): () => void {
+  const t = setInterval(() => {
+    const p = peer();
+    if (!p.isClosed) p.send('ping', {});
+  }, 1_000);
+  return () => clearInterval(t);
+}
+
 /** Wait until the operator's stream has a desired frame at or above `rev`, or an operation start for every id. */
 async function settle(peers: Peer[], pred: (frames: Frame[]) => boolean, ms = 15_000) {
   const deadline = Date.now() + ms;
@@ -93,6 +106,7 @@ describe('review: desired writes under races reach the operator', () => {
   it('concurrent single PUTs, DELETEs, bulk PUTs and operations of one cluster (by uid and by name)', async () => {
     const c = await h.newCluster('rr');
     const { peer } = await h.openFresh(c);
+    const stopPinging = pinging(() => peer);
     const ids = ['a', 'b', 'c', 'd', 'e', 'f'];
     const acked: { id: string; revision: number }[] = [];
     const ops: string[] = [];
@@ -135,7 +149,8 @@ describe('review: desired writes under races reach the operator', () => {
     checkAgainstDb(frames, await dbState(c.uid), acked);
     const starts = frames.filter((f) => f.type === 'operation.start').map((f) => f.payload.operation_id as string);
     expect.soft(starts.sort(), 'every accepted operation started exactly once').toEqual([...ops].sort());
-    expect(peer.isClosed).toBe(false);
+    stopPinging();
+    expect(peer.closeInfo, 'the operator stayed connected').toBeNull();
     peer.close();
   }, 60_000);
 
@@ -146,6 +161,7 @@ describe('review: desired writes under races reach the operator', () => {
     const peer = await h.connect(c.token);
     peer.send('hello', { operator_version: '0.1.0', session_id: null, resume_from: null, lossy: false, cluster_id: c.name });
     await peer.next((f) => f.type === 'welcome');
+    const stopPinging = pinging(() => peer);
     const acked: { id: string; revision: number }[] = [];
     const reqs: Promise<void>[] = [];
     for (const id of ['d039', 'd038', 'd030', 'd000', 'd001', 'zz-new']) {
@@ -166,7 +182,8 @@ describe('review: desired writes under races reach the operator', () => {
     const frames = stream([peer]);
     expect(frames.find((f) => f.type === 'stream.end')?.payload).toMatchObject({ complete: true });
     checkAgainstDb(frames, await dbState(c.uid), acked);
-    expect(peer.isClosed).toBe(false);
+    stopPinging();
+    expect(peer.closeInfo, 'the operator stayed connected').toBeNull();
     peer.close();
   }, 60_000);
 
@@ -185,6 +202,7 @@ describe('review: desired writes under races reach the operator', () => {
       }
     })();
     let cur = first.peer;
+    const stopPinging = pinging(() => cur);
     for (let k = 0; k < 2; k++) {
       await sleep(400);
       // read everything so far (advances hubCursor)
@@ -209,7 +227,8 @@ describe('review: desired writes under races reach the operator', () => {
     const seqs = frames.map((f) => f.seq as number);
     expect.soft(seqs, 'hub stream contiguous').toEqual(Array.from({ length: seqs.length }, (_, i) => i + 1));
     checkAgainstDb(frames, await dbState(c.uid), acked);
-    expect(cur.isClosed).toBe(false);
+    stopPinging();
+    expect(cur.closeInfo, 'the operator stayed connected').toBeNull();
     cur.close();
   }, 60_000);
 
