@@ -242,13 +242,6 @@ export class IngestPipeline {
     }
   }
 
-  /**
-   * Ends the turn after a commit was settled, before the next statement is built. The settle
-   * wrote the cursor and sent the ack, and the ack leaves only once this turn's write has been
-   * committed, after the turn: building 2,000 frames' statement first held it (and so the
-   * operator's next frames, which wait for it) for the build's duration, while the database,
-   * already running the statement behind, needed nothing from this object.
-   */
   /** Until when the next statement lingers for more frames, or null to build it now. */
   private lingerUntil(): number | null {
     if (this.lingerMs <= 0 || this.schedule.size >= this.maxBatch) return null;
@@ -258,6 +251,13 @@ export class IngestPipeline {
     return until > Date.now() ? until : null;
   }
 
+  /**
+   * Ends the turn after a commit was settled, before the next statement is built. The settle
+   * wrote the cursor and sent the ack, and the ack leaves only once this turn's write has been
+   * committed, after the turn: building 2,000 frames' statement first held it (and so the
+   * operator's next frames, which wait for it) for the build's duration, while the database,
+   * already running the statement behind, needed nothing from this object.
+   */
   private letAckOut(): Promise<void> {
     if (this.schedule.size === 0) return Promise.resolve();
     return new Promise((resolve) => setTimeout(resolve, 0));
