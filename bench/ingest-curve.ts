@@ -1,8 +1,8 @@
 /**
- * Ingest latency against load, as a curve: `npx tsx bench/ingest-curve.ts [--rates 2500,5000,…]
- * [--seconds 3] [--reps 3] [--var KEY=VALUE] [--out bench/INGEST-CURVE.md]` (about six minutes with
- * the defaults);
- * `--render FILE.raw.json` redoes the text and the picture from a run's measurements.
+ * Ingest latency and CPU against load, as curves: `npx tsx bench/ingest-curve.ts [--rates
+ * 100,500,…] [--seconds 3] [--reps 3] [--var KEY=VALUE] [--out bench/INGEST-CURVE.md]` (about six
+ * minutes with the defaults); `--render FILE.raw.json` redoes the text and the pictures from a
+ * run's measurements.
  *
  * The full benchmark (bench/RESULTS.md) measures ingest at two points: as fast as a window of
  * 10,000 unacknowledged frames allows, and paced at 5,000 frames/s. Between them is what an
@@ -15,10 +15,10 @@
  * its latency is the window's wait; the final point of each is unpaced. `--reps` repeats the
  * sweep (rates in a new order each time) and reports each point's median.
  *
- * Writes the table (markdown), the picture (SVG beside it, same name: ack latency p50 and p99 on a
- * logarithmic axis against the rate achieved, one line per server and quantile) and the
- * measurements (`.raw.json`). A hand-written reading of a run goes below the marker line and is
- * kept by `--render`.
+ * Writes the table (markdown), two pictures beside it (same name, `.svg`: ack latency p50 and p99
+ * against the rate achieved; `-cpu.svg`: each server's CPU per frame against it, both on log
+ * axes) and the measurements (`.raw.json`). A hand-written reading of a run goes below the marker
+ * line and is kept by `--render`.
  */
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -55,7 +55,7 @@ const SUBJECTS = 10_000;
 const TARGET_FPS = 60_000;
 
 if (RATES.some((r) => !Number.isFinite(r) || r <= 0) || !(MEASURE_MS > 0) || !(REPS >= 1)) {
-  console.error('usage: npx tsx bench/ingest-curve.ts [--rates 2500,5000,…] [--seconds 3] [--reps 3] [--var KEY=VALUE] [--out FILE.md] | --render FILE.raw.json [--out FILE.md]');
+  console.error('usage: npx tsx bench/ingest-curve.ts [--rates 100,500,…] [--seconds 3] [--reps 3] [--var KEY=VALUE] [--out FILE.md] | --render FILE.raw.json [--out FILE.md]');
   process.exit(2);
 }
 
