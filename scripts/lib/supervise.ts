@@ -19,7 +19,7 @@
  * status (130) and a second Ctrl-C's "force" are lost. Running start.ts with
  * `node --import tsx` instead of the tsx CLI avoids the relay altogether.
  */
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { constants } from 'node:os';
 
 /** Messages from the supervisor to the hub process. */
@@ -34,17 +34,17 @@ export function isSupervisorMessage(m: unknown): m is SupervisorMessage {
 export const SAME_INTERRUPT_MS = 750;
 
 export function supervise(script: string, roleEnv: string): Promise<never> {
-  const child = spawn(process.execPath, ['--import', 'tsx', script, ...process.argv.slice(2)], {
-    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-    detached: true,
-    env: { ...process.env, [roleEnv]: 'hub' },
-  });
+  // The handlers go in before the child exists: the child shows in the process table as soon as
+  // it is forked, and a Ctrl-C sent then (a test does, on seeing it) found no handler and killed
+  // this process outright (exit by SIGINT, not 0). Caught now, it is handled once the spawn below
+  // has returned: signals reach JavaScript from the event loop, never in the middle of it.
+  let child: ChildProcess | null = null;
   const send = (m: SupervisorMessage) => {
-    if (child.connected) child.send(m, () => undefined);
+    if (child?.connected) child.send(m, () => undefined);
   };
   const killGroup = () => {
     try {
-      if (child.pid !== undefined) process.kill(-child.pid, 'SIGKILL');
+      if (child?.pid !== undefined) process.kill(-child.pid, 'SIGKILL');
     } catch {
       // Already gone.
     }
@@ -69,14 +69,20 @@ export function supervise(script: string, roleEnv: string): Promise<never> {
   };
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
+  const spawned = spawn(process.execPath, ['--import', 'tsx', script, ...process.argv.slice(2)], {
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    detached: true,
+    env: { ...process.env, [roleEnv]: 'hub' },
+  });
+  child = spawned;
   // Should this process die some other way, the child notices the IPC channel closing and stops.
 
   return new Promise<never>(() => {
-    child.once('error', (err) => {
+    spawned.once('error', (err) => {
       console.error(`start: could not start the hub process: ${err.message}`);
       process.exit(1);
     });
-    child.once('exit', (code, signal) => {
+    spawned.once('exit', (code, signal) => {
       // A child killed outright (kill -9, the OOM killer) stopped nothing; workerd, in its group,
       // would serve on as an orphan holding the port. After a clean stop the group is empty.
       killGroup();

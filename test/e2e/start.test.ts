@@ -231,7 +231,13 @@ async function hubProcess(run: Run): Promise<number> {
       if (!/^\d+$/.test(entry)) continue;
       const stat = await readFile(`/proc/${entry}/stat`, 'utf8').catch(() => '');
       // The parent pid is the second field after the parenthesized command name.
-      if (stat && Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === supervisor) return Number(entry);
+      if (!stat || Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) !== supervisor) continue;
+      // The hub process by its role, as the supervisor sets it: not any child of the supervisor. A
+      // fork not yet exec'd shows the supervisor's command line and environment (the hub's own
+      // spawn, or tsx's esbuild while the supervisor is still loading), and a Ctrl-C sent on
+      // seeing one reached a supervisor with no handler yet, which died of it.
+      const environ = await readFile(`/proc/${entry}/environ`, 'utf8').catch(() => '');
+      if (environ.split('\0').includes('WINGSMITH_START_ROLE=hub')) return Number(entry);
     }
     if (run.child.exitCode !== null) throw new Error(`npm start exited (${run.child.exitCode}) before its hub process was seen\n${run.stderr()}`);
     await new Promise((r) => setTimeout(r, 5));
