@@ -302,7 +302,7 @@ describe('hello', () => {
       for (let i = 0; i < sent.length; i++) replayed.push(await conn2.next());
       expect(replayed.map((f) => f.raw)).toEqual(sent.map((f) => f.raw));
     } finally {
-      await rm(dir, { recursive: true, force: true });
+      await rm(dir, { recursive: true, force: true, maxRetries: 5, retryDelay: 100 });
     }
   });
 
@@ -326,7 +326,7 @@ describe('hello', () => {
       expect(await files()).toEqual(before);
       expect(t.logger.records.some((l) => l.level === 'error' && /no longer this process/.test(String(l.msg)))).toBe(true);
     } finally {
-      await rm(dir, { recursive: true, force: true });
+      await rm(dir, { recursive: true, force: true, maxRetries: 5, retryDelay: 100 });
     }
   });
 
@@ -358,7 +358,7 @@ describe('hello', () => {
       const conn = await hub.nextConnection();
       expect((await conn.nextOf('hello')).payload).toMatchObject({ session_id: 'S1', lossy: true });
     } finally {
-      await rm(dir, { recursive: true, force: true });
+      await rm(dir, { recursive: true, force: true, maxRetries: 5, retryDelay: 100 });
     }
   });
 
@@ -399,7 +399,7 @@ describe('hello', () => {
       const hello = await (await hub.nextConnection()).nextOf('hello');
       expect(hello.payload).toMatchObject({ session_id: 'S1', lossy: true });
     } finally {
-      await rm(dir, { recursive: true, force: true });
+      await rm(dir, { recursive: true, force: true, maxRetries: 5, retryDelay: 100 });
     }
   });
 });

@@ -9,7 +9,7 @@ beforeEach(async () => {
   dir = await mkdtemp(path.join(tmpdir(), 'wingsmith-cursor-'));
 });
 afterEach(async () => {
-  await rm(dir, { recursive: true, force: true });
+  await rm(dir, { recursive: true, force: true, maxRetries: 5, retryDelay: 100 });
 });
 
 const record = (cursor: number, sessionId = 'S1'): DurableRecord => ({ ...emptyRecord(), sessionId, cursor, outbound: { nextSeq: cursor + 1, peerAck: cursor, lostThrough: 0 } });

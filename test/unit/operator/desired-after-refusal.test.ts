@@ -37,7 +37,7 @@ beforeEach(async () => {
 afterEach(async () => {
   for (const t of clients.splice(0)) await t.client.stop({ graceful: false });
   await hub.stop();
-  await rm(dir, { recursive: true, force: true });
+  await rm(dir, { recursive: true, force: true, maxRetries: 5, retryDelay: 100 });
 });
 
 /**

@@ -98,7 +98,7 @@ beforeAll(async () => {
   dir = await mkdtemp(path.join(tmpdir(), 'review-sdkdisk-'));
 });
 afterAll(async () => {
-  await rm(dir, { recursive: true, force: true });
+  await rm(dir, { recursive: true, force: true, maxRetries: 5, retryDelay: 100 });
 });
 
 describe('the outbound log with a fault at any file-system call of its syncs', () => {

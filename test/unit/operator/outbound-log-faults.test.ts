@@ -76,7 +76,7 @@ afterEach(async () => {
   gate.release?.();
   await hub?.stop();
   hub = null;
-  await rm(dir, { recursive: true, force: true });
+  await rm(dir, { recursive: true, force: true, maxRetries: 5, retryDelay: 100 });
 });
 
 const frame = (session: string, seq: number) => JSON.stringify({ v: 1, type: 'node.observed', seq, payload: { note: `${session} frame ${seq}` } });

@@ -45,7 +45,7 @@ beforeEach(async () => {
   failNext.after = false;
 });
 afterEach(async () => {
-  await rm(dir, { recursive: true, force: true });
+  await rm(dir, { recursive: true, force: true, maxRetries: 5, retryDelay: 100 });
 });
 
 const frame = (seq: number) => ({ seq, frame: `{"v":1,"type":"node.observed","seq":${seq}}`, bytes: 40 });

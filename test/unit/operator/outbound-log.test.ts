@@ -14,7 +14,7 @@ beforeEach(async () => {
   file = path.join(dir, 'outbound.log');
 });
 afterEach(async () => {
-  await rm(dir, { recursive: true, force: true });
+  await rm(dir, { recursive: true, force: true, maxRetries: 5, retryDelay: 100 });
 });
 
 const frame = (seq: number) => JSON.stringify({ v: 1, type: 'node.observed', seq, payload: { note: `frame ${seq} ✓` } });

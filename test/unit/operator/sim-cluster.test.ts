@@ -20,7 +20,7 @@ beforeEach(async () => {
 afterEach(async () => {
   for (const s of sims.splice(0)) await s.stop({ graceful: false });
   await hub.stop();
-  await rm(dir, { recursive: true, force: true });
+  await rm(dir, { recursive: true, force: true, maxRetries: 5, retryDelay: 100 });
 });
 
 async function sim(timers: ManualTimers, stateDir?: string) {

@@ -75,7 +75,7 @@ describe('start() and stop() called around each other', () => {
         dials: 0,
       });
     } finally {
-      await rm(dir, { recursive: true, force: true });
+      await rm(dir, { recursive: true, force: true, maxRetries: 5, retryDelay: 100 });
     }
   });
 

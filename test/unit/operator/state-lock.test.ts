@@ -44,7 +44,7 @@ beforeEach(async () => {
   dir = await mkdtemp(path.join(tmpdir(), 'wingsmith-lock-'));
 });
 afterEach(async () => {
-  await rm(dir, { recursive: true, force: true });
+  await rm(dir, { recursive: true, force: true, maxRetries: 5, retryDelay: 100 });
 });
 
 const lockFile = () => path.join(dir, 'operator.lock');
