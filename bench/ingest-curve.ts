@@ -24,7 +24,8 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { startEchoServer } from './lib/children';
-import { curveSvg } from './lib/curve-chart';
+import { hubVar } from './lib/args';
+import { curveSvg, type Series } from './lib/curve-chart';
 import { BenchEnv, type BenchCluster } from './lib/env';
 import { fmtMs, fmtNum } from './lib/format';
 import { runLoad } from './lib/load';
@@ -99,11 +100,7 @@ async function measure(op: RawOperator, offered: number, pid: number): Promise<P
 }
 
 /** `--var KEY=VALUE`: a hub setting for the run (INGEST_LINGER_MS=5, say). */
-const HUB_VARS = Object.fromEntries((values.var ?? []).map((kv) => {
-  const at = kv.indexOf('=');
-  if (at <= 0) throw new Error(`--var ${kv}: expected KEY=VALUE`);
-  return [kv.slice(0, at), kv.slice(at + 1)];
-}));
+const HUB_VARS = Object.fromEntries((values.var ?? []).map(hubVar));
 
 const raw: Raw = values.render ? (JSON.parse(readFileSync(values.render, 'utf8')) as Raw) : await measureAll();
 
@@ -163,22 +160,24 @@ const echoPoints = medians('echo');
 
 const svgName = `${path.basename(OUT, '.md')}.svg`;
 mkdirSync(path.dirname(OUT), { recursive: true });
-const paced = (ps: Point[]) => ps.filter((p) => p.offered > 0);
-const unpaced = (ps: Point[]) => ps.filter((p) => p.offered === 0);
+/** One line of a picture: the paced points joined, the unpaced one apart. */
+const line = (label: string, color: string, dash: string, ps: Point[], y: (p: Point) => number | undefined): Series => {
+  const at = (sel: Point[]): [number, number][] => sel.flatMap((p) => (y(p) === undefined ? [] : [[p.achieved, y(p) as number] as [number, number]]));
+  return { label, color, dash, points: at(ps.filter((p) => p.offered > 0)), open: at(ps.filter((p) => p.offered === 0)) };
+};
 writeFileSync(path.join(path.dirname(OUT), svgName), curveSvg({ title: 'Ingest, one session: ack latency against frames/s achieved', yUnit: 'ms', targetFps: TARGET_FPS }, [
-  { label: 'hub, ack p50', color: '#c0392b', dash: '', points: paced(hub).map((p) => [p.achieved, p.p50]), open: unpaced(hub).map((p) => [p.achieved, p.p50]) },
-  { label: 'hub, ack p99', color: '#c0392b', dash: '6 4', points: paced(hub).map((p) => [p.achieved, p.p99]), open: unpaced(hub).map((p) => [p.achieved, p.p99]) },
-  { label: 'ws echo, ack p50', color: '#2471a3', dash: '', points: paced(echoPoints).map((p) => [p.achieved, p.p50]), open: unpaced(echoPoints).map((p) => [p.achieved, p.p50]) },
-  { label: 'ws echo, ack p99', color: '#2471a3', dash: '6 4', points: paced(echoPoints).map((p) => [p.achieved, p.p99]), open: unpaced(echoPoints).map((p) => [p.achieved, p.p99]) },
+  line('hub, ack p50', '#c0392b', '', hub, (p) => p.p50),
+  line('hub, ack p99', '#c0392b', '6 4', hub, (p) => p.p99),
+  line('ws echo, ack p50', '#2471a3', '', echoPoints, (p) => p.p50),
+  line('ws echo, ack p99', '#2471a3', '6 4', echoPoints, (p) => p.p99),
 ]));
 // CPU per frame, where the run measured it (runs before the column have none).
-const cpuOf = (ps: Point[]): [number, number][] => ps.flatMap((p) => (p.cpuUsPerFrame === undefined ? [] : [[p.achieved, p.cpuUsPerFrame] as [number, number]]));
 const cpuSvgName = `${path.basename(OUT, '.md')}-cpu.svg`;
-const hasCpu = cpuOf(hub).length > 0;
+const hasCpu = hub.some((p) => p.cpuUsPerFrame !== undefined);
 if (hasCpu) {
   writeFileSync(path.join(path.dirname(OUT), cpuSvgName), curveSvg({ title: 'Ingest, one session: server CPU per frame against frames/s achieved', yUnit: 'µs', xLog: true }, [
-    { label: "hub (its workerd)", color: '#c0392b', dash: '', points: cpuOf(paced(hub)), open: cpuOf(unpaced(hub)) },
-    { label: 'ws echo (its Node)', color: '#2471a3', dash: '', points: cpuOf(paced(echoPoints)), open: cpuOf(unpaced(echoPoints)) },
+    line('hub (its workerd)', '#c0392b', '', hub, (p) => p.cpuUsPerFrame),
+    line('ws echo (its Node)', '#2471a3', '', echoPoints, (p) => p.cpuUsPerFrame),
   ]));
 }
 

@@ -16,6 +16,13 @@ export interface BenchArgs {
 }
 
 /** The parsed arguments, or 'help' when the usage was asked for. Throws on anything it cannot take. */
+/** `--var KEY=VALUE`: a hub setting for the run (the value may hold '='). */
+export function hubVar(kv: string): [string, string] {
+  const [k, ...rest] = kv.split('=');
+  if (!k || rest.length === 0) throw new Error('--var needs KEY=VALUE');
+  return [k, rest.join('=')];
+}
+
 export function parseBenchArgs(argv: readonly string[], scenarios: readonly string[]): BenchArgs | 'help' {
   const a: BenchArgs = { quick: false, pooler: false, profile: false, vars: {}, only: null, reps: 3, out: null, render: null, commit: null, devPaths: false };
   let repsGiven = false;
@@ -30,9 +37,8 @@ export function parseBenchArgs(argv: readonly string[], scenarios: readonly stri
     else if (v === '--pooler') a.pooler = true;
     else if (v === '--profile') a.profile = true;
     else if (v === '--var') {
-      const [k, ...rest] = next().split('=');
-      if (!k || rest.length === 0) throw new Error('--var needs KEY=VALUE');
-      a.vars[k] = rest.join('=');
+      const [k, value] = hubVar(next());
+      a.vars[k] = value;
     } else if (v === '--only') a.only = next().split(',').map((s) => s.trim()).filter(Boolean);
     else if (v === '--reps') {
       // Math.max(1, Number(x)) was NaN for `--reps three`: no repetition ran and nothing was measured.

@@ -46,7 +46,8 @@ export function ratioBars(results: readonly ScenarioResult[]): RatioBar[] {
   return out;
 }
 
-const esc = (s: string) => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
+/** Text for SVG: the five characters markup gives meaning to, escaped. */
+export const esc = (s: string) => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
 
 /** The chart as an SVG document. */
 export function ratioChartSvg(bars: readonly RatioBar[], title: string): string {

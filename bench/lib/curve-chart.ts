@@ -2,7 +2,7 @@
  * The pictures of bench/INGEST-CURVE.md (bench/ingest-curve.ts): ack latency, and CPU per frame,
  * against the rate achieved, one line per server (and quantile). Plain SVG text, no dependencies, as chart.ts.
  */
-const esc = (s: string) => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
+import { esc } from './chart';
 
 export interface Series {
   label: string;

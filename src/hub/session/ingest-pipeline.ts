@@ -88,6 +88,8 @@ export class IngestPipeline {
   /** A statement's outcome is unknown: nothing runs until `quiesce` (the next hello). */
   private halted = false;
   private wake: (() => void) | null = null;
+  /** The loop sleeps until its oldest frame has lingered (`lingerUntil`). */
+  private lingering = false;
   /** Consecutive failed statements, for the live view. */
   transientFailures = 0;
   private readonly budget: LogBudget;
@@ -141,6 +143,9 @@ export class IngestPipeline {
 
   kick(): void {
     if (this.stopping || this.halted) return;
+    // A lingering statement wakes only for a full batch: woken per frame, it re-armed its timer
+    // per frame, for the same deadline.
+    if (this.lingering && this.schedule.size < this.maxBatch) return;
     if (this.running) {
       // A frame for a subject nobody waits on may be runnable at once.
       this.wake?.();
@@ -178,8 +183,13 @@ export class IngestPipeline {
           if (this.stopping) return;
           const lingered = this.lingerUntil();
           if (lingered !== null) {
-            // Woken early by every frame pushed: a batch that fills goes at once.
-            await this.sleep(lingered - Date.now());
+            // Woken early by the frame that fills a batch (`kick`), and by a stop.
+            this.lingering = true;
+            try {
+              await this.sleep(lingered - Date.now());
+            } finally {
+              this.lingering = false;
+            }
             continue;
           }
           const plan = this.schedule.next(Date.now());
