@@ -78,8 +78,6 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
   private stopPromise: Promise<void> | null = null;
   private starting: Promise<void> | null = null;
   private drainWaiters: (() => void)[] = [];
-  /** The stop saved the record for the last time: nothing is written to the state after it. */
-  private finalSaved = false;
   /** The stop's drain is over: nothing more is written to the hub, so reports are refused. */
   private sendingEnded = false;
   private refusedAfterStop = false;
@@ -163,7 +161,8 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
       cursor: () => session.ackableCursor(),
       durableCursor: () => record.persistedCursor,
       limits: () => session.limits,
-      link: () => this.conn.link,
+      // Nothing is numbered into the log after the record's last save: the record would not back it.
+      link: () => (record.sealed ? null : this.conn.link),
       needsSave: () => record.needsSave(session.ackableCursor()),
       persist: () => record.persist(),
       storageFailed: (numbered, err) => {
@@ -204,8 +203,7 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
       record.markChanged();
       // Saved here, not by the writer: it saves only while a link is open, and a handler that
       // returns after the link dropped would leave the revision unsaved for the whole backoff.
-      // Never after the stop's final save: the state may belong to the next process by then.
-      if (this.finalSaved) return;
+      // After the stop's final save this writes nothing (RecordKeeper.finalSave).
       record.persist().catch((err: unknown) => log.error('could not save a revision a replay could undo', { err }));
     };
   }
@@ -537,12 +535,10 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
     try {
       this.record.cleanOnSave = clean;
       this.record.markChanged();
-      await this.record.persist();
+      await this.record.finalSave();
       saved = true;
     } catch (err) {
       this.log.error('could not save the cursor on stop', { err });
-    } finally {
-      this.finalSaved = true;
     }
     if (this.conn.link) this.conn.close(this.conn.link, graceful ? CloseCode.NORMAL : 1001, 'operator stopping');
     // Frames numbered and never synced were never sent. Once the record is saved it backs them

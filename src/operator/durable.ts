@@ -21,6 +21,8 @@ export class RecordKeeper {
   private next: Promise<void> | null = null;
   /** Bumped when a fresh session restarts the cursor: a save built before it holds another session's. */
   private numbering = 0;
+  /** The stop's final save is done: nothing is written after it. */
+  private sealedFlag = false;
 
   constructor(
     private readonly store: CursorStore,
@@ -72,6 +74,7 @@ export class RecordKeeper {
    * many starts keep arriving behind it (group commit, see receiver.ts).
    */
   persist(): Promise<void> {
+    if (this.sealedFlag) return Promise.resolve();
     if (this.next) return this.next;
     if (!this.persisting) return this.saveNow();
     // The save under way was built before this call: it may miss what the caller changed.
@@ -83,6 +86,27 @@ export class RecordKeeper {
       });
     this.next = next;
     return next;
+  }
+
+  /** The stop's final save is done: the state directory may belong to the next process. */
+  get sealed(): boolean {
+    return this.sealedFlag;
+  }
+
+  /**
+   * The stop's save, the last one. A save asked for while it is written (a handler concluding
+   * during a stop that does not wait for it) is written before this resolves, not after: the
+   * caller gives the state directory's lock up next, and a write after that could replace the
+   * record of a process that took the directory over. From then on persist() writes nothing.
+   */
+  async finalSave(): Promise<void> {
+    try {
+      await this.persist();
+      // A save queued behind the one awaited is either still queued or already started.
+      while (this.next ?? this.persisting) await (this.next ?? this.persisting);
+    } finally {
+      this.sealedFlag = true;
+    }
   }
 
   private saveNow(): Promise<void> {
