@@ -12,9 +12,19 @@ import { converge } from './support/converge';
 import { E2E_CLIENT, sleep, until, useE2E } from './support/e2e';
 import { desiredBody } from './support/plane';
 import { SeededRandom, suiteSeed } from './support/rng';
+import type { LinkRecord, WireTap } from './support/wire-tap';
 
 const e = useE2E();
 const SEED = suiteSeed(0x70c3e);
+
+/** The operator's welcomed, open link. */
+function liveLink(sim: { tap: WireTap }): LinkRecord {
+  const link = sim.tap.links[sim.tap.links.length - 1];
+  if (!link || link.welcome === null || link.close !== null) {
+    throw new Error(`no live session: links ${JSON.stringify(sim.tap.links.map((l) => ({ welcomed: l.welcome !== null, close: l.close })))}`);
+  }
+  return link;
+}
 
 describe(`token rotation and disablement mid-stream (seed ${SEED})`, () => {
   it('disabling the cluster cuts the live session (4403); the operator keeps retrying with backoff; after re-enabling it converges', async () => {
@@ -31,10 +41,11 @@ describe(`token rotation and disablement mid-stream (seed ${SEED})`, () => {
     const churn = new Churn(rng, sim, e.admin, { observedEveryMs: 30, desiredEveryMs: 0, deployments: ['d1'] });
     churn.start();
     await sleep(300);
+    // The live link is taken before the admin call: by the time a slow answer arrives, the cut
+    // may be done and the operator's next (refused) attempt be the last link.
+    const live = liveLink(sim);
     await e.admin.disable(reg.name);
-    const live = sim.tap.links[sim.tap.links.length - 1];
-    await until('the live session to be cut with 4403', () => live?.close?.code === 4403, 10_000);
-    expect(live?.welcome).not.toBeNull();
+    await until('the live session to be cut with 4403', () => live.close?.code === 4403, 10_000);
     // Refused again at every attempt while disabled: an error first, then 4403, and the operator tries again.
     await until('three more refused attempts', () => sim.tap.closes(4403).length >= 4, 15_000);
     const refusedAttempts = sim.tap.closes(4403).slice(1);
@@ -67,9 +78,9 @@ describe(`token rotation and disablement mid-stream (seed ${SEED})`, () => {
     const churn = new Churn(rng, sim, e.admin, { observedEveryMs: 30, desiredEveryMs: 0, deployments: ['d1'] });
     churn.start();
     await sleep(300);
+    const live = liveLink(sim);
     const newToken = await e.admin.rotateToken(reg.name);
-    const live = sim.tap.links[sim.tap.links.length - 1];
-    await until('the live session to be cut with 4403', () => live?.close?.code === 4403, 10_000);
+    await until('the live session to be cut with 4403', () => live.close?.code === 4403, 10_000);
     await until('the old token to be refused three more times', () => sim.tap.closes(4403).length >= 4, 15_000);
     for (const l of sim.tap.closes(4403).slice(1)) expect(l.handshakeError).toMatchObject({ code: 'not_found', retryable: false });
 
