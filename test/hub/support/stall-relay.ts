@@ -18,6 +18,8 @@ export interface StallRelay {
   releaseHeld(): void;
   cutOpen(): void;
   restartSlowly(): void;
+  /** Chunks (and ends) held now, over all links: for a test's failure message. */
+  heldCount(): number;
   close(): void;
 }
 
@@ -72,6 +74,7 @@ export async function startStallRelay(target: { host: string; port: number }): P
     },
     releaseHeld,
     cutOpen,
+    heldCount: () => [...links].reduce((n, l) => n + l.held.length, 0),
     restartSlowly: () => {
       holdNew = true;
       cutOpen();
