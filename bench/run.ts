@@ -11,7 +11,7 @@
  *
  * Benchmarks are not tests: nothing here asserts on time. Targets are reported as met or not.
  */
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -79,6 +79,8 @@ function writeChart(reportPath: string, results: ScenarioResult[]): string | und
 
 async function main(): Promise<void> {
   const args = parseArgs(process.argv.slice(2));
+  // Made before the run, not found missing after it (the report is written last).
+  if (args.out) mkdirSync(path.dirname(path.resolve(args.out)), { recursive: true });
   if (args.render) {
     const input = JSON.parse(readFileSync(args.render, 'utf8')) as ReportInput & { started: string };
     const profiles = loadProfiles();
