@@ -83,8 +83,8 @@ export interface OperatorClientOptions {
    * not returned after this long is reported: an error line and the `stalled` event, again each
    * time the wait doubles (at most every 5 min), and a line when it returns. Frames are applied in
    * order, so none behind it is applied meanwhile. Default 30 s. A save of the durable state
-   * (`cursorStore.save`) or a sync of the outbound log not completed after this long is reported
-   * the same way, with the `saveStalled` event.
+   * (`cursorStore.save`), its load at start (`cursorStore.load`) or a sync of the outbound log
+   * not completed after this long is reported the same way, with the `saveStalled` event.
    */
   handlerStallMs?: number;
   /** Retry delays for a frame whose handler failed transiently. Default 500 ms → 30 s. */

@@ -36,6 +36,7 @@ export class RecordKeeper {
 
   /** The saved record; an unreadable one is set aside and a new operator starts (slower, never wrong). */
   async load(): Promise<DurableRecord> {
+    const unwatch = watchStorage(this.watch, 'record-load');
     try {
       return (await this.store.load()) ?? emptyRecord();
     } catch (err) {
@@ -43,6 +44,8 @@ export class RecordKeeper {
       const aside = this.store instanceof FileCursorStore ? await this.store.quarantine() : null;
       this.log.error('cursor store unreadable: starting as a new session', { err, moved_to: aside });
       return emptyRecord();
+    } finally {
+      unwatch();
     }
   }
 

@@ -6,7 +6,8 @@
  * The hub's window fills, it stops sending, and the cluster is no longer managed while nothing
  * says why. The SDK cannot give up on a write that may still land, so it reports it, as it reports
  * a held handler: an error line and the `saveStalled` event at the stall limit and as the wait
- * doubles, and a line when the call ends.
+ * doubles, and a line when the call ends. The record's load at start is watched the same way: a
+ * start that hangs on it would otherwise say nothing at all.
  */
 import type { LogFields, Logger } from './logger';
 import { elapsed, type Timers } from './timers';
@@ -14,12 +15,16 @@ import { elapsed, type Timers } from './timers';
 /** Repeated reports of one held call come at most this far apart (as a held handler's do). */
 const REPORT_CAP_MS = 5 * 60_000;
 
-export type HeldStorage = 'record' | 'outbound-log';
+export type HeldStorage = 'record' | 'record-load' | 'outbound-log';
 
 const HELD: Record<HeldStorage, { held: string; ended: string }> = {
   record: {
     held: 'a save of the durable state has not completed: no ack is sent and no operation starts until it does',
     ended: 'the held save of the durable state ended',
+  },
+  'record-load': {
+    held: 'loading the durable state at start has not completed: the client cannot start until it does',
+    ended: 'the held load of the durable state ended',
   },
   'outbound-log': {
     held: 'a sync of the outbound log has not completed: nothing is sent to the hub until it does',

@@ -100,4 +100,25 @@ describe('a save of the durable state that does not complete', () => {
     expect(stalls).toEqual([]);
     expect(t.logger.records.filter((r) => r.msg.includes('save of the durable state'))).toEqual([]);
   });
+
+  it("the record's load at start is reported the same way: a start held by a hung volume says so", async () => {
+    const store = (hanging = new GatedStore());
+    store.holdLoads = true;
+    store.hold();
+    t = makeClient(hub, { cursorStore: store, handlerStallMs: 1_000 });
+    const stalls: { what: HeldStorage; heldMs: number }[] = [];
+    t.client.on('saveStalled', (s) => stalls.push(s));
+    let started = false;
+    const starting = t.client.start().then(() => (started = true));
+    await eventually(() => store.held === 1, 'the load to start and hang');
+    t.timers.advance(1_000);
+    expect(stalls).toEqual([{ what: 'record-load', heldMs: 1_000 }]);
+    expect(t.logger.records.find((r) => r.msg.startsWith('loading the durable state at start has not completed'))).toMatchObject({ level: 'error', cluster: 'c1', held_ms: 1_000 });
+    expect(started).toBe(false);
+    store.release();
+    await starting;
+    expect(t.logger.records.find((r) => r.msg.startsWith('the held load of the durable state ended'))).toMatchObject({ level: 'warn', held_ms: 1_000 });
+    t.timers.advance(60_000);
+    expect(stalls.length, 'no report after it completed').toBe(1);
+  });
 });

@@ -11,43 +11,28 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { FileCursorStore, MemoryCursorStore, emptyRecord, type DurableRecord } from '../../../src/operator/cursor-store';
+import { FileCursorStore, emptyRecord } from '../../../src/operator/cursor-store';
 import { RecordKeeper } from '../../../src/operator/durable';
 import { memoryLogger } from '../../../src/operator/logger';
 import { FileOutboundLog } from '../../../src/operator/outbound-log';
 import { newId, type Payload } from '../../../src/protocol';
 import { ackAll, makeClient, readResync } from './support/harness';
+import { GatedStore } from './support/operations';
 import { eventually, ScriptedHub } from './support/scripted-hub';
-
-/** A store whose saves wait at a gate while it is closed, and which counts the saves it begins. */
-class GatedStore extends MemoryCursorStore {
-  begun = 0;
-  closed = false;
-  private waiting: (() => void)[] = [];
-  override async save(record: DurableRecord): Promise<void> {
-    this.begun++;
-    if (this.closed) await new Promise<void>((r) => this.waiting.push(r));
-    await super.save(record);
-  }
-  open(): void {
-    this.closed = false;
-    for (const w of this.waiting.splice(0)) w();
-  }
-}
 
 describe('RecordKeeper.finalSave', () => {
   it('a save asked for while the final one is written is written before finalSave resolves, and nothing after it', async () => {
     const store = new GatedStore();
     let cursor = 3;
     const keeper = new RecordKeeper(store, memoryLogger(), () => ({ ...emptyRecord(), cursor }));
-    store.closed = true;
+    store.hold();
     let finalDone = false;
     const final = keeper.finalSave().then(() => (finalDone = true));
     await eventually(() => store.begun === 1, 'the final save under way');
     cursor = 4;
     keeper.markChanged();
     const late = keeper.persist();
-    store.open();
+    store.release();
     await late;
     // The save asked for late is durable once the final save resolves.
     await final;
@@ -67,12 +52,12 @@ describe('RecordKeeper.finalSave', () => {
     const store = new GatedStore();
     let cursor = 1;
     const keeper = new RecordKeeper(store, memoryLogger(), () => ({ ...emptyRecord(), cursor }));
-    store.closed = true;
+    store.hold();
     const first = keeper.persist();
     await eventually(() => store.begun === 1, 'a save under way');
     cursor = 2;
     const final = keeper.finalSave();
-    store.open();
+    store.release();
     await first;
     await final;
     expect(store.begun).toBe(2);

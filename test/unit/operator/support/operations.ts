@@ -29,7 +29,11 @@ export function heldOperations(): {
 export class GatedStore extends MemoryCursorStore {
   private gate: Promise<void> | null = null;
   private open: (() => void) | null = null;
+  /** Saves begun, held or not. */
+  begun = 0;
   held = 0;
+  /** Loads wait at the gate too (a volume that hangs at start). */
+  holdLoads = false;
   hold(): void {
     this.gate = new Promise((r) => (this.open = r));
   }
@@ -38,11 +42,19 @@ export class GatedStore extends MemoryCursorStore {
     this.gate = null;
   }
   override async save(record: DurableRecord): Promise<void> {
+    this.begun++;
     if (this.gate) {
       this.held++;
       await this.gate;
     }
     return super.save(record);
+  }
+  override async load(): Promise<DurableRecord | null> {
+    if (this.holdLoads && this.gate) {
+      this.held++;
+      await this.gate;
+    }
+    return super.load();
   }
 }
 
