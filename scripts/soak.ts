@@ -25,7 +25,7 @@ import { parseArgs } from 'node:util';
 import { MemoryCursorStore } from '../src/operator/cursor-store';
 import { jsonLogger, silentLogger } from '../src/operator/logger';
 import { Churn } from '../test/e2e/support/churn';
-import { checkInvariants, waitConverged, type ConvergeTarget, type Query } from '../test/e2e/support/converge';
+import { checkInvariants, linkDetail, waitConverged, type ConvergeTarget, type Query } from '../test/e2e/support/converge';
 import { snapshotSource, type SourceSnapshot } from './lib/source-snapshot';
 import { launchHub, type LaunchedHub } from '../test/e2e/support/launch';
 import { LinkProxy } from '../test/e2e/support/link-proxy';
@@ -111,6 +111,8 @@ interface Violation {
   cycle: number;
   cluster: string;
   text: string;
+  /** Where the link stood (a convergence that did not come). */
+  detail?: string[];
 }
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
@@ -406,7 +408,9 @@ async function main(): Promise<number> {
         const w = await waitConverged(query, target, { timeoutMs: 60_000 });
         const took = Date.now() - quietAt;
         if (!w.ok) {
-          violations.push({ cycle: cycles, cluster: m.reg.name, text: `not converged within 60 s: ${w.pending.slice(0, 5).join('; ')}` });
+          // Where the link stood, for a wedge that may not come back with the same seed.
+          const detail = linkDetail(m.sim);
+          violations.push({ cycle: cycles, cluster: m.reg.name, text: `not converged within 60 s: ${w.pending.slice(0, 5).join('; ')}`, detail });
           continue;
         }
         convergeTimes.push(took);
@@ -416,7 +420,10 @@ async function main(): Promise<number> {
       console.log(
         `cycle ${cycles}: ${injected.length} faults (${summarize(injected)}); converged in ≤ ${(worst / 1000).toFixed(1)} s; violations so far ${violations.length}`,
       );
-      for (const v of violations.filter((x) => x.cycle === cycles)) console.log(`  VIOLATION ${v.cluster}: ${v.text}`);
+      for (const v of violations.filter((x) => x.cycle === cycles)) {
+        console.log(`  VIOLATION ${v.cluster}: ${v.text}`);
+        for (const line of v.detail ?? []) console.log(`    ${line}`);
+      }
     }
 
     // --- figures --------------------------------------------------------------------------------
@@ -511,7 +518,7 @@ async function main(): Promise<number> {
       '|---|---|',
       ...FAULTS.map((f) => `| ${f} | ${faults[f]} |`),
       '',
-      violations.length === 0 ? 'Violations: none.' : `Violations (${violations.length}):\n\n${violations.map((v) => `- cycle ${v.cycle}, ${v.cluster}: ${v.text}`).join('\n')}`,
+      violations.length === 0 ? 'Violations: none.' : `Violations (${violations.length}):\n\n${violations.map((v) => `- cycle ${v.cycle}, ${v.cluster}: ${v.text}${(v.detail ?? []).map((d) => `\n  - ${d}`).join('')}`).join('\n')}`,
       '',
     ];
     const text = lines.join('\n');

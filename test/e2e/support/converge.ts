@@ -300,6 +300,37 @@ export function linkNotQuiet(plane: PlaneState, cluster: SimCluster): string[] {
   return out;
 }
 
+/**
+ * What the operator and the wire say about a link that does not settle: for a failure report, so
+ * that a wedge seen once (a soak) says where it stood. Lines, most useful first.
+ */
+export function linkDetail(cluster: SimCluster): string[] {
+  const out: string[] = [];
+  const p = cluster.operator;
+  if (p) {
+    const c = p.client;
+    const v = c.session;
+    out.push(`operator ${c.state}: session ${v.sessionId}, cursor ${v.cursor} (durable ${v.durableCursor}), outbound ${JSON.stringify(v.outbound)}, unacked ${c.stats.unacked}, queued ${c.stats.queued}, lossy ${v.lossy}`);
+  }
+  const tap = cluster.tap;
+  const current = tap.currentSession;
+  const s = current ? tap.sessions.get(current) : undefined;
+  if (s) {
+    const unacked = [...s.sent.keys()].filter((seq) => seq > s.acked).sort((a, b) => a - b);
+    const first = unacked[0];
+    const firstFrame = first !== undefined ? s.sent.get(first) : undefined;
+    out.push(`wire, session ${s.id}: acked through ${s.acked}; ${unacked.length} sent above it (seq ${first ?? '-'}..${unacked[unacked.length - 1] ?? '-'})`);
+    if (firstFrame) out.push(`first unacked: ${tap.whereSent(firstFrame.id) ?? '?'}`);
+    out.push(`last ack rises: ${JSON.stringify(s.ackRises.slice(-3).map((r) => ({ ...r, at: new Date(r.at).toISOString() })))}`);
+  }
+  for (const l of tap.links.slice(-4)) {
+    const hello = l.hello ? { session_id: l.hello['session_id'], resume_from: l.hello['resume_from'], lossy: l.hello['lossy'] } : null;
+    const welcome = l.welcome ? { session_id: l.welcome['session_id'], full_resync: l.welcome['full_resync'], ack_seq: l.welcome['ack_seq'] } : null;
+    out.push(`link ${l.id} opened ${new Date(l.openedAt).toISOString()}: hello ${JSON.stringify(hello)}, welcome ${JSON.stringify(welcome)}, close ${JSON.stringify(l.close)}`);
+  }
+  return out;
+}
+
 // --- invariants ------------------------------------------------------------------------------------
 
 export function checkInvariants(plane: PlaneState, target: ConvergeTarget): string[] {
