@@ -17,6 +17,7 @@
  * Prints a summary and writes it to bench/SOAK.md (`--out` to change). Exit code 1 when any
  * invariant was violated or a cluster did not converge. Not part of `npm test`.
  */
+import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -107,6 +108,16 @@ interface Member {
   busy: boolean;
 }
 
+/**
+ * A database of this run's own: not named by the seed, so a run killed before its cleanup does
+ * not stop the next run of that seed; the seeded generator still draws for it, so that a seed
+ * injects the same faults as before.
+ */
+function soakDatabaseName(rng: SeededRandom): string {
+  rng.hex(8);
+  return `wingsmith_soak_${randomBytes(4).toString('hex')}`;
+}
+
 interface Violation {
   cycle: number;
   cluster: string;
@@ -167,7 +178,7 @@ async function main(): Promise<number> {
   try {
     stack = await startDevStack(
       serverUrl
-        ? { databaseUrl: serverUrl, dataDir, createDatabase: `wingsmith_soak_${rng.hex(8)}`, reapStaleDatabases: 'wingsmith_soak_' }
+        ? { databaseUrl: serverUrl, dataDir, createDatabase: soakDatabaseName(rng), reapStaleDatabases: 'wingsmith_soak_' }
         : { dataDir },
     );
     const databaseKind = stack.embedded ? 'embedded PGlite' : `PostgreSQL at ${new URL(stack.databaseUrl).host}`;
