@@ -63,6 +63,7 @@ function scripted() {
   const operator = {
     client: {
       state: 'open',
+      session: { sessionId: session },
       get stats() {
         return { queued: 0, unacked: tap.unackedInCurrent, queue: { droppedEvents: 0 } };
       },

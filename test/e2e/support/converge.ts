@@ -295,6 +295,8 @@ export function linkNotQuiet(plane: PlaneState, cluster: SimCluster): string[] {
   const s = c.stats;
   if (s.queued > 0) out.push(`${s.queued} frames queued`);
   if (s.unacked > 0) out.push(`${s.unacked} frames unacknowledged`);
+  const current = cluster.tap.currentSession;
+  if (c.state === 'open' && current !== null && c.session.sessionId !== current) out.push(`operator in session ${c.session.sessionId}, the latest welcome on the wire named ${current}`);
   if (cluster.tap.unackedInCurrent > 0) out.push(`${cluster.tap.unackedInCurrent} frames of the current session not acked on the wire`);
   for (const o of plane.operations) if (!TERMINAL.has(o.state)) out.push(`operation ${o.operation_id} is ${o.state}`);
   return out;

@@ -71,6 +71,7 @@ export class WireTap {
   private readonly outHooks: FrameHook[] = [];
   private readonly inHooks: FrameHook[] = [];
   private nextLink = 1;
+  private lastWelcomed: string | null = null;
 
   /** Rewrite (or drop) the first outgoing frame the hook claims. */
   onceOut(hook: FrameHook): void {
@@ -150,13 +151,13 @@ export class WireTap {
     return null;
   }
 
-  /** The session the most recent welcome named (null before any). */
+  /**
+   * The session the most recent welcome named (null before any). By the welcome's arrival, not by
+   * its link's dialling: two processes of one cluster (a displacement) can be welcomed in the
+   * other order than they dialled, the later welcome displacing the earlier session.
+   */
   get currentSession(): string | null {
-    for (let i = this.links.length - 1; i >= 0; i--) {
-      const s = this.links[i]?.sessionId;
-      if (s) return s;
-    }
-    return null;
+    return this.lastWelcomed;
   }
 
   /** Frames of the current session sent and not yet acknowledged. */
@@ -244,7 +245,10 @@ export class WireTap {
       link.welcome = f.payload;
       const sid = typeof f.payload.session_id === 'string' ? f.payload.session_id : null;
       link.sessionId = sid;
-      if (sid) this.session(sid);
+      if (sid) {
+        this.session(sid);
+        this.lastWelcomed = sid;
+      }
     } else if (f.type === 'error' && !link.welcome) {
       link.handshakeError = f.payload;
     }
