@@ -124,7 +124,10 @@ describe('a non-graceful stop with an operation concluding during its final save
     const stopped = t.client.stop({ graceful: false });
     await eventually(() => gate.begun > gate.stopBegun, "the stop's save under way");
     finish!(); // the operation concludes while the final save is written
-    await new Promise((r) => setTimeout(r, 50));
+    // Its conclusion queued (its record changed, and the writer asked for a save), and the turns
+    // after it run, before the stop's save is let go.
+    await eventually(() => t.client.stats.queued > 0, 'the conclusion queued');
+    await new Promise((r) => setTimeout(r, 20));
     gate.closed = false;
     for (const w of gate.waiting.splice(0)) w();
     await stopped;
