@@ -175,27 +175,34 @@ describe('a claim given up on unanswered that commits late', () => {
     await eventually(async () => (await generation())?.connected === false);
     const before = Number((await generation())?.generation);
 
-    const again = await h.connect(c.token, sessionId);
-    // The token lookup is answered; the claim is sent into a path that has gone quiet.
-    relay().stallOpen();
-    again.send('hello', { operator_version: '0.1.0', cluster_id: c.name, session_id: sessionId, resume_from: cursor, lossy: false });
-    let code = 0;
-    let held = 0;
-    try {
-      // 1013 when the claim's deadline passes first, 4408 when the handshake's does: never welcomed.
-      code = (await again.closedWith(10_000)).code;
-      expect([1013, 4408]).toContain(code);
-      expect(again.frames.map((f) => f.type)).not.toContain('welcome');
-    } finally {
-      // The path heals: the claim reaches Postgres and commits, after the hello was refused.
-      held = relay().heldCount();
-      relay().releaseHeld();
+    // The scenario needs the claim itself held on the quiet path. One CI run's first try saw the
+    // generation never move: nothing committed late, so the claim was never on the wire (with one
+    // gateway connection, another of the gateway's statements on it when the path went quiet
+    // would do that: the driver does not pipeline). Not reproduced, a fleet poll every 100 ms
+    // included; such an attempt is made again, and three say what each saw.
+    const seen: string[] = [];
+    for (let attempt = 1; ; attempt++) {
+      const again = await h.connect(c.token, sessionId);
+      // The token lookup is answered; the claim is sent into a path that has gone quiet.
+      relay().stallOpen();
+      again.send('hello', { operator_version: '0.1.0', cluster_id: c.name, session_id: sessionId, resume_from: cursor, lossy: false });
+      let code = 0;
+      let held = 0;
+      try {
+        // 1013 when the claim's deadline passes first, 4408 when the handshake's does: never welcomed.
+        code = (await again.closedWith(10_000)).code;
+        expect([1013, 4408]).toContain(code);
+        expect(again.frames.map((f) => f.type)).not.toContain('welcome');
+      } finally {
+        // The path heals: the claim reaches Postgres and commits, after the hello was refused.
+        held = relay().heldCount();
+        relay().releaseHeld();
+      }
+      const moved = await eventually(async () => Number((await generation())?.generation) > before, 5_000).catch(() => false);
+      if (moved) break;
+      seen.push(`attempt ${attempt}: closed ${code}, ${held} chunks held at the release, generation ${before} -> ${(await generation())?.generation}`);
+      if (attempt === 3) throw new Error(`the claim never committed late: ${seen.join('; ')}`);
     }
-    // Said on failure: one CI run's first try did not see the generation move (not reproduced).
-    const moved = await eventually(async () => Number((await generation())?.generation) > before, 10_000).catch(async (err: unknown) => {
-      throw new Error(`${String(err)}; closed ${code}, ${held} chunks held at the release, generation ${before} -> ${(await generation())?.generation}`);
-    });
-    expect(moved).toBe(true);
 
     const back = await resume(c, sessionId, cursor);
     const displacements = await h.sql('select 1 from cluster_displacements where cluster_uid = $1', [c.uid]);
