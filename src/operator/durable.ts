@@ -74,7 +74,9 @@ export class RecordKeeper {
    * at the time of the call is durable. Saves are single-flight: callers during a save share the
    * next one (built when it starts, so it holds all they changed). Each resolves with its own
    * save, not with the last of a run of them: an operation start waits for one save, however
-   * many starts keep arriving behind it (group commit, see receiver.ts).
+   * many starts keep arriving behind it (group commit, see receiver.ts). After the stop's final
+   * save (`finalSave`) it writes nothing and resolves at once: the process is stopping, and a
+   * change it did not save is the next process's to redo, as after a crash.
    */
   persist(): Promise<void> {
     if (this.sealedFlag) return Promise.resolve();
