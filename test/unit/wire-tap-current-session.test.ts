@@ -10,7 +10,7 @@
 import { describe, expect, it } from 'vitest';
 import { buildFrame, newId } from '../../src/protocol';
 import type { TransportEvents } from '../../src/operator/transport';
-import { linkNotQuiet, type PlaneState } from '../e2e/support/converge';
+import { linkDetail, linkNotQuiet, type PlaneState } from '../e2e/support/converge';
 import type { SimCluster } from '../e2e/support/sim-cluster';
 import { WireTap } from '../e2e/support/wire-tap';
 
@@ -63,5 +63,21 @@ describe('WireTap.currentSession', () => {
     const operator = { client: { state: 'open', stats: { queued: 0, unacked: 0 }, session: { sessionId: newer } } };
     const cluster = { operator, tap } as unknown as SimCluster;
     expect(linkNotQuiet({ operations: [] } as unknown as PlaneState, cluster)).toEqual([]);
+  });
+
+  it("a failure report says where the link stood: the wire's acks, the first unacked frame, the last links", () => {
+    const tap = new WireTap();
+    const session = `${newId()}.${newId()}`;
+    const l = link(tap);
+    l.welcome(session, 0, true);
+    for (let seq = 1; seq <= 5; seq++) l.send(seq);
+    l.ack(2);
+    l.close(1006);
+    const operator = { client: { state: 'waiting', stats: { queued: 0, unacked: 3 }, session: { sessionId: session, cursor: 0, durableCursor: 0, outbound: null, lossy: false } } };
+    const detail = linkDetail({ operator, tap } as unknown as SimCluster).join('\n');
+    expect(detail).toContain(`operator waiting: session ${session}`);
+    expect(detail).toContain(`wire, session ${session}: acked through 2; 3 sent above it (seq 3..5)`);
+    expect(detail).toContain(`first unacked: session ${session}, seq 3`);
+    expect(detail).toMatch(/link 1 opened .*"full_resync":true.*close \{"code":1006/);
   });
 });
