@@ -4,8 +4,7 @@
  * the process that took the directory over. Found in CI (two cleanups of a state directory hit
  * ENOTEMPTY after the clients' stops had resolved): a save asked for while the stop's final save
  * was being written (an operation concluding during a non-graceful stop) was queued behind it and
- * written after the stop resolved, and the conclusion's frame went into the outbound log, which
- * the final record (built before the conclusion) does not back.
+ * written after the stop resolved. Now it is written before the stop resolves, and nothing after.
  */
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
