@@ -43,7 +43,13 @@ describe('an operator that reports a 256-character region with no break in it', 
     await page.locator('td', { hasText: LONG_REGION }).first().waitFor({ timeout: 30_000 });
     // The honest cluster's GPUs (a column right of Region) are on screen, not pushed off it.
     const gpus = row.locator('td[data-label="GPUs"]');
-    const box = await gpus.boundingBox();
+    // The fleet view re-renders its table as it refreshes: a cell replaced at the instant it is
+    // measured has no box (one CI run's first try), so it is measured again, for up to 10 s.
+    let box = await gpus.boundingBox();
+    for (let tries = 0; box === null && tries < 100; tries++) {
+      await page.waitForTimeout(100);
+      box = await gpus.boundingBox();
+    }
     const width = Number(await page.evaluate('window.innerWidth'));
     expect(box, 'the GPUs cell has a box').not.toBeNull();
     expect(box!.x + box!.width, `the honest row's GPUs cell ends at ${Math.round(box!.x + box!.width)} px in a ${width} px window`).toBeLessThanOrEqual(width);
