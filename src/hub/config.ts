@@ -88,6 +88,18 @@ const ConfigSchema = z.object({
     .positive()
     .max(HISTORY_RETENTION_MAX_MS, `must be at most ${HISTORY_RETENTION_MAX_MS} (100 years): Postgres cannot reach a horizon much further back`)
     .default(30 * 24 * 3_600_000),
+  /**
+   * An operation whose conclusion (or, never concluded, whose deadline) is older than this is
+   * deleted, with its idempotency key, once none of its history is left: a shorter setting than
+   * HISTORY_RETENTION_MS never takes an operation's reports before their time. At most a century,
+   * as history.
+   */
+  OPERATIONS_RETENTION_MS: z.coerce
+    .number()
+    .int()
+    .positive()
+    .max(HISTORY_RETENTION_MAX_MS, `must be at most ${HISTORY_RETENTION_MAX_MS} (100 years): Postgres cannot reach a horizon much further back`)
+    .default(90 * 24 * 3_600_000),
   /** How often each fleet poller runs a retention pass (sooner while a backlog remains). */
   HISTORY_PRUNE_INTERVAL_MS: ms(10 * 60_000),
   /** Most rows of each history table one retention pass deletes. */

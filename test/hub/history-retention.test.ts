@@ -1,8 +1,9 @@
 /**
  * History retention (src/hub/db/history-prune.ts, run by the fleet pollers): events, rejections
  * and the progress reports of long-concluded operations older than HISTORY_RETENTION_MS are
- * deleted, a batch at a time until none is left; newer history, and the operations themselves,
- * stay. Before, these tables only grew.
+ * deleted, a batch at a time until none is left; newer history stays. Operations themselves go at
+ * their own horizon, OPERATIONS_RETENTION_MS, once their history is gone. Before, these tables
+ * only grew.
  */
 import { describe, expect, it } from 'vitest';
 import { HISTORY_RETENTION_MAX_MS } from '../../src/hub/config';
@@ -12,19 +13,31 @@ import { withFileSql } from '../support/file-database';
 import { eventually, FAST_TIMERS, sleep, useHub } from './support/hub';
 import { captureHubLines } from './support/hub-lines';
 
-// A day of retention, passes every 400 ms, 3 rows of each table per pass: 7 old rows of each
-// take three passes, so the backlog path (the next pass at the next poll) is exercised too.
+// A day of history, three of operations, passes every 400 ms, 3 rows of each table per pass: 7
+// old rows of each take three passes, so the backlog path (the next pass at the next poll) is
+// exercised too.
 const lines = captureHubLines();
-const h = useHub({ ...FAST_TIMERS, HISTORY_RETENTION_MS: String(24 * 3_600_000), HISTORY_PRUNE_INTERVAL_MS: '400', HISTORY_PRUNE_BATCH: '3' });
+// Info lines too: a pass that deleted something says so.
+process.env.E2E_HUB_LOG = 'log';
+const h = useHub({
+  ...FAST_TIMERS,
+  HISTORY_RETENTION_MS: String(24 * 3_600_000),
+  OPERATIONS_RETENTION_MS: String(3 * 24 * 3_600_000),
+  HISTORY_PRUNE_INTERVAL_MS: '400',
+  HISTORY_PRUNE_BATCH: '3',
+});
 
 const OLD = "now() - interval '2 days'";
+/** Past the operations' horizon too. */
+const ANCIENT = "now() - interval '4 days'";
+const LONGEST = { historyMs: HISTORY_RETENTION_MAX_MS, operationsMs: HISTORY_RETENTION_MAX_MS };
 const count = async (table: string, uid: string) =>
   Number((await h.sql<{ n: string }>(`select count(*) as n from ${table} where ${table === 'operation_events' ? 'operation_id in (select operation_id from operations where cluster_uid = $1)' : 'cluster_uid = $1'}`, [uid]))[0]?.n);
 
 type PlanNode = { 'Subplan Name'?: string; 'Shared Hit Blocks': number; 'Shared Read Blocks': number; Plans?: PlanNode[] };
 
 describe('history retention', () => {
-  it('events, rejections and concluded (or long expired) operations\' progress older than HISTORY_RETENTION_MS are deleted in batches until none is left; newer history and the operations stay', async () => {
+  it('events, rejections and concluded (or long expired) operations\' progress older than HISTORY_RETENTION_MS are deleted in batches until none is left; newer history and operations younger than OPERATIONS_RETENTION_MS stay', async () => {
     const c = await h.newCluster();
     for (let i = 0; i < 10; i++) {
       const at = i < 7 ? OLD : 'now()';
@@ -64,6 +77,57 @@ describe('history retention', () => {
     peer.close();
   });
 
+  it('an operation concluded, or past its deadline, before OPERATIONS_RETENTION_MS is deleted once its history is gone, and its Idempotency-Key then starts a new operation; open and younger operations stay', async () => {
+    const c = await h.newCluster();
+    const { peer } = await h.openFresh(c);
+    const DRAIN = { kind: 'node.drain', target: 'n-1', params: { grace_period_s: 30, evict_daemonsets: false }, deadline_s: 300 };
+    const post = async () => {
+      const res = await fetch(`${h.hub.url}/admin/clusters/${c.name}/operations`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${h.hub.adminToken}`, 'content-type': 'application/json', 'idempotency-key': 'nightly-drain' },
+        body: JSON.stringify(DRAIN),
+      });
+      return { status: res.status, replayed: res.headers.get('idempotent-replayed'), id: ((await res.json()) as { operation_id: string }).operation_id };
+    };
+    const first = await post();
+    expect(first.status).toBe(202);
+    // Concluded four days ago, with reports from then: past both horizons.
+    await h.sql(`update operations set state = 'succeeded', created_at = ${ANCIENT}, concluded_at = ${ANCIENT} where operation_id = $1`, [first.id]);
+    for (let i = 0; i < 4; i++) {
+      await h.sql(`insert into operation_events (operation_id, frame_id, kind, phase, message, at) values ($1, $2, 'progress', 'step', '', ${ANCIENT})`, [first.id, newId()]);
+    }
+    const insert = (id: string, state: string, deadline: string, concludedAt: string) =>
+      h.sql(
+        `insert into operations (operation_id, cluster_uid, kind, target, params, deadline, revision, state, created_at, concluded_at)
+         values ($1, $2, 'node.drain', 'n1', '{}', ${deadline}, 1, '${state}', ${ANCIENT}, ${concludedAt})`,
+        [id, c.uid],
+      );
+    // Never concluded, its deadline four days ago (read as deadline_exceeded): past the horizon.
+    const expired = newId();
+    await insert(expired, 'sent', ANCIENT, 'null');
+    // Concluded two days ago: its history is past HISTORY_RETENTION_MS, the operation is not past OPERATIONS_RETENTION_MS.
+    const younger = newId();
+    await insert(younger, 'failed', ANCIENT, OLD);
+    // Started four days ago and still running (a deadline ahead): never due while open.
+    const open = newId();
+    await insert(open, 'running', "now() + interval '1 day'", 'null');
+
+    const ids = async () => (await h.sql<{ operation_id: string }>('select operation_id from operations where cluster_uid = $1 order by 1', [c.uid])).map((r) => r.operation_id);
+    await eventually(async () => !(await ids()).includes(first.id) && !(await ids()).includes(expired), 15_000);
+    expect(await ids()).toEqual([younger, open].sort());
+    expect(await count('operation_events', c.uid)).toBe(0);
+    expect((await h.admin('GET', `/operations/${first.id}`)).status).toBe(404);
+    const line = lines.find((l) => l.msg.startsWith('history retention') && Number(l.operations) > 0);
+    expect(line).toMatchObject({ level: 'info' });
+
+    // The key lived as long as its operation: the same request now starts a new one.
+    const again = await post();
+    expect(again.status).toBe(202);
+    expect(again.replayed).toBeNull();
+    expect(again.id).not.toBe(first.id);
+    peer.close();
+  });
+
   it('history keeps being deleted once no session is live (an idle fleet: every cluster disconnected, disabled or moved to another region)', async () => {
     const c = await h.newCluster();
     // A session starts its shard's poller; then the fleet goes idle.
@@ -88,18 +152,19 @@ describe('history retention', () => {
   });
 
   it('a pass with the longest retention the configuration accepts runs (a horizon Postgres cannot compute failed every pass)', async () => {
-    await expect(withFileSql((sql) => pruneHistory(sql, HISTORY_RETENTION_MAX_MS, 100))).resolves.toMatchObject({ full: false });
+    await expect(withFileSql((sql) => pruneHistory(sql, LONGEST, 100))).resolves.toMatchObject({ full: false });
   });
 
   it('a pass that finds nothing due reads a few index pages of each table, not the whole of events nor every operation ever concluded', async () => {
-    // The statement exactly as the hub sends it, with its parameters: the longest retention (so
-    // nothing this run wrote is due) and a small batch, the case where the planner found a
-    // sequential scan of events cheapest.
+    // The statement exactly as the hub sends it, with its parameters: history kept 30 years and
+    // operations the longest the configuration allows (so nothing this run wrote is due), and a
+    // small batch, the case where the planner found a sequential scan of events cheapest.
     let sent: { text: string; params: unknown[] } | undefined;
-    await pruneHistory({ query: async (text, params) => ((sent = { text, params: params ?? [] }), { rows: [], rowCount: 0 }) }, HISTORY_RETENTION_MAX_MS, 100);
+    const retention = { historyMs: 30 * 365 * 24 * 3_600_000, operationsMs: HISTORY_RETENTION_MAX_MS };
+    await pruneHistory({ query: async (text, params) => ((sent = { text, params: params ?? [] }), { rows: [], rowCount: 0 }) }, retention, 100);
     const c = await h.newCluster();
-    // 20,000 events (hundreds of pages), none due; 2,000 operations concluded before the horizon
-    // whose reports earlier passes deleted (operations themselves stay).
+    // 20,000 events (hundreds of pages), none due; 2,000 operations concluded before the history's
+    // horizon, whose reports earlier passes deleted, and after the operations' own.
     await h.sql(
       `insert into events (cluster_uid, frame_id, kind, subject, reason, message, severity, occurred_at, session_id, seq)
        select $1, 'f' || i, 'node', 'n' || (i % 50), 'Test', repeat('x', 100), 'info', now(), 's', i from generate_series(1, 20000) i`,
@@ -107,7 +172,7 @@ describe('history retention', () => {
     );
     await h.sql(
       `insert into operations (operation_id, cluster_uid, kind, target, params, deadline, revision, state, created_at, concluded_at)
-       select $1 || '-' || i, $2, 'drain_node', 'n1', '{}', timestamptz '1920-01-02', 1, 'succeeded', timestamptz '1920-01-01', timestamptz '1920-01-01' + i * interval '1 second'
+       select $1 || '-' || i, $2, 'drain_node', 'n1', '{}', timestamptz '1990-01-02', 1, 'succeeded', timestamptz '1990-01-01', timestamptz '1990-01-01' + i * interval '1 second'
        from generate_series(1, 2000) i`,
       [newId(), c.uid],
     );
@@ -126,12 +191,13 @@ describe('history retention', () => {
     const plan = (typeof row!['QUERY PLAN'] === 'string' ? JSON.parse(row!['QUERY PLAN']) : row!['QUERY PLAN']) as [{ Plan: PlanNode }];
     const pages = Object.fromEntries(
       (plan[0].Plan.Plans ?? [])
-        .filter((p) => /^CTE (ev|rj|oe)$/.test(p['Subplan Name'] ?? ''))
+        .filter((p) => /^CTE (ev|rj|oe|op)$/.test(p['Subplan Name'] ?? ''))
         .map((p) => [p['Subplan Name']!.slice(4), p['Shared Hit Blocks'] + p['Shared Read Blocks']]),
     );
     // Before (0020's BRIN, no order): events 541 pages here (a sequential scan of all of it),
-    // operation events 848 (every old operation's reports looked up); now 2 or fewer each.
-    expect(Object.keys(pages).sort()).toEqual(['ev', 'oe', 'rj']);
+    // operation events 848 (every old operation's reports looked up); now 2 or fewer each. The
+    // operations' own pass reads the oldest end time's index page and stops (0026).
+    expect(Object.keys(pages).sort()).toEqual(['ev', 'oe', 'op', 'rj']);
     expect(Object.entries(pages).filter(([, n]) => n > 20)).toEqual([]);
   });
 

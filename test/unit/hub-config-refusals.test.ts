@@ -163,6 +163,14 @@ describe('hub configuration refused at startup', () => {
     expect(hubConfig({ ...BASE, HISTORY_RETENTION_MS: String(HISTORY_RETENTION_MAX_MS) }).HISTORY_RETENTION_MS).toBe(HISTORY_RETENTION_MAX_MS);
   });
 
+  it('OPERATIONS_RETENTION_MS is 90 days unless set, and refused past a century as HISTORY_RETENTION_MS is', () => {
+    expect(hubConfig(BASE).OPERATIONS_RETENTION_MS).toBe(90 * 24 * 3_600_000);
+    for (const v of ['0', '-1', '1.5', String(HISTORY_RETENTION_MAX_MS + 1)]) {
+      expect(() => hubConfig({ ...BASE, OPERATIONS_RETENTION_MS: v }), v).toThrow(/OPERATIONS_RETENTION_MS/);
+    }
+    expect(hubConfig({ ...BASE, OPERATIONS_RETENTION_MS: String(HISTORY_RETENTION_MAX_MS) }).OPERATIONS_RETENTION_MS).toBe(HISTORY_RETENTION_MAX_MS);
+  });
+
   it('PG_QUERY_TIMEOUT_MS and CONTENTION_THRESHOLD are accepted up to what a Postgres integer holds, refused beyond (test/hub/config-postgres-ranges.test.ts)', () => {
     // Beyond it, every connection (statement_timeout, 22023) or every claim (22003) failed.
     for (const name of ['PG_QUERY_TIMEOUT_MS', 'CONTENTION_THRESHOLD'] as const) {

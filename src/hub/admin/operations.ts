@@ -162,7 +162,7 @@ export const operationsRouter = adminRouter()
         ...commonResponses,
         200: { description: 'the operation', content: { 'application/json': { schema: OperationDetailSchema } } },
         400: errorResponse('malformed operation_id'),
-        404: errorResponse('no such operation'),
+        404: errorResponse('no such operation (never started, or deleted OPERATIONS_RETENTION_MS after it concluded)'),
       },
     }),
     async (c) => {

@@ -161,11 +161,18 @@ export class DbGateway extends DurableObject<HubEnv> {
    */
   private retentionPass(shard: number, cfg: HubConfig): void {
     this.pruning = true;
-    pruneHistory(this.leastBusy(), cfg.HISTORY_RETENTION_MS, cfg.HISTORY_PRUNE_BATCH)
+    pruneHistory(this.leastBusy(), { historyMs: cfg.HISTORY_RETENTION_MS, operationsMs: cfg.OPERATIONS_RETENTION_MS }, cfg.HISTORY_PRUNE_BATCH)
       .then((r) => {
         this.pruneAt = r.full ? 0 : Date.now() + cfg.HISTORY_PRUNE_INTERVAL_MS;
-        if (r.events + r.rejections + r.operationEvents > 0) {
-          log.info('history retention: deleted rows older than HISTORY_RETENTION_MS', { shard, events: r.events, rejections: r.rejections, operation_events: r.operationEvents, more: r.full });
+        if (r.events + r.rejections + r.operationEvents + r.operations > 0) {
+          log.info('history retention: deleted rows older than HISTORY_RETENTION_MS (operations: OPERATIONS_RETENTION_MS)', {
+            shard,
+            events: r.events,
+            rejections: r.rejections,
+            operation_events: r.operationEvents,
+            operations: r.operations,
+            more: r.full,
+          });
         }
       })
       .catch((err: unknown) => {
