@@ -1,5 +1,5 @@
 import { DurableObject } from 'cloudflare:workers';
-import { gatewayStub, routeKeyOf, sessionStub } from '../address';
+import { gatewayStub, pollShardOf, routeKeyOf, sessionStub } from '../address';
 import { describeError, failureLine } from './errors';
 import { claimWithSnapshot, type ClaimedSession } from './claim-snapshot';
 import type { DesiredItem } from './desired-admin';
@@ -227,7 +227,8 @@ export class DbGateway extends DurableObject<HubEnv> {
    * another on that row anyway. On the least busy connection each, a burst of one cluster's
    * hellos (any holder of its token, or an operator reconnecting in a loop) put a waiting claim at
    * the head of every connection of the shard, and every other cluster's token lookups and
-   * claims waited behind them. Queued on one connection, they hold only that one.
+   * claims waited behind them. Queued on one connection, they hold only that one; and all of a
+   * cluster's claims come to one shard (`gatewayClaim`), so that is one connection of the gateway.
    */
   private readonly claimLanes = new Map<string, { pg: Pg; claims: number }>();
 
@@ -455,9 +456,14 @@ export function gatewayWriteDesired(env: HubEnv, req: DesiredWriteRequest): Prom
   return viaGateway(env, (stub) => stub.writeDesired(req), shardOf(req.cluster, hubConfig(env).DB_GATEWAY_SHARDS));
 }
 
-/** A session's claim through a gateway shard, with its first snapshot page when fresh (claim-snapshot.ts). */
+/**
+ * A session's claim through a gateway shard, with its first snapshot page when fresh
+ * (claim-snapshot.ts). Always the cluster's poll shard: its claim lane then holds every claim of
+ * the cluster, so a burst of them waiting on its owner row holds one connection of the gateway,
+ * not one in every shard.
+ */
 export function gatewayClaim(env: HubEnv, args: ClaimArgs, snapshotRows: number): Promise<ClaimedSession> {
-  return viaGateway(env, (stub) => stub.claim(args, snapshotRows));
+  return viaGateway(env, (stub) => stub.claim(args, snapshotRows), pollShardOf(args.clusterUid, hubConfig(env).DB_GATEWAY_SHARDS));
 }
 
 /** A stable shard for a key (FNV-1a): the same cluster reference always reaches the same shard. */
