@@ -1,7 +1,7 @@
 import { HubConfigError, hubConfig } from './config';
 import { failureLine } from './db/errors';
 import { gatewaySql } from './db/gateway';
-import { claimDatabaseRegion } from './db/region-claim';
+import { claimDatabaseRegion, foreignDatabase } from './db/region-claim';
 import type { HubEnv } from './env';
 import { createLogger } from './log';
 import { regionName } from './region';
@@ -63,14 +63,5 @@ async function readDatabaseRegion(env: HubEnv, mine: string, key: string): Promi
   // Unclaimed and refusing writes (/healthz says so): nothing can be claimed, or written, through
   // it until it is fixed; read again at the next request.
   if (claimed === null) return;
-  const refusal =
-    claimed === mine
-      ? null
-      : new HubConfigError(
-          'DATABASE_URL',
-          `this is the database of region ${claimed}, and this deployment serves region ${mine}: each region has its own ` +
-            `database, and another region's clusters must not be served from here (set this region's own with ` +
-            'wrangler secret put DATABASE_URL [--env <region>]; a region renamed on purpose: README "Configuration")',
-        );
-  regionChecked = { env, key, refusal };
+  regionChecked = { env, key, refusal: foreignDatabase(claimed, mine) };
 }

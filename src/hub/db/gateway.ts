@@ -9,6 +9,7 @@ import { classifyDbError } from './errors';
 import { pollFleet, type FleetPoll } from './fleet-poll';
 import { pruneHistory } from './history-prune';
 import { leaveFleetPoll, type ClaimArgs } from './ownership';
+import { RegionGuard } from './region-guard';
 import { hubConfig, type HubConfig } from '../config';
 import { claimPageBytes } from '../frame-budget';
 import { withDeadline } from '../deadline';
@@ -82,6 +83,7 @@ export class DbGateway extends DurableObject<HubEnv> {
    * the shard before a join's claim committed: its "no session left" is not the last word then.
    */
   private joins = 0;
+  private readonly region = new RegionGuard();
 
   /**
    * A session of this shard registered (at its claim): make sure the fleet poll runs. Cheap when
@@ -127,6 +129,13 @@ export class DbGateway extends DurableObject<HubEnv> {
     const shard = this.pollShard ?? this.storedShard();
     if (shard === null) return;
     this.pollShard = shard;
+    if (await this.foreignDatabase(shard, cfg)) {
+      // Nothing of the other region's is touched; looked at again at each retention interval
+      // (a new secret comes with a deploy, and a claim here brings the poll back at once).
+      this.pollAt = Date.now() + cfg.HISTORY_PRUNE_INTERVAL_MS;
+      await this.ctx.storage.setAlarm(this.pollAt);
+      return;
+    }
     let again = true;
     let poke: FleetPoll['poke'] = [];
     const alive = this.sweptAlive;
@@ -152,6 +161,19 @@ export class DbGateway extends DurableObject<HubEnv> {
     for (const p of poke) this.pokeSession(p, cfg);
     if (poke.length > 0) log.debug('fleet poll poked sessions', { shard, poked: poke.length, unanswered: this.poking.size });
     if (!this.pruning && Date.now() >= this.pruneAt) this.retentionPass(shard, cfg);
+  }
+
+  /** Whether DATABASE_URL is another region's database (region-guard.ts); a failed read is not. */
+  private async foreignDatabase(shard: number, cfg: HubConfig): Promise<boolean> {
+    try {
+      const refusal = await this.region.refusal(this.leastBusy(), cfg, this.env.DATABASE_URL, (r) =>
+        log.error('fleet poll stopped: this shard polls, pokes and prunes nothing in another region\'s database', { shard, variable: r.variable, error: r.message }),
+      );
+      return refusal !== null;
+    } catch {
+      // The poll's own statement meets the database's state and reports it.
+      return false;
+    }
   }
 
   /**

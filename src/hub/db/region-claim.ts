@@ -1,3 +1,4 @@
+import { HubConfigError } from '../config';
 import { sqlState } from './errors';
 import type { Sql } from './sql';
 
@@ -38,4 +39,15 @@ export async function claimDatabaseRegion(sql: Sql, region: string): Promise<Dat
     if (sqlState(err) === '25006') return { claimed: null };
     throw err;
   }
+}
+
+/** The refusal a hub of region `mine` gives a database claimed for `claimed`; null when it is its own. */
+export function foreignDatabase(claimed: string, mine: string): HubConfigError | null {
+  if (claimed === mine) return null;
+  return new HubConfigError(
+    'DATABASE_URL',
+    `this is the database of region ${claimed}, and this deployment serves region ${mine}: each region has its own ` +
+      `database, and another region's clusters must not be served from here (set this region's own with ` +
+      'wrangler secret put DATABASE_URL [--env <region>]; a region renamed on purpose: README "Configuration")',
+  );
 }
