@@ -11,6 +11,14 @@ import { hintOutsideJurisdiction, JURISDICTIONS, LOCATION_HINTS, REGION_NAME_RE 
 /** The longest history retention: a century (Postgres timestamps end in 4713 BC). */
 export const HISTORY_RETENTION_MAX_MS = 100 * 365 * 24 * 3_600_000;
 const ms = (d: number) => z.coerce.number().int().positive().default(d);
+/** A retention horizon: at most a century, which Postgres can still compute back from now. */
+const retention = (d: number) =>
+  z.coerce
+    .number()
+    .int()
+    .positive()
+    .max(HISTORY_RETENTION_MAX_MS, `must be at most ${HISTORY_RETENTION_MAX_MS} (100 years): Postgres cannot reach a horizon much further back`)
+    .default(d);
 /**
  * The largest value Postgres's integer holds. A var the hub hands to Postgres as one (a
  * connection's statement_timeout, the claim's contention threshold) must fit it: a larger one
@@ -82,24 +90,14 @@ const ConfigSchema = z.object({
    * century: Postgres cannot compute a horizon thousands of years back (22008), and a longer
    * setting would make every pass fail instead of keeping everything.
    */
-  HISTORY_RETENTION_MS: z.coerce
-    .number()
-    .int()
-    .positive()
-    .max(HISTORY_RETENTION_MAX_MS, `must be at most ${HISTORY_RETENTION_MAX_MS} (100 years): Postgres cannot reach a horizon much further back`)
-    .default(30 * 24 * 3_600_000),
+  HISTORY_RETENTION_MS: retention(30 * 24 * 3_600_000),
   /**
    * An operation whose conclusion (or, never concluded, whose deadline) is older than this is
    * deleted, with its idempotency key, once none of its history is left: a shorter setting than
    * HISTORY_RETENTION_MS never takes an operation's reports before their time. At most a century,
    * as history.
    */
-  OPERATIONS_RETENTION_MS: z.coerce
-    .number()
-    .int()
-    .positive()
-    .max(HISTORY_RETENTION_MAX_MS, `must be at most ${HISTORY_RETENTION_MAX_MS} (100 years): Postgres cannot reach a horizon much further back`)
-    .default(90 * 24 * 3_600_000),
+  OPERATIONS_RETENTION_MS: retention(90 * 24 * 3_600_000),
   /** How often each fleet poller runs a retention pass (sooner while a backlog remains). */
   HISTORY_PRUNE_INTERVAL_MS: ms(10 * 60_000),
   /** Most rows of each history table one retention pass deletes. */

@@ -8,7 +8,7 @@
  * what queued behind it until the row was free or the statement timed out.
  */
 import { describe, expect, inject, it } from 'vitest';
-import { eventually, FAST_TIMERS, holdLock, sleep, useHub, waitingOnLock, type Peer } from './support/hub';
+import { eventually, FAST_TIMERS, helloBurst, holdLock, sleep, useHub, waitingOnLock, type Peer } from './support/hub';
 
 // The default shape: 4 shards of 3 connections. A statement timeout beyond the test's waits.
 const h = useHub({
@@ -29,14 +29,10 @@ describe("a cluster's claims at the gateway", () => {
     const b = await h.newCluster('lane-b');
     const first = await h.openFresh(a);
     const release = await holdLock('select 1 from cluster_owners where cluster_uid = $1 for share', [a.uid]);
-    const burst: Peer[] = [];
+    let burst: Peer[] = [];
     try {
       // Sixteen: at random, every one of the four shards would get some (all but 4·(3/4)^16 ≈ 4% of runs).
-      for (let i = 0; i < 16; i++) {
-        const p = await h.connect(a.token);
-        p.send('hello', { cluster_id: a.name, operator_version: '0.1.0', session_id: null, resume_from: null, lossy: false });
-        burst.push(p);
-      }
+      burst = await helloBurst(h, a, 16);
       await eventually(async () => (await waitingOnLock(h, '%cluster_owners%')) >= 1, 10_000);
       // Let every claim of the burst reach its shard.
       await sleep(1_000);

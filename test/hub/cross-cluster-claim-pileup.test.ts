@@ -11,7 +11,7 @@
  * A's claims reached the statement timeout, again at A's next burst.
  */
 import { describe, expect, inject, it } from 'vitest';
-import { eventually, FAST_TIMERS, holdLock, sleep, useHub, waitingOnLock, type Peer } from './support/hub';
+import { eventually, FAST_TIMERS, helloBurst, holdLock, sleep, useHub, waitingOnLock, type Peer } from './support/hub';
 
 // One shard of the default three connections, so every statement shares it. A statement timeout
 // far beyond the test's waits: a claim waiting on the lock stays waiting until it is released.
@@ -34,15 +34,11 @@ describe('cross-cluster isolation at the shared gateway', () => {
     const first = await h.openFresh(a);
     // What a long write of A's session holds for its duration: its fence, FOR SHARE on A's owner row.
     const release = await holdLock('select 1 from cluster_owners where cluster_uid = $1 for share', [a.uid]);
-    const burst: Peer[] = [];
+    let burst: Peer[] = [];
     try {
       // Twice the shard's connections: with every claim on the least busy connection, each
       // connection would have one of A's claims waiting at its head.
-      for (let i = 0; i < 6; i++) {
-        const p = await h.connect(a.token);
-        p.send('hello', { cluster_id: a.name, operator_version: '0.1.0', session_id: null, resume_from: null, lossy: false });
-        burst.push(p);
-      }
+      burst = await helloBurst(h, a, 6);
       await eventually(async () => (await waitingOnLock(h, '%cluster_owners%')) >= 1, 10_000);
       // Let every claim of the burst reach the gateway.
       await sleep(500);

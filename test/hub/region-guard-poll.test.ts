@@ -11,7 +11,6 @@
  * Real workerd (two hubs: this region's, and an `east` region's restarted on its own storage with
  * this region's DATABASE_URL), real Postgres.
  */
-import WebSocket from 'ws';
 import { afterAll, describe, expect, inject, it } from 'vitest';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -20,8 +19,8 @@ import { copyDatabase } from '../../scripts/lib/dev-stack';
 import { pgClient } from '../../scripts/lib/pg-node';
 import { startHub, type Hub } from '../e2e/support/worker';
 import { fileDatabaseUrl } from '../support/file-database';
-import { desired, Peer, uniqueName } from '../support/peer-core';
-import { eventually, FAST_TIMERS, sleep, useHub } from './support/hub';
+import { desired, uniqueName } from '../support/peer-core';
+import { connectTo, eventually, FAST_TIMERS, sleep, useHub } from './support/hub';
 import { captureHubLines } from './support/hub-lines';
 
 const EMBEDDED = inject('embeddedPostgres');
@@ -30,24 +29,6 @@ const EMBEDDED = inject('embeddedPostgres');
 const SHARED = { ...FAST_TIMERS, DB_GATEWAY_SHARDS: '1', LIVE_SWEEP_MS: '1000', HISTORY_PRUNE_INTERVAL_MS: '1000' };
 const lines = captureHubLines();
 const h = useHub(SHARED);
-
-async function openOn(hub: Hub, token: string, clusterName: string): Promise<{ peer: Peer; ws: WebSocket }> {
-  const ws = new WebSocket(`${hub.wsUrl}/v1/connect`, { headers: { authorization: `Bearer ${token}` }, perMessageDeflate: false });
-  await new Promise<void>((resolve, reject) => {
-    ws.once('open', () => resolve());
-    ws.once('unexpected-response', (_req, res) => reject(new Error(`connect: HTTP ${res.statusCode}`)));
-    ws.once('error', reject);
-  });
-  const peer = new Peer({
-    send: (t) => ws.send(t),
-    close: (code, reason) => ws.close(code, reason),
-    onMessage: (fn) => ws.on('message', (d) => fn(String(d))),
-    onClose: (fn) => ws.on('close', (code, reason) => fn({ code, reason: String(reason) })),
-  });
-  await peer.hello({ cluster_id: clusterName });
-  await peer.next((f) => f.type === 'stream.end');
-  return { peer, ws };
-}
 
 describe.skipIf(EMBEDDED)("a gateway given another region's database", () => {
   const persist = mkdtempSync(join(tmpdir(), 'wingsmith-east-'));
@@ -86,12 +67,13 @@ describe.skipIf(EMBEDDED)("a gateway given another region's database", () => {
     });
     const euCluster = (await reg.json()) as { name: string; enrollment_token: string };
     expect(reg.status, JSON.stringify(euCluster)).toBe(201);
-    const euLink = await openOn(eu, euCluster.enrollment_token, euCluster.name);
+    const euPeer = await connectTo(eu, euCluster.enrollment_token);
+    await euPeer.hello({ cluster_id: euCluster.name });
     await sleep(1_000);
     // Stopped with its session open: its poller's alarm is armed when it starts again.
     await eu.stop();
     eu = null;
-    euLink.ws.terminate();
+    euPeer.close();
 
     // The same east deployment, its secret now the default deployment's database.
     const before = lines.length;

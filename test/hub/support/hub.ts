@@ -83,35 +83,7 @@ export function useHub(vars: Record<string, string> = { ...FAST_TIMERS }, prepar
       return { uid: r.json.uid, name: r.json.name, token: r.json.enrollment_token };
     },
     async connect(token, hint) {
-      const ws = new WebSocket(`${h.hub.wsUrl}/v1/connect`, {
-        headers: { authorization: `Bearer ${token}`, ...(hint ? { 'wingsmith-session': hint } : {}) },
-        perMessageDeflate: false,
-      });
-      await new Promise<void>((resolve, reject) => {
-        ws.once('open', () => resolve());
-        ws.once('unexpected-response', (_req, res) => reject(new Error(`connect: HTTP ${res.statusCode}`)));
-        ws.once('error', reject);
-      });
-      const peer = new Peer({
-        send: (t) => ws.send(t),
-        close: (code, reason) => ws.close(code, reason),
-        onMessage: (fn) => ws.on('message', (d) => fn(String(d))),
-        onClose: (fn) => {
-          // ws reports 'close' only after the TCP teardown, which local workerd delays ~10 s for a
-          // socket the hub closes before it ever received a message. The close frame (code and
-          // reason) is what the protocol speaks, so take whichever comes first.
-          let done = false;
-          const once = (code: number, reason: string) => {
-            if (!done) {
-              done = true;
-              fn({ code, reason });
-            }
-          };
-          const receiver = (ws as unknown as { _receiver?: { on(e: 'conclude', f: (code: number, reason: Buffer) => void): void } })._receiver;
-          receiver?.on('conclude', (code, reason) => once(code, String(reason)));
-          ws.on('close', (code, reason) => once(code, String(reason)));
-        },
-      });
+      const peer = await connectTo(h.hub, token, hint);
       peers.push(peer);
       return peer;
     },
@@ -132,6 +104,53 @@ export function useHub(vars: Record<string, string> = { ...FAST_TIMERS }, prepar
     },
   };
   return h;
+}
+
+/** An operator's WebSocket to `hub`'s connect route, upgraded (a refused upgrade throws). */
+export async function connectTo(hub: Pick<Hub, 'wsUrl'>, token: string, hint?: string | null): Promise<Peer> {
+  const ws = new WebSocket(`${hub.wsUrl}/v1/connect`, {
+    headers: { authorization: `Bearer ${token}`, ...(hint ? { 'wingsmith-session': hint } : {}) },
+    perMessageDeflate: false,
+  });
+  await new Promise<void>((resolve, reject) => {
+    ws.once('open', () => resolve());
+    ws.once('unexpected-response', (_req, res) => reject(new Error(`connect: HTTP ${res.statusCode}`)));
+    ws.once('error', reject);
+  });
+  return new Peer({
+    send: (t) => ws.send(t),
+    close: (code, reason) => ws.close(code, reason),
+    onMessage: (fn) => ws.on('message', (d) => fn(String(d))),
+    onClose: (fn) => {
+      // ws reports 'close' only after the TCP teardown, which local workerd delays ~10 s for a
+      // socket the hub closes before it ever received a message. The close frame (code and
+      // reason) is what the protocol speaks, so take whichever comes first.
+      let done = false;
+      const once = (code: number, reason: string) => {
+        if (!done) {
+          done = true;
+          fn({ code, reason });
+        }
+      };
+      const receiver = (ws as unknown as { _receiver?: { on(e: 'conclude', f: (code: number, reason: Buffer) => void): void } })._receiver;
+      receiver?.on('conclude', (code, reason) => once(code, String(reason)));
+      ws.on('close', (code, reason) => once(code, String(reason)));
+    },
+  });
+}
+
+/**
+ * `n` hellos of one cluster at once, each on a connection of its own, not awaited: a burst of
+ * claims (an operator reconnecting in a loop, or any holder of its token).
+ */
+export async function helloBurst(h: HubHandle, c: TestCluster, n: number): Promise<Peer[]> {
+  const burst: Peer[] = [];
+  for (let i = 0; i < n; i++) {
+    const p = await h.connect(c.token);
+    p.send('hello', { cluster_id: c.name, operator_version: '0.1.0', session_id: null, resume_from: null, lossy: false });
+    burst.push(p);
+  }
+  return burst;
 }
 
 export function cfgNumber(h: HubHandle, key: keyof typeof FAST_TIMERS | string, fallback: number): number {
