@@ -7,7 +7,7 @@ import type { HubEnv } from './env';
 import { describeError, failureLine } from './db/errors';
 import { createLogger } from './log';
 import { jsonError } from './http-errors';
-import { gatewaySql } from './db/gateway';
+import { gatewaySql } from './db/gateway-client';
 import { readSchemaState } from './db/schema-version';
 import { checkDatabaseRegion } from './database-region';
 import { checkAddressing } from './address';

@@ -3,7 +3,7 @@ import { buildFrame, CloseCode, type ErrorCode } from '../protocol';
 import { INTERNAL_HEADERS, newRouteKey, placementGenerationOf, routeKeyOf, sessionStub } from './address';
 import { hubConfig } from './config';
 import { failureLine } from './db/errors';
-import { gatewaySql } from './db/gateway';
+import { gatewaySql } from './db/gateway-client';
 import { lookupToken, type TokenLookup } from './db/registry';
 import type { HubEnv } from './env';
 import { jsonError } from './http-errors';

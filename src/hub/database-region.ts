@@ -1,6 +1,6 @@
 import { HubConfigError, hubConfig } from './config';
 import { failureLine } from './db/errors';
-import { gatewaySql } from './db/gateway';
+import { gatewaySql } from './db/gateway-client';
 import { claimDatabaseRegion, foreignDatabase } from './db/region-claim';
 import type { HubEnv } from './env';
 import { createLogger } from './log';

@@ -3,7 +3,7 @@ import type { MiddlewareHandler } from 'hono';
 import { secureHeaders } from 'hono/secure-headers';
 import type { HubEnv } from '../env';
 import { jsonError } from '../http-errors';
-import { gatewaySql } from '../db/gateway';
+import { gatewaySql } from '../db/gateway-client';
 import type { Sql } from '../db/sql';
 
 export type AdminEnv = { Bindings: HubEnv; Variables: { pg: Sql } };

@@ -2,7 +2,7 @@ import { createRoute, z } from '@hono/zod-openapi';
 import type { Context } from 'hono';
 import { desiredFrameBytes, Ident, ServingConfig, MAX_REPLICAS } from '../../protocol';
 import { hubConfig } from '../config';
-import { gatewayWriteDesired } from '../db/gateway';
+import { gatewayWriteDesired } from '../db/gateway-client';
 import { sendableFrameBytes } from '../frame-budget';
 import { jsonError } from '../http-errors';
 import { adminRouter, commonResponses, errorResponse, type AdminEnv } from './app';

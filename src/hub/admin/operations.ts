@@ -1,7 +1,7 @@
 import { createRoute, z } from '@hono/zod-openapi';
 import { newId, OPERATION_KINDS, OperationParams, operationStartFrameBytes, ULID_RE } from '../../protocol';
 import { hubConfig } from '../config';
-import { gatewayWriteDesired } from '../db/gateway';
+import { gatewayWriteDesired } from '../db/gateway-client';
 import { getOperation, listOperations, OPERATION_EVENT_KINDS, OPERATION_STATES, type OperationKey } from '../db/reads-history';
 import { sendableFrameBytes } from '../frame-budget';
 import { jsonError } from '../http-errors';

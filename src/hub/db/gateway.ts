@@ -1,5 +1,5 @@
 import { DurableObject } from 'cloudflare:workers';
-import { gatewayStub, pollShardOf, routeKeyOf, sessionStub } from '../address';
+import { routeKeyOf, sessionStub } from '../address';
 import { describeError, failureLine } from './errors';
 import { claimWithSnapshot, type ClaimedSession } from './claim-snapshot';
 import type { DesiredItem } from './desired-admin';
@@ -13,12 +13,11 @@ import { RegionGuard } from './region-guard';
 import { hubConfig, type HubConfig } from '../config';
 import { claimPageBytes } from '../frame-budget';
 import { withDeadline } from '../deadline';
-import { fnv1a } from '../fnv';
 import type { HubEnv } from '../env';
 import { createLogger } from '../log';
 import { outcomeUnknown, Pg } from '../pg';
 import { ResidencyGate } from '../residency-gate';
-import type { Sql } from './sql';
+import { coalescedWaitMs, type GatewayResult, type Relayed } from './gateway-client';
 
 const log = createLogger({ component: 'db-gateway' });
 
@@ -417,84 +416,4 @@ function pokeFirst(): Promise<void> {
  */
 function pokeDeadlineMs(cfg: Pick<HubConfig, 'PG_QUERY_TIMEOUT_MS'>): number {
   return cfg.PG_QUERY_TIMEOUT_MS + 3_000;
-}
-
-type Relayed<T> = { ok: true; value: T } | { ok: false; message: string; code: string | null; name: string };
-type GatewayResult = Relayed<{ rows: Record<string, unknown>[]; rowCount: number | null }>;
-
-/** A database error relayed by the gateway, with its SQLSTATE kept. */
-export class GatewayQueryError extends Error {
-  constructor(
-    message: string,
-    readonly code: string | null,
-    override readonly name: string,
-  ) {
-    super(message);
-  }
-}
-
-/** How long the Worker waits for a shard's answer: one statement's deadline and two seconds for the hops. */
-function gatewayDeadlineMs(cfg: Pick<HubConfig, 'PG_QUERY_TIMEOUT_MS'>): number {
-  return cfg.PG_QUERY_TIMEOUT_MS + 2_000;
-}
-
-/**
- * How long a single PUT may wait behind its cluster's statement in the shard (`PutCoalescer`):
- * what is left of the Worker's wait after its own statement's deadline, less half a second for the
- * hops. Past it the PUT is refused unwritten: written, it could commit after the Worker answered
- * 503 "retry".
- */
-export function coalescedWaitMs(cfg: Pick<HubConfig, 'PG_QUERY_TIMEOUT_MS'>): number {
-  return gatewayDeadlineMs(cfg) - cfg.PG_QUERY_TIMEOUT_MS - 500;
-}
-
-/** Call a shard (chosen at random per call unless given) with a deadline; a relayed database error is rethrown with its SQLSTATE. */
-async function viaGateway<T>(env: HubEnv, call: (stub: DbGatewayStub) => Promise<Relayed<T>>, shard?: number): Promise<T> {
-  const cfg = hubConfig(env);
-  const timeoutMs = gatewayDeadlineMs(cfg);
-  const stub = gatewayStub(env, shard ?? Math.floor(Math.random() * cfg.DB_GATEWAY_SHARDS)) as unknown as DbGatewayStub;
-  const r = await withDeadline(call(stub), timeoutMs, () => {
-    throw new GatewayQueryError(`database gateway did not answer in ${timeoutMs} ms`, null, 'QueryTimeoutError');
-  });
-  if (!r.ok) throw new GatewayQueryError(r.message, r.code, r.name);
-  return r.value;
-}
-
-/** An `Sql` that runs each statement on one of the gateway's shards. */
-export function gatewaySql(env: HubEnv): Sql {
-  return {
-    async query<R = Record<string, unknown>>(text: string, params: unknown[] = [], name?: string) {
-      const r = await viaGateway(env, (stub) => stub.query(text, params, name));
-      return { rows: r.rows as R[], rowCount: r.rowCount };
-    },
-  };
-}
-
-/**
- * An admin write of desired state through a gateway shard, which pokes the owning session itself.
- * A cluster's writes all go to one shard (by its id as given), where concurrent PUTs coalesce.
- */
-export function gatewayWriteDesired(env: HubEnv, req: DesiredWriteRequest): Promise<DesiredWriteResult | null> {
-  return viaGateway(env, (stub) => stub.writeDesired(req), shardOf(req.cluster, hubConfig(env).DB_GATEWAY_SHARDS));
-}
-
-/**
- * A session's claim through a gateway shard, with its first snapshot page when fresh
- * (claim-snapshot.ts). Always the cluster's poll shard: its claim lane then holds every claim of
- * the cluster, so a burst of them waiting on its owner row holds one connection of the gateway,
- * not one in every shard.
- */
-export function gatewayClaim(env: HubEnv, args: ClaimArgs, snapshotRows: number): Promise<ClaimedSession> {
-  return viaGateway(env, (stub) => stub.claim(args, snapshotRows), pollShardOf(args.clusterUid, hubConfig(env).DB_GATEWAY_SHARDS));
-}
-
-/** A stable shard for a key (FNV-1a): the same cluster reference always reaches the same shard. */
-export function shardOf(key: string, shards: number): number {
-  return fnv1a(key) % shards;
-}
-
-interface DbGatewayStub {
-  query(text: string, params: unknown[], name?: string): Promise<GatewayResult>;
-  claim(args: ClaimArgs, snapshotRows: number): Promise<Relayed<ClaimedSession>>;
-  writeDesired(req: DesiredWriteRequest): Promise<Relayed<DesiredWriteResult | null>>;
 }

@@ -5,7 +5,7 @@ import { hubConfig, type HubConfig } from '../config';
 import type { DesiredChange } from '../db/desired';
 import { describeError } from '../db/errors';
 import type { PokeReason } from '../db/fleet-poll';
-import { gatewayClaim, gatewaySql } from '../db/gateway';
+import { gatewayClaim, gatewaySql } from '../db/gateway-client';
 import type { IngestResult } from '../db/ingest';
 import type { Sql } from '../db/sql';
 import type { HubEnv } from '../env';
