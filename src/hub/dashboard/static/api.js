@@ -125,6 +125,22 @@ let refreshes = 0;
 const KEEP_UNREAD = 5;
 
 /**
+ * How long a poll waits for its answer, body included. Longer than any deadline of the hub's own
+ * (a statement's and its hops', a session's live view): past it the hub, or the way to it, is
+ * wedged, and the live loop, which runs one refresh at a time, would wait with it for good while
+ * the page went on saying it was live.
+ */
+export const POLL_TIMEOUT_MS = 15_000;
+
+/** A poll that got no answer in time (`POLL_TIMEOUT_MS`). */
+export class PollTimeout extends Error {
+  constructor() {
+    super(`no answer in ${POLL_TIMEOUT_MS / 1000} s`);
+    this.name = 'PollTimeout';
+  }
+}
+
+/**
  * A GET for polling: sends the ETag of the last answer and accepts an answer up to a second old
  * (the hub then shares one answer between all pollers). Resolves with `{data, changed}`.
  * @param {string} path under /admin
@@ -140,17 +156,23 @@ export async function poll(path) {
   /** @type {Record<string, string>} */
   const headers = { authorization: `Bearer ${t}`, 'cache-control': 'max-age=1' };
   if (last) headers['if-none-match'] = last.etag;
-  const res = await fetch(`/admin${path}`, { headers, cache: 'no-store' });
-  if (res.status === 304 && last) {
-    last.read = refreshes;
-    return { data: last.data, changed: false };
+  const signal = AbortSignal.timeout(POLL_TIMEOUT_MS);
+  try {
+    const res = await fetch(`/admin${path}`, { headers, cache: 'no-store', signal });
+    if (res.status === 304 && last) {
+      last.read = refreshes;
+      return { data: last.data, changed: false };
+    }
+    if (authRefused(res)) throw await signOutWith(res);
+    if (!res.ok) throw await errorOf(res);
+    const data = await res.json();
+    const etag = res.headers.get('etag');
+    if (etag) polled.set(path, { etag, data, read: refreshes });
+    return { data, changed: true };
+  } catch (err) {
+    if (signal.aborted) throw new PollTimeout();
+    throw err;
   }
-  if (authRefused(res)) throw await signOutWith(res);
-  if (!res.ok) throw await errorOf(res);
-  const data = await res.json();
-  const etag = res.headers.get('etag');
-  if (etag) polled.set(path, { etag, data, read: refreshes });
-  return { data, changed: true };
 }
 
 /**
