@@ -17,7 +17,6 @@ import { copyDatabase } from '../../scripts/lib/dev-stack';
 import { pgClient } from '../../scripts/lib/pg-node';
 import { startPgWsProxy, type PgWsProxy } from '../../scripts/lib/pg-ws-proxy';
 import { startHub, type Hub } from '../e2e/support/worker';
-import { fileDatabaseUrl } from '../support/file-database';
 import { Peer, uniqueName } from '../support/peer-core';
 import { FAST_TIMERS, sleep } from './support/hub';
 import { captureHubLines } from './support/hub-lines';

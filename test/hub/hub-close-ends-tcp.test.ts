@@ -7,7 +7,7 @@
  * written by hand (raw-ws.ts) and never answers a close.
  */
 import { describe, expect, it } from 'vitest';
-import { buildFrame, CloseCode, newId } from '../../src/protocol';
+import { buildFrame, CloseCode } from '../../src/protocol';
 import { cfgNumber, FAST_TIMERS, useHub, type TestCluster } from './support/hub';
 import { RawSocket } from './support/raw-ws';
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { CloseCode } from '../../src/protocol';
-import { desired, eventually, FAST_TIMERS, holdLock, node, useHub, type Peer } from './support/hub';
+import { desired, eventually, FAST_TIMERS, holdLock, node, useHub } from './support/hub';
 
 const h = useHub();
 

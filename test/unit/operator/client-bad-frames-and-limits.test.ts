@@ -7,9 +7,9 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { wsDialer } from '../../../src/operator/ws-transport';
 import { newId } from '../../../src/protocol';
-import { cursorReaches, makeClient, readResync, reconnectAfterBackoff, type TestClient, openWelcomed } from './support/harness';
+import { cursorReaches, makeClient, reconnectAfterBackoff, type TestClient, openWelcomed } from './support/harness';
 import { heldOperations, operationStart } from './support/operations';
-import { eventually, ScriptedHub, type HubConnection } from './support/scripted-hub';
+import { eventually, ScriptedHub } from './support/scripted-hub';
 
 let hub: ScriptedHub;
 const clients: TestClient[] = [];
