@@ -1,14 +1,15 @@
 import { describe, expect, it } from 'vitest';
 import { classifyDbError, describeError, failureKind, failureLine } from '../../src/hub/db/errors';
+import { GatewayQueryError } from '../../src/hub/db/gateway-client';
 import { ConnectionLostError } from '../../src/hub/pg';
 
 function pgError(code: string, message: string): Error {
   return Object.assign(new Error(message), { code });
 }
 
-/** As `GatewayQueryError` rethrows what a gateway shard relayed (its module needs workerd): message, SQLSTATE, name. */
+/** What a gateway shard relayed, rethrown as the Worker and the session objects rethrow it: message, SQLSTATE, name. */
 function relayed(message: string, code: string | null, name: string): Error {
-  return Object.assign(new Error(message), { code, name });
+  return new GatewayQueryError(message, code, name);
 }
 
 describe('database error classification (DESIGN decision 5: unsure means transient)', () => {
