@@ -91,11 +91,13 @@ describe('history retention', () => {
     };
     const first = await post();
     expect(first.status).toBe(202);
-    // Concluded four days ago, with reports from then: past both horizons.
-    await h.sql(`update operations set state = 'succeeded', created_at = ${ANCIENT}, concluded_at = ${ANCIENT} where operation_id = $1`, [first.id]);
+    // Concluded four days ago, with reports from then: past both horizons. The reports go in
+    // first: concluded with none, the pollers' next pass (every 400 ms) could delete it before
+    // they were written.
     for (let i = 0; i < 4; i++) {
       await h.sql(`insert into operation_events (operation_id, frame_id, kind, phase, message, at) values ($1, $2, 'progress', 'step', '', ${ANCIENT})`, [first.id, newId()]);
     }
+    await h.sql(`update operations set state = 'succeeded', created_at = ${ANCIENT}, concluded_at = ${ANCIENT} where operation_id = $1`, [first.id]);
     const insert = (id: string, state: string, deadline: string, concludedAt: string) =>
       h.sql(
         `insert into operations (operation_id, cluster_uid, kind, target, params, deadline, revision, state, created_at, concluded_at)
