@@ -128,7 +128,7 @@ export class DbGateway extends DurableObject<HubEnv> {
     const shard = this.pollShard ?? this.storedShard();
     if (shard === null) return;
     this.pollShard = shard;
-    if (await this.foreignDatabase(shard, cfg)) {
+    if (await this.databaseIsForeign(shard, cfg)) {
       // Nothing of the other region's is touched; looked at again at each retention interval
       // (a new secret comes with a deploy, and a claim here brings the poll back at once).
       this.pollAt = Date.now() + cfg.HISTORY_PRUNE_INTERVAL_MS;
@@ -163,7 +163,7 @@ export class DbGateway extends DurableObject<HubEnv> {
   }
 
   /** Whether DATABASE_URL is another region's database (region-guard.ts); a failed read is not. */
-  private async foreignDatabase(shard: number, cfg: HubConfig): Promise<boolean> {
+  private async databaseIsForeign(shard: number, cfg: HubConfig): Promise<boolean> {
     try {
       const refusal = await this.region.refusal(this.leastBusy(), cfg, this.env.DATABASE_URL, (r) =>
         log.error('fleet poll stopped: this shard polls, pokes and prunes nothing in another region\'s database', { shard, variable: r.variable, error: r.message }),

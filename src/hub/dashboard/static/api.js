@@ -130,10 +130,10 @@ const KEEP_UNREAD = 5;
  * wedged, and the live loop, which runs one refresh at a time, would wait with it for good while
  * the page went on saying it was live.
  */
-export const POLL_TIMEOUT_MS = 15_000;
+const POLL_TIMEOUT_MS = 15_000;
 
 /** A poll that got no answer in time (`POLL_TIMEOUT_MS`). */
-export class PollTimeout extends Error {
+class PollTimeout extends Error {
   constructor() {
     super(`no answer in ${POLL_TIMEOUT_MS / 1000} s`);
     this.name = 'PollTimeout';
