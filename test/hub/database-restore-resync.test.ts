@@ -1,37 +1,49 @@
 import { describe, expect, it } from 'vitest';
 import { CloseCode } from '../../src/protocol';
-import { desired, useHub, type Frame, type Peer, type TestCluster } from './support/hub';
+import { desired, device, useHub, type Frame, type Peer, type TestCluster } from './support/hub';
+import { captureHubLines } from './support/hub-lines';
 
+const lines = captureHubLines();
 const h = useHub();
 
 /**
  * The plane's Postgres restored to an earlier point (a backup, point-in-time recovery), modelled
  * by saving a cluster's rows at the backup point and writing them back: its desired revision
- * counter and deployments, its claim (session id, generation) and its fleet-poll registration.
+ * counter and deployments, its claim (session id, generation, how far the session's operator
+ * stream is applied), its GPUs and its fleet-poll registration.
  * The session object keeps what it sent since (its watermark, its replay buffer).
  */
 interface Backup {
   uid: string;
   revision: string;
   deployments: unknown[];
-  owner: { session_id: string; generation: string };
+  devices: unknown[];
+  owner: { session_id: string; generation: string; applied_seq: string };
   live: { session_id: string; generation: string; seen_revision: string }[];
 }
 
 async function backup(uid: string): Promise<Backup> {
   const [c] = await h.sql<{ desired_revision: string }>('select desired_revision from clusters where uid = $1', [uid]);
   const deployments = await h.sql('select * from desired_deployments where cluster_uid = $1', [uid]);
-  const [owner] = await h.sql<Backup['owner']>('select session_id, generation from cluster_owners where cluster_uid = $1', [uid]);
+  const devices = await h.sql('select * from devices where cluster_uid = $1', [uid]);
+  const [owner] = await h.sql<Backup['owner']>('select session_id, generation, applied_seq from cluster_owners where cluster_uid = $1', [uid]);
   const live = await h.sql<Backup['live'][number]>('select session_id, generation, seen_revision from live_sessions where cluster_uid = $1', [uid]);
   if (!c || !owner) throw new Error('nothing to back up');
-  return { uid, revision: c.desired_revision, deployments, owner, live };
+  return { uid, revision: c.desired_revision, deployments, devices, owner, live };
 }
 
 async function restore(b: Backup): Promise<void> {
   await h.sql('update clusters set desired_revision = $2 where uid = $1', [b.uid, b.revision]);
   await h.sql('delete from desired_deployments where cluster_uid = $1', [b.uid]);
   await h.sql('insert into desired_deployments select * from jsonb_populate_recordset(null::desired_deployments, $1::jsonb)', [JSON.stringify(b.deployments)]);
-  await h.sql('update cluster_owners set session_id = $2, generation = $3 where cluster_uid = $1', [b.uid, b.owner.session_id, b.owner.generation]);
+  await h.sql('delete from devices where cluster_uid = $1', [b.uid]);
+  await h.sql('insert into devices select * from jsonb_populate_recordset(null::devices, $1::jsonb)', [JSON.stringify(b.devices)]);
+  await h.sql('update cluster_owners set session_id = $2, generation = $3, applied_seq = $4 where cluster_uid = $1', [
+    b.uid,
+    b.owner.session_id,
+    b.owner.generation,
+    b.owner.applied_seq,
+  ]);
   for (const l of b.live) {
     await h.sql('update live_sessions set generation = $2, seen_revision = $3 where session_id = $1', [l.session_id, l.generation, l.seen_revision]);
   }
@@ -117,6 +129,63 @@ describe('the hub database restored from a backup while sessions carry newer sta
     expect(rNew).toBe(r2);
     const f = await again.next((x) => x.type === 'deployment.desired' && x.payload.deployment_id === 'd3');
     expect(f.payload.revision).toBe(rNew);
+    again.close();
+  });
+
+  // Before migration 0027 only the desired counter could tell: a cluster whose desired revision
+  // did not move since the backup point was resumed, and the GPUs its operator reported after
+  // that point stayed lost (the operator had their acks and never sent them again).
+  it('a session that reported observed state after the backup point, with no desired change since, is not resumed: it resyncs', async () => {
+    const c = await h.newCluster();
+    const { peer, sessionId } = await h.openFresh(c);
+    peer.send('device.observed', device('GPU-1'));
+    await peer.ackedThrough(peer.nextSeq - 1);
+    const b = await backup(c.uid);
+    peer.send('device.observed', device('GPU-2'));
+    await peer.ackedThrough(peer.nextSeq - 1);
+    peer.close();
+    await peer.closed;
+
+    await restore(b);
+    expect((await h.sql('select device_id from devices where cluster_uid = $1', [c.uid])).map((d: any) => d.device_id)).toEqual(['GPU-1']);
+    const again = await h.connect(c.token, sessionId);
+    const welcome = await again.hello({ cluster_id: c.name, session_id: sessionId, resume_from: peer.hubCursor });
+    expect(welcome.payload.full_resync).toBe(true);
+    expect(welcome.payload.session_id).not.toBe(sessionId);
+    again.close();
+  });
+
+  it('a live session whose reports after the backup point are gone is cut at its next frame, which writes nothing, and its reconnect resyncs', async () => {
+    const c = await h.newCluster();
+    const { peer, sessionId } = await h.openFresh(c);
+    const pings = setInterval(() => peer.send('ping', {}, { ack: null }), 500);
+    let closed;
+    let last: number;
+    try {
+      peer.send('device.observed', device('GPU-1'));
+      await peer.ackedThrough(peer.nextSeq - 1);
+      const b = await backup(c.uid);
+      peer.send('device.observed', device('GPU-2'));
+      await peer.ackedThrough(peer.nextSeq - 1);
+
+      await restore(b);
+      peer.send('device.observed', device('GPU-3'));
+      last = peer.nextSeq - 1;
+      closed = await peer.closedWith(8_000);
+    } finally {
+      clearInterval(pings);
+    }
+    expect(closed.code).toBe(CloseCode.TRY_AGAIN_LATER);
+    expect(closed.reason).toMatch(/went back/);
+    // Not applied: the operator still holds it, and sends its whole state to the fresh session.
+    expect(peer.lastAck() ?? 0).toBeLessThan(last);
+    expect((await h.sql('select device_id from devices where cluster_uid = $1', [c.uid])).map((d: any) => d.device_id)).toEqual(['GPU-1']);
+    expect(lines.some((l) => l.level === 'error' && l.msg.startsWith('the database went back: it holds less') && l.session === sessionId)).toBe(true);
+
+    const again = await h.connect(c.token, sessionId);
+    const welcome = await again.hello({ cluster_id: c.name, session_id: sessionId, resume_from: peer.hubCursor });
+    expect(welcome.payload.full_resync).toBe(true);
+    expect(welcome.payload.session_id).not.toBe(sessionId);
     again.close();
   });
 });

@@ -134,7 +134,9 @@ describe('the poison path always ends in an acknowledgement', () => {
     const sql: Sql = {
       async query<R>(_text: string, params: unknown[] = []) {
         statements.push(params);
-        if (params.slice(4).some((p) => p !== '[]')) {
+        // Refuses any statement that carries something: a table's rows that are not `[]` (the
+        // restore check's two numbers, last, carry nothing to refuse).
+        if (params.slice(4).some((p) => typeof p === 'string' && p !== '[]')) {
           throw Object.assign(new Error('invalid input syntax for type json'), { code: '22P02' });
         }
         return { rows: [{ fenced: true, pruned: 0, unknown_ops: [] }] as R[], rowCount: 1 };
@@ -158,6 +160,9 @@ describe('the poison path always ends in an acknowledgement', () => {
         resyncs: () => ({}),
         sentDesired: () => null,
         committed: (items) => void committed.push(items),
+        wentBack: () => {
+          throw new Error('went back');
+        },
         fenceLost: () => {
           throw new Error('fence lost');
         },

@@ -46,6 +46,9 @@ function harness(onCommitted: (seqs: number[], pipeline: IngestPipeline) => void
       committed.push(seqs);
       onCommitted(seqs, pipeline);
     },
+    wentBack: () => {
+      throw new Error('went back');
+    },
     fenceLost: () => {
       throw new Error('fence lost');
     },
@@ -153,6 +156,9 @@ function scripted(maxBatch: number, log: Logger = createLogger({}, 'error'), res
     resyncs,
     sentDesired: () => null,
     committed: (items) => committed.push(items.map((i) => i.seq)),
+    wentBack: () => {
+      throw new Error('went back');
+    },
     fenceLost: () => {
       throw new Error('fence lost');
     },
@@ -396,8 +402,9 @@ describe('ingest pipeline: the size of a statement', () => {
     const LIMIT = 40 * JSON.stringify(['n00', 'n00', true, true, node('n00').labels, [], 1, 1, 1, 1]).length;
     const statements: number[] = [];
     const sql: Sql = {
-      async query<R>(_text: string, params: unknown[] = []) {
-        const nodes = String(params[5] ?? params[4] ?? '[]');
+      async query<R>(_text: string, params: unknown[] = [], name?: string) {
+        // A lean statement's rows come right after the fence's four parameters, the full one's after the cluster's.
+        const nodes = String((name?.startsWith('wingsmith_ingest_rows') ? params[4] : params[5]) ?? '[]');
         statements.push(JSON.parse(nodes).length);
         if (nodes.length > LIMIT) {
           throw Object.assign(new Error('total size of jsonb array elements exceeds the maximum of 268435455 bytes'), { code: '54000' });
@@ -413,6 +420,9 @@ describe('ingest pipeline: the size of a statement', () => {
         resyncs: () => ({}),
         sentDesired: () => null,
         committed: (items) => void committed.push(...items.map((i) => i.seq)),
+        wentBack: () => {
+          throw new Error('went back');
+        },
         fenceLost: () => {
           throw new Error('fence lost');
         },
@@ -445,6 +455,9 @@ describe('ingest pipeline: the size of a statement', () => {
         resyncs: () => ({}),
         sentDesired: () => null,
         committed: (items) => void committed.push(items.map((i) => i.bytes ?? 0)),
+        wentBack: () => {
+          throw new Error('went back');
+        },
         fenceLost: () => {
           throw new Error('fence lost');
         },
@@ -520,6 +533,9 @@ describe('ingest pipeline: a frame the database would refuse is not hidden by a 
       committed: (items, built) => {
         settled.push(...items.map((i) => [i.seq, i.kind] as [number, string]));
         rejected.push(...built.batch.rejections.map((r) => r.seq));
+      },
+      wentBack: () => {
+        throw new Error('went back');
       },
       fenceLost: () => {
         throw new Error('fence lost');

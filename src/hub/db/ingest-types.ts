@@ -74,6 +74,8 @@ export interface IngestBatch {
   rejections: Rejection[];
   desiredRefusals: DesiredRefusal[];
   prunes: Prune[];
+  /** The highest operator seq among the frames the batch carries (0: none): how far it applies the stream. */
+  seqHigh: number;
 }
 
 
@@ -82,11 +84,22 @@ export interface SessionFence {
   sessionId: string;
   generation: number;
   tokenHash: string;
+  /**
+   * The highest operator seq the session object knows an ingest statement of this session
+   * committed (`cluster_owners.applied_seq`); an ingest statement finding less in the database
+   * writes nothing (it went back). Absent: 0, nothing to check.
+   */
+  recorded?: number;
 }
 
 export interface IngestResult {
   /** False: this session no longer owns the cluster (or it was disabled or its token rotated); nothing was written. */
   fenced: boolean;
+  /**
+   * The database holds less of this session's stream than the session knows it committed: it went
+   * back (restored from a backup). Nothing was written (`fenced` is false too).
+   */
+  wentBack?: true;
   pruned: number;
   /** operation.* frames naming an operation this cluster does not have: recorded as rejections. */
   unknownOperations: { seq: number; frame_id: string; type: string; reason: string }[];

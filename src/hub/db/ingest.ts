@@ -6,15 +6,28 @@ import type { Sql } from './sql';
 export type * from './ingest-types';
 
 
-/** The claim's fence and the fleet view's "last frame" write: every ingest statement opens with them. */
-const HEAD = `with ${fenceCte({ cluster: '$1', session: '$2', generation: '$3', tokenHash: '$4' })},
-live as (select exists (select 1 from fence) as ok),
--- The fleet view's "last frame": at most one write a second per cluster (the row is the claim's).
+/**
+ * What every ingest statement opens with: the claim's fence, the restore check, and the owner
+ * row's write of how far the session's stream is applied (migration 0027) with the fleet view's
+ * "last frame". `recorded` is the highest seq the session object knows this session committed:
+ * a database holding less went back (restored from a backup) under a live session, which writes
+ * nothing then (`went_back`: the session is cut for a full resync; the claim refuses to resume
+ * it). `high` is the batch's highest seq. The fence's row lock is upgraded by the write, so a
+ * claim or another fenced write of the cluster waits for this statement, as a claim already did.
+ */
+function head(recorded: string, high: string): string {
+  return `with ${fenceCte({ cluster: '$1', session: '$2', generation: '$3', tokenHash: '$4', columns: 'o.applied_seq' })},
+went_back as (select coalesce((select applied_seq < ${recorded}::bigint from fence), false) as yes),
+live as (select exists (select 1 from fence) and not (select yes from went_back) as ok),
 seen as (
-  update cluster_owners o set last_frame_at = now() from live
-  where live.ok and o.cluster_uid = $1 and (o.last_frame_at is null or o.last_frame_at < now() - interval '1 second')
+  update cluster_owners o set applied_seq = greatest(o.applied_seq, ${high}::bigint), last_frame_at = now() from live
+  where live.ok and o.cluster_uid = $1
   returning 1
 )`;
+}
+
+/** The result's columns every ingest statement ends with; the full one adds its counts. */
+const TAIL = 'select (select ok from live) as fenced, (select yes from went_back) as went_back';
 
 /**
  * The four row tables' writes, each reading one parameter (its number in the full statement):
@@ -119,7 +132,7 @@ const ROW_SECTIONS: readonly RowSection[] = [NODE_ROWS, DEVICE_ROWS, DEPLOYMENT_
  * a prune explicitly spares the subjects this very batch writes.
  */
 export const INGEST_SQL = `
-${HEAD},
+${head('$19', '$20')},
 
 cl_in as (
   select * from jsonb_to_recordset($5::jsonb)
@@ -311,7 +324,7 @@ pr_replicas as (
   where live.ok and t.cluster_uid = $1 and t.deployment_id in (select deployment_id from pr_deployments)
   returning 1
 )
-select (select ok from live) as fenced,
+${TAIL},
   (select count(*) from pr_cluster) + (select count(*) from pr_nodes) + (select count(*) from pr_devices)
     + (select count(*) from pr_deployments) as pruned,
   (select coalesce(jsonb_agg(jsonb_build_object('seq', seq, 'frame_id', frame_id, 'type', type, 'reason', reason)), '[]'::jsonb)
@@ -322,9 +335,9 @@ select (select ok from live) as fenced,
 `;
 
 /** Prepared once per connection (bump the suffix when the text changes). */
-const INGEST_STATEMENT = 'wingsmith_ingest_v9';
+const INGEST_STATEMENT = 'wingsmith_ingest_v10';
 
-/** The full statement's parameters for one batch, in order ($1…$18). */
+/** The full statement's parameters for one batch, in order ($1…$20). */
 export function ingestParams(fence: SessionFence, b: IngestBatch): unknown[] {
   return [
     fence.clusterUid,
@@ -345,7 +358,13 @@ export function ingestParams(fence: SessionFence, b: IngestBatch): unknown[] {
     json(b.rejections),
     json(b.prunes),
     json(b.desiredRefusals),
+    ...restoreParams(fence, b),
   ];
+}
+
+/** The restore check's two parameters, last in every ingest statement (`head`). */
+function restoreParams(fence: SessionFence, b: IngestBatch): [number, number] {
+  return [fence.recorded ?? 0, b.seqHigh];
 }
 
 /**
@@ -370,10 +389,11 @@ export function leanSections(b: IngestBatch): readonly RowSection[] | null {
 /** The lean statement for these row sections: the full one's writes, renumbered, nothing else. */
 export function leanIngestSql(sections: readonly RowSection[]): string {
   const parts = sections.map((s, i) => s.sql.replace(new RegExp(`\\$${s.param}(?!\\d)`, 'g'), `$${5 + i}`));
-  return `\n${HEAD},\n\n${parts.join(',\n\n')}\nselect (select ok from live) as fenced, 0 as pruned, '[]'::jsonb as unknown_ops\n`;
+  const n = 5 + sections.length;
+  return `\n${head(`$${n}`, `$${n + 1}`)},\n\n${parts.join(',\n\n')}\n${TAIL}, 0 as pruned, '[]'::jsonb as unknown_ops\n`;
 }
 
-const LEAN_STATEMENT = 'wingsmith_ingest_rows_v2';
+const LEAN_STATEMENT = 'wingsmith_ingest_rows_v3';
 const leanCache = new Map<string, string>();
 
 /** The statement for a batch: its text, its parameters and its prepared name. */
@@ -388,13 +408,14 @@ export function ingestStatement(fence: SessionFence, b: IngestBatch): { text: st
   }
   return {
     text,
-    params: [fence.clusterUid, fence.sessionId, fence.generation, fence.tokenHash, ...sections.map((s) => s.encode(b))],
+    params: [fence.clusterUid, fence.sessionId, fence.generation, fence.tokenHash, ...sections.map((s) => s.encode(b)), ...restoreParams(fence, b)],
     name: `${LEAN_STATEMENT}_${key}`,
   };
 }
 
 interface IngestRow {
   fenced: boolean;
+  went_back: boolean;
   pruned: string | number;
   unknown_ops: IngestResult['unknownOperations'] | null;
   /** Only from the full statement: a lean one carries neither an operation frame nor a refusal. */
@@ -412,6 +433,7 @@ export async function applyIngestBatch(sql: Sql, fence: SessionFence, b: IngestB
     pruned: Number(r?.pruned ?? 0),
     unknownOperations: fenced ? (r?.unknown_ops ?? []).map((u) => ({ ...u, seq: Number(u.seq) })) : [],
   };
+  if (r?.went_back === true) result.wentBack = true;
   if (fenced && r?.unknown_ops_recorded !== undefined) result.unknownOperationsRecorded = Number(r.unknown_ops_recorded);
   if (fenced && r?.refusals_counted !== undefined) result.desiredRefusalsCounted = Number(r.refusals_counted);
   return result;

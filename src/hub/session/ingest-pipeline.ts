@@ -44,6 +44,11 @@ export interface IngestHost {
   committed(items: InboundItem[], built: BuiltBatch, result: IngestResult): void;
   /** The statement found the session no longer owns the cluster: nothing was written. */
   fenceLost(): void;
+  /**
+   * The statement found less of this session's stream in the database than the session knows it
+   * committed: the database went back (restored from a backup). Nothing was written.
+   */
+  wentBack(): void;
   /** Whether retrying still helps: with no connection the peer will replay after its resume anyway. */
   keepRetrying(): boolean;
   /**
@@ -349,6 +354,11 @@ export class IngestPipeline {
     }
     const { result } = outcome;
     if (this.stopping && !result.fenced) return 'stop';
+    if (result.wentBack) {
+      this.schedule.clear();
+      this.host.wentBack();
+      return 'stop';
+    }
     if (!result.fenced) {
       this.host.fenceLost();
       return 'stop';

@@ -169,6 +169,16 @@ export class SessionObject extends DurableObject<HubEnv> {
           state.log.warn('write fenced off: this session no longer owns the cluster');
           void this.fleet.check();
         },
+        wentBack: () => {
+          // As the fleet check's for desired state (fleet-member.ts): the claim will not resume
+          // the session (the owner row still holds less than it recorded), so the reconnect
+          // resyncs both ways and the operator reports its whole state again.
+          state.log.error('the database went back: it holds less of this session\'s operator stream than the session committed (restored from a backup?); cutting the session for a full resync', {
+            recorded_seq: state.meta?.recordedSeq ?? 0,
+          });
+          const active = sockets.active();
+          if (active) sockets.refuse(active, CloseCode.TRY_AGAIN_LATER, null, 'unavailable', 'the hub database went back (restored from a backup); reconnect for a full resync', true);
+        },
         keepRetrying: () => sockets.active() !== null,
         outcomeUnknown: () => {
           const active = sockets.active();
@@ -485,6 +495,9 @@ export class SessionObject extends DurableObject<HubEnv> {
     const { state } = this;
     if (!state.meta) return;
     const settled = settleCommitted(items, built, result, (state.meta.countedAhead ??= []));
+    // Saved with the cursor below: the owner row already holds it, so a claim or a statement
+    // finding less there knows the database went back.
+    state.meta.recordedSeq = Math.max(state.meta.recordedSeq ?? 0, built.batch.seqHigh);
     state.settle(settled, built.resyncs);
     // Said when it is true: a frame not yet committed may be replayed (a link closed 1013), and
     // was logged once per delivery, "acknowledged and recorded" before either.
