@@ -80,8 +80,13 @@ export class OperationBook {
   private readonly retentionMs: number;
   private readonly maxRecords: number;
   private idleWaiters: (() => void)[] = [];
-  /** A graceful stop asked every operation to stop: none is accepted from here on. */
+  /**
+   * The client is stopping (a graceful stop's `abortAll`, or `dispose` in any stop): none is
+   * accepted from here on, also when its gate or its record's save completes after the stop.
+   */
   private stopping = false;
+  /** The deadline watches of starts whose admission gate is still deciding (cancelled by `dispose`). */
+  private readonly gateWatches = new Set<() => void>();
   /**
    * Operations concluded at their deadline while their start waited behind an earlier frame:
    * when that start's turn comes its answer has already gone, so it is only settled.
@@ -228,8 +233,10 @@ export class OperationBook {
       // A gate still deciding at the deadline holds the stream as a slow handler ahead of a
       // queued start does: the hub is answered then, not when (if ever) the gate returns.
       const unwatch = scheduleAt(this.host.timers, deadline, () => this.deadlinePassedInQueue(payload, ctx.frameId, 'for its admission'));
+      this.gateWatches.add(unwatch);
       const gate = await runHandler(() => this.handlers.admitOperation?.(payload, ctx));
       unwatch();
+      this.gateWatches.delete(unwatch);
       if (this.answeredInQueue.delete(payload.operation_id)) {
         this.host.logger.debug('operation.start answered at its deadline while its admission was decided: settled, not run', { operation_id: payload.operation_id });
         return { settle: 'applied' };
@@ -242,9 +249,9 @@ export class OperationBook {
       }
     }
 
-    // A graceful stop began while the gate decided: no operation starts in a process that is
-    // going away (abortAll could not reach it); the ack is withheld and the hub replays the start
-    // to the next process.
+    // A stop began while the gate decided: no operation starts in a process that is going away
+    // (abortAll could not reach it, and a stop that is not graceful does not wait for the gate);
+    // the ack is withheld and the hub replays the start to the next process.
     if (this.stopping) return { settle: 'failed', reason: 'the operator is stopping: the start is left to the next process' };
 
     this.records.set(record.operationId, record);
@@ -353,9 +360,17 @@ export class OperationBook {
     return new Promise((resolve) => this.idleWaiters.push(resolve));
   }
 
-  /** Cancel timers without concluding (the process is going away). */
+  /**
+   * Cancel timers without concluding (the process is going away), and accept nothing more: a
+   * stop that is not graceful never called `abortAll`, and a start whose gate or save completes
+   * after it would otherwise run in a stopped client, unrecorded and unacknowledged, and run again
+   * in the next process when the hub replays it.
+   */
   dispose(): void {
+    this.stopping = true;
     for (const run of this.running.values()) run.cancelDeadline();
+    for (const unwatch of this.gateWatches) unwatch();
+    this.gateWatches.clear();
   }
 
   private run(record: OperationRecord, payload: Payload<'operation.start'>): void {

@@ -102,3 +102,56 @@ describe('a graceful stop that begins while an operation.start is being accepted
     expect(conn.frames.filter((f) => f.type === 'operation.accepted')).toHaveLength(0);
   });
 });
+
+// The same two moments under a stop that is not graceful (`stop({ graceful: false })`, and the stop
+// the client makes itself when its state directory is lost). Only a graceful stop marked the
+// operation book as stopping, so before the fix the handler of a start whose gate answered, or
+// whose save completed, after such a stop began ran in a client that had stopped: nothing of it
+// on disk, its start never acknowledged, and the hub's replay ran it again in the next process.
+describe('a stop that is not graceful, begun while an operation.start is being accepted', () => {
+  it('during the save of its record: the handler never runs and nothing is accepted', async () => {
+    const store = new GatedStore();
+    const h = handlerRecorder();
+    const t = makeClient(hub, { cursorStore: store, handlers: { operation: h.operation } });
+    const conn = await open(t);
+
+    store.hold();
+    const payload = operationStart(t.timers.now());
+    const frame = conn.sendSeq('operation.start', payload);
+    await eventually(() => store.held > 0, 'the record save under way');
+    const stopping = t.client.stop({ graceful: false });
+    await eventually(() => t.client.state === 'stopping', 'stopping');
+    store.release();
+    await stopping;
+    await new Promise((r) => setTimeout(r, 100));
+
+    const saved = store.peek();
+    expect({
+      started: h.started.length,
+      accepted: conn.frames.filter((f) => f.type === 'operation.accepted').length,
+      recorded: saved?.operations.some((o) => o.operationId === payload.operation_id),
+      cursorBelowStart: (saved?.cursor ?? 0) < (frame.seq as number),
+    }).toEqual({ started: 0, accepted: 0, recorded: false, cursorBelowStart: true });
+  });
+
+  it('during the admission gate, answered after the stop resolved: the handler never runs', async () => {
+    let admit: (() => void) | null = null;
+    const h = handlerRecorder();
+    const t = makeClient(hub, {
+      handlers: {
+        operation: h.operation,
+        admitOperation: () => new Promise((r) => (admit = () => r(applied()))),
+      },
+    });
+    const conn = await open(t);
+
+    conn.sendSeq('operation.start', operationStart(t.timers.now()));
+    await eventually(() => admit !== null, 'the gate deciding');
+    await t.client.stop({ graceful: false });
+    admit!();
+    await new Promise((r) => setTimeout(r, 100));
+
+    expect(h.started).toHaveLength(0);
+    expect(conn.frames.filter((f) => f.type === 'operation.accepted')).toHaveLength(0);
+  });
+});
