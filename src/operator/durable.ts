@@ -87,7 +87,8 @@ export class RecordKeeper {
       .catch(() => {})
       .then(() => {
         this.next = null;
-        return this.saveNow();
+        // Never past the seal (finalSave waits for every queued save, so only as a last guard).
+        return this.sealedFlag ? undefined : this.saveNow();
       });
     this.next = next;
     return next;
@@ -103,15 +104,28 @@ export class RecordKeeper {
    * during a stop that does not wait for it) is written before this resolves, not after: the
    * caller gives the state directory's lock up next, and a write after that could replace the
    * record of a process that took the directory over. From then on persist() writes nothing.
+   * Also when a save fails: the saves queued behind it are still written, and waited for, before
+   * this settles; it rejects when the last one written failed (each is built when it starts, so
+   * the last holds everything).
    */
   async finalSave(): Promise<void> {
+    let failure: { err: unknown } | null = null;
+    const settle = async (save: Promise<void>) => {
+      try {
+        await save;
+        failure = null;
+      } catch (err) {
+        failure = { err };
+      }
+    };
     try {
-      await this.persist();
+      await settle(this.persist());
       // A save queued behind the one awaited is either still queued or already started.
-      while (this.next ?? this.persisting) await (this.next ?? this.persisting);
+      for (let p = this.next ?? this.persisting; p; p = this.next ?? this.persisting) await settle(p);
     } finally {
       this.sealedFlag = true;
     }
+    if (failure) throw (failure as { err: unknown }).err;
   }
 
   private saveNow(): Promise<void> {

@@ -47,6 +47,50 @@ describe('RecordKeeper.finalSave', () => {
     expect(keeper.sealed).toBe(true);
   });
 
+  // Found by a review: when the final save itself failed (a full or failing volume), finalSave
+  // rejected at once and the save queued behind it was written afterwards, after the stop had
+  // resolved and given the directory's lock up.
+  it('when the final save fails, a save asked for meanwhile is still written before finalSave settles, and nothing after it', async () => {
+    class FailingOnce extends GatedStore {
+      /** Saves that finished writing (the first one then fails). */
+      written = 0;
+      override async save(record: Parameters<GatedStore['save']>[0]): Promise<void> {
+        const first = this.begun === 0;
+        await super.save(record);
+        await new Promise((r) => setTimeout(r, 5));
+        this.written++;
+        if (first) throw Object.assign(new Error('no space left on device'), { code: 'ENOSPC' });
+      }
+    }
+    const store = new FailingOnce();
+    let cursor = 3;
+    const keeper = new RecordKeeper(store, memoryLogger(), () => ({ ...emptyRecord(), cursor }));
+    store.hold();
+    let settled = false;
+    let writtenWhenSettled = -1;
+    const final = keeper.finalSave().then(
+      () => {
+        settled = true;
+        writtenWhenSettled = store.written;
+      },
+      () => {
+        settled = true;
+        writtenWhenSettled = store.written;
+      },
+    );
+    await eventually(() => store.begun === 1, 'the final save under way');
+    cursor = 4;
+    keeper.markChanged();
+    const late = keeper.persist().catch(() => {});
+    store.release();
+    await final;
+    await late;
+    await new Promise((r) => setTimeout(r, 50));
+    expect({ settled, writtenWhenSettled, written: store.written, sealed: keeper.sealed }).toEqual({ settled: true, writtenWhenSettled: 2, written: 2, sealed: true });
+    // The save after the failed one holds everything: the record is the newest.
+    expect((await store.load())?.cursor).toBe(4);
+  });
+
   it('waits for a save under way and is written after it, holding what changed meanwhile', async () => {
     const store = new GatedStore();
     let cursor = 1;
