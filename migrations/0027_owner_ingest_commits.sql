@@ -1,11 +1,13 @@
--- How far the owning session's operator stream is applied in this database: the highest operator
--- seq an ingest statement of that session committed (src/hub/db/ingest.ts). The session object
--- keeps the same number for what it knows committed; a database restored from a backup holds a
--- lower one, and a session that reported observed state after the backup point is then cut and
--- never resumed (its reconnect resyncs both ways), even when no desired revision moved since the
--- backup point (which only the desired counter's check could see before).
+-- How much of the owning session's operator stream this database holds: the number of that
+-- session's ingest statements it committed (src/hub/db/ingest.ts). The session object keeps the
+-- count it knows committed; a database restored from a backup holds a lower one, and a session
+-- that reported observed state after the backup point is then cut and never resumed (its
+-- reconnect resyncs both ways), even when no desired revision moved since the backup point (which
+-- only the desired counter's check could see before). A count of statements, not the highest
+-- seq applied: frames after a hole commit before the frame that left it, so a highest seq could
+-- be in the backup while a frame below it, committed later and acknowledged, was not.
 --
 -- A claim that grants a fresh session sets it to 0; a resume keeps it. Additive for a rolling
--- deploy: the old code never reads it, and a value it leaves behind is never below what a new
--- session object has recorded (so it can only miss a restore, never see one that did not happen).
-alter table cluster_owners add column if not exists applied_seq bigint not null default 0;
+-- deploy: the old code never reads it, and a count it leaves behind is never below what a new
+-- session object has counted (so it can only miss a restore, never see one that did not happen).
+alter table cluster_owners add column if not exists ingest_commits bigint not null default 0;

@@ -42,7 +42,7 @@ export async function claimedFence(env: BenchEnv, client: Client): Promise<Sessi
     contention: { windowMs: 600_000, threshold: 3, quietMs: 600_000 },
     pollShard: 0,
     watermark: 0,
-    recorded: 0,
+    ingestCommits: 0,
   });
   if (claim.generation === null) throw new Error(`claim refused: ${claim.refusal}`);
   return { clusterUid: c.uid, sessionId, generation: claim.generation, tokenHash: c.tokenHash };

@@ -57,7 +57,7 @@ async function main(): Promise<void> {
         contention: { windowMs: 600_000, threshold: 3, quietMs: 600_000 },
         pollShard: 0,
         watermark: 0,
-        recorded: 0,
+        ingestCommits: 0,
       };
       const t0 = performance.now();
       const r = await claimCluster(prepared ? named : unnamed, args);

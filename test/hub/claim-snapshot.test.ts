@@ -67,7 +67,7 @@ const claimArgs = (uid: string, tokenHash: string, over: Partial<ClaimArgs> = {}
   contention: { windowMs: 600_000, threshold: 3, quietMs: 600_000 },
   pollShard: 0,
   watermark: 0,
-  recorded: 0,
+  ingestCommits: 0,
   ...over,
 });
 

@@ -18,7 +18,7 @@ interface Backup {
   revision: string;
   deployments: unknown[];
   devices: unknown[];
-  owner: { session_id: string; generation: string; applied_seq: string };
+  owner: { session_id: string; generation: string; ingest_commits: string };
   live: { session_id: string; generation: string; seen_revision: string }[];
 }
 
@@ -26,7 +26,7 @@ async function backup(uid: string): Promise<Backup> {
   const [c] = await h.sql<{ desired_revision: string }>('select desired_revision from clusters where uid = $1', [uid]);
   const deployments = await h.sql('select * from desired_deployments where cluster_uid = $1', [uid]);
   const devices = await h.sql('select * from devices where cluster_uid = $1', [uid]);
-  const [owner] = await h.sql<Backup['owner']>('select session_id, generation, applied_seq from cluster_owners where cluster_uid = $1', [uid]);
+  const [owner] = await h.sql<Backup['owner']>('select session_id, generation, ingest_commits from cluster_owners where cluster_uid = $1', [uid]);
   const live = await h.sql<Backup['live'][number]>('select session_id, generation, seen_revision from live_sessions where cluster_uid = $1', [uid]);
   if (!c || !owner) throw new Error('nothing to back up');
   return { uid, revision: c.desired_revision, deployments, devices, owner, live };
@@ -38,11 +38,11 @@ async function restore(b: Backup): Promise<void> {
   await h.sql('insert into desired_deployments select * from jsonb_populate_recordset(null::desired_deployments, $1::jsonb)', [JSON.stringify(b.deployments)]);
   await h.sql('delete from devices where cluster_uid = $1', [b.uid]);
   await h.sql('insert into devices select * from jsonb_populate_recordset(null::devices, $1::jsonb)', [JSON.stringify(b.devices)]);
-  await h.sql('update cluster_owners set session_id = $2, generation = $3, applied_seq = $4 where cluster_uid = $1', [
+  await h.sql('update cluster_owners set session_id = $2, generation = $3, ingest_commits = $4 where cluster_uid = $1', [
     b.uid,
     b.owner.session_id,
     b.owner.generation,
-    b.owner.applied_seq,
+    b.owner.ingest_commits,
   ]);
   for (const l of b.live) {
     await h.sql('update live_sessions set generation = $2, seen_revision = $3 where session_id = $1', [l.session_id, l.generation, l.seen_revision]);
@@ -180,7 +180,7 @@ describe('the hub database restored from a backup while sessions carry newer sta
     // Not applied: the operator still holds it, and sends its whole state to the fresh session.
     expect(peer.lastAck() ?? 0).toBeLessThan(last);
     expect((await h.sql('select device_id from devices where cluster_uid = $1', [c.uid])).map((d: any) => d.device_id)).toEqual(['GPU-1']);
-    expect(lines.some((l) => l.level === 'error' && l.msg.startsWith('the database went back: it holds less') && l.session === sessionId)).toBe(true);
+    expect(lines.some((l) => l.level === 'error' && l.msg.startsWith('the database went back: it holds fewer') && l.session === sessionId)).toBe(true);
 
     const again = await h.connect(c.token, sessionId);
     const welcome = await again.hello({ cluster_id: c.name, session_id: sessionId, resume_from: peer.hubCursor });

@@ -148,7 +148,7 @@ async function revocationBehindClaim(
         contention: { windowMs: 600_000, threshold: 3, quietMs: 600_000 },
         pollShard: 0,
         watermark: 0,
-        recorded: 0,
+        ingestCommits: 0,
       }),
     );
     await eventually(

@@ -74,7 +74,7 @@ async function claimed(pg: Pg): Promise<SessionFence> {
     contention: { windowMs: 600_000, threshold: 3, quietMs: 600_000 },
     pollShard: 0,
     watermark: 0,
-    recorded: 0,
+    ingestCommits: 0,
   });
   if (claim.generation === null) throw new Error(`claim refused: ${claim.refusal}`);
   return { clusterUid: c.uid, sessionId, generation: claim.generation, tokenHash: row!.h };
@@ -100,7 +100,7 @@ describe('the lean ingest statement', () => {
     const rows = buildBatch(items(['device.observed', 'node.event'], 20, 1, r), {}).batch;
     expect(leanSections(rows)?.map((s) => s.key)).toEqual(['devices', 'events']);
     const lean = ingestStatement({ clusterUid: 'c', sessionId: 's', generation: 1, tokenHash: '00' }, rows);
-    expect(lean.params).toHaveLength(8);
+    expect(lean.params).toHaveLength(7);
     expect(lean.name).toBe('wingsmith_ingest_rows_v3_de');
     // Postgres keeps 63 bytes of a statement's name; the connection appends `_` and its tag (under 16).
     const all = buildBatch(items(['node.observed', 'device.observed', 'deployment.observed', 'node.event'], 60, 1, r), {}).batch;
@@ -140,7 +140,7 @@ describe('the lean ingest statement', () => {
         const b = await applyIngestBatch(pg, lean, batch);
         expect(a.rows[0]).toMatchObject({ fenced: true, unknown_ops: [] });
         expect(Number(a.rows[0]?.pruned)).toBe(0);
-        expect(b).toEqual({ fenced: true, pruned: 0, unknownOperations: [] });
+        expect(b).toEqual({ fenced: true, pruned: 0, unknownOperations: [], commits: round + 1 });
         expect(await observed(lean.clusterUid), `round ${round}`).toEqual(await observed(full.clusterUid));
       }
       expect(shapes.size).toBeGreaterThanOrEqual(4);
@@ -167,34 +167,36 @@ describe('the lean ingest statement', () => {
     }
   });
 
-  // Migration 0027: how far the session's stream is applied, for the restore check.
-  it('records the batch\'s highest seq on the owner row, and writes nothing once the owner row holds less than the session recorded, as the full statement does', async () => {
+  // Migration 0027: how many of the session's ingest statements the database holds, for the restore check.
+  it('counts each committed statement on the owner row, and writes nothing once the owner row counts fewer than the session did, as the full statement does', async () => {
     const pg = new Pg(hubEnv, { idleCloseMs: 0 });
-    const appliedSeq = async (uid: string) => Number((await sql<{ n: string }>('select applied_seq as n from cluster_owners where cluster_uid = $1', [uid]))[0]?.n);
+    const counted = async (uid: string) => Number((await sql<{ n: string }>('select ingest_commits as n from cluster_owners where cluster_uid = $1', [uid]))[0]?.n);
     try {
       for (const statement of ['lean', 'full'] as const) {
         const fence = await claimed(pg);
         const run = (f: SessionFence, b: IngestBatch) =>
-          statement === 'lean' ? applyIngestBatch(pg, f, b) : fullStatement(pg, f, b).then((r) => ({ fenced: r.rows[0]?.fenced, wentBack: (r.rows[0] as { went_back?: boolean } | undefined)?.went_back || undefined }));
-        expect(await appliedSeq(fence.clusterUid)).toBe(0);
-        const first = buildBatch(items(['device.observed'], 10, 1, rng(5)), {}).batch;
-        expect(await run(fence, first)).toMatchObject({ fenced: true });
-        expect(await appliedSeq(fence.clusterUid), statement).toBe(10);
-        // A batch below it (a held frame applied late) leaves the highest.
-        const late = buildBatch(items(['device.observed'], 2, 3, rng(6)), {}).batch;
-        expect(await run({ ...fence, recorded: 10 }, late)).toMatchObject({ fenced: true });
-        expect(await appliedSeq(fence.clusterUid)).toBe(10);
+          statement === 'lean'
+            ? applyIngestBatch(pg, f, b)
+            : fullStatement(pg, f, b).then((r) => {
+                const row = r.rows[0] as { fenced?: boolean; went_back?: boolean; commits?: string | null } | undefined;
+                return { fenced: row?.fenced, ...(row?.went_back ? { wentBack: true } : {}), ...(row?.commits != null ? { commits: Number(row.commits) } : {}) };
+              });
+        expect(await counted(fence.clusterUid)).toBe(0);
+        expect(await run(fence, buildBatch(items(['device.observed'], 10, 11, rng(5)), {}).batch)).toMatchObject({ fenced: true, commits: 1 });
+        // Frames below the last ones (a frame held behind a hole, applied late) count as a statement too.
+        expect(await run({ ...fence, ingestCommits: 1 }, buildBatch(items(['device.observed'], 2, 3, rng(6)), {}).batch)).toMatchObject({ fenced: true, commits: 2 });
+        expect(await counted(fence.clusterUid), statement).toBe(2);
 
-        // Restored from a backup taken at seq 4: the session recorded 10.
-        await sql('update cluster_owners set applied_seq = 4 where cluster_uid = $1', [fence.clusterUid]);
+        // Restored from a backup taken after the first statement: the session counted 2.
+        await sql('update cluster_owners set ingest_commits = 1 where cluster_uid = $1', [fence.clusterUid]);
         const before = await observed(fence.clusterUid);
-        const next = buildBatch(items(['device.observed', 'node.event'], 10, 11, rng(7)), {}).batch;
-        expect(await run({ ...fence, recorded: 10 }, next), statement).toEqual({ fenced: false, wentBack: true, ...(statement === 'lean' ? { pruned: 0, unknownOperations: [] } : {}) });
-        expect(await appliedSeq(fence.clusterUid)).toBe(4);
+        const next = buildBatch(items(['device.observed', 'node.event'], 10, 21, rng(7)), {}).batch;
+        expect(await run({ ...fence, ingestCommits: 2 }, next), statement).toEqual({ fenced: false, wentBack: true, ...(statement === 'lean' ? { pruned: 0, unknownOperations: [] } : {}) });
+        expect(await counted(fence.clusterUid)).toBe(1);
         expect(await observed(fence.clusterUid)).toEqual(before);
-        // A session that recorded no more than the database holds goes on.
-        expect(await run({ ...fence, recorded: 4 }, next)).toMatchObject({ fenced: true });
-        expect(await appliedSeq(fence.clusterUid)).toBe(20);
+        // A session that counted no more than the database holds goes on.
+        expect(await run({ ...fence, ingestCommits: 1 }, next)).toMatchObject({ fenced: true, commits: 2 });
+        expect(await counted(fence.clusterUid)).toBe(2);
       }
     } finally {
       await pg.close();

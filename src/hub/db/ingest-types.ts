@@ -74,8 +74,6 @@ export interface IngestBatch {
   rejections: Rejection[];
   desiredRefusals: DesiredRefusal[];
   prunes: Prune[];
-  /** The highest operator seq among the frames the batch carries (0: none): how far it applies the stream. */
-  seqHigh: number;
 }
 
 
@@ -85,21 +83,23 @@ export interface SessionFence {
   generation: number;
   tokenHash: string;
   /**
-   * The highest operator seq the session object knows an ingest statement of this session
-   * committed (`cluster_owners.applied_seq`); an ingest statement finding less in the database
-   * writes nothing (it went back). Absent: 0, nothing to check.
+   * How many ingest statements of this session the session object knows committed
+   * (`cluster_owners.ingest_commits`); an ingest statement finding fewer in the database writes
+   * nothing (it went back). Absent: 0, nothing to check.
    */
-  recorded?: number;
+  ingestCommits?: number;
 }
 
 export interface IngestResult {
   /** False: this session no longer owns the cluster (or it was disabled or its token rotated); nothing was written. */
   fenced: boolean;
   /**
-   * The database holds less of this session's stream than the session knows it committed: it went
-   * back (restored from a backup). Nothing was written (`fenced` is false too).
+   * The database holds fewer of this session's ingest statements than the session knows committed:
+   * it went back (restored from a backup). Nothing was written (`fenced` is false too).
    */
   wentBack?: true;
+  /** The owner row's count of this session's committed ingest statements, this one included. */
+  commits?: number;
   pruned: number;
   /** operation.* frames naming an operation this cluster does not have: recorded as rejections. */
   unknownOperations: { seq: number; frame_id: string; type: string; reason: string }[];

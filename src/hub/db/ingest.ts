@@ -8,26 +8,29 @@ export type * from './ingest-types';
 
 /**
  * What every ingest statement opens with: the claim's fence, the restore check, and the owner
- * row's write of how far the session's stream is applied (migration 0027) with the fleet view's
- * "last frame". `recorded` is the highest seq the session object knows this session committed:
- * a database holding less went back (restored from a backup) under a live session, which writes
- * nothing then (`went_back`: the session is cut for a full resync; the claim refuses to resume
- * it). `high` is the batch's highest seq. The fence's row lock is upgraded by the write, so a
- * claim or another fenced write of the cluster waits for this statement, as a claim already did.
+ * row's count of this session's committed ingest statements (migration 0027) with the fleet
+ * view's "last frame". `counted` is the count the session object knows committed: a database
+ * holding less went back (restored from a backup) under a live session, which writes nothing
+ * then (`went_back`: the session is cut for a full resync; the claim refuses to resume it).
+ *
+ * The fence locks the owner row for the write from the start: taken FOR SHARE and upgraded by the
+ * write, it could deadlock with a fenced statement of the session's desired side (it holds the
+ * row FOR SHARE and then updates an operation row this statement's reports may have locked
+ * first). A claim or another fenced write of the cluster waits for this statement, as a claim did.
  */
-function head(recorded: string, high: string): string {
-  return `with ${fenceCte({ cluster: '$1', session: '$2', generation: '$3', tokenHash: '$4', columns: 'o.applied_seq' })},
-went_back as (select coalesce((select applied_seq < ${recorded}::bigint from fence), false) as yes),
+function head(counted: string): string {
+  return `with ${fenceCte({ cluster: '$1', session: '$2', generation: '$3', tokenHash: '$4', columns: 'o.ingest_commits', lock: 'for no key update of o for share of c' })},
+went_back as (select coalesce((select ingest_commits < ${counted}::bigint from fence), false) as yes),
 live as (select exists (select 1 from fence) and not (select yes from went_back) as ok),
 seen as (
-  update cluster_owners o set applied_seq = greatest(o.applied_seq, ${high}::bigint), last_frame_at = now() from live
+  update cluster_owners o set ingest_commits = o.ingest_commits + 1, last_frame_at = now() from live
   where live.ok and o.cluster_uid = $1
-  returning 1
+  returning o.ingest_commits
 )`;
 }
 
 /** The result's columns every ingest statement ends with; the full one adds its counts. */
-const TAIL = 'select (select ok from live) as fenced, (select yes from went_back) as went_back';
+const TAIL = 'select (select ok from live) as fenced, (select yes from went_back) as went_back, (select ingest_commits from seen) as commits';
 
 /**
  * The four row tables' writes, each reading one parameter (its number in the full statement):
@@ -132,7 +135,7 @@ const ROW_SECTIONS: readonly RowSection[] = [NODE_ROWS, DEVICE_ROWS, DEPLOYMENT_
  * a prune explicitly spares the subjects this very batch writes.
  */
 export const INGEST_SQL = `
-${head('$19', '$20')},
+${head('$19')},
 
 cl_in as (
   select * from jsonb_to_recordset($5::jsonb)
@@ -337,7 +340,7 @@ ${TAIL},
 /** Prepared once per connection (bump the suffix when the text changes). */
 const INGEST_STATEMENT = 'wingsmith_ingest_v10';
 
-/** The full statement's parameters for one batch, in order ($1…$20). */
+/** The full statement's parameters for one batch, in order ($1…$19). */
 export function ingestParams(fence: SessionFence, b: IngestBatch): unknown[] {
   return [
     fence.clusterUid,
@@ -358,13 +361,8 @@ export function ingestParams(fence: SessionFence, b: IngestBatch): unknown[] {
     json(b.rejections),
     json(b.prunes),
     json(b.desiredRefusals),
-    ...restoreParams(fence, b),
+    fence.ingestCommits ?? 0,
   ];
-}
-
-/** The restore check's two parameters, last in every ingest statement (`head`). */
-function restoreParams(fence: SessionFence, b: IngestBatch): [number, number] {
-  return [fence.recorded ?? 0, b.seqHigh];
 }
 
 /**
@@ -390,7 +388,7 @@ export function leanSections(b: IngestBatch): readonly RowSection[] | null {
 export function leanIngestSql(sections: readonly RowSection[]): string {
   const parts = sections.map((s, i) => s.sql.replace(new RegExp(`\\$${s.param}(?!\\d)`, 'g'), `$${5 + i}`));
   const n = 5 + sections.length;
-  return `\n${head(`$${n}`, `$${n + 1}`)},\n\n${parts.join(',\n\n')}\n${TAIL}, 0 as pruned, '[]'::jsonb as unknown_ops\n`;
+  return `\n${head(`$${n}`)},\n\n${parts.join(',\n\n')}\n${TAIL}, 0 as pruned, '[]'::jsonb as unknown_ops\n`;
 }
 
 const LEAN_STATEMENT = 'wingsmith_ingest_rows_v3';
@@ -408,7 +406,7 @@ export function ingestStatement(fence: SessionFence, b: IngestBatch): { text: st
   }
   return {
     text,
-    params: [fence.clusterUid, fence.sessionId, fence.generation, fence.tokenHash, ...sections.map((s) => s.encode(b)), ...restoreParams(fence, b)],
+    params: [fence.clusterUid, fence.sessionId, fence.generation, fence.tokenHash, ...sections.map((s) => s.encode(b)), fence.ingestCommits ?? 0],
     name: `${LEAN_STATEMENT}_${key}`,
   };
 }
@@ -416,6 +414,7 @@ export function ingestStatement(fence: SessionFence, b: IngestBatch): { text: st
 interface IngestRow {
   fenced: boolean;
   went_back: boolean;
+  commits: string | number | null;
   pruned: string | number;
   unknown_ops: IngestResult['unknownOperations'] | null;
   /** Only from the full statement: a lean one carries neither an operation frame nor a refusal. */
@@ -434,6 +433,7 @@ export async function applyIngestBatch(sql: Sql, fence: SessionFence, b: IngestB
     unknownOperations: fenced ? (r?.unknown_ops ?? []).map((u) => ({ ...u, seq: Number(u.seq) })) : [],
   };
   if (r?.went_back === true) result.wentBack = true;
+  if (fenced && r?.commits !== null && r?.commits !== undefined) result.commits = Number(r.commits);
   if (fenced && r?.unknown_ops_recorded !== undefined) result.unknownOperationsRecorded = Number(r.unknown_ops_recorded);
   if (fenced && r?.refusals_counted !== undefined) result.desiredRefusalsCounted = Number(r.refusals_counted);
   return result;

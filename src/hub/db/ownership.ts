@@ -23,10 +23,10 @@ export interface ClaimArgs {
    */
   watermark: number;
   /**
-   * The highest operator seq the session object knows this session committed (0 for a fresh
-   * session): an owner row holding less went back (restored from a backup), so it is not resumed.
+   * How many ingest statements the session object knows this session committed (0 for a fresh
+   * session): an owner row counting fewer went back (restored from a backup), so it is not resumed.
    */
-  recorded: number;
+  ingestCommits: number;
 }
 
 export interface ContentionPolicy {
@@ -71,7 +71,7 @@ export interface ClaimResult {
  * is a full resync that replaces the plane's rows with one snapshot instead of mixing two views.
  * (A session superseding its own half-open connection still holds its claim and resumes.)
  * Nor is a session that has sent a desired revision above the cluster's, or whose owner row
- * holds less of its operator stream than it knows it committed (`recorded`): the database went
+ * counts fewer of its ingest statements than it knows committed (`ingestCommits`): the database went
  * back (restored from a backup), and its counters, claims and rows are older than the session's
  * stream.
  */
@@ -101,7 +101,7 @@ export async function claimCluster(sql: Sql, args: ClaimArgs): Promise<ClaimResu
     args.contention.quietMs,
     args.pollShard,
     args.watermark,
-    args.recorded,
+    args.ingestCommits,
   ], 'wingsmith_claim_v6');
   const r = rows[0];
   if (!r) throw new Error('claim returned no row');
@@ -119,7 +119,7 @@ export async function claimCluster(sql: Sql, args: ClaimArgs): Promise<ClaimResu
 
 // $1 cluster, $2 token hash, $3 fresh session id, $4 live view, $5 session to resume, $6 its
 // generation, $7 remote address, $8 operator version, $9 window ms, $10 threshold, $11 quiet ms,
-// $12 poll shard, $13 the session's desired watermark, $14 the operator seq it knows it committed.
+// $12 poll shard, $13 the session's desired watermark, $14 the ingest statements it knows committed.
 //
 // Locks, in the order every statement that locks both rows keeps (cluster_owners, then clusters;
 // the session fence `fenceCte` locks them in that order too): first the owner row (`held`), which
@@ -137,22 +137,22 @@ export async function claimCluster(sql: Sql, args: ClaimArgs): Promise<ClaimResu
 // SHARE, which blocks no holder of an owner row: they want the cluster row only FOR SHARE or KEY
 // SHARE (the fence, foreign-key checks), and no statement updates it while holding an owner row.
 // `back`: the database holds a lower desired revision than this session has already sent, or an
-// owner row naming it holds less of its operator stream than it committed, so it went back
+// owner row naming it counts fewer of its ingest statements than it committed, so it went back
 // (restored from a backup); its rows no longer match the session's stream nor the claim it names,
-// so the session is never resumed and the fresh one resyncs both ways. A fresh session's stream
-// starts at 0 (`applied_seq`); a resume keeps it. (Comments stay
+// so the session is never resumed and the fresh one resyncs both ways. A fresh session's count
+// starts at 0 (`ingest_commits`); a resume keeps it. (Comments stay
 // out of the statement: pg_stat_activity shows only its first 1 KiB, where a person, and the
 // tests that watch a claim wait, look for the owner row's insert.)
 const CLAIM_SQL = `
 with held as (
-  select session_id, applied_seq from cluster_owners where cluster_uid = $1 for no key update
+  select session_id, ingest_commits from cluster_owners where cluster_uid = $1 for no key update
 ), c as (
   select uid, token_hash, disabled_at, desired_revision from clusters
   where uid = $1 and (select count(*) from held) >= 0
   for share
 ), back as (
   select desired_revision < $13::bigint
-    or coalesce((select applied_seq < $14::bigint from held where session_id = $5), false) as went_back
+    or coalesce((select ingest_commits < $14::bigint from held where session_id = $5), false) as went_back
   from c
 ), ok as (
   select uid from c where token_hash = decode($2, 'hex') and disabled_at is null
@@ -161,13 +161,13 @@ with held as (
   where cluster_uid = $1 and at > now() - make_interval(secs => $9::bigint / 1000.0)
 ), claim as (
   insert into cluster_owners (cluster_uid, session_id, generation, claimed_at, connected, polled_at, live,
-    remote_addr, operator_version, applied_seq)
+    remote_addr, operator_version, ingest_commits)
   select uid, $3, 1, now(), true, now(), $4::jsonb, $7, $8, 0 from ok
   on conflict (cluster_uid) do update set
     session_id = case when cluster_owners.session_id = $5 and cluster_owners.generation >= $6::bigint and not (select went_back from back)
                       then $5 else excluded.session_id end,
-    applied_seq = case when cluster_owners.session_id = $5 and cluster_owners.generation >= $6::bigint and not (select went_back from back)
-                       then cluster_owners.applied_seq else 0 end,
+    ingest_commits = case when cluster_owners.session_id = $5 and cluster_owners.generation >= $6::bigint and not (select went_back from back)
+                          then cluster_owners.ingest_commits else 0 end,
     generation = cluster_owners.generation + 1, revoked = false,
     claimed_at = now(), connected = true, polled_at = now(), live = excluded.live,
     remote_addr = excluded.remote_addr, operator_version = excluded.operator_version,
@@ -311,12 +311,12 @@ export async function checkSession(
  * It locks the owner row, then the cluster row (the order of its FROM list): the order the claim
  * keeps too (CLAIM_SQL), so the two never wait for each other crosswise.
  */
-export function fenceCte(p: { cluster: string; session: string; generation: string; tokenHash: string; columns?: string }): string {
+export function fenceCte(p: { cluster: string; session: string; generation: string; tokenHash: string; columns?: string; lock?: string }): string {
   return `fence as (
     select ${p.columns ?? '1'} from cluster_owners o join clusters c on c.uid = o.cluster_uid
     where o.cluster_uid = ${p.cluster} and o.session_id = ${p.session} and o.generation = ${p.generation}
       and not o.revoked and c.disabled_at is null and c.token_hash = decode(${p.tokenHash}, 'hex')
-    for share
+    ${p.lock ?? 'for share'}
   )`;
 }
 

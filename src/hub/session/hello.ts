@@ -71,7 +71,7 @@ export async function answerHello(host: HelloHost, ws: WebSocket, att: Attachmen
       contention: { windowMs: cfg.CONTENTION_WINDOW_MS, threshold: cfg.CONTENTION_THRESHOLD, quietMs: cfg.CONTENTION_QUIET_MS },
       pollShard: pollShardOf(att.clusterUid, cfg.DB_GATEWAY_SHARDS),
       watermark: local === null && meta ? meta.desiredWatermark : 0,
-      recorded: local === null && meta ? (meta.recordedSeq ?? 0) : 0,
+      ingestCommits: local === null && meta ? (meta.ingestCommits ?? 0) : 0,
     });
   } catch (err) {
     const line = failureLine('claim', err);

@@ -91,7 +91,6 @@ export function emptyBatch(): IngestBatch {
     rejections: [],
     desiredRefusals: [],
     prunes: [],
-    seqHigh: 0,
   };
 }
 
@@ -175,7 +174,6 @@ export function buildBatch(
   };
 
   for (const item of items) {
-    if (item.seq > batch.seqHigh) batch.seqHigh = item.seq;
     // Count stream membership first: count is frames carried between begin and end.
     const stream = item.type !== 'stream.end' ? openStream(resyncs, item.replyTo) : undefined;
     if (stream && countOnce(stream, item.seq)) stream.count++;

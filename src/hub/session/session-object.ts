@@ -171,10 +171,10 @@ export class SessionObject extends DurableObject<HubEnv> {
         },
         wentBack: () => {
           // As the fleet check's for desired state (fleet-member.ts): the claim will not resume
-          // the session (the owner row still holds less than it recorded), so the reconnect
-          // resyncs both ways and the operator reports its whole state again.
-          state.log.error('the database went back: it holds less of this session\'s operator stream than the session committed (restored from a backup?); cutting the session for a full resync', {
-            recorded_seq: state.meta?.recordedSeq ?? 0,
+          // the session (the owner row still counts fewer than it did), so the reconnect resyncs
+          // both ways and the operator reports its whole state again.
+          state.log.error('the database went back: it holds fewer of this session\'s ingest statements than the session committed (restored from a backup?); cutting the session for a full resync', {
+            ingest_commits: state.meta?.ingestCommits ?? 0,
           });
           const active = sockets.active();
           if (active) sockets.refuse(active, CloseCode.TRY_AGAIN_LATER, null, 'unavailable', 'the hub database went back (restored from a backup); reconnect for a full resync', true);
@@ -496,8 +496,8 @@ export class SessionObject extends DurableObject<HubEnv> {
     if (!state.meta) return;
     const settled = settleCommitted(items, built, result, (state.meta.countedAhead ??= []));
     // Saved with the cursor below: the owner row already holds it, so a claim or a statement
-    // finding less there knows the database went back.
-    state.meta.recordedSeq = Math.max(state.meta.recordedSeq ?? 0, built.batch.seqHigh);
+    // finding fewer there knows the database went back.
+    if (result.commits !== undefined) state.meta.ingestCommits = Math.max(state.meta.ingestCommits ?? 0, result.commits);
     state.settle(settled, built.resyncs);
     // Said when it is true: a frame not yet committed may be replayed (a link closed 1013), and
     // was logged once per delivery, "acknowledged and recorded" before either.

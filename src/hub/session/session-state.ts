@@ -153,7 +153,7 @@ export class SessionState {
   /** The fence every write of this session carries. */
   fence(): SessionFence | null {
     const m = this.meta;
-    return m ? { clusterUid: m.clusterUid, sessionId: m.sessionId, generation: m.generation, tokenHash: m.tokenHash, recorded: m.recordedSeq ?? 0 } : null;
+    return m ? { clusterUid: m.clusterUid, sessionId: m.sessionId, generation: m.generation, tokenHash: m.tokenHash, ingestCommits: m.ingestCommits ?? 0 } : null;
   }
 
   /** Retention expired: delete everything. */

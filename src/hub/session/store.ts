@@ -20,11 +20,11 @@ export interface SessionMeta {
   /** Highest per-cluster desired revision already put into this session's stream. */
   desiredWatermark: number;
   /**
-   * The highest operator seq an ingest statement of this session is known to have committed, as
-   * the statement also wrote it to the owner row (`cluster_owners.applied_seq`): a database
-   * holding less went back (restored from a backup). Absent: none yet (or a record of an older hub).
+   * How many ingest statements of this session are known to have committed, as the owner row
+   * counts them (`cluster_owners.ingest_commits`): a database counting fewer went back (restored
+   * from a backup). Absent: none yet (or a record of an older hub).
    */
-  recordedSeq?: number;
+  ingestCommits?: number;
   /**
    * The revision up to which the session's resync delivered every open operation. An incomplete
    * resync leaves the watermark below it (the changes after the watermark are sent again, for the
