@@ -188,4 +188,36 @@ describe('the hub database restored from a backup while sessions carry newer sta
     expect(welcome.payload.session_id).not.toBe(sessionId);
     again.close();
   });
+
+  // An operator with nothing new to report only pings, and the runtime answers its pings: no
+  // ingest statement of its session comes to find the restore, so the session's check (the fleet
+  // poll's poke at an admin write, or its sweep every LIVE_SWEEP_MS) must.
+  it('a live session that only pings after the restore is cut by its next check, and its reconnect resyncs', async () => {
+    const c = await h.newCluster();
+    const { peer, sessionId } = await h.openFresh(c);
+    const pings = setInterval(() => peer.send('ping', {}, { ack: null }), 500);
+    let closed;
+    try {
+      peer.send('device.observed', device('GPU-1'));
+      await peer.ackedThrough(peer.nextSeq - 1);
+      const b = await backup(c.uid);
+      peer.send('device.observed', device('GPU-2'));
+      await peer.ackedThrough(peer.nextSeq - 1);
+
+      await restore(b);
+      // A change above anything the session sent: its desired side did not go back.
+      const r = await putDesired(c, 'd1', 1);
+      expect(r).toBeGreaterThan(Number(b.revision));
+      closed = await peer.closedWith(8_000);
+    } finally {
+      clearInterval(pings);
+    }
+    expect(closed.code).toBe(CloseCode.TRY_AGAIN_LATER);
+    expect(lines.some((l) => l.level === 'error' && l.msg.startsWith('the database went back: it holds fewer') && l.session === sessionId && l.database_ingest_commits !== undefined)).toBe(true);
+
+    const again = await h.connect(c.token, sessionId);
+    const welcome = await again.hello({ cluster_id: c.name, session_id: sessionId, resume_from: peer.hubCursor });
+    expect(welcome.payload.full_resync).toBe(true);
+    again.close();
+  });
 });

@@ -243,6 +243,8 @@ export interface CheckResult {
   /** False when a newer hello elsewhere took the claim. */
   owner: boolean;
   desiredRevision: number;
+  /** The owner row's count of this session's committed ingest statements (when it is the owner). */
+  ingestCommits: number | null;
 }
 
 /**
@@ -271,6 +273,7 @@ export async function checkSession(
     token_current: boolean | null;
     owner: boolean;
     desired_revision: string | null;
+    ingest_commits: string | null;
   }>(
     `with c as (
        select uid, token_hash, disabled_at, desired_revision from clusters where uid = $1
@@ -283,7 +286,7 @@ export async function checkSession(
        -- what this reads.
        update cluster_owners set live = $5::jsonb, polled_at = now(), connected = cluster_owners.connected and $6
        where cluster_uid = $1 and session_id = $3 and generation = $4
-       returning revoked
+       returning revoked, ingest_commits
      ), seen as (
        update live_sessions s set seen_revision = $7::bigint, checked_at = now()
        where $6 and s.session_id = $3
@@ -295,13 +298,19 @@ export async function checkSession(
             (select disabled_at is not null from c) or exists (select 1 from upd where revoked) as disabled,
             (select token_hash = decode($2, 'hex') from c) as token_current,
             exists (select 1 from upd) as owner,
-            (select desired_revision from c) as desired_revision`,
+            (select desired_revision from c) as desired_revision,
+            (select ingest_commits from upd) as ingest_commits`,
     [args.clusterUid, args.tokenHashHex, args.sessionId, args.generation, JSON.stringify(args.live), args.connected, args.watermark],
-    'wingsmith_session_check_v4',
+    'wingsmith_session_check_v5',
   );
   const r = rows[0];
   if (!r) throw new Error('session check returned no row');
-  return { refusal: refusalOf(r), owner: r.owner, desiredRevision: Number(r.desired_revision ?? 0) };
+  return {
+    refusal: refusalOf(r),
+    owner: r.owner,
+    desiredRevision: Number(r.desired_revision ?? 0),
+    ingestCommits: r.ingest_commits === null ? null : Number(r.ingest_commits),
+  };
 }
 
 /**

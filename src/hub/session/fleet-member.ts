@@ -6,7 +6,7 @@ import type { PokeReason } from '../db/fleet-poll';
 import { checkSession, leaveFleetPoll } from '../db/ownership';
 import type { Sql } from '../db/sql';
 import type { HubEnv } from '../env';
-import type { Logger } from '../log';
+import type { LogFields, Logger } from '../log';
 import { inRegion } from '../region';
 import { REFUSAL_ERRORS } from './handshake';
 import type { LiveView } from './live-view';
@@ -14,6 +14,9 @@ import type { SessionState } from './session-state';
 import type { SessionMeta } from './store';
 import type { Sockets } from './sockets';
 import { sessionRetryDelay } from './retry-delay';
+
+/** What a session whose operator reports the database lost is cut with (its check, or its next ingest statement). */
+export const WENT_BACK_INGEST = "it holds fewer of this session's ingest statements than the session committed";
 
 export interface MemberHost {
   env: HubEnv;
@@ -140,6 +143,18 @@ export class FleetMember {
     return false;
   }
 
+  /**
+   * The database went back under this live session (restored from a backup): cut it 1013. The
+   * claim refuses to resume it (ownership.ts), so its reconnect resyncs both ways. `what` says
+   * which of the session's counters the database is behind.
+   */
+  wentBack(what: string, fields: LogFields): void {
+    const { state, sockets } = this.host;
+    state.log.error(`the database went back: ${what} (restored from a backup?); cutting the session for a full resync`, fields);
+    const ws = sockets.active();
+    if (ws) sockets.refuse(ws, CloseCode.TRY_AGAIN_LATER, null, 'unavailable', 'the hub database went back (restored from a backup); reconnect for a full resync', true);
+  }
+
   /** The session's own check; it acts as the answer says: 4403, 4409, or fetch what is owed. */
   async check(): Promise<void> {
     const { state, sockets } = this.host;
@@ -149,6 +164,8 @@ export class FleetMember {
     // Taken before the statement: a fetch that completes meanwhile can move the watermark past
     // what the statement read, and only what was sent before it was read from a committed row.
     const watermark = meta.desiredWatermark;
+    // Likewise: only statements known committed before this one count.
+    const ingestCommits = meta.ingestCommits ?? 0;
     let r;
     try {
       r = await checkSession(this.host.sql, { ...ref(meta), live: this.host.liveView(), connected: true, watermark });
@@ -175,11 +192,13 @@ export class FleetMember {
       // backup). Its counters, claims and rows are older than this session's stream, so the
       // changes written from now on would be numbered at or below what was sent, and never sent.
       // The claim refuses to resume the session (ownership.ts), so the reconnect resyncs both ways.
-      state.log.error('the database went back: its desired revision is below what this session has sent (restored from a backup?); cutting the session for a full resync', {
-        desired_revision: r.desiredRevision,
-        watermark,
-      });
-      return sockets.refuse(ws, CloseCode.TRY_AGAIN_LATER, null, 'unavailable', 'the hub database went back (restored from a backup); reconnect for a full resync', true);
+      return this.wentBack('its desired revision is below what this session has sent', { desired_revision: r.desiredRevision, watermark });
+    }
+    if (r.ingestCommits !== null && r.ingestCommits < ingestCommits) {
+      // The operator's side of the same (migration 0027): reports it made after the backup point
+      // are gone. Its next report would find it too, but an operator with nothing to report only
+      // pings, which the runtime answers: the sweep's check is what reaches it.
+      return this.wentBack(WENT_BACK_INGEST, { ingest_commits: ingestCommits, database_ingest_commits: r.ingestCommits });
     }
     // Always: a fetch that failed earlier is retried here (the fleet poll pokes until the
     // watermark catches up); with nothing owed the pump returns without a query.

@@ -14,7 +14,7 @@ import { LogBudget } from '../log-budget';
 import { Pg } from '../pg';
 import { dueNow, phaseCheckOffset, releaseDue, type ClockState } from './clock';
 import { DesiredPump } from './desired-pump';
-import { FleetMember, type SessionRef } from './fleet-member';
+import { FleetMember, WENT_BACK_INGEST, type SessionRef } from './fleet-member';
 import { admitConnect } from './handshake';
 import { answerHello, claimSnapshotRows } from './hello';
 import { logAccepted, logCommitted, logPeerError, settleCommitted, triageFrame } from './inbound';
@@ -169,16 +169,9 @@ export class SessionObject extends DurableObject<HubEnv> {
           state.log.warn('write fenced off: this session no longer owns the cluster');
           void this.fleet.check();
         },
-        wentBack: () => {
-          // As the fleet check's for desired state (fleet-member.ts): the claim will not resume
-          // the session (the owner row still counts fewer than it did), so the reconnect resyncs
-          // both ways and the operator reports its whole state again.
-          state.log.error('the database went back: it holds fewer of this session\'s ingest statements than the session committed (restored from a backup?); cutting the session for a full resync', {
-            ingest_commits: state.meta?.ingestCommits ?? 0,
-          });
-          const active = sockets.active();
-          if (active) sockets.refuse(active, CloseCode.TRY_AGAIN_LATER, null, 'unavailable', 'the hub database went back (restored from a backup); reconnect for a full resync', true);
-        },
+        // The claim will not resume the session (the owner row still counts fewer than it did),
+        // so the reconnect resyncs both ways and the operator reports its whole state again.
+        wentBack: () => this.fleet.wentBack(WENT_BACK_INGEST, { ingest_commits: state.meta?.ingestCommits ?? 0 }),
         keepRetrying: () => sockets.active() !== null,
         outcomeUnknown: () => {
           const active = sockets.active();
