@@ -5,12 +5,12 @@
  * their own horizon, OPERATIONS_RETENTION_MS, once their history is gone. Before, these tables
  * only grew.
  */
-import { describe, expect, it } from 'vitest';
+import { describe, expect, inject, it } from 'vitest';
 import { HISTORY_RETENTION_MAX_MS } from '../../src/hub/config';
 import { pruneHistory } from '../../src/hub/db/history-prune';
 import { newId } from '../../src/protocol';
 import { withFileSql } from '../support/file-database';
-import { eventually, FAST_TIMERS, sleep, useHub } from './support/hub';
+import { eventually, FAST_TIMERS, holdLock, sleep, useHub } from './support/hub';
 import { captureHubLines } from './support/hub-lines';
 
 // A day of history, three of operations, passes every 400 ms, 3 rows of each table per pass: 7
@@ -127,6 +127,42 @@ describe('history retention', () => {
     expect(again.status).toBe(202);
     expect(again.replayed).toBeNull();
     expect(again.id).not.toBe(first.id);
+    peer.close();
+  });
+
+  // Found by a review: the pass chose the operation from its snapshot, in which the report being
+  // written was not there yet, waited for the report's statement, then deleted the operation, and
+  // the cascade took the report its operator had just been told was stored.
+  it.skipIf(inject('embeddedPostgres'))('an operation whose report is being written while a pass falls due keeps it: the pass skips it, and its next one finds the report', async () => {
+    const c = await h.newCluster();
+    // The gateway's passes run while a session is live.
+    const { peer } = await h.openFresh(c);
+    const id = newId();
+    // Concluded yesterday (inside the horizon) until the report's statement holds it.
+    await h.sql(
+      `insert into operations (operation_id, cluster_uid, kind, target, params, deadline, revision, state, created_at, concluded_at)
+       values ($1, $2, 'node.drain', 'n1', '{}', ${ANCIENT}, 1, 'succeeded', ${ANCIENT}, now() - interval '1 day')`,
+      [id, c.uid],
+    );
+    const frame = newId();
+    const commit = await holdLock(`insert into operation_events (operation_id, frame_id, kind, phase, message) values ($1, $2, 'progress', 'step', 'late')`, [id, frame], 'commit');
+    try {
+      // Now past the horizon, and no report any pass can see.
+      await h.sql(`update operations set concluded_at = ${ANCIENT} where operation_id = $1`, [id]);
+      // Gone once a pass has run to its end while the report is held (before, the pass waited for it).
+      const canary = newId();
+      await h.sql(
+        `insert into events (cluster_uid, frame_id, kind, subject, reason, message, severity, occurred_at, received_at, session_id, seq)
+         values ($1, $2, 'node', 'n1', 'Canary', '', 'info', ${OLD}, ${OLD}, 's', 1)`,
+        [c.uid, canary],
+      );
+      await eventually(async () => (await h.sql('select 1 from events where frame_id = $1', [canary])).length === 0, 5_000);
+    } finally {
+      await commit();
+    }
+    await sleep(1_300); // three more passes
+    expect((await h.sql('select operation_id from operations where operation_id = $1', [id])).length).toBe(1);
+    expect((await h.sql<{ frame_id: string }>('select frame_id from operation_events where operation_id = $1', [id])).map((r) => r.frame_id)).toEqual([frame]);
     peer.close();
   });
 

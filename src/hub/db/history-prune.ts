@@ -52,17 +52,21 @@ export async function pruneHistory(sql: Sql, retention: Retention, batch: number
        returning 1
      ), op as (
        -- The reports oe deletes are still seen here (one snapshot): their operation goes next pass.
+       -- An operation a session's statement holds (a report's insert checks its key) is skipped:
+       -- waited for, its delete would go ahead once that commits, the report unseen by this
+       -- snapshot, and take the acknowledged report with it (the cascade).
        delete from operations where operation_id = any(array(
          select o.operation_id from operations o
          where coalesce(o.concluded_at, o.deadline) < (select t from op_horizon)
            and not exists (select 1 from operation_events e where e.operation_id = o.operation_id)
-         order by coalesce(o.concluded_at, o.deadline) limit $2))
+         order by coalesce(o.concluded_at, o.deadline) limit $2
+         for update skip locked))
        returning 1
      )
      select (select count(*) from ev)::int as events, (select count(*) from rj)::int as rejections,
             (select count(*) from oe)::int as operation_events, (select count(*) from op)::int as operations`,
     [retention.historyMs, batch, retention.operationsMs],
-    'wingsmith_history_prune_v4',
+    'wingsmith_history_prune_v5',
   );
   const r = rows[0] ?? { events: 0, rejections: 0, operation_events: 0, operations: 0 };
   return {

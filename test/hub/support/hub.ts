@@ -160,16 +160,17 @@ export function cfgNumber(h: HubHandle, key: keyof typeof FAST_TIMERS | string, 
 
 /**
  * Hold whatever lock `statement` takes (a row's `for update`, a table lock) in a transaction of its
- * own on the test database, until the returned release rolls it back. Needs a real Postgres
- * server: the embedded one has a single backend, which the held transaction would block.
+ * own on the test database, until the returned release rolls it back (or commits it, `end`).
+ * Needs a real Postgres server: the embedded one has a single backend, which the held
+ * transaction would block.
  */
-export async function holdLock(statement: string, params: unknown[] = []): Promise<() => Promise<void>> {
+export async function holdLock(statement: string, params: unknown[] = [], end: 'rollback' | 'commit' = 'rollback'): Promise<() => Promise<void>> {
   const client = pgClient(await fileDatabaseUrl(), inject('pgWsProxy'));
   await client.connect();
   await client.query('begin');
   await client.query(statement, params);
   return async () => {
-    await client.query('rollback');
+    await client.query(end);
     await client.end();
   };
 }
