@@ -124,6 +124,7 @@ describe('the hub database restored from a backup while sessions carry newer sta
     const again = await h.connect(c.token, sessionId);
     const welcome = await again.hello({ cluster_id: c.name, session_id: sessionId, resume_from: peer.hubCursor });
     expect(welcome.payload.full_resync).toBe(true);
+    expect(lines.some((l) => l.level === 'error' && l.msg.startsWith('the database went back (restored from a backup?): the session is not resumed') && l.session === sessionId)).toBe(true);
     expect(await resyncDeployments(again)).toEqual({ d1: r1 });
     const rNew = await putDesired(c, 'd3', 3);
     expect(rNew).toBe(r2);
@@ -152,6 +153,7 @@ describe('the hub database restored from a backup while sessions carry newer sta
     const welcome = await again.hello({ cluster_id: c.name, session_id: sessionId, resume_from: peer.hubCursor });
     expect(welcome.payload.full_resync).toBe(true);
     expect(welcome.payload.session_id).not.toBe(sessionId);
+    expect(lines.find((l) => l.msg.startsWith('the database went back (restored from a backup?): the session is not resumed') && l.session === sessionId)).toMatchObject({ level: 'error', ingest_commits: 2 });
     again.close();
   });
 

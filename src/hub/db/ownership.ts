@@ -56,6 +56,12 @@ export interface ClaimResult {
   displacement: Displacement | null;
   /** This displacement started a contention episode (log it once). */
   contentionStarted: boolean;
+  /**
+   * The resume was refused because the database went back under the session (restored from a
+   * backup): its desired revision is below the session's watermark, or its owner row counts fewer
+   * of the session's ingest statements than the session did.
+   */
+  wentBack: boolean;
 }
 
 /**
@@ -87,6 +93,7 @@ export async function claimCluster(sql: Sql, args: ClaimArgs): Promise<ClaimResu
     desired_revision: string | null;
     displaced: Displacement | null;
     contention_started: boolean | null;
+    went_back: boolean | null;
   }>(CLAIM_SQL, [
     args.clusterUid,
     args.tokenHashHex,
@@ -102,7 +109,7 @@ export async function claimCluster(sql: Sql, args: ClaimArgs): Promise<ClaimResu
     args.pollShard,
     args.watermark,
     args.ingestCommits,
-  ], 'wingsmith_claim_v6');
+  ], 'wingsmith_claim_v7');
   const r = rows[0];
   if (!r) throw new Error('claim returned no row');
   const previous = r.prev_session_id !== null && r.prev_session_id !== r.session_id ? r.prev_session_id : null;
@@ -114,6 +121,7 @@ export async function claimCluster(sql: Sql, args: ClaimArgs): Promise<ClaimResu
     previousSession: previous,
     displacement: r.displaced,
     contentionStarted: r.contention_started === true,
+    wentBack: r.went_back === true,
   };
 }
 
@@ -228,7 +236,8 @@ select exists (select 1 from c) as registered,
           'from', jsonb_build_object('session_id', from_session, 'remote_addr', from_remote_addr, 'operator_version', from_operator_version),
           'to', jsonb_build_object('session_id', to_session, 'remote_addr', to_remote_addr, 'operator_version', to_operator_version))
         from logged) as displaced,
-       (select d.contention_since = now() from displaced d) as contention_started
+       (select d.contention_since = now() from displaced d) as contention_started,
+       (select went_back from back) as went_back
 `;
 
 function refusalOf(r: { registered: boolean; disabled: boolean | null; token_current: boolean | null }): Refusal | null {

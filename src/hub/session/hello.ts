@@ -40,6 +40,9 @@ export interface HelloHost {
   opened(desiredRevision: number, snapshot: ClaimSnapshot | null): Promise<void>;
 }
 
+/** Why a resume the database went back under is opened fresh (the claim's `back`). */
+const WENT_BACK_AT_CLAIM = 'the database went back under the session (restored from a backup?); a resume would mix its older rows with the newer stream';
+
 /**
  * Answer a connection's first frame: check the hello, claim the cluster (one statement that also
  * decides whether a resume is still this session's), supersede any older connection of the
@@ -89,7 +92,16 @@ export async function answerHello(host: HelloHost, ws: WebSocket, att: Attachmen
     log[d.level](d.message, d.fields);
   }
   if (claim.sessionId !== null && claim.generation !== null) host.committed(claim.sessionId, claim.generation);
-  const freshReason = resumeAfterClaim(local, meta?.sessionId, claim.sessionId);
+  const freshReason = claim.wentBack && local === null ? WENT_BACK_AT_CLAIM : resumeAfterClaim(local, meta?.sessionId, claim.sessionId);
+  if (freshReason === WENT_BACK_AT_CLAIM) {
+    // As loud as the cut of a live session for the same (fleet-member.ts): a restore wants a person.
+    log.error(`the database went back (restored from a backup?): the session is not resumed; a fresh one resyncs both ways`, {
+      session: meta?.sessionId,
+      watermark: meta?.desiredWatermark ?? 0,
+      desired_revision: claim.desiredRevision,
+      ingest_commits: meta?.ingestCommits ?? 0,
+    });
+  }
   if (freshReason === null) state.adoptGeneration(claim.generation as number);
 
   // The claim is this hello's: any older connection of the session is superseded, also when this
