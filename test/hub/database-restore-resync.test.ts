@@ -49,6 +49,25 @@ async function restore(b: Backup): Promise<void> {
   }
 }
 
+/** GPU-1 reported and applied before the backup point, GPU-2 after it. */
+async function reportAroundBackup(peer: Peer, uid: string): Promise<Backup> {
+  peer.send('device.observed', device('GPU-1'));
+  await peer.ackedThrough(peer.nextSeq - 1);
+  const b = await backup(uid);
+  peer.send('device.observed', device('GPU-2'));
+  await peer.ackedThrough(peer.nextSeq - 1);
+  return b;
+}
+
+/** The operator reconnects asking to resume `sessionId`: it gets a fresh session and a full resync. */
+async function expectFreshOnReconnect(c: TestCluster, peer: Peer, sessionId: string): Promise<void> {
+  const again = await h.connect(c.token, sessionId);
+  const welcome = await again.hello({ cluster_id: c.name, session_id: sessionId, resume_from: peer.hubCursor });
+  expect(welcome.payload.full_resync).toBe(true);
+  expect(welcome.payload.session_id).not.toBe(sessionId);
+  again.close();
+}
+
 /** The hub's resync stream after a welcome: the live deployments it carries, by id. */
 async function resyncDeployments(peer: Peer): Promise<Record<string, number>> {
   const begin = await peer.next((f) => f.type === 'resync.begin');
@@ -139,22 +158,14 @@ describe('the hub database restored from a backup while sessions carry newer sta
   it('a session that reported observed state after the backup point, with no desired change since, is not resumed: it resyncs', async () => {
     const c = await h.newCluster();
     const { peer, sessionId } = await h.openFresh(c);
-    peer.send('device.observed', device('GPU-1'));
-    await peer.ackedThrough(peer.nextSeq - 1);
-    const b = await backup(c.uid);
-    peer.send('device.observed', device('GPU-2'));
-    await peer.ackedThrough(peer.nextSeq - 1);
+    const b = await reportAroundBackup(peer, c.uid);
     peer.close();
     await peer.closed;
 
     await restore(b);
     expect((await h.sql('select device_id from devices where cluster_uid = $1', [c.uid])).map((d: any) => d.device_id)).toEqual(['GPU-1']);
-    const again = await h.connect(c.token, sessionId);
-    const welcome = await again.hello({ cluster_id: c.name, session_id: sessionId, resume_from: peer.hubCursor });
-    expect(welcome.payload.full_resync).toBe(true);
-    expect(welcome.payload.session_id).not.toBe(sessionId);
+    await expectFreshOnReconnect(c, peer, sessionId);
     expect(lines.find((l) => l.msg.startsWith('the database went back (restored from a backup?): the session is not resumed') && l.session === sessionId)).toMatchObject({ level: 'error', ingest_commits: 2 });
-    again.close();
   });
 
   it('a live session whose reports after the backup point are gone is cut at its next frame, which writes nothing, and its reconnect resyncs', async () => {
@@ -164,11 +175,7 @@ describe('the hub database restored from a backup while sessions carry newer sta
     let closed;
     let last: number;
     try {
-      peer.send('device.observed', device('GPU-1'));
-      await peer.ackedThrough(peer.nextSeq - 1);
-      const b = await backup(c.uid);
-      peer.send('device.observed', device('GPU-2'));
-      await peer.ackedThrough(peer.nextSeq - 1);
+      const b = await reportAroundBackup(peer, c.uid);
 
       await restore(b);
       peer.send('device.observed', device('GPU-3'));
@@ -184,11 +191,7 @@ describe('the hub database restored from a backup while sessions carry newer sta
     expect((await h.sql('select device_id from devices where cluster_uid = $1', [c.uid])).map((d: any) => d.device_id)).toEqual(['GPU-1']);
     expect(lines.some((l) => l.level === 'error' && l.msg.startsWith('the database went back: it holds fewer') && l.session === sessionId)).toBe(true);
 
-    const again = await h.connect(c.token, sessionId);
-    const welcome = await again.hello({ cluster_id: c.name, session_id: sessionId, resume_from: peer.hubCursor });
-    expect(welcome.payload.full_resync).toBe(true);
-    expect(welcome.payload.session_id).not.toBe(sessionId);
-    again.close();
+    await expectFreshOnReconnect(c, peer, sessionId);
   });
 
   // An operator with nothing new to report only pings, and the runtime answers its pings: no
@@ -200,11 +203,7 @@ describe('the hub database restored from a backup while sessions carry newer sta
     const pings = setInterval(() => peer.send('ping', {}, { ack: null }), 500);
     let closed;
     try {
-      peer.send('device.observed', device('GPU-1'));
-      await peer.ackedThrough(peer.nextSeq - 1);
-      const b = await backup(c.uid);
-      peer.send('device.observed', device('GPU-2'));
-      await peer.ackedThrough(peer.nextSeq - 1);
+      const b = await reportAroundBackup(peer, c.uid);
 
       await restore(b);
       // A change above anything the session sent: its desired side did not go back.
@@ -217,9 +216,6 @@ describe('the hub database restored from a backup while sessions carry newer sta
     expect(closed.code).toBe(CloseCode.TRY_AGAIN_LATER);
     expect(lines.some((l) => l.level === 'error' && l.msg.startsWith('the database went back: it holds fewer') && l.session === sessionId && l.database_ingest_commits !== undefined)).toBe(true);
 
-    const again = await h.connect(c.token, sessionId);
-    const welcome = await again.hello({ cluster_id: c.name, session_id: sessionId, resume_from: peer.hubCursor });
-    expect(welcome.payload.full_resync).toBe(true);
-    again.close();
+    await expectFreshOnReconnect(c, peer, sessionId);
   });
 });

@@ -45,6 +45,23 @@ function handlerRecorder() {
   return { started, operation };
 }
 
+/** Left to the next process: not started, not accepted, not recorded, not acknowledged. */
+function expectLeftToNextProcess(
+  store: GatedStore,
+  h: ReturnType<typeof handlerRecorder>,
+  conn: Awaited<ReturnType<typeof open>>,
+  payload: Payload<'operation.start'>,
+  frame: { seq: number | null },
+): void {
+  const saved = store.peek();
+  expect({
+    started: h.started.length,
+    accepted: conn.frames.filter((f) => f.type === 'operation.accepted').length,
+    recorded: saved?.operations.some((o) => o.operationId === payload.operation_id),
+    cursorBelowStart: (saved?.cursor ?? 0) < (frame.seq as number),
+  }).toEqual({ started: 0, accepted: 0, recorded: false, cursorBelowStart: true });
+}
+
 describe('a graceful stop that begins while an operation.start is being accepted', () => {
   it('during the save of its record: the handler never runs with a signal nobody aborts', async () => {
     const store = new GatedStore();
@@ -66,14 +83,7 @@ describe('a graceful stop that begins while an operation.start is being accepted
     // The stop finishes without waiting out its drain timeout (manual timers: never advanced).
     await eventually(() => stopped, 'the stop to finish', 1_000);
     await stopping;
-    // Left to the next process: not started, not accepted, not recorded, not acknowledged.
-    const saved = store.peek();
-    expect({
-      started: h.started.length,
-      accepted: conn.frames.filter((f) => f.type === 'operation.accepted').length,
-      recorded: saved?.operations.some((o) => o.operationId === payload.operation_id),
-      cursorBelowStart: (saved?.cursor ?? 0) < (frame.seq as number),
-    }).toEqual({ started: 0, accepted: 0, recorded: false, cursorBelowStart: true });
+    expectLeftToNextProcess(store, h, conn, payload, frame);
   });
 
   it('during the admission gate: the handler never runs with a signal nobody aborts', async () => {
@@ -125,13 +135,7 @@ describe('a stop that is not graceful, begun while an operation.start is being a
     await stopping;
     await new Promise((r) => setTimeout(r, 100));
 
-    const saved = store.peek();
-    expect({
-      started: h.started.length,
-      accepted: conn.frames.filter((f) => f.type === 'operation.accepted').length,
-      recorded: saved?.operations.some((o) => o.operationId === payload.operation_id),
-      cursorBelowStart: (saved?.cursor ?? 0) < (frame.seq as number),
-    }).toEqual({ started: 0, accepted: 0, recorded: false, cursorBelowStart: true });
+    expectLeftToNextProcess(store, h, conn, payload, frame);
   });
 
   it('during the admission gate, answered after the stop resolved: the handler never runs', async () => {
