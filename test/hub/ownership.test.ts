@@ -189,6 +189,37 @@ describe('ownership (spec: Resume is per hub instance; Authentication)', () => {
     previous?.peer.close();
   });
 
+  // Found by a review: anyone holding a leaked token can displace in a loop, a row each time, kept
+  // a day. The view named every session of the episode and the Worker kept ten: a day of that
+  // made the answer larger than an RPC carries, and a disable, committed, answered 500.
+  it('a contention episode of 200,000 displacements: the view names the ten newest sessions, and a disable answers with it', async () => {
+    const c = await h.newCluster();
+    const a = await h.openFresh(c);
+    const b = await h.openFresh(c);
+    expect((await a.peer.closedWith(withinPoll)).code).toBe(CloseCode.DISPLACED);
+    // As the claim records them: each displacement a new session taking the claim, a millisecond
+    // apart, all after the real one above.
+    const N = 200_000;
+    await h.sql(
+      `insert into cluster_displacements (cluster_uid, at, from_session, from_remote_addr, from_operator_version, to_session, to_remote_addr, to_operator_version)
+       select $1, now() + make_interval(secs => i / 1000.0), 'loop-' || (i - 1) || '-' || repeat('x', 60), '203.0.113.9', 'v' || repeat('9', 100),
+              'loop-' || i || '-' || repeat('x', 60), '203.0.113.9', 'v' || repeat('9', 100)
+       from generate_series(1, $2::int) i`,
+      [c.uid, N],
+    );
+    await h.sql(`update cluster_owners set contention_since = now() - interval '1 hour', contention_last_at = now() where cluster_uid = $1`, [c.uid]);
+
+    const view = await h.admin('GET', `/clusters/${c.name}`);
+    expect(view.status).toBe(200);
+    expect(view.json.contention.displacements).toBeGreaterThanOrEqual(N);
+    const named = (view.json.contention.sessions as { session_id: string }[]).map((s) => s.session_id.split('-').slice(0, 2).join('-'));
+    expect(named).toEqual(Array.from({ length: 10 }, (_, i) => `loop-${N - i}`));
+    const disabled = await h.admin('POST', `/clusters/${c.name}/disable`);
+    expect(disabled.status).toBe(200);
+    expect(disabled.json.disabled).toBe(true);
+    b.peer.close();
+  });
+
   it('one displacement is not contention', async () => {
     const c = await h.newCluster();
     const a = await h.openFresh(c);

@@ -38,9 +38,9 @@ const ContentionSchema = z
     since: z.string(),
     last_at: z.string(),
     displacements: z.number().openapi({ description: 'claims taken from another connected session in this episode' }),
-    sessions: z.array(
-      z.object({ session_id: z.string(), remote_addr: z.string().nullable(), operator_version: z.string().nullable() }),
-    ),
+    sessions: z
+      .array(z.object({ session_id: z.string(), remote_addr: z.string().nullable(), operator_version: z.string().nullable() }))
+      .openapi({ description: 'the 10 newest sessions among the episode\'s 1,000 newest displacements, newest first' }),
   })
   .openapi('Contention', {
     description:
@@ -141,6 +141,11 @@ export interface ClusterViewRow {
   desired_refusals: string;
 }
 
+/** The newest sessions of a contention episode a cluster view names… */
+const CONTENTION_SESSIONS = 10;
+/** …found among its newest displacements (a few sessions displacing each other make all of them). */
+const CONTENTION_ROWS_READ = 1_000;
+
 // $1 stale-after ms, $2 contention window ms, $3 contention quiet ms; filters start at $4. Times
 // leave as text made in SQL (read-paging.ts `iso`): the driver parses timestamptz only in
 // DateStyle ISO, and the database's default may be another.
@@ -158,18 +163,26 @@ export const VIEW_SQL = `
   left join cluster_owners o on o.cluster_uid = c.uid
   left join link_stats ls on ls.cluster_uid = c.uid
   left join lateral (
-    with episode as (
+    -- Not materialized: counted by its index, and the sessions read from its newest rows only.
+    -- Anyone holding the cluster's token can displace in a loop, a row each time, kept a day; the
+    -- view named every session of the episode and the Worker kept ten, so a day of that made the
+    -- answer larger than an RPC carries (a disable committed, then answered 500).
+    with episode as not materialized (
       select * from cluster_displacements d
       where o.contention_since is not null
         and o.contention_last_at > now() - make_interval(secs => $3::double precision / 1000)
         and d.cluster_uid = c.uid
         and d.at >= o.contention_since - make_interval(secs => $2::double precision / 1000)
+    ), newest as (
+      select * from episode order by at desc limit ${CONTENTION_ROWS_READ}
     ), sessions as (
-      select distinct on (session_id) session_id, remote_addr, operator_version, at from (
-        select from_session as session_id, from_remote_addr as remote_addr, from_operator_version as operator_version, at from episode
-        union all
-        select to_session, to_remote_addr, to_operator_version, at from episode
-      ) x order by session_id, at desc
+      select * from (
+        select distinct on (session_id) session_id, remote_addr, operator_version, at from (
+          select from_session as session_id, from_remote_addr as remote_addr, from_operator_version as operator_version, at from newest
+          union all
+          select to_session, to_remote_addr, to_operator_version, at from newest
+        ) x order by session_id, at desc
+      ) s order by at desc limit ${CONTENTION_SESSIONS}
     )
     select case when count(*) = 0 then null else jsonb_build_object(
       'since', ${iso('o.contention_since')}, 'last_at', ${iso('o.contention_last_at')}, 'displacements', count(*),
@@ -233,7 +246,7 @@ export function toView(r: ClusterViewRow, env: HubEnv): ClusterView {
             since: r.contention.since,
             last_at: r.contention.last_at,
             displacements: Number(r.contention.displacements),
-            sessions: r.contention.sessions.slice(0, 10),
+            sessions: r.contention.sessions,
           },
     session:
       r.session_id === null
