@@ -151,10 +151,10 @@ const ConfigSchema = z.object({
   DB_GATEWAY_CONNECTIONS: ms(3),
   PG_IDLE_CLOSE_MS: ms(3_000),
   /** More than CONTENTION_THRESHOLD displacements of one cluster within this window is contention. */
-  CONTENTION_WINDOW_MS: ms(10 * 60_000),
+  CONTENTION_WINDOW_MS: retention(10 * 60_000),
   CONTENTION_THRESHOLD: ms(3).pipe(pgInt('the threshold the claim compares with')),
   /** A contention episode is over (and leaves the cluster view) after this long without a displacement. */
-  CONTENTION_QUIET_MS: ms(10 * 60_000),
+  CONTENTION_QUIET_MS: retention(10 * 60_000),
   /** The region this deployment serves (a wrangler environment); unset on the default deployment. */
   HUB_REGION: optional(z.string().regex(REGION_NAME_RE, 'lowercase letters, digits and -, at most 32 characters')),
   /** The Durable Object jurisdiction every object of this deployment is created in. */
@@ -200,6 +200,17 @@ const ConfigSchema = z.object({
   // The rule the admin API applies to a cluster's hint: the gateway shards live in the jurisdiction too.
   const outside = c.DB_GATEWAY_LOCATION_HINT ? hintOutsideJurisdiction(c.DB_GATEWAY_LOCATION_HINT, c.HUB_JURISDICTION) : null;
   if (outside) ctx.addIssue({ code: 'custom', path: ['DB_GATEWAY_LOCATION_HINT'], message: outside });
+  // Postgres reads "connected" back from now by this much (connected-sql.ts): further than it
+  // can compute, every cluster list and fleet page failed (22008, answered as the request's fault).
+  const stale = connectedStaleAfterMs(c);
+  if (stale > HISTORY_RETENTION_MAX_MS) {
+    const field = c.LIVE_SWEEP_MS * 3 >= c.POLL_INTERVAL_MS * 2 ? 'LIVE_SWEEP_MS' : 'POLL_INTERVAL_MS';
+    ctx.addIssue({
+      code: 'custom',
+      path: [field],
+      message: `makes the "connected" horizon (3 × LIVE_SWEEP_MS + 2 × POLL_INTERVAL_MS = ${stale}) longer than ${HISTORY_RETENTION_MAX_MS} (100 years): Postgres cannot reach a horizon much further back`,
+    });
+  }
 });
 
 export type HubConfig = z.infer<typeof ConfigSchema>;

@@ -10,7 +10,7 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { checkDeployConfig } from '../../scripts/lib/deploy-config';
-import { DESIRED_PAGE_RPC_BUDGET_BYTES, HISTORY_RETENTION_MAX_MS, hubConfig, IDLE_TIMEOUT_MAX_MS, PG_INT_MAX, PING_INTERVAL_BOUNDS_MS, REPLAY_BUFFER_MAX } from '../../src/hub/config';
+import { connectedStaleAfterMs, DESIRED_PAGE_RPC_BUDGET_BYTES, HISTORY_RETENTION_MAX_MS, hubConfig, IDLE_TIMEOUT_MAX_MS, PG_INT_MAX, PING_INTERVAL_BOUNDS_MS, REPLAY_BUFFER_MAX } from '../../src/hub/config';
 import { claimPageBytes, REPLAY_ROW_MAX_BYTES } from '../../src/hub/frame-budget';
 import { checkHello } from '../../src/hub/session/handshake';
 import { boundedLimits } from '../../src/operator/handshake';
@@ -169,6 +169,21 @@ describe('hub configuration refused at startup', () => {
       expect(() => hubConfig({ ...BASE, OPERATIONS_RETENTION_MS: v }), v).toThrow(/OPERATIONS_RETENTION_MS/);
     }
     expect(hubConfig({ ...BASE, OPERATIONS_RETENTION_MS: String(HISTORY_RETENTION_MAX_MS) }).OPERATIONS_RETENTION_MS).toBe(HISTORY_RETENTION_MAX_MS);
+  });
+
+  // Found by a review: these reach Postgres as "now() minus them" too (the cluster list's and the
+  // fleet's "connected", the contention episode, the claim's count of recent displacements); past
+  // 4713 BC every such statement failed (22008), answered 400 as the request's data.
+  it('the contention window and quiet period, and the "connected" horizon (3 × LIVE_SWEEP_MS + 2 × POLL_INTERVAL_MS), are refused past a century', () => {
+    for (const name of ['CONTENTION_WINDOW_MS', 'CONTENTION_QUIET_MS'] as const) {
+      expect(() => hubConfig({ ...BASE, [name]: String(HISTORY_RETENTION_MAX_MS + 1) }), name).toThrow(new RegExp(name));
+      expect(hubConfig({ ...BASE, [name]: String(HISTORY_RETENTION_MAX_MS) })[name]).toBe(HISTORY_RETENTION_MAX_MS);
+    }
+    expect(() => hubConfig({ ...BASE, LIVE_SWEEP_MS: '80000000000000' })).toThrow(/LIVE_SWEEP_MS: makes the "connected" horizon/);
+    expect(() => hubConfig({ ...BASE, POLL_INTERVAL_MS: String(HISTORY_RETENTION_MAX_MS) })).toThrow(/POLL_INTERVAL_MS: makes the "connected" horizon/);
+    const sweep = Math.floor((HISTORY_RETENTION_MAX_MS - 2 * 5_000) / 3);
+    const cfg = hubConfig({ ...BASE, LIVE_SWEEP_MS: String(sweep) });
+    expect(connectedStaleAfterMs(cfg)).toBeLessThanOrEqual(HISTORY_RETENTION_MAX_MS);
   });
 
   it('PG_QUERY_TIMEOUT_MS and CONTENTION_THRESHOLD are accepted up to what a Postgres integer holds, refused beyond (test/hub/config-postgres-ranges.test.ts)', () => {
