@@ -229,7 +229,8 @@ export class DesiredPump {
     return delay;
   }
 
-  private owes(): boolean {
+  /** Something of desired state (a hub resync's rest, changes past the watermark) is still to be queued. */
+  owes(): boolean {
     return this.progress.stage !== 'done' || this.knownRevision > this.progress.changesAfter;
   }
 

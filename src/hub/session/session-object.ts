@@ -453,6 +453,10 @@ export class SessionObject extends DurableObject<HubEnv> {
       if (verdict === 'invalid') return sockets.protocolError(ws, answerableId(f.envelope.id), `ack ${ack} is beyond the last seq sent (${state.outbound.lastSent})`);
       if (verdict === 'advanced') {
         if (this.sendPath.pending > 0) void this.sendPath.drain();
+        // Nothing queued, yet something owed: the queue that waited for this room was lost with
+        // an eviction (it lives in memory), and on a cluster at revision 0 no poll would poke for
+        // a hub resync's rest, its stream.end never sent.
+        else if (this.pump.owes()) void this.pump.run();
         this.syncAutoPong();
       }
     }
