@@ -123,7 +123,7 @@ describe('pollCache', () => {
 
   it('answers 304 with no body to a matching If-None-Match, and 200 with the body otherwise', async () => {
     const t = app();
-    const first = await get(t);
+    const first = await get(t, { 'cache-control': 'max-age=1' });
     const etag = first.headers.get('etag') ?? '';
     expect(etag).toMatch(/^"[0-9a-f]{24}"$/);
     const same = await get(t, { 'cache-control': 'max-age=1', 'if-none-match': `W/${etag}` });
@@ -205,5 +205,47 @@ describe('pollCache', () => {
     release();
     expect(await (await first).json()).toEqual({ state: 'old' }); // right for the first: it began then
     expect(await (await second).json()).toEqual({ state: 'new' });
+  });
+});
+
+// Found by a review: every 200 answer was kept for the half second, also those of requests that
+// never share (no max-age), and with no bound on their bytes; a script walking pages of a few
+// MiB each held them all in an isolate of 128 MiB.
+describe('pollCache: what it keeps', () => {
+  function sized(bytes: number) {
+    const path = `/sized-${apps++}`;
+    let runs = 0;
+    const a = new Hono<AdminEnv>();
+    a.use('*', pollCache);
+    a.get('/sized-*', (c) => {
+      runs++;
+      return c.json({ runs, pad: 'x'.repeat(bytes) });
+    });
+    const poll = (p = path) => a.request(`http://hub${p}`, { headers: { 'cache-control': 'max-age=1' } });
+    return { a, path, poll, runs: () => runs };
+  }
+
+  it('keeps nothing from a request that does not share: a poller after it runs the read', async () => {
+    const t = app();
+    await get(t);
+    await get(t, { 'cache-control': 'max-age=1' });
+    expect(t.runs()).toBe(2);
+  });
+
+  it('does not keep an answer over 1 MiB, nor past 16 MiB in all: pollers then run the read', async () => {
+    const big = sized(1_100_000);
+    await big.poll();
+    await big.poll();
+    expect(big.runs()).toBe(2);
+
+    const page = sized(900_000);
+    const paths = Array.from({ length: 20 }, (_, i) => `${page.path}-${i}`);
+    for (const p of paths) await page.poll(p);
+    expect(page.runs()).toBe(20);
+    // The first ones are kept (and served), the last ones found the 16 MiB taken.
+    await page.poll(paths[0]);
+    expect(page.runs()).toBe(20);
+    await page.poll(paths[19]);
+    expect(page.runs()).toBe(21);
   });
 });

@@ -12,7 +12,8 @@ import type { AdminEnv } from './app';
  *   that long ago: its answer describes the state then) wait for it instead of running their own
  *   statement. So N pollers of one view cost at most about two
  *   statements a second per isolate, not N. A request without that header (every other client)
- *   always runs the handler: read-after-write stays exact for them.
+ *   always runs the handler: read-after-write stays exact for them; its answer is not kept.
+ *   What is kept is bounded in bytes (`MAX_SHARED_BYTES`).
  * - Any admin write (any method but GET, HEAD and OPTIONS) clears the shared answers of this isolate, so a dashboard sees its own
  *   action on the next poll. Clearing `answers` alone is not enough: a read that began before the
  *   write (its statement saw the old state) may finish after it. So every write bumps `writes`,
@@ -22,6 +23,13 @@ import type { AdminEnv } from './app';
  */
 
 const MAX_SHARED_AGE_MS = 500;
+/**
+ * What the isolate keeps to share, in bytes of answers: a page may be a few MiB, and a script
+ * walking pages with `max-age` would otherwise hold every one for the half second (the isolate has
+ * 128 MiB). Past either bound an answer is simply not shared; the request still gets it.
+ */
+const MAX_SHARED_BODY_BYTES = 1 << 20;
+const MAX_SHARED_BYTES = 16 << 20;
 
 interface Answer {
   at: number;
@@ -31,6 +39,8 @@ interface Answer {
 }
 
 const answers = new Map<string, Answer>();
+/** The bodies in `answers`, in UTF-16 code units (what the isolate holds). */
+let sharedBytes = 0;
 /** The read now running for a URL, with the write count and the time it began under. */
 const computing = new Map<string, { writes: number; at: number; answer: Promise<Answer | null> }>();
 /** Admin writes begun in this isolate: a read whose answer straddles one must not be shared. */
@@ -66,9 +76,24 @@ function respond(answer: Answer, ifNoneMatch: string | undefined): Response {
   return new Response(answer.body, { status: 200, headers: { ...headers, 'content-type': answer.contentType } });
 }
 
+function forget(key: string): void {
+  const a = answers.get(key);
+  if (!a) return;
+  sharedBytes -= a.body.length;
+  answers.delete(key);
+}
+
+function forgetAll(): void {
+  answers.clear();
+  sharedBytes = 0;
+}
+
 function remember(key: string, answer: Answer): void {
-  for (const [k, a] of answers) if (answer.at - a.at > MAX_SHARED_AGE_MS) answers.delete(k);
+  for (const [k, a] of answers) if (answer.at - a.at > MAX_SHARED_AGE_MS) forget(k);
+  forget(key);
+  if (answer.body.length > MAX_SHARED_BODY_BYTES || sharedBytes + answer.body.length > MAX_SHARED_BYTES) return;
   answers.set(key, answer);
+  sharedBytes += answer.body.length;
 }
 
 /**
@@ -88,14 +113,14 @@ export const pollCache: MiddlewareHandler<AdminEnv> = async (c, next) => {
   }
   if (!READS.has(method)) {
     writes++;
-    answers.clear();
+    forgetAll();
     computing.clear();
     try {
       await next();
     } finally {
       // Also after: a read that began while this write ran may have seen either state.
       writes++;
-      answers.clear();
+      forgetAll();
       computing.clear();
     }
     return;
@@ -139,8 +164,9 @@ export const pollCache: MiddlewareHandler<AdminEnv> = async (c, next) => {
     const body = await res.text();
     const answer: Answer = { at: startedAt, etag: await etagOf(body), body, contentType };
     // A write began while this ran: the answer is right for this request, stale for later ones.
+    // Kept only for a request that said it shares (a poller): no other request ever reads it.
     if (writes === startedWrites) {
-      remember(key, answer);
+      if (maxAge > 0) remember(key, answer);
       settle(answer);
     }
     c.res = undefined;
