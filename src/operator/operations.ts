@@ -92,6 +92,12 @@ export class OperationBook {
    * when that start's turn comes its answer has already gone, so it is only settled.
    */
   private readonly answeredInQueue = new Set<string>();
+  /**
+   * Starts whose record's first save is still being written, by operation id: until it is, the
+   * record is in memory only, and a redelivery of the start (the hub's replay after a resume, the
+   * first copy's settlement lost with its link) must settle as that save does, not at once.
+   */
+  private readonly firstSaves = new Map<string, Promise<StartSettlement>>();
 
   constructor(
     initial: readonly OperationRecord[],
@@ -191,6 +197,14 @@ export class OperationBook {
       if (known.startId === ctx.frameId && this.answeredInQueue.delete(known.operationId)) {
         this.host.logger.debug('operation.start answered at its deadline while queued: settled, not run', { operation_id: known.operationId });
       } else if (known.state === 'running') {
+        const saving = this.firstSaves.get(known.operationId);
+        if (saving) {
+          // Acked now, the start would be acknowledged while its record could still fail to be
+          // written (and be forgotten) or be dropped by a stop: an operation the hub never sends
+          // again, never run and never answered.
+          this.host.logger.debug('redelivered operation.start whose record is being saved: settled with that save', { operation_id: known.operationId });
+          return { settle: 'recorded', durable: saving.then((s): StartSettlement => (s.settle === 'failed' ? s : { settle: 'applied' })) };
+        }
         this.host.logger.debug('redelivered operation.start for a running operation dropped', { operation_id: known.operationId });
       } else if (this.onItsWay(known, ctx.frameId)) {
         this.host.logger.debug('redelivered operation.start for a concluded operation: its conclusion is already on its way in this session', {
@@ -267,6 +281,10 @@ export class OperationBook {
         return { settle: 'failed', reason: 'the operation could not be recorded durably' };
       },
     );
+    this.firstSaves.set(record.operationId, durable);
+    void durable.then(() => {
+      if (this.firstSaves.get(record.operationId) === durable) this.firstSaves.delete(record.operationId);
+    });
     return { settle: 'recorded', durable };
   }
 

@@ -88,6 +88,37 @@ describe('operation book', () => {
     expect(order.filter((o) => o === 'handler')).toHaveLength(1);
   });
 
+  it('a redelivery of a start whose record is still being saved settles with that save: failed when it fails, never acked before it', async () => {
+    // The hub's replay after a resume: the first copy's settlement went with its link, and its
+    // record exists in memory only until the save completes.
+    const saves: { resolve: () => void; reject: (e: Error) => void }[] = [];
+    const { book, sent, timers, runs } = setup([], undefined, () => new Promise<void>((resolve, reject) => void saves.push({ resolve, reject })));
+    const p = start(timers);
+    const frameId = newId();
+    const first = await book.accept(p, ctx(frameId, 5));
+    const again = await book.accept(p, ctx(frameId, 5));
+    expect([first.settle, again.settle]).toEqual(['recorded', 'recorded']);
+    saves[0]!.reject(new Error('disk full'));
+    const settled = await Promise.all([first, again].map((r) => (r.settle === 'recorded' ? r.durable : r)));
+    expect(settled).toEqual([
+      { settle: 'failed', reason: 'the operation could not be recorded durably' },
+      { settle: 'failed', reason: 'the operation could not be recorded durably' },
+    ]);
+    expect(book.get(p.operation_id)).toBeUndefined();
+
+    // Retried: this time the save holds, and a redelivery meanwhile settles applied once it has.
+    const retry = await book.accept(p, ctx(frameId, 5));
+    const redelivered = await book.accept(p, ctx(frameId, 5));
+    saves[1]!.resolve();
+    const both = await Promise.all([retry, redelivered].map((r) => (r.settle === 'recorded' ? r.durable : r)));
+    expect(both).toEqual([{ settle: 'applied' }, { settle: 'applied' }]);
+    await flush();
+    expect(runs).toHaveLength(1);
+    expect(sent.map((s) => s.type)).toEqual(['operation.accepted', 'operation.result']);
+    // Saved: a later redelivery is dropped at once, as before.
+    expect(await book.accept(p, ctx(frameId, 5))).toEqual({ settle: 'applied' });
+  });
+
   it('a conclusion counts as delivered only once the frame carrying it is acknowledged', async () => {
     const { book, sent, timers } = setup();
     const p = start(timers);
