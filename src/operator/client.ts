@@ -436,7 +436,12 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
   }
 
   private dispatchHost(): DispatchHost {
+    // One per frame: a handler that returns after a fresh welcome (its link cut meanwhile) must
+    // leave nothing in the new session, whose numbering and applied revisions start over.
+    const gen = this.s.gen;
+    const current = () => this.s.gen === gen;
     return {
+      current,
       handlers: this.opts.handlers,
       book: this.book,
       streams: this.s.streams,
@@ -444,6 +449,9 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
       logger: this.sessionLog,
       counters: this.counters,
       send: (item) => {
+        // An answer to a frame of a session that has since been replaced answers nothing the hub
+        // still holds, and owing it would hold the new session's cursor at the old frame's seq.
+        if (!current()) return;
         // Queued before the frame it answers settles, so no save of the cursor can pass it first.
         if (this.sendSide.enqueue(item) !== 'rejected' && item.answers !== undefined) this.s.oweAnswer(item, item.answers);
       },

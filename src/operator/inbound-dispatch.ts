@@ -27,6 +27,8 @@ export type Settled =
   | { settle: 'dropped'; reason: string };
 
 export interface DispatchHost {
+  /** Whether the session this frame was dispatched in is still this client's (not replaced by a fresh one). */
+  current(): boolean;
   readonly handlers: OperatorHandlers;
   readonly book: OperationBook;
   readonly streams: InboundResyncs;
@@ -167,6 +169,11 @@ export async function dispatch(host: DispatchHost, incoming: Exclude<Incoming, {
       }
       // The handler gets the payload exactly as decoded: bounds are rendered as sent.
       const r = await runHandler(() => host.handlers.desired(p, ctx));
+      // A fresh session began while the handler ran (its link was cut): the revision belongs to
+      // the old numbering, and recorded in the new session it would skip the new snapshot's own
+      // revision of the deployment (lower after a database restore). Its link has ended, so
+      // nothing settles it; the snapshot says what holds.
+      if (!host.current()) return { settle: 'failed', reason: 'its session was replaced while the handler ran', cause: 'internal' };
       if (r.ok) host.appliedRevision.applied(p.deployment_id, p.revision, seq, p.deleted);
       return fromHandler(host, env, r, 'deployment.desired');
     }
