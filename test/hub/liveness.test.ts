@@ -85,6 +85,32 @@ describe('liveness (spec: Liveness)', () => {
     peer.close();
   });
 
+  it('frames sent again whose ack still stands when they come due again close the connection (4429), and the resume replays them', async () => {
+    // An operator that pings but reads nothing: a copy of the whole unacknowledged window at every
+    // resend would pile up in the runtime for a socket that does not drain.
+    const c = await h.newCluster();
+    const { peer, sessionId } = await h.openFresh(c);
+    const before = peer.hubCursor;
+    await h.admin('PUT', `/clusters/${c.name}/deployments/d1`, desired());
+    const first = await peer.next((f) => f.type === 'deployment.desired');
+    const copies = () => peer.frames.filter((f) => f.seq === first.seq);
+    const sentAt = Date.now();
+    while (!peer.isClosed && Date.now() - sentAt < 6 * cfg.IDLE_TIMEOUT_MS) {
+      peer.send('ping', {}, { ack: before });
+      await sleep(500);
+    }
+    const closed = await peer.closedWith();
+    expect(closed.code).toBe(CloseCode.SEND_QUEUE_FULL);
+    expect(copies()).toHaveLength(2);
+    expect(Date.now() - sentAt).toBeGreaterThanOrEqual(4 * cfg.IDLE_TIMEOUT_MS - 1_000);
+
+    const again = await h.connect(c.token, sessionId);
+    const w = await again.hello({ cluster_id: c.name, session_id: sessionId, resume_from: before });
+    expect(w.payload.full_resync).toBe(false);
+    expect(await again.next((f) => f.seq === first.seq)).toEqual(first);
+    again.close();
+  });
+
   it('a frame larger than max_frame_bytes is refused with 1009, and the object stays healthy', async () => {
     const c = await h.newCluster();
     const peer = await h.connect(c.token);

@@ -201,6 +201,8 @@ export class SendPath {
       });
     }
     meta.ackWaitSince = sent.count > 0 ? now : null;
+    if (sent.count > 0) meta.ackResent = true;
+    else delete meta.ackResent;
     this.host.store.saveMeta(meta);
   }
 

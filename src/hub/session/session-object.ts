@@ -319,6 +319,8 @@ export class SessionObject extends DurableObject<HubEnv> {
         sockets.refuse(active, CloseCode.TRY_AGAIN_LATER, null, 'unavailable', 'frames could not be applied in time; reconnect and replay', true);
       } else if (due.t === 'resend' && active) {
         this.sendPath.resendUnacked(now);
+      } else if (due.t === 'unacked') {
+        sockets.closeActive(CloseCode.SEND_QUEUE_FULL, 'frames sent again were not acknowledged', 'log', { unacked: state.outbound.unacked, operator_cursor: state.outbound.peerAck });
       } else if (due.t === 'retention') {
         const log = state.log;
         log.info('session retention expired; deleting its storage');
@@ -570,6 +572,7 @@ export class SessionObject extends DurableObject<HubEnv> {
       oldestUnapplied: this.ingest.oldestArrival(),
       windowFullSince: this.sendPath.windowWaitSince(),
       ackWaitSince: this.state.meta?.ackWaitSince ?? null,
+      ackResent: this.state.meta?.ackResent === true,
       session: this.state.meta ? { disconnectedAt: this.state.meta.disconnectedAt } : null,
       anyOpen: open.length > 0,
       closingSince: this.sockets.closingSince(),

@@ -71,6 +71,7 @@ export class SessionState {
     // What is still unacknowledged is re-sent right after the welcome: its wait starts now.
     const ackWaitSince = this.outbound.unacked > 0 ? now : null;
     Object.assign(meta, { generation, out: this.outbound.snapshot(), disconnectedAt: null, lastFrameAt: now, ackWaitSince, windowWait: null });
+    delete meta.ackResent;
     return this.install(meta);
   }
 
@@ -123,6 +124,7 @@ export class SessionState {
       this.meta.out = this.outbound.snapshot();
       this.meta.lastFrameAt = this.lastFrameAt;
       this.meta.ackWaitSince = this.outbound.unacked > 0 ? Date.now() : null;
+      delete this.meta.ackResent;
       this.store.saveMeta(this.meta);
     }
     return verdict;

@@ -49,6 +49,8 @@ export interface SessionMeta {
    * when nothing waits. Stored, because an object waiting on an ack may be evicted between pings.
    */
   ackWaitSince?: number | null;
+  /** The unacknowledged frames were sent again since the ack last moved (clock.ts `unacked`). Absent: not. */
+  ackResent?: boolean;
   /**
    * Since when frames or answers owed have waited for the operator to release its replay window,
    * and its ack then: the wait goes on while the ack stands (4429 after IDLE_TIMEOUT_MS). Stored,
