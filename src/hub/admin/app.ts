@@ -55,6 +55,9 @@ export const commonResponses = {
     ...errorResponse('missing or wrong admin bearer token'),
     headers: { 'WWW-Authenticate': { description: 'a Bearer challenge', schema: { type: 'string' as const } } },
   },
+  500: errorResponse(
+    "internal: a fault of the hub's own, logged (a retry fails the same way until it is fixed); for a read, also an answer larger than the hub can relay from its database (ask for fewer items with ?limit=)",
+  ),
   503: {
     ...errorResponse('the hub could not complete the request (database unreachable or slow); retry'),
     headers: { 'Retry-After': { description: 'seconds to wait before retrying', schema: { type: 'integer' as const } } },

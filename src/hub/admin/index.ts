@@ -1,6 +1,6 @@
 import { OpenAPIHono, z } from '@hono/zod-openapi';
 import { HTTPException } from 'hono/http-exception';
-import { classifyDbError, describeError, failureLine } from '../db/errors';
+import { classifyDbError, describeError, failureLine, isCodeError, NOT_AN_OUTAGE } from '../db/errors';
 import { jsonError } from '../http-errors';
 import { createLogger } from '../log';
 import { adminAuth, errorResponse, requestPg, type AdminEnv } from './app';
@@ -40,8 +40,8 @@ const IfNoneMatch = {
 
 /**
  * What answers for every GET, whichever router defines it, documented on each GET here: the poll
- * cache's ETag and 304 (poll-cache.ts), so a client generated from openapi.json can poll cheaply,
- * and onError's 500 for an answer too large to relay.
+ * cache's ETag and 304 (poll-cache.ts), so a client generated from openapi.json can poll cheaply
+ * (onError's 500 for an answer too large to relay is among every route's, app.ts commonResponses).
  */
 function documentReads(admin: OpenAPIHono<AdminEnv>): void {
   for (const def of admin.openAPIRegistry.definitions) {
@@ -55,7 +55,6 @@ function documentReads(admin: OpenAPIHono<AdminEnv>): void {
     }
     def.route.responses = {
       304: { description: 'not modified: If-None-Match names the ETag the answer would carry (no body)', headers: { etag: { description: 'the tag the answer still carries', schema: { type: 'string' } } } },
-      500: errorResponse('internal: the answer is larger than the hub can relay from its database; ask for fewer items (?limit=)'),
       ...def.route.responses,
     };
     // Documentation only: the route's validators were bound when it was defined.
@@ -128,8 +127,15 @@ export function adminApp(): OpenAPIHono<AdminEnv> {
       log.warn('admin request refused by the database', { path: c.req.path, error: describeError(err) });
       return jsonError(c, 400, 'invalid', `the database refused the request's data: ${describeError(err).slice(0, 300)}`);
     }
+    // A bug in the hub (a TypeError, say, here or relayed by name from a gateway shard): the same
+    // request fails the same way until the code is fixed, so it is not "unavailable, retry" (a
+    // script would retry it forever, and a proxy count it as an outage).
+    if (isCodeError(err)) {
+      log.error(`admin request failed: ${NOT_AN_OUTAGE}`, { path: c.req.path, error: describeError(err) });
+      return jsonError(c, 500, 'internal', 'the hub failed to answer this request (a fault of its own, logged); retrying will not help');
+    }
     // An outage (every write fails while Postgres is away) is a warning per request; a fault
-    // (a schema behind the code, a bug) is an error: no retry mends it.
+    // (a schema behind the code) is an error: no retry mends it until a migration or deploy does.
     const line = failureLine('admin request', err);
     log[line.level](line.message, { path: c.req.path, ...line.fields });
     // As the connect route says it: when to come back, so scripts and proxies back off on their own.
