@@ -1,7 +1,7 @@
 import { Hono } from 'hono';
 import { adminApp } from './admin';
 import { adminHeaders } from './admin/app';
-import { connect } from './connect';
+import { connect, refuseWithoutEnrollmentToken } from './connect';
 import { dashboardApp } from './dashboard/route';
 import type { HubEnv } from './env';
 import { describeError, failureLine } from './db/errors';
@@ -39,6 +39,12 @@ export function hubApp(): Hono<{ Bindings: HubEnv }> {
     // first statement, reported as a database outage.
     checkDatabaseUrl(c.env);
     checkAddressing(c.env);
+    await next();
+  });
+  // A connect without an enrollment token is refused before any database work, the region's
+  // read below included (connect.ts).
+  app.use('/v1/connect', refuseWithoutEnrollmentToken);
+  app.use('*', async (c, next) => {
     // And that the database is this region's: another region's would be served from here, its
     // sessions in this region's jurisdiction. A cached answer after the isolate's first request.
     const reading = checkDatabaseRegion(c.env);

@@ -1,4 +1,4 @@
-import type { Context } from 'hono';
+import type { Context, MiddlewareHandler } from 'hono';
 import { buildFrame, CloseCode, type ErrorCode } from '../protocol';
 import { INTERNAL_HEADERS, newRouteKey, placementGenerationOf, routeKeyOf, sessionStub } from './address';
 import { hubConfig } from './config';
@@ -22,17 +22,31 @@ const refusals = new LogBudget();
 /** Header an operator sets to resume: the session_id its last welcome named. */
 export const SESSION_HINT_HEADER = 'Wingsmith-Session';
 
-/** `GET /v1/connect`: admit an operator and hand its WebSocket to its session's object. */
-export async function connect(c: Context<{ Bindings: HubEnv }>): Promise<Response> {
+/** The request's enrollment token, or the 401 for a request that carries none. */
+function enrollmentToken(c: Context<{ Bindings: HubEnv }>): string | Response {
   // A field value's trailing whitespace is not part of it (RFC 9110 5.5); local workerd keeps it.
   const auth = c.req.header('authorization')?.trim() ?? '';
   const m = /^Bearer +([^\s]+)$/i.exec(auth);
-  // Anything not shaped like an enrollment token is turned away before the upgrade and before
-  // any database work.
-  if (!m || !isEnrollmentTokenShaped(m[1] as string)) {
-    c.header('WWW-Authenticate', 'Bearer error="invalid_token"');
-    return jsonError(c, 401, 'unauthorized', 'an enrollment token is required (Authorization: Bearer wsmet_…)');
-  }
+  if (m && isEnrollmentTokenShaped(m[1] as string)) return m[1] as string;
+  c.header('WWW-Authenticate', 'Bearer error="invalid_token"');
+  return jsonError(c, 401, 'unauthorized', 'an enrollment token is required (Authorization: Bearer wsmet_…)');
+}
+
+/**
+ * Anything not shaped like an enrollment token is turned away before the upgrade and before any
+ * database work: ahead of the app's own checks too, whose first request in an isolate reads the
+ * database's region (app.ts), so a stalled database held anyone's malformed connect until it timed out.
+ */
+export const refuseWithoutEnrollmentToken: MiddlewareHandler<{ Bindings: HubEnv }> = async (c, next) => {
+  const token = enrollmentToken(c);
+  if (token instanceof Response) return token;
+  await next();
+};
+
+/** `GET /v1/connect`: admit an operator and hand its WebSocket to its session's object. */
+export async function connect(c: Context<{ Bindings: HubEnv }>): Promise<Response> {
+  const token = enrollmentToken(c);
+  if (token instanceof Response) return token;
   if (c.req.header('upgrade')?.toLowerCase() !== 'websocket') {
     return jsonError(c, 426, 'upgrade_required', 'connect with a WebSocket upgrade');
   }
@@ -45,7 +59,7 @@ export async function connect(c: Context<{ Bindings: HubEnv }>): Promise<Respons
   // Cloudflare sets it; locally it is absent. Named on refusals, and handed to the session object
   // for contention reports: which operator is where.
   const remoteAddr = c.req.header('cf-connecting-ip')?.slice(0, 64) ?? null;
-  const tokenHash = toHex(await hashToken(m[1] as string));
+  const tokenHash = toHex(await hashToken(token));
   const cfg = hubConfig(c.env);
   let cluster;
   try {

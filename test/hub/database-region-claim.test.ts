@@ -128,6 +128,7 @@ describe.skipIf(EMBEDDED)('a database error while the region is read', () => {
   let port = 0;
   let target = { host: '127.0.0.1', port: 5432 };
   let hub: Hub | null = null;
+  let url = '';
   const proxyUp = async () => {
     if (proxy) return;
     proxy = await startPgWsProxy({ target, port });
@@ -140,7 +141,7 @@ describe.skipIf(EMBEDDED)('a database error while the region is read', () => {
 
   beforeAll(async () => {
     // A database of the eu region's own, already claimed by it (as a hub of it that ran before).
-    const url = await copyDatabase(inject('databaseUrl'), inject('pgWsProxy'), inject('databaseTemplate')!);
+    url = await copyDatabase(inject('databaseUrl'), inject('pgWsProxy'), inject('databaseTemplate')!);
     target = await findProxyTarget(inject('databaseUrl'), inject('pgWsProxy'));
     const c = pgClient(url, inject('pgWsProxy'));
     await c.connect();
@@ -156,6 +157,27 @@ describe.skipIf(EMBEDDED)('a database error while the region is read', () => {
     await hub?.stop();
     await proxyDown();
   }, 60_000);
+
+  it('a connect without an enrollment token is refused 401 before the region is read: a stalled database does not hold it', async () => {
+    // The isolate's first request: the region is still to be read, and its table is locked.
+    const mark = lines.length;
+    const locker = pgClient(url, inject('pgWsProxy'));
+    await locker.connect();
+    try {
+      await locker.query('begin');
+      await locker.query('lock table hub_region in access exclusive mode');
+      const res = await fetch(`${hub!.url}/v1/connect`, { headers: { authorization: 'Bearer not-a-token' } });
+      expect(res.status).toBe(401);
+      expect(((await res.json()) as { error: { code: string } }).error.code).toBe('unauthorized');
+      const waiting = await locker.query(`select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and query like '%hub_region%' and pid <> pg_backend_pid()`);
+      expect(waiting.rows[0].n).toBe(0);
+    } finally {
+      await locker.query('rollback');
+      await locker.end();
+    }
+    await sleep(300);
+    expect(lines.slice(mark).filter((l) => l.component === 'db-region')).toEqual([]);
+  });
 
   it('is answered as the outage it is, not as a mismatch, and not kept: once the database is back the hub serves', async () => {
     // The hub's first requests, with Postgres cut at the network.
