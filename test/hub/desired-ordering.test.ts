@@ -13,6 +13,8 @@ describe('revision order across concurrent bulk and single writes', () => {
   it('the operator sees increasing revisions and ends on what Postgres holds for every deployment', async () => {
     const c = await h.newCluster();
     const { peer } = await h.openFresh(c);
+    // The writes below can outlast the 3 s silence limit on a loaded machine: the operator pings.
+    const pinger = setInterval(() => peer.isClosed || peer.send('ping', {}, { ack: peer.hubCursor }), 500);
     const ids = ['d0', 'd1', 'd2', 'd3', 'd4'];
     for (let round = 0; round < 8; round++) {
       await Promise.all([
@@ -39,6 +41,7 @@ describe('revision order across concurrent bulk and single writes', () => {
       expect(last.get(r.deployment_id), r.deployment_id).toMatchObject({ revision: Number(r.revision), deleted: r.deleted, ...(r.deleted ? {} : { max_replicas: r.max_replicas }) });
     }
     expect(peer.isClosed).toBe(false);
+    clearInterval(pinger);
     peer.close();
   }, 60_000);
 });
