@@ -186,6 +186,19 @@ describe('answers owed to the operator survive a disconnect and an eviction', ()
     }
   }, 40_000);
 
+  it('a burst of frames that need answers is refused at the cap as it arrives, not answered past it once committed', async () => {
+    // Sent at once, all before their batch commits: counted only once owed, every one of them was
+    // admitted and answered, however many, while the window stayed full.
+    const { c, peer, sessionId } = await fullWindow();
+    for (let seq = 1; seq <= 60; seq++) sendUnknown(peer, seq);
+    expect((await peer.closedWith(10_000)).code).toBe(CloseCode.SEND_QUEUE_FULL);
+    const { again, ackSeq } = await resume(c, sessionId);
+    // At most the cap's worth admitted (those whose batch committed before the close are
+    // acknowledged and answered); the rest the operator still holds and replays.
+    expect(ackSeq).toBeLessThanOrEqual(20);
+    again.close();
+  }, 40_000);
+
   it('past the cap on answers owed the link closes 4429 with the frame unacknowledged; after the resume every frame is answered once', async () => {
     const { c, peer, sessionId } = await fullWindow();
     const ids: string[] = [];

@@ -11,8 +11,10 @@ import type { OwedAnswer, SessionMeta, SessionStore } from './store';
  * The most answers the hub holds owed at once. They are small (an error of a few hundred bytes)
  * and normally leave at once; they pile up only while the operator keeps its replay window full,
  * and an operator that sends frames needing answers meanwhile must not grow storage without bound:
- * past it the next frame is refused (4429, replayed after the resume). The frames already admitted
- * when it is reached still get their answers (`owe`), so it is exceeded by at most those.
+ * past it the next frame is refused (4429, replayed after the resume). Frames known at admission
+ * to need an answer (an unknown type, a poison frame) count from then on (`admit`), so a burst of
+ * them cannot pass it before their batch commits; only a frame the database refuses, known to need
+ * an answer once its batch commits, can still take the count past it, by the frames then in flight.
  */
 const OWED_ANSWERS_CAP = 1_000;
 
@@ -58,6 +60,12 @@ export class SendPath {
   private behindIncomplete = 0;
   /** Since when frames have waited for the operator to release its replay window. */
   windowFullSince: number | null = null;
+  /**
+   * Frames admitted that are answered once their batch commits (an unknown type, a poison frame),
+   * not committed yet: counted against the cap on answers owed (`admit`). Memory: their batch is
+   * in flight on this connection, and a new connection starts from none (`clear`).
+   */
+  private answersComing = 0;
   /** The connection and the operator's ack when the window was found full: the wait goes on while both stand. */
   private windowFullAt: { ws: WebSocket; ack: number } | null = null;
   private readonly drainer: CoalescedRun;
@@ -102,13 +110,19 @@ export class SendPath {
    * keeps its window full): the connection is closed (4429) and the frame must not be applied, so
    * that it is not acknowledged and comes back after the resume.
    */
-  admit(): boolean {
-    const owed = this.host.store.owed.count;
+  admit(answerable: boolean): boolean {
+    const owed = this.host.store.owed.count + this.answersComing;
     if (owed >= owedAnswersMax(this.host.cfg)) {
       this.host.closeActive(CloseCode.SEND_QUEUE_FULL, 'hub owes the operator too many answers', { owed, unacked: this.host.outbound().unacked });
       return false;
     }
+    if (answerable) this.answersComing++;
     return true;
+  }
+
+  /** `n` frames admitted as answerable were committed (their answers are owed from now on). */
+  answered(n: number): void {
+    this.answersComing = Math.max(0, this.answersComing - n);
   }
 
   /**
@@ -176,6 +190,7 @@ export class SendPath {
   /** Drop what was queued but not numbered (answers owed stay: they are not queued). */
   clear(): void {
     this.queue.clear();
+    this.answersComing = 0;
     this.behindIncomplete = 0;
     this.windowFullSince = null;
   }

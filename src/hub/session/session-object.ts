@@ -475,7 +475,7 @@ export class SessionObject extends DurableObject<HubEnv> {
         return state.countDuplicate();
       case 'apply':
         // Owing the operator too many answers closes the link with this frame unapplied (replayed).
-        if (!this.sendPath.admit()) return;
+        if (!this.sendPath.admit(action.item.kind !== 'message')) return;
         action.item.bytes = text.length;
         this.ingest.push(action.item);
         // A frame still unapplied HOLE_TIMEOUT_MS after it came closes the link (1013): the alarm
@@ -500,7 +500,12 @@ export class SessionObject extends DurableObject<HubEnv> {
     state.settle(settled, built.resyncs);
     // Said when it is true: a frame not yet committed may be replayed (a link closed 1013), and
     // was logged once per delivery, "acknowledged and recorded" before either.
-    for (const item of items) logAccepted(state.log, this.logBudget, item);
+    let answerable = 0;
+    for (const item of items) {
+      logAccepted(state.log, this.logBudget, item);
+      if (item.kind !== 'message') answerable++;
+    }
+    this.sendPath.answered(answerable);
     logCommitted(state.log, this.logBudget, built, result);
     this.logBudget.flush(state.log);
     // Stored in this turn's commit with the cursor that passes their frames.
