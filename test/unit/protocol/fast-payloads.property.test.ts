@@ -86,11 +86,12 @@ describe('fast validators accept and refuse exactly what zod does (generated pay
           if (agree(type, input)) accepted++;
           else refused++;
         }),
-        { numRuns: 1500 },
+        // Per type, per run: a fresh seed each run, so the runs add up (CI's time is on two cores).
+        { numRuns: 600 },
       );
       // A generator that only made garbage (or only clean frames) would prove nothing.
-      expect(accepted, `${type}: accepted`).toBeGreaterThan(150);
-      expect(refused, `${type}: refused`).toBeGreaterThan(150);
+      expect(accepted, `${type}: accepted`).toBeGreaterThan(60);
+      expect(refused, `${type}: refused`).toBeGreaterThan(60);
     });
   }
 });
@@ -234,7 +235,7 @@ describe('decodePayload and readFrame use the fast path and keep their answers',
           }
         },
       ),
-      { numRuns: 1000 },
+      { numRuns: 400 },
     );
   });
 
