@@ -104,18 +104,31 @@ describe('the admin API and the dashboard seen from another origin', () => {
 
   it('every /admin answer, signed or not, public or refused, forbids sniffing, framing and anything run in it', async () => {
     const auth = { authorization: `Bearer ${h.hub.adminToken}` };
-    const fleet = await fetch(`${h.hub.url}/admin/fleet`, { headers: auth });
-    await fleet.arrayBuffer();
-    const tag = fleet.headers.get('etag') ?? '';
+    // The fleet answer moves with the clock (its window ends now): on a loaded machine the tag
+    // can be a second old by the time it is sent back, so the 304 is asked for right after it.
+    const tagged = { 'if-none-match': 'tag' };
+    const send = async (method: string, path: string, headers: Record<string, string>): Promise<Response> => {
+      for (let attempt = 0; ; attempt++) {
+        let sent = headers;
+        if ('if-none-match' in headers) {
+          const fleet = await fetch(`${h.hub.url}${path}`, { headers: auth });
+          await fleet.arrayBuffer();
+          sent = { ...headers, 'if-none-match': fleet.headers.get('etag') ?? '' };
+        }
+        const res = await fetch(`${h.hub.url}${path}`, { method, headers: { ...sent, origin: EVIL }, ...(method === 'POST' ? { body: '{}' } : {}) });
+        if (!('if-none-match' in headers) || res.status === 304 || attempt >= 3) return res;
+        await res.arrayBuffer();
+      }
+    };
     for (const [method, path, headers, status] of [
       ['GET', '/admin/openapi.json', {}, 200],
       ['GET', '/admin/clusters', auth, 200],
-      ['GET', '/admin/fleet', { ...auth, 'if-none-match': tag }, 304],
+      ['GET', '/admin/fleet', { ...auth, ...tagged }, 304],
       ['GET', '/admin/clusters', {}, 401],
       ['POST', '/admin/clusters', { ...auth, 'content-type': 'application/json' }, 400],
       ['GET', '/admin/nope', auth, 404],
     ] as const) {
-      const res = await fetch(`${h.hub.url}${path}`, { method, headers: { ...headers, origin: EVIL }, ...(method === 'POST' ? { body: '{}' } : {}) });
+      const res = await send(method, path, headers);
       await res.arrayBuffer();
       expect(
         {
