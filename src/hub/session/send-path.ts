@@ -12,9 +12,10 @@ import type { OwedAnswer, SessionMeta, SessionStore } from './store';
  * and normally leave at once; they pile up only while the operator keeps its replay window full,
  * and an operator that sends frames needing answers meanwhile must not grow storage without bound:
  * past it the next frame is refused (4429, replayed after the resume). Frames known at admission
- * to need an answer (an unknown type, a poison frame) count from then on (`admit`), so a burst of
- * them cannot pass it before their batch commits; only a frame the database refuses, known to need
- * an answer once its batch commits, can still take the count past it, by the frames then in flight.
+ * to need an answer (an unknown type, a poison frame) count from then on (`admit`), beyond what the
+ * replay window has room for, so a burst of them cannot pass it before their batch commits; only a
+ * frame the database refuses, known to need an answer once its batch commits, can still take the
+ * count past it, by the frames then in flight.
  */
 const OWED_ANSWERS_CAP = 1_000;
 
@@ -111,7 +112,10 @@ export class SendPath {
    * that it is not acknowledged and comes back after the resume.
    */
   admit(answerable: boolean): boolean {
-    const owed = this.host.store.owed.count + this.answersComing;
+    // Only answers the window will not take count: a burst answered as it commits, into a window
+    // with room for it, is owed for no longer than that (1,900 poison frames at once, say).
+    const room = Math.max(0, this.host.cfg.REPLAY_BUFFER_FRAMES - this.host.outbound().unacked - this.queue.length);
+    const owed = this.host.store.owed.count + Math.max(0, this.answersComing - room);
     if (owed >= owedAnswersMax(this.host.cfg)) {
       this.host.closeActive(CloseCode.SEND_QUEUE_FULL, 'hub owes the operator too many answers', { owed, unacked: this.host.outbound().unacked });
       return false;
