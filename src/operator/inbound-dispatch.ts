@@ -103,14 +103,14 @@ export async function dispatch(host: DispatchHost, incoming: Exclude<Incoming, {
   if (incoming.kind === 'message') {
     const m = incoming.message;
     if (m.type === 'resync.begin') {
-      host.streams.begin(env.id, m.payload.scope);
+      host.streams.begin(env.id, m.payload.scope, seq);
       host.logger.info('hub resync stream opened', { seq, id: env.id, scope: m.payload.scope });
       return { settle: 'applied' };
     }
     if (inStream && m.type === 'deployment.desired') host.streams.carry(env.reply_to as string, seq, m.payload.deployment_id);
     // A change sent after a snapshot may be applied before that snapshot's prune (retried after a
     // transient failure): the prune must not remove it.
-    if (m.type === 'deployment.desired') host.streams.mentioned(inStream ? env.reply_to : null, m.payload.deployment_id);
+    if (m.type === 'deployment.desired') host.streams.mentioned(inStream ? env.reply_to : null, m.payload.deployment_id, seq);
     if (inStream && m.type === 'operation.start') host.streams.carry(env.reply_to as string, seq, null);
   } else if (inStream) {
     host.streams.unreadable(env.reply_to as string, seq);

@@ -110,6 +110,8 @@ export class ObservedResync {
 
 interface OpenStream {
   scope: readonly ResyncKind[];
+  /** The begin's own seq: only frames numbered after it follow the snapshot. */
+  beginSeq: number;
   /** Distinct seqs seen carrying the begin's id: a replay after a reconnect is not counted twice. */
   seqs: Set<number>;
   deploymentIds: Set<string>;
@@ -137,13 +139,13 @@ export class InboundResyncs {
     return this.open.size;
   }
 
-  begin(beginId: string, scope: readonly ResyncKind[]): void {
+  begin(beginId: string, scope: readonly ResyncKind[], beginSeq = 0): void {
     if (this.open.size >= this.maxOpen && !this.open.has(beginId)) {
       // A peer that never ends its streams must not grow this map without bound.
       const oldest = this.open.keys().next().value;
       if (oldest !== undefined) this.open.delete(oldest);
     }
-    if (!this.open.has(beginId)) this.open.set(beginId, { scope, seqs: new Set(), deploymentIds: new Set(), laterDeploymentIds: new Set(), unreadable: new Set() });
+    if (!this.open.has(beginId)) this.open.set(beginId, { scope, beginSeq, seqs: new Set(), deploymentIds: new Set(), laterDeploymentIds: new Set(), unreadable: new Set() });
   }
 
   /** Whether `replyTo` names an open stream (the frame then belongs to its snapshot). */
@@ -160,11 +162,13 @@ export class InboundResyncs {
   }
 
   /**
-   * A deployment.desired was dispatched, as a member of stream `replyTo` or of none: no other
-   * open stream's prune may remove it.
+   * A deployment.desired numbered `seq` was dispatched, as a member of stream `replyTo` or of
+   * none: no other open stream begun before it may prune it away. One numbered before a begin (a
+   * retry of a frame that failed before the snapshot opened) is older than the snapshot, which
+   * says what holds: it keeps nothing.
    */
-  mentioned(replyTo: string | null, deploymentId: string): void {
-    for (const [beginId, s] of this.open) if (beginId !== replyTo) s.laterDeploymentIds.add(deploymentId);
+  mentioned(replyTo: string | null, deploymentId: string, seq: number): void {
+    for (const [beginId, s] of this.open) if (beginId !== replyTo && seq > s.beginSeq) s.laterDeploymentIds.add(deploymentId);
   }
 
   /** A frame in the stream could not be read: the snapshot cannot be pruned against. */

@@ -84,6 +84,17 @@ describe("the hub's resync streams", () => {
     expect(r.judge(null, { complete: true, count: 0 })).toMatchObject({ prune: false });
   });
 
+  it('keeps from its prune the deployments sent after the begin, not a retry of one numbered before it', () => {
+    const r = new InboundResyncs();
+    r.begin('A', ['deployment'], 6);
+    // Seq 5 (z) failed before the snapshot opened and is retried inside it; y follows the snapshot.
+    r.mentioned(null, 'z', 5);
+    r.carry('A', 7, 'd1');
+    r.mentioned('A', 'd1', 7);
+    r.mentioned(null, 'y', 9);
+    expect(r.judge('A', { complete: true, count: 1 })).toEqual({ prune: true, scope: ['deployment'], keepDeployments: new Set(['d1', 'y']) });
+  });
+
   it('bounds how many streams it keeps open', () => {
     const r = new InboundResyncs(2);
     r.begin('A', ['deployment']);
