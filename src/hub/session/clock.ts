@@ -25,8 +25,6 @@ export interface ClockState<K> {
   windowFullSince: number | null;
   /** Since when frames sent have waited for the operator's ack to move, or null. */
   ackWaitSince: number | null;
-  /** The frames were already sent again once while the ack stood still (`resend`). Omitted: not. */
-  ackResent?: boolean;
   /** The session this object holds, if any (its last connection's end, null while connected). */
   session: { disconnectedAt: number | null } | null;
   /** Any connection still open (a handshake in progress keeps a disconnected session). */
@@ -45,8 +43,6 @@ export type Due<K> =
   | { t: 'hole' }
   /** Re-send what the operator has not acknowledged (it drops what it already has). */
   | { t: 'resend' }
-  /** Sent again once already, and the ack still stands: close (4429), the resume replays them. */
-  | { t: 'unacked' }
   | { t: 'retention' };
 
 /**
@@ -54,11 +50,8 @@ export type Due<K> =
  * twice the silence limit. A frame lost on a connection that stayed up (an intermediary dropped
  * it) is never acknowledged, and the operator sees no gap until another frame follows; a resend
  * on the same connection costs an operator that has them nothing (a duplicate is dropped) and
- * interrupts no handler that is slow to ack, as a close would. Once only: an operator whose ack still
- * stands when the frames are due again (it pings but reads nothing, or its reading is stuck) would
- * otherwise be sent the whole unacknowledged window again every time, each copy held by the runtime
- * for a socket that does not drain; the connection is closed instead (4429), and its resume replays
- * them from the operator's durable cursor.
+ * interrupts no handler that is slow to ack, as a close would. The whole window the first time, then
+ * only its first frame while the ack stands (send-path.ts `resendUnacked`).
  */
 export const resendAfterMs = (cfg: Pick<ClockConfig, 'IDLE_TIMEOUT_MS'>): number => 2 * cfg.IDLE_TIMEOUT_MS;
 
@@ -114,7 +107,7 @@ export function dueNow<K>(s: ClockState<K>, cfg: ClockConfig, now: number): Due<
     if (now - s.active.lastSeen >= cfg.IDLE_TIMEOUT_MS) due.push({ t: 'silence' });
     else if (s.windowFullSince !== null && now - s.windowFullSince >= cfg.IDLE_TIMEOUT_MS) due.push({ t: 'window' });
     else if (s.oldestUnapplied !== null && now - s.oldestUnapplied >= cfg.HOLE_TIMEOUT_MS) due.push({ t: 'hole' });
-    else if (s.ackWaitSince !== null && now - s.ackWaitSince >= resendAfterMs(cfg)) due.push(s.ackResent === true ? { t: 'unacked' } : { t: 'resend' });
+    else if (s.ackWaitSince !== null && now - s.ackWaitSince >= resendAfterMs(cfg)) due.push({ t: 'resend' });
   } else if (s.session && !s.anyOpen && now - (s.session.disconnectedAt ?? now) >= cfg.RETENTION_MS) {
     due.push({ t: 'retention' });
   }

@@ -75,6 +75,14 @@ const OPERATOR_TYPES = new Set(
     .map(([t]) => t),
 );
 
+/**
+ * Whether a frame is known, as it arrives, to be answered once its batch commits: an unknown
+ * type, a poison frame, a type no operator sends (the cap on answers owed counts it from then).
+ */
+export function answeredOnCommit(item: InboundItem): boolean {
+  return item.kind !== 'message' || !OPERATOR_TYPES.has(item.type);
+}
+
 export function emptyBatch(): IngestBatch {
   return {
     cluster: null,

@@ -12,12 +12,18 @@ import type { OwedAnswer, SessionMeta, SessionStore } from './store';
  * and normally leave at once; they pile up only while the operator keeps its replay window full,
  * and an operator that sends frames needing answers meanwhile must not grow storage without bound:
  * past it the next frame is refused (4429, replayed after the resume). Frames known at admission
- * to need an answer (an unknown type, a poison frame) count from then on (`admit`), beyond what the
- * replay window has room for, so a burst of them cannot pass it before their batch commits; only a
- * frame the database refuses, known to need an answer once its batch commits, can still take the
- * count past it, by the frames then in flight.
+ * to need an answer (ingest-batch.ts `answeredOnCommit`) count from then on (`admit`), beyond what
+ * the replay window has room for, so a burst of them cannot pass it before their batch commits;
+ * only frames the database refuses, known to need an answer once their batch commits, can still
+ * take the count past it, by the frames then in flight.
  */
 const OWED_ANSWERS_CAP = 1_000;
+
+/**
+ * The most an answer takes in the replay window, for counting room (`answerRoom`): an error frame
+ * whose message and type name are cut to their bounds (ingest-batch.ts), with its envelope.
+ */
+const ANSWER_BYTES_MAX = 4096;
 
 export function owedAnswersMax(cfg: HubConfig): number {
   return Math.min(OWED_ANSWERS_CAP, cfg.SEND_QUEUE_FRAMES);
@@ -114,7 +120,7 @@ export class SendPath {
   admit(answerable: boolean): boolean {
     // Only answers the window will not take count: a burst answered as it commits, into a window
     // with room for it, is owed for no longer than that (1,900 poison frames at once, say).
-    const room = Math.max(0, this.host.cfg.REPLAY_BUFFER_FRAMES - this.host.outbound().unacked - this.queue.length);
+    const room = this.answerRoom();
     const owed = this.host.store.owed.count + Math.max(0, this.answersComing - room);
     if (owed >= owedAnswersMax(this.host.cfg)) {
       this.host.closeActive(CloseCode.SEND_QUEUE_FULL, 'hub owes the operator too many answers', { owed, unacked: this.host.outbound().unacked });
@@ -122,6 +128,18 @@ export class SendPath {
     }
     if (answerable) this.answersComing++;
     return true;
+  }
+
+  /**
+   * How many answers the replay window could still take behind what is queued, in frames and in
+   * bytes (the window is full on either), each answer counted at the largest an answer is.
+   */
+  private answerRoom(): number {
+    const cfg = this.host.cfg;
+    const outbound = this.host.outbound();
+    const frames = cfg.REPLAY_BUFFER_FRAMES - outbound.unacked - this.queue.length;
+    const bytes = Math.floor((cfg.REPLAY_BUFFER_BYTES - outbound.store.bytes - this.queue.bytes) / ANSWER_BYTES_MAX);
+    return Math.max(0, Math.min(frames, bytes));
   }
 
   /** `n` frames admitted as answerable were committed (their answers are owed from now on). */
@@ -209,8 +227,14 @@ export class SendPath {
     if (!meta || !ws) return;
     const outbound = this.host.outbound();
     const waited = now - (meta.ackWaitSince ?? now);
-    // Straight from storage, one frame at a time (store.ts, sendAfter).
-    const sent = this.host.store.replay.sendAfter(outbound.peerAck, (frame) => this.host.send(ws, frame));
+    // Straight from storage, one frame at a time (store.ts, sendAfter). The whole window once;
+    // while the ack still stands after that, only its first frame: what was lost on the way (a
+    // tail, or the copy itself) comes back one ack at a time, and an operator that reads nothing
+    // (or whose handler holds its stream for minutes, which a close would cut and re-run) is not
+    // sent the whole window again at every wait, each copy held by the runtime for a socket that
+    // does not drain.
+    const limit = meta.ackResent === true ? 1 : Number.POSITIVE_INFINITY;
+    const sent = this.host.store.replay.sendAfter(outbound.peerAck, (frame) => this.host.send(ws, frame), limit);
     if (sent.count > 0) {
       this.host.log().warn('operator has not acknowledged frames while its ack stood still; sending them again', {
         unacked: sent.count,

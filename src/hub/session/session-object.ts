@@ -18,7 +18,7 @@ import { FleetMember, WENT_BACK_INGEST, type SessionRef } from './fleet-member';
 import { admitConnect } from './handshake';
 import { answerHello, claimSnapshotRows } from './hello';
 import { logAccepted, logCommitted, logPeerError, settleCommitted, triageFrame } from './inbound';
-import type { BuiltBatch, InboundItem } from './ingest-batch';
+import { answeredOnCommit, type BuiltBatch, type InboundItem } from './ingest-batch';
 import { IngestPipeline, unappliedBounds } from './ingest-pipeline';
 import { buildLiveView, type LiveView } from './live-view';
 import { ResidencyGate } from '../residency-gate';
@@ -319,8 +319,6 @@ export class SessionObject extends DurableObject<HubEnv> {
         sockets.refuse(active, CloseCode.TRY_AGAIN_LATER, null, 'unavailable', 'frames could not be applied in time; reconnect and replay', true);
       } else if (due.t === 'resend' && active) {
         this.sendPath.resendUnacked(now);
-      } else if (due.t === 'unacked') {
-        sockets.closeActive(CloseCode.SEND_QUEUE_FULL, 'frames sent again were not acknowledged', 'log', { unacked: state.outbound.unacked, operator_cursor: state.outbound.peerAck });
       } else if (due.t === 'retention') {
         const log = state.log;
         log.info('session retention expired; deleting its storage');
@@ -475,7 +473,7 @@ export class SessionObject extends DurableObject<HubEnv> {
         return state.countDuplicate();
       case 'apply':
         // Owing the operator too many answers closes the link with this frame unapplied (replayed).
-        if (!this.sendPath.admit(action.item.kind !== 'message')) return;
+        if (!this.sendPath.admit(answeredOnCommit(action.item))) return;
         action.item.bytes = text.length;
         this.ingest.push(action.item);
         // A frame still unapplied HOLE_TIMEOUT_MS after it came closes the link (1013): the alarm
@@ -503,7 +501,7 @@ export class SessionObject extends DurableObject<HubEnv> {
     let answerable = 0;
     for (const item of items) {
       logAccepted(state.log, this.logBudget, item);
-      if (item.kind !== 'message') answerable++;
+      if (answeredOnCommit(item)) answerable++;
     }
     this.sendPath.answered(answerable);
     logCommitted(state.log, this.logBudget, built, result);
@@ -577,7 +575,6 @@ export class SessionObject extends DurableObject<HubEnv> {
       oldestUnapplied: this.ingest.oldestArrival(),
       windowFullSince: this.sendPath.windowWaitSince(),
       ackWaitSince: this.state.meta?.ackWaitSince ?? null,
-      ackResent: this.state.meta?.ackResent === true,
       session: this.state.meta ? { disconnectedAt: this.state.meta.disconnectedAt } : null,
       anyOpen: open.length > 0,
       closingSince: this.sockets.closingSince(),

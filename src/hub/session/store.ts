@@ -49,7 +49,7 @@ export interface SessionMeta {
    * when nothing waits. Stored, because an object waiting on an ack may be evicted between pings.
    */
   ackWaitSince?: number | null;
-  /** The unacknowledged frames were sent again since the ack last moved (clock.ts `unacked`). Absent: not. */
+  /** The unacknowledged frames were sent again since the ack last moved: the next resend sends only the first (send-path.ts). Absent: not. */
   ackResent?: boolean;
   /**
    * Since when frames or answers owed have waited for the operator to release its replay window,
@@ -479,11 +479,12 @@ export class SqliteReplayStore implements ReplayStore {
    * re-send holds one frame at a time, not the whole buffer (up to REPLAY_BUFFER_BYTES, half an
    * object's memory at the default; twice that as JavaScript strings when a frame is not ASCII).
    */
-  sendAfter(after: number, send: (frame: string) => void): { count: number; firstSeq: number | null } {
+  sendAfter(after: number, send: (frame: string) => void, limit = Number.POSITIVE_INFINITY): { count: number; firstSeq: number | null } {
     this.flush();
     let count = 0;
     let firstSeq: number | null = null;
     for (const row of this.sql.exec<{ seq: number; frame: string }>('select seq, frame from replay where seq > ? order by seq', after)) {
+      if (count >= limit) break;
       firstSeq ??= row.seq;
       count++;
       send(row.frame);

@@ -123,14 +123,6 @@ describe('clock', () => {
     expect(nextDeadline({ ...s, active: null, anyOpen: false, session: { disconnectedAt: 50_000 } }, cfg, 50_000)).toBe(50_000 + cfg.RETENTION_MS);
   });
 
-  it('frames already sent again whose ack still stands when they come due again close the connection instead of being sent a third time', () => {
-    const s = { ...base, active: { lastSeen: 50_000 }, ackWaitSince: 1_000, ackResent: true, session: { disconnectedAt: null }, anyOpen: true };
-    expect(nextDeadline(s, cfg, 50_000)).toBe(61_000);
-    expect(dueNow(s, cfg, 60_999)).toEqual([]);
-    expect(dueNow(s, cfg, 61_000)).toEqual([{ t: 'unacked' }]);
-    expect(dueNow({ ...s, ackResent: false }, cfg, 61_000)).toEqual([{ t: 'resend' }]);
-  });
-
   it('a disconnected session is forgotten after retention, not while a connection is open, and nothing is pending without one', () => {
     const s = { ...base, session: { disconnectedAt: 100 } };
     expect(nextDeadline(s, cfg, 200)).toBe(100 + cfg.RETENTION_MS);
