@@ -282,9 +282,12 @@ export class OperationBook {
       },
     );
     this.firstSaves.set(record.operationId, durable);
-    void durable.then(() => {
+    const saved = () => {
       if (this.firstSaves.get(record.operationId) === durable) this.firstSaves.delete(record.operationId);
-    });
+    };
+    // Either way: a start that failed past its save (a throw in `recorded`) must not stay here,
+    // nor leave a rejection no one handles (the receiver handles `durable`'s own).
+    void durable.then(saved, saved);
     return { settle: 'recorded', durable };
   }
 
