@@ -173,6 +173,8 @@ describe('operations: POST → operation.start → accepted / progress / result 
   it('an operation.start is not sent until its frame id is recorded; a failure to record it is retried, then an error reply still concludes it', async () => {
     const c = await h.newCluster('mark');
     const { peer } = await h.openFresh(c);
+    // The start's retry can come later than the 3 s silence limit on a loaded machine: the operator pings.
+    const pinger = setInterval(() => peer.isClosed || peer.send('ping', {}, { ack: peer.hubCursor }), 500);
     // Recording the start frame fails (transiently) for this cluster only.
     const fn = `wingsmith_test_fail_mark_${c.uid.toLowerCase()}`;
     await h.sql(`create function ${fn}() returns trigger language plpgsql as $$
@@ -193,6 +195,7 @@ describe('operations: POST → operation.start → accepted / progress / result 
     peer.send('error', { code: 'invalid', message: 'no such node here', retryable: false }, { reply_to: sf.id });
     await peer.ackedThrough(peer.nextSeq - 1);
     expect(await getOp(id)).toMatchObject({ state: 'failed', outcome_message: expect.stringContaining('no such node here') });
+    clearInterval(pinger);
     peer.close();
   });
 
