@@ -120,8 +120,9 @@ export class SendPath {
   admit(answerable: boolean): boolean {
     // Only answers the window will not take count: a burst answered as it commits, into a window
     // with room for it, is owed for no longer than that (1,900 poison frames at once, say).
-    const room = this.answerRoom();
-    const owed = this.host.store.owed.count + Math.max(0, this.answersComing - room);
+    // (The room only when some are coming: this runs for every frame.)
+    const beyond = this.answersComing > 0 ? Math.max(0, this.answersComing - this.answerRoom()) : 0;
+    const owed = this.host.store.owed.count + beyond;
     if (owed >= owedAnswersMax(this.host.cfg)) {
       this.host.closeActive(CloseCode.SEND_QUEUE_FULL, 'hub owes the operator too many answers', { owed, unacked: this.host.outbound().unacked });
       return false;
