@@ -111,8 +111,10 @@ export function namesTimeByParse(s: string, yearZero = false): boolean {
   const month = Number(s.slice(5, 7));
   const leap = year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0);
   const days = month === 2 && leap ? 29 : (MONTH_DAYS[month - 1] ?? 0);
-  // Year 0000 is RFC 3339's but no calendar's the database keeps (Postgres refuses it).
-  return (year >= 1 || yearZero) && Number(s.slice(8, 10)) <= days && Number(s.slice(11, 13)) <= 23;
+  // Year 0000 as written is RFC 3339's, and with a negative offset its instant can fall in year 1
+  // UTC: the instant's range (above) decides, not the year as written (the database is given
+  // such a time in UTC, utcTime in db/ingest-rows.ts).
+  return Number(s.slice(8, 10)) <= days && Number(s.slice(11, 13)) <= 23;
 }
 
 /** What an HTTP header value may carry of an id sent back in one (printable ASCII, no spaces). */

@@ -4,7 +4,7 @@
  * wrong column (two text columns would even swap without an error).
  */
 import { describe, expect, it } from 'vitest';
-import { DEPLOYMENT_COLUMNS, DEVICE_COLUMNS, EVENT_COLUMNS, NODE_COLUMNS, deploymentRow, deviceRow, eventRow, nodeRow } from '../../src/hub/db/ingest-rows';
+import { DEPLOYMENT_COLUMNS, DEVICE_COLUMNS, EVENT_COLUMNS, NODE_COLUMNS, deploymentRow, deviceRow, eventRow, nodeRow, utcTime } from '../../src/hub/db/ingest-rows';
 import type { IngestBatch } from '../../src/hub/session/ingest-batch';
 
 type Row = Record<string, unknown>;
@@ -71,5 +71,11 @@ describe('positional ingest rows', () => {
       seq: 3,
     };
     expectAligned(EVENT_COLUMNS, eventRow(e), e);
+  });
+
+  it('an occurred_at written in year 0000 reaches the database in UTC (Postgres refuses year 0000 as written, whatever the offset)', () => {
+    expect(utcTime('0000-12-31T23:30:00-01:00')).toBe('0001-01-01T00:30:00Z');
+    expect(utcTime('0000-12-31T00:01:00.5-23:59')).toBe('0001-01-01T00:00:00.5Z');
+    expect(utcTime('2026-08-19T14:02:10.913-01:00')).toBe('2026-08-19T14:02:10.913-01:00');
   });
 });

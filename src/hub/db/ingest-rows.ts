@@ -92,7 +92,9 @@ export function utcTime(s: string): string {
   const offset = m ? (Number(m[2]) * 60 + Number(m[3])) * (m[1] === '-' ? -1 : 1) : 0;
   const fraction = s.slice(19, m ? s.length - 6 : s.length - 1);
   const leap = s.slice(17, 19) === '60';
-  if (Math.abs(offset) <= PG_OFFSET_MAX_MIN && !leap && fraction.length <= 7) return s;
+  // Postgres refuses year 0000 as written, even where the offset puts the instant in year 1.
+  const yearZero = s.startsWith('0000');
+  if (Math.abs(offset) <= PG_OFFSET_MAX_MIN && !leap && fraction.length <= 7 && !yearZero) return s;
   const d = new Date(0);
   d.setUTCFullYear(Number(s.slice(0, 4)), Number(s.slice(5, 7)) - 1, Number(s.slice(8, 10)));
   d.setUTCHours(Number(s.slice(11, 13)), Number(s.slice(14, 16)) - offset, Number(s.slice(17, 19)));

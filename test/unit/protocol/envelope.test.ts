@@ -408,4 +408,17 @@ describe('timestamps name a real calendar time', () => {
     expect(decodePayload('node.event', event('0000-01-01T00:00:00Z')).ok).toBe(false);
     expect(decodePayloadWithZod('node.event', event('0000-01-01T00:00:00Z')).ok).toBe(false);
   });
+
+  it('an event occurred_at written in year 0000 whose offset puts its instant in year 1 UTC is accepted (the instant is what is stored); one whose instant stays in year 0 is not', () => {
+    for (const s of ['0000-12-31T23:30:00-01:00', '0000-12-31T00:01:00.5-23:59', '0000-12-31T23:59:60-00:01']) {
+      expect(namesTime(s), s).toBe(true);
+      expect(decodePayload('node.event', event(s)).ok, s).toBe(true);
+      expect(decodePayloadWithZod('node.event', event(s)).ok, s).toBe(true);
+    }
+    for (const s of ['0000-12-31T22:59:59-01:00', '0000-12-31T00:00:00.5-23:59', '0000-12-31T23:30:00+01:00', '0001-01-01T00:30:00+01:00']) {
+      expect(namesTime(s), s).toBe(false);
+      expect(decodePayload('node.event', event(s)).ok, s).toBe(false);
+      expect(decodePayloadWithZod('node.event', event(s)).ok, s).toBe(false);
+    }
+  });
 });
