@@ -7,13 +7,14 @@
  *
  * A lock is a file created exclusively (`O_EXCL`), holding who took it. A holder refreshes its
  * mtime while it lives, so a lock whose holder vanished without releasing it (a crash, a killed
- * pod) is taken over: at once when the holder was a process on this host that no longer runs, or
- * this very pid (a container restarted as pid 1 again), and after `staleMs` without a refresh
- * when it was another host, whose processes this one cannot see, or a pid on this host that runs
- * (another process may have the number since the holder died).
+ * pod) is taken over: at once when the holder was a process in this pid namespace that no longer
+ * runs, or this very pid, and after `staleMs` without a refresh when it was another host, whose
+ * processes this one cannot see, another pid namespace (a container: one sharing this hostname and
+ * volume is often pid 1 too, and its pid says nothing here), or a pid here that runs (another
+ * process may have the number since the holder died).
  */
 import { randomUUID } from 'node:crypto';
-import { readFileSync, realpathSync } from 'node:fs';
+import { readFileSync, readlinkSync, realpathSync } from 'node:fs';
 import { open, readFile, realpath, stat, unlink, utimes } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { basename, dirname, join, resolve } from 'node:path';
@@ -22,8 +23,20 @@ import { fsyncDir } from './atomic-file';
 
 export const DEFAULT_LOCK_STALE_MS = 60_000;
 
-const Holder = z.object({ pid: z.number().int(), host: z.string(), token: z.string(), since: z.string() });
+// `pidns`: the holder's pid namespace, which its pid is a number in (absent from locks written
+// before it was recorded, and null where the platform has none to read).
+const Holder = z.object({ pid: z.number().int(), host: z.string(), token: z.string(), since: z.string(), pidns: z.string().nullable().optional() });
 type Holder = z.infer<typeof Holder>;
+
+/** This process's pid namespace (Linux: /proc/self/ns/pid names it), null where none can be read. */
+function readPidNamespace(): string | null {
+  try {
+    return readlinkSync('/proc/self/ns/pid');
+  } catch {
+    return null;
+  }
+}
+const PID_NAMESPACE = readPidNamespace();
 
 /** The state directory belongs to another live process. */
 export class StateDirLockedError extends Error {
@@ -93,7 +106,7 @@ export class StateLock {
     // to another process is a live holder, refused.
     for (let attempt = 0; ; attempt++) {
       const token = randomUUID();
-      const me: Holder = { pid: process.pid, host: hostname(), token, since: new Date().toISOString() };
+      const me: Holder = { pid: process.pid, host: hostname(), token, since: new Date().toISOString(), pidns: PID_NAMESPACE };
       let created = false;
       try {
         const fh = await open(path, 'wx', 0o600);
@@ -275,9 +288,14 @@ function parseHolder(text: string): Holder | null {
 }
 
 async function isStale(path: string, holder: Holder | null, staleMs: number): Promise<boolean> {
-  if (holder && holder.host === hostname()) {
+  // A pid means something only in the namespace it was numbered in. A hostname does not name one:
+  // containers share theirs (a pod's containers, hostNetwork pods on one node, a StatefulSet pod
+  // recreated while the old one still runs on a partitioned node), each with its own namespace and
+  // often pid 1, so a live holder there looked like this process's earlier life and was taken
+  // over at once. A lock without a namespace (an older SDK's) is judged by its age too.
+  if (holder && holder.host === hostname() && holder.pidns !== undefined && holder.pidns === PID_NAMESPACE) {
     // This pid is this process, which holds no lock here (`held`): a previous life of the same
-    // pid left it, as a container restarted as pid 1 does.
+    // pid left it.
     if (holder.pid === process.pid) return true;
     if (!processAlive(holder.pid)) return true;
     // The pid runs, but it may be another process's now (pids are reused: after a reboot a

@@ -250,7 +250,7 @@ export class SimCluster {
     this.model.detach();
     p.stopped = true;
     // The state directory's lock stays behind, naming this (still running) pid, as a killed
-    // process's does; the restart takes it over as a container restarted with the same pid would.
+    // process's does; the restart takes it over as a process given the same pid in its namespace would.
     if (p.stateDir) abandonFileStoresLock(p.stateDir);
     cutNetwork();
     await new Promise((r) => setTimeout(r, 250));

@@ -4,6 +4,7 @@
  * whose lock was taken over (it stalled past the staleness) writes the directory no more.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { readlinkSync } from 'node:fs';
 import { mkdtemp, readdir, readFile, rm, stat, symlink, utimes, writeFile } from 'node:fs/promises';
 import { hostname, tmpdir } from 'node:os';
 import path from 'node:path';
@@ -48,7 +49,17 @@ afterEach(async () => {
 });
 
 const lockFile = () => path.join(dir, 'operator.lock');
-const holder = (pid: number, host = hostname()) => JSON.stringify({ pid, host, token: 'other', since: '2026-12-04T00:00:00.000Z' });
+/** This process's pid namespace, as the lock records it (null off Linux). */
+const PIDNS = (() => {
+  try {
+    return readlinkSync('/proc/self/ns/pid');
+  } catch {
+    return null;
+  }
+})();
+/** A holder's lock file; `'unrecorded'`: written by an SDK before the lock named its namespace. */
+const holder = (pid: number, host = hostname(), pidns: string | null = PIDNS) =>
+  JSON.stringify({ pid, host, token: 'other', since: '2026-12-04T00:00:00.000Z', ...(pidns === 'unrecorded' ? {} : { pidns }) });
 
 /** Another operator process that opens the directory's stores and keeps them: resolves once it holds them. */
 function holderProcess(): { child: ChildProcess; holding: Promise<void> } {
@@ -117,11 +128,27 @@ describe('the state directory lock', () => {
     await after.outboundLog.close();
   }, 30_000);
 
-  it('a lock left by a dead process on this host, or by this very pid in an earlier life (a container restarted as pid 1), is taken over', async () => {
+  it('a lock left by a dead process in this pid namespace, or by this very pid in an earlier life, is taken over', async () => {
     for (const pid of [await deadPid(), process.pid]) {
       await writeFile(lockFile(), holder(pid));
       const stores = await openFileStores(dir);
       expect(JSON.parse(await readFile(lockFile(), 'utf8'))).toMatchObject({ pid: process.pid });
+      await stores.outboundLog.close();
+    }
+  });
+
+  it('a lock naming this host but another pid namespace (a container sharing the hostname and the volume, often pid 1 too) is kept while fresh, whatever its pid names here, and taken over once it has gone staleMs without a refresh', async () => {
+    // Before, the same hostname and pid 1 on both sides read as this process's earlier life (or a
+    // pid that runs no process here as a dead holder), and a live operator's lock was taken at once.
+    const otherNs = PIDNS === 'pid:[4026531999]' ? 'pid:[4026531998]' : 'pid:[4026531999]';
+    for (const [pid, pidns] of [[process.pid, otherNs], [await deadPid(), otherNs], [process.pid, 'unrecorded'], [await deadPid(), 'unrecorded']] as const) {
+      await writeFile(lockFile(), holder(pid, hostname(), pidns));
+      const refused = await openFileStores(dir, { lock: { staleMs: 60_000 } }).catch((e: unknown) => e);
+      expect(refused, `pid ${pid} in namespace ${pidns}`).toBeInstanceOf(StateDirLockedError);
+      const old = new Date(Date.now() - 61_000);
+      await utimes(lockFile(), old, old);
+      const stores = await openFileStores(dir, { lock: { staleMs: 60_000 } });
+      expect(JSON.parse(await readFile(lockFile(), 'utf8'))).toMatchObject({ pid: process.pid, pidns: PIDNS });
       await stores.outboundLog.close();
     }
   });
