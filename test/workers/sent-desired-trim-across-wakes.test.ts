@@ -34,4 +34,24 @@ describe('sent_desired stays bounded across evictions', () => {
     });
     expect(rows).toBeLessThanOrEqual(KEEP * 1.5);
   });
+
+  it('a drain that numbers a whole send queue of the longest deployment ids records every frame (bound as one value, the rows passed SQLite\'s 2 MB limit: SQLITE_TOOBIG and a 1011)', async () => {
+    const stub = sessionStub(hubEnv, { clusterUid: `rw-sent-big-${newId()}`, routeKey: newId() });
+    const recorded = await runInDurableObject(stub, async (_i, state) => {
+      const store = new SessionStore(state.storage, new SessionSql(state.storage.sql));
+      // SEND_QUEUE_FRAMES' default, each naming a deployment id of the longest identifier (253).
+      const entries: [string, string, number][] = [];
+      for (let i = 0; i < 20_000; i++) entries.push([newId(), `${String(i).padStart(6, '0')}-${'d'.repeat(246)}`, i + 1]);
+      store.recordSentDesired(entries);
+      const found = [store.sentDesiredFrame(entries[0]![0]), store.sentDesiredFrame(entries[19_999]![0])];
+      const count = state.storage.sql.exec<{ n: number }>('select count(*) as n from sent_desired').one().n;
+      await state.storage.deleteAll();
+      return { count, found };
+    });
+    expect(recorded.count).toBe(20_000);
+    expect(recorded.found).toEqual([
+      { deploymentId: `000000-${'d'.repeat(246)}`, revision: 1 },
+      { deploymentId: `019999-${'d'.repeat(246)}`, revision: 20_000 },
+    ]);
+  });
 });

@@ -247,7 +247,11 @@ export class SessionStore {
   recordSentDesired(entries: readonly [frameId: string, deploymentId: string, revision: number][]): void {
     if (entries.length === 0) return;
     this.sentDesired ??= this.sql.fresh ? 0 : this.sql.exec<{ n: number }>('select count(*) as n from sent_desired').one().n;
-    insertRows(this.sql, 'sent_desired', entries);
+    // One drain can number a whole send queue (SEND_QUEUE_FRAMES, 20,000 by default) after a large
+    // ack: bound as one JSON value, that many rows with long deployment ids passed SQLite's 2 MB
+    // value limit, and the drain failed (1011) with its frames numbered and unsent, again at each
+    // resume.
+    for (let i = 0; i < entries.length; i += SENT_DESIRED_CHUNK) insertRows(this.sql, 'sent_desired', entries.slice(i, i + SENT_DESIRED_CHUNK));
     this.sentDesired += entries.length;
     if (this.sentDesired > this.sentDesiredKeep * 1.5) {
       // ULIDs sort by time: keep the newest.
@@ -296,6 +300,8 @@ export interface OwedAnswer {
 
 // Bound values are limited to 2 MB: an answer is at most a few KB once escaped as JSON.
 const OWED_INSERT_CHUNK = 200;
+/** sent_desired rows per statement: at the longest ids (a ULID, 253 characters), under 700 KB. */
+const SENT_DESIRED_CHUNK = 2_000;
 
 /** The answers owed, in the object's SQLite; read once per construction, then cached. */
 export class OwedAnswers {
