@@ -8,7 +8,7 @@ import { currentOwner, putChanges, writeDeployments, writeDesired, type DesiredW
 import { classifyDbError } from './errors';
 import { pollFleet, type FleetPoll } from './fleet-poll';
 import { pruneHistory } from './history-prune';
-import { leaveFleetPoll, type ClaimArgs } from './ownership';
+import { releaseUnansweredClaim, type ClaimArgs } from './ownership';
 import { RegionGuard } from './region-guard';
 import { hubConfig, type HubConfig } from '../config';
 import { claimPageBytes } from '../frame-budget';
@@ -302,7 +302,7 @@ export class DbGateway extends DurableObject<HubEnv> {
           log.warn("fresh session's first snapshot page could not be read; the session fetches it", { cluster: args.clusterUid, error: describeError(err) }),
         );
       } catch (err) {
-        if (outcomeUnknown(err)) await this.releaseFreshId(args, deadlineMs);
+        if (outcomeUnknown(err)) await this.releaseUnanswered(args, deadlineMs);
         throw err;
       } finally {
         lane.done();
@@ -312,17 +312,19 @@ export class DbGateway extends DurableObject<HubEnv> {
 
   /**
    * A claim whose outcome is unknown (its connection lost under it, or unanswered) may have
-   * committed, granting the fresh id it named, shown connected, to a hello that is now refused:
-   * no connection ever carries that id. Left so, the operator's next hello, fresh too (it was
-   * never welcomed), was recorded as taking the cluster from a connected session: a displacement,
-   * counted toward contention, of a session that never opened. So the id is published as not
-   * carried before the refusal goes back, when that can be done quickly: the id is this hello's
-   * alone, and a claim that kept the session it resumed never named it. A claim still on its way
-   * (a stalled path) can commit after this; the fleet poll's sweep is the bound then.
+   * committed, granting the fresh id it named or resuming the session it asked for, shown
+   * connected, to a hello that is now refused: no connection carries it. Left so, the next hello
+   * by anyone was recorded as taking the cluster from a connected session (a displacement,
+   * counted toward contention, of a session that never opened), and a resumed one stayed in the
+   * fleet poll, its object woken at every poll until its retention. So what the claim granted is
+   * published as not carried before the refusal goes back, when that can be done quickly, matched
+   * by the fresh id this hello alone named (releaseUnansweredClaim). A claim still on its way (a
+   * stalled path) can commit after this: a fresh id's is then bounded by the fleet poll's sweep,
+   * a resumed session's by its operator's return (its next claim) or its object's retention.
    */
-  private async releaseFreshId(args: ClaimArgs, deadlineMs: number): Promise<void> {
-    const left = leaveFleetPoll(this.leastBusy(), args.freshSessionId).catch((err: unknown) =>
-      log.warn('the fresh id of a claim of unknown outcome could not be released; the fleet poll will', { cluster: args.clusterUid, error: describeError(err) }),
+  private async releaseUnanswered(args: ClaimArgs, deadlineMs: number): Promise<void> {
+    const left = releaseUnansweredClaim(this.leastBusy(), args.clusterUid, args.freshSessionId).catch((err: unknown) =>
+      log.warn('a claim of unknown outcome could not be released; the fleet poll will', { cluster: args.clusterUid, error: describeError(err) }),
     );
     await withDeadline(left, deadlineMs, () => undefined);
   }

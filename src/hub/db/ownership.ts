@@ -109,7 +109,7 @@ export async function claimCluster(sql: Sql, args: ClaimArgs): Promise<ClaimResu
     args.pollShard,
     args.watermark,
     args.ingestCommits,
-  ], 'wingsmith_claim_v7');
+  ], 'wingsmith_claim_v8');
   const r = rows[0];
   if (!r) throw new Error('claim returned no row');
   const previous = r.prev_session_id !== null && r.prev_session_id !== r.session_id ? r.prev_session_id : null;
@@ -169,9 +169,10 @@ with held as (
   where cluster_uid = $1 and at > now() - make_interval(secs => $9::bigint / 1000.0)
 ), claim as (
   insert into cluster_owners (cluster_uid, session_id, generation, claimed_at, connected, polled_at, live,
-    remote_addr, operator_version, ingest_commits)
-  select uid, $3, 1, now(), true, now(), $4::jsonb, $7, $8, 0 from ok
+    remote_addr, operator_version, ingest_commits, claim_id)
+  select uid, $3, 1, now(), true, now(), $4::jsonb, $7, $8, 0, $3 from ok
   on conflict (cluster_uid) do update set
+    claim_id = excluded.claim_id,
     session_id = case when cluster_owners.session_id = $5 and cluster_owners.generation >= $6::bigint and not (select went_back from back)
                       then $5 else excluded.session_id end,
     ingest_commits = case when cluster_owners.session_id = $5 and cluster_owners.generation >= $6::bigint and not (select went_back from back)
@@ -336,6 +337,29 @@ export function fenceCte(p: { cluster: string; session: string; generation: stri
       and not o.revoked and c.disabled_at is null and c.token_hash = decode(${p.tokenHash}, 'hex')
     ${p.lock ?? 'for share'}
   )`;
+}
+
+/**
+ * A claim whose outcome is unknown (its answer lost: the hello was refused 1013) may have
+ * committed for a connection no one will carry: shown connected and in the fleet poll, whether it
+ * granted the hello's fresh id or resumed the session asked for. Both are released by the claim's
+ * own id (`claim_id`, the fresh id the hello named, migration 0028), and the fresh id leaves the
+ * fleet poll whatever claimed since. A claim since, answered, names another id: a release landing
+ * after it changes nothing of it. A resumed session matched by its id and generation instead
+ * stayed connected and polled until its object's retention, and the next claim by anyone was
+ * recorded as displacing it.
+ */
+export async function releaseUnansweredClaim(sql: Sql, clusterUid: string, claimId: string): Promise<void> {
+  await sql.query(
+    `with o as (
+       update cluster_owners set connected = false
+       where cluster_uid = $1 and claim_id = $2 and connected
+       returning session_id, generation
+     )
+     delete from live_sessions s
+     where s.session_id = $2 or exists (select 1 from o where o.session_id = s.session_id and o.generation = s.generation)`,
+    [clusterUid, claimId],
+  );
 }
 
 /**
