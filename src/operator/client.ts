@@ -468,9 +468,14 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
       changed: () => {
         this.record.markChanged();
         this.writer.request();
+        // The writer saves only while a link is open: a conclusion reached during the backoff
+        // waited for the next dial, and a crash meanwhile reported the finished operation as
+        // interrupted (failed). After the stop's final save this writes nothing.
+        if (!this.conn.link?.open) this.record.persist().catch((err: unknown) => this.log.error('could not save an operation record', { err }));
         this.checkDrained();
       },
       persist: () => this.record.persist(),
+      sessionId: () => this.s.id,
       timers: this.timers,
       logger: this.log,
     };

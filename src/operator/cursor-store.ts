@@ -46,6 +46,11 @@ const OperationRecordSchema = z.object({
   concludedAt: z.number().nullable(),
   /** The conclusion frame was acknowledged by the hub. */
   delivered: z.boolean(),
+  /**
+   * The session in which the hub acknowledged it (absent from records written before it was kept).
+   * A start redelivered in that session is a replay of one the hub already has the answer to.
+   */
+  deliveredIn: z.string().max(128).nullable().optional(),
 });
 export type OperationRecord = z.infer<typeof OperationRecordSchema>;
 

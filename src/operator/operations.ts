@@ -35,6 +35,8 @@ export interface OperationHost {
   changed(): void;
   /** Persist the records now (the durable record, with everything else it holds). */
   persist(): Promise<void>;
+  /** The session the link speaks in now (null before the first welcome). */
+  sessionId(): string | null;
   readonly timers: Timers;
   readonly logger: Logger;
 }
@@ -206,6 +208,14 @@ export class OperationBook {
           return { settle: 'recorded', durable: saving.then((s): StartSettlement => (s.settle === 'failed' ? s : { settle: 'applied' })) };
         }
         this.host.logger.debug('redelivered operation.start for a running operation dropped', { operation_id: known.operationId });
+      } else if (known.delivered && known.deliveredIn != null && known.deliveredIn === this.host.sessionId()) {
+        // A replay after a resume (the start was numbered past a hole) or a start sent before
+        // the hub stored the conclusion, whose ack came first: the hub holds the answer already,
+        // and another would be stored as a second report of the one run. In another session it
+        // is sent again: a hub that sends the start then has no answer (a database restored).
+        this.host.logger.debug('redelivered operation.start for a concluded operation whose conclusion the hub acknowledged in this session: dropped', {
+          operation_id: known.operationId,
+        });
       } else if (this.onItsWay(known, ctx.frameId)) {
         this.host.logger.debug('redelivered operation.start for a concluded operation: its conclusion is already on its way in this session', {
           operation_id: known.operationId,
@@ -349,6 +359,7 @@ export class OperationBook {
       const r = this.records.get(id);
       if (r && !r.delivered) {
         r.delivered = true;
+        r.deliveredIn = this.host.sessionId();
         changed = true;
       }
     }
@@ -462,6 +473,7 @@ export class OperationBook {
     record.conclusion = conclusion;
     record.concludedAt = this.host.timers.now();
     record.delivered = false;
+    record.deliveredIn = null;
     this.host.changed();
     this.sendConclusion(record, record.startId);
   }

@@ -148,4 +148,125 @@ describe("an operation's conclusion is sent once per session", () => {
     expect(resultsOf(conn2, start.operation_id).map((f) => f.id)).toEqual([result.id]);
     expect(running).toHaveLength(1);
   });
+
+  it('a start behind a hole whose result the hub acknowledged before the link dropped is not answered again by the replay', async () => {
+    // Before, the acknowledgement took the result out of what is "on its way", and the replayed
+    // start was answered with a second result: one run filed twice, at every resume while the
+    // hole stayed.
+    let desiredFails = true;
+    const { running, operation } = heldOperations();
+    const t = makeClient(hub, { handlers: { operation }, desiredResult: () => (desiredFails ? transient('not yet') : applied()) });
+    clients.push(t);
+    const conn = await openSession(hub, t, 'S1');
+    const desired = conn.sendSeq('deployment.desired', desiredPayload('d1'));
+    const start = operationStart(t.timers.now());
+    const s = conn.sendSeq('operation.start', start);
+    await conn.nextOf('operation.accepted');
+    await eventually(() => running.length === 1, 'the operation to run behind the hole');
+    running[0]!('succeeded');
+    const result = await conn.nextOf('operation.result');
+    conn.send('ack', {}, { ack: result.seq as number });
+    await barrier(conn, t.timers.now()); // the ack is read before the frame after it
+
+    conn.terminate();
+    desiredFails = false;
+    await reconnectAfterBackoff(t);
+    const conn2 = await hub.nextConnection();
+    expect((await conn2.nextOf('hello')).payload).toMatchObject({ session_id: 'S1', resume_from: 0 });
+    conn2.welcome({ session_id: 'S1', full_resync: false, ack_seq: result.seq as number });
+    conn2.sendSeq('deployment.desired', desiredPayload('d1'), { id: desired.id });
+    conn2.sendSeq('operation.start', start, { id: s.id });
+    await barrier(conn2, t.timers.now());
+    expect(resultsOf(conn2, start.operation_id)).toEqual([]);
+    expect(running).toHaveLength(1);
+  });
+
+  it('after a restart into a fresh session, a redelivered start that carries the ack of the re-sent result is not answered again', async () => {
+    // The hub read the operation as open before it stored the result the record re-sent, so it
+    // delivers the start again, numbered after that store: its envelope acknowledges the result
+    // before the start is dispatched.
+    const store = new MemoryCursorStore();
+    const { running, operation } = heldOperations();
+    const first = makeClient(hub, { cursorStore: store, handlers: { operation } });
+    clients.push(first);
+    const conn = await openSession(hub, first, 'S1');
+    const start = operationStart(first.timers.now());
+    conn.sendSeq('operation.start', start);
+    await conn.nextOf('operation.accepted');
+    await eventually(() => running.length === 1, 'the operation to run');
+    await first.client.stop({ graceful: false });
+
+    const second = makeClient(hub, { cursorStore: store });
+    clients.push(second);
+    await second.client.start();
+    const conn2 = await hub.nextConnection();
+    await conn2.nextOf('hello');
+    conn2.welcome({ session_id: 'S2', full_resync: true });
+    await readResync(conn2);
+    const result = await conn2.seen((f) => f.type === 'operation.result', 'the interrupted operation concluded');
+    conn2.sendSeq('operation.start', start, { ack: result.seq as number });
+    await barrier(conn2, second.timers.now());
+    expect(resultsOf(conn2, start.operation_id)).toHaveLength(1);
+  });
+
+  it('a start redelivered in a later session than the one whose hub acknowledged the result is answered again (a hub that sends it holds no answer: a database restored)', async () => {
+    const store = new MemoryCursorStore();
+    const { running, operation } = heldOperations();
+    const t = makeClient(hub, { cursorStore: store, handlers: { operation } });
+    clients.push(t);
+    const conn = await openSession(hub, t, 'S1');
+    const start = operationStart(t.timers.now());
+    conn.sendSeq('operation.start', start);
+    await conn.nextOf('operation.accepted');
+    await eventually(() => running.length === 1, 'the operation to run');
+    running[0]!('succeeded');
+    const result = await conn.nextOf('operation.result');
+    conn.send('ack', {}, { ack: result.seq as number });
+    await barrier(conn, t.timers.now()); // the ack is read before the frame after it
+
+    conn.terminate();
+    await reconnectAfterBackoff(t);
+    const conn2 = await hub.nextConnection();
+    await conn2.nextOf('hello');
+    conn2.welcome({ session_id: 'S2', full_resync: true });
+    await readResync(conn2);
+    conn2.sendSeq('operation.start', start);
+    await barrier(conn2, t.timers.now());
+    const again = resultsOf(conn2, start.operation_id);
+    expect(again).toHaveLength(1);
+    expect(again[0]!.payload).toMatchObject({ outcome: 'succeeded' });
+    expect(running).toHaveLength(1);
+  });
+
+  it('a process that continues the session knows which session acknowledged the result: the replayed start behind a hole is not answered again', async () => {
+    const files = async () => ({ cursorStore: new FileCursorStore(path.join(dir, 'cursor.json')), outboundLog: await FileOutboundLog.open(path.join(dir, 'outbound.log')) });
+    let desiredFails = true;
+    const { running, operation } = heldOperations();
+    const first = makeClient(hub, { ...(await files()), handlers: { operation }, desiredResult: () => (desiredFails ? transient('not yet') : applied()) });
+    clients.push(first);
+    const conn = await openSession(hub, first, 'S1');
+    const desired = conn.sendSeq('deployment.desired', desiredPayload('d1'));
+    const start = operationStart(first.timers.now());
+    const s = conn.sendSeq('operation.start', start);
+    await conn.nextOf('operation.accepted');
+    await eventually(() => running.length === 1, 'the operation to run behind the hole');
+    running[0]!('succeeded');
+    const result = await conn.nextOf('operation.result');
+    conn.send('ack', {}, { ack: result.seq as number });
+    await barrier(conn, first.timers.now());
+    conn.terminate();
+    await first.client.stop({ graceful: false });
+
+    desiredFails = false;
+    const second = makeClient(hub, await files());
+    clients.push(second);
+    await second.client.start();
+    const conn2 = await hub.nextConnection();
+    expect((await conn2.nextOf('hello')).payload).toMatchObject({ session_id: 'S1', resume_from: 0, lossy: false });
+    conn2.welcome({ session_id: 'S1', full_resync: false, ack_seq: result.seq as number });
+    conn2.sendSeq('deployment.desired', desiredPayload('d1'), { id: desired.id });
+    conn2.sendSeq('operation.start', start, { id: s.id });
+    await barrier(conn2, second.timers.now());
+    expect(resultsOf(conn2, start.operation_id)).toEqual([]);
+  });
 });
