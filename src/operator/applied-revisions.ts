@@ -64,6 +64,16 @@ export class AppliedRevisions {
     if (seq > this.cursor() + 1 || (before !== undefined && before.seq > this.savedCursor())) this.mustSave?.();
   }
 
+  /**
+   * Deployments applied from frames numbered after `seq` in this session: newer than a snapshot
+   * begun at `seq`, whatever the snapshot lists.
+   */
+  appliedAfter(seq: number): string[] {
+    const out: string[] = [];
+    for (const [id, e] of this.revisions) if (e.seq > seq) out.push(id);
+    return out;
+  }
+
   /** A complete hub snapshot withdrew every deployment not in `keep`. */
   keepOnly(keep: ReadonlySet<string>): void {
     for (const id of [...this.revisions.keys()]) if (!keep.has(id)) this.revisions.delete(id);

@@ -211,7 +211,12 @@ async function endOfStream(host: DispatchHost, env: Envelope, end: Payload<'stre
     host.streams.close(env.reply_to);
     return { settle: 'applied' };
   }
-  const keep = verdict.keepDeployments;
+  // What was applied from frames numbered after the begin is newer than the snapshot, whether the
+  // stream saw it go by or not: a resume that replays a stream already pruned (its begin behind a
+  // hole) meets the frames after its end only after the end, and pruned them meanwhile (the
+  // deployment's replicas torn down, then put back by the replay a moment later).
+  const after = host.appliedRevision.appliedAfter(verdict.beginSeq).filter((id) => !verdict.keepDeployments.has(id));
+  const keep = after.length === 0 ? verdict.keepDeployments : new Set([...verdict.keepDeployments, ...after]);
   const r = await runHandler(() => host.handlers.pruneDesired(keep, ctx));
   if (r.ok) {
     host.appliedRevision.keepOnly(keep);

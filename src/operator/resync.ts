@@ -126,7 +126,7 @@ interface OpenStream {
 }
 
 export type StreamVerdict =
-  | { prune: true; scope: readonly ResyncKind[]; keepDeployments: ReadonlySet<string> }
+  | { prune: true; scope: readonly ResyncKind[]; keepDeployments: ReadonlySet<string>; beginSeq: number }
   | { prune: false; reason: string };
 
 /** The hub's resync streams currently open, matched on the begin's id and nothing else. */
@@ -186,8 +186,8 @@ export class InboundResyncs {
     if (!end.complete) return { prune: false, reason: 'the sender marked the snapshot incomplete' };
     if (end.count !== s.seqs.size) return { prune: false, reason: `count ${end.count} but ${s.seqs.size} frames seen` };
     if (s.unreadable.size > 0) return { prune: false, reason: `${s.unreadable.size} unreadable frame(s) in the snapshot` };
-    if (s.laterDeploymentIds.size === 0) return { prune: true, scope: s.scope, keepDeployments: s.deploymentIds };
-    return { prune: true, scope: s.scope, keepDeployments: new Set([...s.deploymentIds, ...s.laterDeploymentIds]) };
+    if (s.laterDeploymentIds.size === 0) return { prune: true, scope: s.scope, keepDeployments: s.deploymentIds, beginSeq: s.beginSeq };
+    return { prune: true, scope: s.scope, keepDeployments: new Set([...s.deploymentIds, ...s.laterDeploymentIds]), beginSeq: s.beginSeq };
   }
 
   close(replyTo: string | null): void {

@@ -9,7 +9,7 @@
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { applied, transient } from '../../../src/operator/handlers';
-import { cursorReaches, desiredPayload, makeClient, readResync, type TestClient } from './support/harness';
+import { cursorReaches, desiredPayload, makeClient, readResync, reconnectAfterBackoff, type TestClient } from './support/harness';
 import { eventually, ScriptedHub } from './support/scripted-hub';
 
 let hub: ScriptedHub;
@@ -58,5 +58,65 @@ describe('a prune retried after later desired frames were applied', () => {
     await cursorReaches(t, 4);
     expect(pruneAttempts).toBe(2);
     expect([...local].sort()).toEqual(['d1', 'e1']);
+  });
+});
+
+describe('a snapshot replayed by a resume', () => {
+  it('does not prune a deployment applied from a frame numbered after the snapshot, which the replay brings only after the stream.end', async () => {
+    // A plane that opens a snapshot mid-session, behind a frame whose handler failed: the cursor
+    // stays before the begin, so the resume replays the whole stream, its prune included, and
+    // then the frames after it. The replayed prune kept only the stream's members and deleted d9,
+    // which the hub created after the snapshot (put back a moment later by the replay).
+    const local = new Set<string>();
+    const log: string[] = [];
+    let d0fails = true;
+    const t = makeClient(hub, {
+      handlers: {
+        desired: (p) => {
+          if (p.deployment_id === 'd0' && d0fails) return transient('not yet');
+          if (p.deleted) local.delete(p.deployment_id);
+          else local.add(p.deployment_id);
+          log.push(`apply ${p.deployment_id}`);
+          return applied();
+        },
+        pruneDesired: (keep) => {
+          for (const id of [...local]) {
+            if (keep.has(id)) continue;
+            local.delete(id);
+            log.push(`prune ${id}`);
+          }
+          return applied();
+        },
+      },
+    });
+    clients.push(t);
+    await t.client.start();
+    const conn = await hub.nextConnection();
+    await conn.nextOf('hello');
+    conn.welcome({ session_id: 'S1' });
+    await readResync(conn);
+    const f1 = conn.sendSeq('deployment.desired', desiredPayload('d0', 1));
+    const begin = conn.sendSeq('resync.begin', { scope: ['deployment'] });
+    const f3 = conn.sendSeq('deployment.desired', desiredPayload('d1', 2), { reply_to: begin.id });
+    const f4 = conn.sendSeq('stream.end', { complete: true, count: 1 }, { reply_to: begin.id });
+    const f5 = conn.sendSeq('deployment.desired', desiredPayload('d9', 3));
+    await eventually(() => local.has('d9'), 'd9 applied');
+    expect(t.client.session.cursor).toBe(0);
+
+    conn.terminate();
+    d0fails = false;
+    await reconnectAfterBackoff(t);
+    const conn2 = await hub.nextConnection();
+    expect((await conn2.nextOf('hello')).payload).toMatchObject({ session_id: 'S1', resume_from: 0 });
+    conn2.welcome({ session_id: 'S1', full_resync: false, ack_seq: 0 });
+    conn2.seqFrom(1);
+    conn2.sendSeq('deployment.desired', desiredPayload('d0', 1), { id: f1.id });
+    conn2.sendSeq('resync.begin', { scope: ['deployment'] }, { id: begin.id });
+    conn2.sendSeq('deployment.desired', desiredPayload('d1', 2), { reply_to: begin.id, id: f3.id });
+    conn2.sendSeq('stream.end', { complete: true, count: 1 }, { reply_to: begin.id, id: f4.id });
+    conn2.sendSeq('deployment.desired', desiredPayload('d9', 3), { id: f5.id });
+    await cursorReaches(t, 5);
+    expect(log.filter((l) => l === 'prune d9'), log.join(', ')).toEqual([]);
+    expect([...local].sort()).toEqual(['d1', 'd9']);
   });
 });
