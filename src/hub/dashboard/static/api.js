@@ -105,11 +105,24 @@ export async function call(method, path, body, extraHeaders = {}) {
   /** @type {Record<string, string>} */
   const headers = { ...extraHeaders, authorization: `Bearer ${t}` };
   if (body !== undefined) headers['content-type'] = 'application/json';
-  const res = await fetch(`/admin${path}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), cache: 'no-store' });
-  if (authRefused(res)) throw await signOutWith(res);
-  if (!res.ok) throw await errorOf(res);
-  return res.status === 204 ? null : res.json();
+  const signal = AbortSignal.timeout(CALL_TIMEOUT_MS);
+  try {
+    const res = await fetch(`/admin${path}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), cache: 'no-store', signal });
+    if (authRefused(res)) throw await signOutWith(res);
+    if (!res.ok) throw await errorOf(res);
+    return res.status === 204 ? null : await res.json();
+  } catch (err) {
+    if (!signal.aborted) throw err;
+    throw new ApiError(0, 'no_answer', `no answer in ${CALL_TIMEOUT_MS / 1000} s: the hub, or the way to it, is stuck, and whether this was done is unknown. Look again before repeating it (a Put, or an operation started from this form, is safe to repeat).`, undefined);
+  }
 }
+
+/**
+ * How long a write waits for its answer, body included: longer than any deadline of the hub's own
+ * (POLL_TIMEOUT_MS below). Without one, a write the way to the hub never answered left its form
+ * disabled for good, and said nothing.
+ */
+const CALL_TIMEOUT_MS = 20_000;
 
 /**
  * The last answer of each polled path, and the refresh that last read it (`read`).

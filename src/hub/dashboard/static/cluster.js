@@ -66,6 +66,13 @@ export function clusterView(name) {
   let refreshSoon = () => undefined;
   /** The hub's list counts last drawn (JSON), to redraw a heading when only its count moved. */
   let lastCounts = '';
+  /**
+   * Whether the next refresh draws every list whatever its answer: a refresh that failed part way
+   * had read (and the poll memo kept) answers it never drew, and every later poll of them answers
+   * 304, unchanged, so the table kept the older answer for good under a "Live" status (and its
+   * Edit button the older configuration, which a Put then wrote back over the newer revision).
+   */
+  let drawAll = true;
 
   const dep = deploymentForm(name, () => refreshSoon());
   const opForm = operationForm(name, (opId) => follow(opId));
@@ -321,6 +328,8 @@ export function clusterView(name) {
       refreshSoon = fn;
     },
     async refresh() {
+      const force = drawAll;
+      drawAll = true;
       let cluster;
       try {
         cluster = await poll(base);
@@ -354,12 +363,13 @@ export function clusterView(name) {
       const countsKey = JSON.stringify(counts ?? null);
       const recount = countsKey !== lastCounts;
       lastCounts = countsKey;
-      if (deps.changed || recount) drawDeployments(deps, counts?.deployments);
-      if (nodes.changed || recount) drawNodes(nodes, counts?.nodes);
-      if (devices.changed || recount) drawGpus(devices, counts);
+      if (deps.changed || recount || force) drawDeployments(deps, counts?.deployments);
+      if (nodes.changed || recount || force) drawNodes(nodes, counts?.nodes);
+      if (devices.changed || recount || force) drawGpus(devices, counts);
       drawOps(ops.data.items, details.map((d) => d.data));
       render(eventsEl, h('h3', {}, 'Recent events'), table('Recent events', ['When', 'Kind', 'Subject', 'Severity', 'Reason', 'Message'], events.data.items.map((/** @type {any} */ e) => [time(e.received_at), e.kind, h('code', {}, e.subject), badge(e.severity, e.severity === 'info' ? 'ok' : e.severity === 'warning' ? 'warn' : 'bad'), e.reason, e.message])));
       render(rejEl, h('h3', {}, 'Rejections'), table('Rejected frames', ['When', 'Type', 'Seq', 'Reason'], rejections.data.items.map((/** @type {any} */ r) => [time(r.received_at), r.type, r.seq, r.reason]), 'none: every frame applied.'));
+      drawAll = false;
     },
   };
 }

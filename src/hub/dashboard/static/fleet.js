@@ -67,6 +67,8 @@ export function fleetView() {
   /** The fleet walk stopped before the last page. */
   let truncated = false;
   let polls = 0;
+  /** Whether the next refresh draws the totals whatever its answers (see cluster.js `drawAll`). */
+  let drawAll = true;
 
   const filters = h(
     'form',
@@ -226,6 +228,8 @@ export function fleetView() {
       // operator version, contention) and is read every poll; the cluster list is read every
       // fifth poll, for what only it has and what only an older hub's list had: one request a
       // poll instead of two, for the hub's sake when many dashboards are open.
+      const force = drawAll;
+      drawAll = true;
       const listDue = clusterList === null || polls++ % 5 === 0;
       // Fleet-wide totals come with the first page; later pages leave them out (totals=false)
       // rather than recount the whole fleet once per page.
@@ -237,8 +241,9 @@ export function fleetView() {
       truncated = fleet.truncated;
       // Relative times ("12 s ago") move even when nothing changed, so redraw on every poll.
       latest = { fleet: { ...fleet.first, items: fleet.items }, clusters: clusterList ?? [] };
-      if (fleet.changed || clusters?.changed) drawTotals(latest.fleet, latest.clusters);
+      if (fleet.changed || clusters?.changed || force) drawTotals(latest.fleet, latest.clusters);
       draw();
+      drawAll = false;
     },
   };
 }
