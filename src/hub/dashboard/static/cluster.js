@@ -11,6 +11,8 @@ const HOURS = 6;
 /** Pages of 500 read per list: 2,000 rows; beyond that the view says the list is cut. */
 const LIST_PAGES = 4;
 const CONCLUDED = new Set(['succeeded', 'failed', 'cancelled', 'deadline_exceeded']);
+/** The latest progress entries of an operation the hub answers, after its first ones (`history_omitted` between). */
+const HISTORY_LATEST = 100;
 
 /** @param {string} label */
 function notFound(label) {
@@ -285,6 +287,22 @@ export function clusterView(name) {
     );
   }
 
+  /**
+   * An operation's progress as the hub answers it: a long history is its first and latest 100
+   * entries, with the count left out between them, said where they are missing (numbered on
+   * after them) rather than drawn as one unbroken list.
+   * @param {any[]} history @param {number} omitted
+   */
+  function historyItems(history, omitted) {
+    const items = history.map((/** @type {any} */ e) => h('li', {}, time(e.at), ` ${e.kind}${e.phase ? ` (${e.phase})` : ''}: ${e.message}`));
+    if (!(omitted > 0)) return items;
+    const gapAt = Math.max(0, history.length - HISTORY_LATEST);
+    const after = items[gapAt];
+    if (after) after.setAttribute('value', String(gapAt + omitted + 1));
+    items.splice(gapAt, 0, h('li', { class: 'history-gap' }, `… ${omitted} ${omitted === 1 ? 'entry' : 'entries'} not shown (the hub keeps the first and the latest ${HISTORY_LATEST}) …`));
+    return items;
+  }
+
   /** @param {any[]} ops @param {any[]} details */
   function drawOps(ops, details) {
     const stateTone = (/** @type {string} */ s) => (s === 'succeeded' ? 'ok' : CONCLUDED.has(s) ? 'bad' : 'warn');
@@ -300,7 +318,7 @@ export function clusterView(name) {
           'div',
           { class: 'follow' },
           h('h4', {}, `${d.kind} ${d.target}: `, badge(d.state, stateTone(d.state))),
-          h('ol', { class: 'history' }, (d.history ?? []).map((/** @type {any} */ e) => h('li', {}, time(e.at), ` ${e.kind}${e.phase ? ` (${e.phase})` : ''}: ${e.message}`))),
+          h('ol', { class: 'history' }, historyItems(d.history ?? [], d.history_omitted ?? 0)),
         ),
       ),
     );
