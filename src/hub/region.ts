@@ -139,6 +139,11 @@ export function jurisdictionOf(id: DurableObjectId, cfg: HubConfig): string | nu
 
 /** Why this object must not serve this deployment, or null when it lives where it must (session/residency-gate.ts, db/gateway.ts). */
 export function residencyProblem(id: DurableObjectId, cfg: HubConfig): string | null {
+  // Under the local emulation the jurisdiction is read from the name, and an object that local
+  // workerd starts for its alarm after a restart has an id without one (rebuilt from the hex id):
+  // it cannot be judged. Judged as outside, a regional hub restarted with `npm start` deleted its
+  // own gateway shards' and sessions' storage and refused their calls.
+  if (cfg.HUB_JURISDICTION_EMULATION && !id.jurisdiction && id.name === undefined) return null;
   const expected = cfg.HUB_JURISDICTION ?? null;
   const actual = jurisdictionOf(id, cfg);
   if (actual === expected) return null;

@@ -98,6 +98,18 @@ describe('residency', () => {
     expect(residencyProblem(id('c/k'), emu)).not.toBeNull();
   });
 
+  it('under the emulation, an object whose id carries no name (started for its alarm after a restart: local workerd rebuilds the id without it) cannot be judged and is not taken for misplaced', () => {
+    // Before, a regional hub restarted locally deleted its gateway shards' storage at their first
+    // alarm and refused every call relayed through them.
+    const emu = cfg({ HUB_REGION: 'eu', HUB_JURISDICTION: 'eu', HUB_JURISDICTION_EMULATION: '1' });
+    const unnamed = { name: undefined, jurisdiction: undefined, toString: () => 'ab12', equals: () => false } as unknown as DurableObjectId;
+    expect(residencyProblem(unnamed, emu)).toBeNull();
+    // Without the emulation (Cloudflare, where the id itself carries the jurisdiction) it is judged.
+    expect(residencyProblem(unnamed, eu)).toMatch(/jurisdiction \(none\) but region eu/);
+    // A named object outside the emulated jurisdiction still is.
+    expect(residencyProblem(id('c/k'), emu)).not.toBeNull();
+  });
+
   it('an emulated name counts only under the emulation: a deployment without it never takes a name for a jurisdiction', () => {
     const emu = cfg({ HUB_REGION: 'eu', HUB_JURISDICTION: 'eu', HUB_JURISDICTION_EMULATION: '1' });
     const i = regionalNamespace(workerdNamespace(), emu).idFromName('c/k');
