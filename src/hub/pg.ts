@@ -1,6 +1,7 @@
 import { Client, neonConfig } from '@neondatabase/serverless';
 import { describeError, isCodeError, sqlState } from './db/errors';
 import { withDeadline } from './deadline';
+import type { Sql } from './db/sql';
 
 /** What the hub needs to reach Postgres. */
 export interface PgConfig {
@@ -90,6 +91,15 @@ export interface PgOptions {
    */
   lockTimeoutMs?: number;
   connectTimeoutMs?: number;
+  /**
+   * How long a statement waits for a connection before it is not sent at all (default: the query
+   * deadline). Once sent it has a whole query deadline, on the server too (statement_timeout
+   * counts from its arrival), so a caller that gives up at a fixed time after asking (the
+   * gateway's, `viaGateway`) needs a statement sent by then less that deadline, or one sent
+   * after a slow connect (a database restarting, a compute waking) could commit after the caller
+   * answered "retry".
+   */
+  sendWithinMs?: number;
 }
 
 /**
@@ -113,6 +123,7 @@ export class Pg {
   private readonly queryTimeoutMs: number;
   private readonly connectTimeoutMs: number;
   private readonly lockTimeoutMs: number | undefined;
+  private readonly sendWithinMs: number;
 
   constructor(
     private readonly config: PgConfig,
@@ -122,6 +133,15 @@ export class Pg {
     this.queryTimeoutMs = options.queryTimeoutMs ?? 10_000;
     this.connectTimeoutMs = options.connectTimeoutMs ?? 5_000;
     this.lockTimeoutMs = options.lockTimeoutMs;
+    this.sendWithinMs = options.sendWithinMs ?? this.queryTimeoutMs;
+  }
+
+  /**
+   * This connection, for statements that must be sent within `ms` of being asked for or not at all
+   * (`sendWithinMs`, for a caller that has already waited part of its time: a coalesced write).
+   */
+  within(ms: number): Sql {
+    return { query: (text, params, name) => this.run(text, params ?? [], name, Math.max(0, Math.min(ms, this.sendWithinMs))) };
   }
 
   /** Statements in flight (queued on the connection or running). */
@@ -138,11 +158,15 @@ export class Pg {
    * connection instead of on every call (every statement on a hot path has one). Dropped again
    * when the connection closes (`deallocate`).
    */
-  async query<R = Record<string, unknown>>(text: string, params: unknown[] = [], name?: string): Promise<QueryResultRows<R>> {
+  query<R = Record<string, unknown>>(text: string, params: unknown[] = [], name?: string): Promise<QueryResultRows<R>> {
+    return this.run<R>(text, params, name, this.sendWithinMs);
+  }
+
+  private async run<R = Record<string, unknown>>(text: string, params: unknown[], name: string | undefined, sendWithinMs: number): Promise<QueryResultRows<R>> {
     // The idle timer is left running: it finds the statement in flight and does nothing.
     this.inFlight++;
     try {
-      const client = await this.connectWithin(this.queryTimeoutMs);
+      const client = await this.connectWithin(sendWithinMs);
       try {
         // Unique per connection: an embedded Postgres (PGlite) runs every connection in one
         // backend, where a fixed name would collide with another connection's statement.
@@ -187,10 +211,10 @@ export class Pg {
   }
 
   /**
-   * The connection, waited for at most `ms`: a statement still waiting for a connection when its
-   * deadline passes is never sent. Its caller has given up by then (the gateway's caller answers
-   * 503 "retry"), and one sent once a slow connect completed would commit after that answer. The
-   * connect itself goes on, for the statements after it.
+   * The connection, waited for at most `ms` (`sendWithinMs`): a statement still waiting for a
+   * connection then is never sent. Sent later, with a whole deadline of its own, it could commit
+   * after its caller gave up (the gateway's caller answers 503 "retry"). The connect itself goes
+   * on, for the statements after it.
    */
   private connectWithin(ms: number): Promise<Client> {
     if (this.client) return Promise.resolve(this.client);

@@ -18,7 +18,8 @@ export interface PutWritten {
 
 export interface CoalesceHost {
   /** Write the items in one statement and one commit, in the order given. Null: no such cluster. */
-  write(cluster: string, items: readonly DesiredItem[]): Promise<BatchWritten | null>;
+  /** `sendWithinMs`: what is left of the oldest item's wait, for the statement to be sent in. */
+  write(cluster: string, items: readonly DesiredItem[], sendWithinMs: number): Promise<BatchWritten | null>;
   /** After each commit, with everything it wrote (one poke per statement, not per item). */
   written(w: BatchWritten, items: readonly DesiredItem[]): void;
   /** `written` threw (a bug, not a state): say so; the writes stand. */
@@ -114,9 +115,10 @@ export class PutCoalescer {
 
   private async writeBatch(cluster: string, batch: Waiter[]): Promise<void> {
     const items = batch.map((w) => w.item);
+    const oldest = Math.min(...batch.map((one) => one.queuedAt));
     let w: BatchWritten | null;
     try {
-      w = await this.host.write(cluster, items);
+      w = await this.host.write(cluster, items, this.limits.maxWaitMs - (this.limits.now() - oldest));
     } catch (err) {
       if (batch.length > 1 && this.host.itemFault(err)) {
         // Rolled back as a whole: alone, each item gets its own answer and the others are written

@@ -33,13 +33,19 @@ function gatewayDeadlineMs(cfg: Pick<HubConfig, 'PG_QUERY_TIMEOUT_MS'>): number 
 }
 
 /**
- * How long a single PUT may wait behind its cluster's statement in the shard (`PutCoalescer`):
- * what is left of the Worker's wait after its own statement's deadline, less half a second for the
- * hops. Past it the PUT is refused unwritten: written, it could commit after the Worker answered
- * 503 "retry".
+ * How long a statement the shard relays may wait before it is sent (for a connection, and a PUT
+ * behind its cluster's statement first, `PutCoalescer`): what is left of the Worker's wait after
+ * the statement's own deadline, less half a second for the hops. Past it the statement is not
+ * sent: sent, it could commit after the Worker answered 503 "retry" (a connection slow to open,
+ * a database restarting, had a statement sent 3 s late commit after that answer).
  */
-export function coalescedWaitMs(cfg: Pick<HubConfig, 'PG_QUERY_TIMEOUT_MS'>): number {
+export function sendWithinMs(cfg: Pick<HubConfig, 'PG_QUERY_TIMEOUT_MS'>): number {
   return gatewayDeadlineMs(cfg) - cfg.PG_QUERY_TIMEOUT_MS - 500;
+}
+
+/** How long a single PUT may wait behind its cluster's statement: the whole of `sendWithinMs`. */
+export function coalescedWaitMs(cfg: Pick<HubConfig, 'PG_QUERY_TIMEOUT_MS'>): number {
+  return sendWithinMs(cfg);
 }
 
 /** Call a shard (chosen at random per call unless given) with a deadline; a relayed database error is rethrown with its SQLSTATE. */

@@ -17,7 +17,7 @@ import type { HubEnv } from '../env';
 import { createLogger } from '../log';
 import { outcomeUnknown, Pg } from '../pg';
 import { ResidencyGate } from '../residency-gate';
-import { coalescedWaitMs, type GatewayResult, type Relayed } from './gateway-client';
+import { coalescedWaitMs, sendWithinMs, type GatewayResult, type Relayed } from './gateway-client';
 
 const log = createLogger({ component: 'db-gateway' });
 
@@ -47,7 +47,7 @@ export class DbGateway extends DurableObject<HubEnv> {
   constructor(ctx: DurableObjectState, env: HubEnv) {
     super(ctx, env);
     const cfg = hubConfig(env);
-    this.pool = Array.from({ length: cfg.DB_GATEWAY_CONNECTIONS }, () => new Pg(env, { idleCloseMs: 60_000, queryTimeoutMs: cfg.PG_QUERY_TIMEOUT_MS }));
+    this.pool = Array.from({ length: cfg.DB_GATEWAY_CONNECTIONS }, () => new Pg(env, { idleCloseMs: 60_000, queryTimeoutMs: cfg.PG_QUERY_TIMEOUT_MS, sendWithinMs: sendWithinMs(cfg) }));
     this.gate = new ResidencyGate(ctx.id, cfg, log, ctx.storage);
   }
 
@@ -57,7 +57,7 @@ export class DbGateway extends DurableObject<HubEnv> {
   private pollAt: number | null | undefined = undefined;
   /** Single-deployment PUTs of one cluster that arrive while one is being written go out together. */
   private readonly puts = new PutCoalescer({
-    write: (cluster, items) => writeDeployments(this.leastBusy(), cluster, items),
+    write: (cluster, items, within) => writeDeployments(this.leastBusy().within(within), cluster, items),
     written: (w, items) => {
       const changes = putChanges(w.first_revision, items);
       this.pokeOwner({ clusterUid: w.cluster_uid, ownerSession: w.owner_session, revision: w.first_revision + items.length - 1, changes, recheck: w.recheck_owner === true });
