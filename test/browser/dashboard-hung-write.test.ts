@@ -31,4 +31,32 @@ describe('a write that is never answered', () => {
     expect(await put.isDisabled()).toBe(false);
     expect(await form.getAttribute('aria-busy')).toBeNull();
   }, 90_000);
+
+  it('an operation start whose answer never came keeps its Idempotency-Key: started again, the hub starts it once', async () => {
+    const c = await h.newCluster('hung-op');
+    const errors: string[] = [];
+    const page = await signedIn(browser(), h, errors, `#/clusters/${c.name}`);
+    const opForm = page.getByRole('form', { name: 'Start an operation' });
+    await opForm.getByLabel('Kind').waitFor({ timeout: 30_000 });
+    // The first start reaches the hub, which commits it; its answer never reaches the page.
+    const keys: string[] = [];
+    await page.route('**/admin/clusters/*/operations', async (route) => {
+      if (route.request().method() !== 'POST') return route.fallback();
+      keys.push(route.request().headers()['idempotency-key'] ?? '');
+      if (keys.length === 1) {
+        await route.fetch();
+        return; // held: never answered
+      }
+      return route.fallback();
+    });
+    await opForm.getByLabel('Kind').selectOption('node.cordon');
+    await opForm.getByLabel('Target (node, replica or model)').fill('node-001');
+    const start = opForm.getByRole('button', { name: 'Start operation' });
+    await start.click();
+    await expect.poll(() => opForm.innerText(), { timeout: 40_000 }).toMatch(/no answer in 20 s.*unknown/s);
+    await start.click();
+    await expect.poll(() => keys.length, { timeout: 20_000 }).toBe(2);
+    expect(keys[1]).toBe(keys[0]);
+    await expect.poll(async () => (await h.admin('GET', `/clusters/${c.name}/operations?limit=10`)).json.items.length, { timeout: 10_000 }).toBe(1);
+  }, 120_000);
 });

@@ -118,9 +118,12 @@ export async function call(method, path, body, extraHeaders = {}) {
 }
 
 /**
- * How long a write waits for its answer, body included: longer than any deadline of the hub's own
- * (POLL_TIMEOUT_MS below). Without one, a write the way to the hub never answered left its form
- * disabled for good, and said nothing.
+ * How long a write waits for its answer, body included: longer than the hub's own deadlines at
+ * their defaults (a statement's 10 s and its hops'; a hub configured with a longer
+ * PG_QUERY_TIMEOUT_MS may answer later, and its write is then said to be of unknown outcome,
+ * which it is from here). Without one, a write the way to the hub never answered left its form
+ * disabled for good, and said nothing. Its error has status 0: not the hub's refusal, so an
+ * operation's start keeps its Idempotency-Key for the retry (forms.js).
  */
 const CALL_TIMEOUT_MS = 20_000;
 

@@ -181,8 +181,9 @@ export async function startOperation(clusterId, kind, target, params, deadline_s
   try {
     r = await call('POST', `/clusters/${encodeURIComponent(clusterId)}/operations`, { kind, target, params, deadline_s }, { 'idempotency-key': key });
   } catch (err) {
-    // A refusal is the hub's decision; a lost answer or a 5xx may hide a start that committed.
-    if (err instanceof ApiError && err.status < 500) unanswered.delete(ask);
+    // A refusal is the hub's decision; a lost answer, one that never came (the write's deadline,
+    // status 0) or a 5xx may hide a start that committed.
+    if (err instanceof ApiError && err.status >= 400 && err.status < 500) unanswered.delete(ask);
     throw err;
   }
   // A start on this target was made: any start of it whose answer was lost, committed or not,
