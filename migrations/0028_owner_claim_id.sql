@@ -6,6 +6,9 @@
 -- late can never touch a later claim, which names another id. A resumed session's row could not
 -- be matched before: its id and generation are what the session's next, answered claim keeps.
 --
--- Additive for a rolling deploy: the old code never reads it, and a row it claims keeps null,
--- which no release matches (as before, the sweep is the bound for such a row).
+-- claim_generation is the generation that claim gave the row: the release matches it too. Code
+-- from before this migration (a rolling deploy, a rollback) claims without touching either column,
+-- leaving the last id in place under a newer generation: a release landing late must not take
+-- that claim for its own. Additive: the old code never reads them.
 alter table cluster_owners add column if not exists claim_id text;
+alter table cluster_owners add column if not exists claim_generation bigint;

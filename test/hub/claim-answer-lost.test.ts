@@ -9,6 +9,7 @@ import { describe, expect, it } from 'vitest';
 import { answerResetRelay } from './support/answer-reset-relay';
 import { useHubBehindRelay } from './support/proxy-hub';
 import { eventually, FAST_TIMERS, sleep } from './support/hub';
+import { releaseUnansweredClaim } from '../../src/hub/db/ownership';
 
 const { h, relay } = useHubBehindRelay({ ...FAST_TIMERS, IDLE_TIMEOUT_MS: '30000', RETENTION_MS: '60000', LIVE_SWEEP_MS: '1000' }, answerResetRelay('wingsmith_claim_v'));
 
@@ -69,4 +70,20 @@ describe('a claim whose connection is reset after its commit, before its answer'
     expect(await h.sql('select from_session, to_session from cluster_displacements where cluster_uid = $1', [c.uid])).toEqual([]);
     other.peer.close();
   }, 60_000);
+
+  it('a release landing after a claim by code older than migration 0028 (a rolling deploy, a rollback) leaves that claim alone, though it kept the released claim id', async () => {
+    const c = await h.newCluster('release-old-claim');
+    const { peer, sessionId } = await h.openFresh(c);
+    peer.close();
+    await eventually(async () => (await h.sql<{ connected: boolean }>('select connected from cluster_owners where cluster_uid = $1', [c.uid]))[0]?.connected === false, 10_000);
+    // An older hub's claim (wingsmith_claim_v7): a new session and generation, claim_id untouched.
+    await h.sql(`update cluster_owners set session_id = 'older-hub.session', generation = generation + 1, connected = true where cluster_uid = $1`, [c.uid]);
+    await h.sql(`insert into live_sessions (session_id, cluster_uid, poll_shard, generation, token_hash, seen_revision)
+                 select 'older-hub.session', cluster_uid, 0, generation, decode(repeat('00', 32), 'hex'), 0 from cluster_owners where cluster_uid = $1`, [c.uid]);
+    const sql = { query: async <R,>(text: string, params?: unknown[]) => ({ rows: (await h.sql(text, params ?? [])) as R[], rowCount: null }) };
+    // The release of the first claim's id (its answer lost), landing late.
+    await releaseUnansweredClaim(sql, c.uid, sessionId);
+    expect(await h.sql('select session_id, connected from cluster_owners where cluster_uid = $1', [c.uid])).toEqual([{ session_id: 'older-hub.session', connected: true }]);
+    expect(await h.sql('select session_id from live_sessions where cluster_uid = $1', [c.uid])).toEqual([{ session_id: 'older-hub.session' }]);
+  }, 40_000);
 });

@@ -169,10 +169,10 @@ with held as (
   where cluster_uid = $1 and at > now() - make_interval(secs => $9::bigint / 1000.0)
 ), claim as (
   insert into cluster_owners (cluster_uid, session_id, generation, claimed_at, connected, polled_at, live,
-    remote_addr, operator_version, ingest_commits, claim_id)
-  select uid, $3, 1, now(), true, now(), $4::jsonb, $7, $8, 0, $3 from ok
+    remote_addr, operator_version, ingest_commits, claim_id, claim_generation)
+  select uid, $3, 1, now(), true, now(), $4::jsonb, $7, $8, 0, $3, 1 from ok
   on conflict (cluster_uid) do update set
-    claim_id = excluded.claim_id,
+    claim_id = excluded.claim_id, claim_generation = cluster_owners.generation + 1,
     session_id = case when cluster_owners.session_id = $5 and cluster_owners.generation >= $6::bigint and not (select went_back from back)
                       then $5 else excluded.session_id end,
     ingest_commits = case when cluster_owners.session_id = $5 and cluster_owners.generation >= $6::bigint and not (select went_back from back)
@@ -350,10 +350,12 @@ export function fenceCte(p: { cluster: string; session: string; generation: stri
  * recorded as displacing it.
  */
 export async function releaseUnansweredClaim(sql: Sql, clusterUid: string, claimId: string): Promise<void> {
+  // `generation = claim_generation`: a claim by code older than migration 0028 leaves both columns
+  // as they were under a newer generation, and is not this claim.
   await sql.query(
     `with o as (
        update cluster_owners set connected = false
-       where cluster_uid = $1 and claim_id = $2 and connected
+       where cluster_uid = $1 and claim_id = $2 and generation = claim_generation and connected
        returning session_id, generation
      )
      delete from live_sessions s
