@@ -45,6 +45,9 @@ function stateCell(c) {
   return c.connected ? h('span', {}, badge('connected', 'ok'), since) : h('span', {}, badge(c.since ? 'disconnected' : 'never connected', 'bad'), since);
 }
 
+/** Rows of the fleet table drawn at a time. */
+const ROW_PAGE = 500;
+
 /** @type {Record<string, (c: any) => string | number>} */
 const SORT_KEYS = {
   name: (c) => c.name,
@@ -59,7 +62,7 @@ export function fleetView() {
   const chartEl = h('div', { class: 'charts' });
   const tableEl = h('div', { 'aria-live': 'off' });
   const countEl = h('p', { class: 'muted', role: 'status' });
-  const modelSelect = h('select', { id: 'filter-model', onchange: () => ((view.model = modelSelect.value), draw()) }, h('option', { value: 'all' }, 'any GPU model'));
+  const modelSelect = h('select', { id: 'filter-model', onchange: () => ((view.model = modelSelect.value), refilter()) }, h('option', { value: 'all' }, 'any GPU model'));
   /** @type {any} */
   let latest = null;
   /** @type {any[] | null} */
@@ -69,18 +72,25 @@ export function fleetView() {
   let polls = 0;
   /** Whether the next refresh draws the totals whatever its answers (see cluster.js `drawAll`). */
   let drawAll = true;
+  /** Rows drawn of the sorted, filtered list: more on request ("Show more"), back to one page when a filter changes. */
+  let rowLimit = ROW_PAGE;
+  /** A filter changed: draw from the first page of rows again. */
+  const refilter = () => {
+    rowLimit = ROW_PAGE;
+    draw();
+  };
 
   const filters = h(
     'form',
     { class: 'filters', role: 'search', 'aria-label': 'Filter clusters', onsubmit: (e) => e.preventDefault() },
-    h('div', { class: 'field' }, h('label', { for: 'filter-name' }, 'Name'), h('input', { id: 'filter-name', type: 'search', value: view.name, oninput: (e) => ((view.name = /** @type {HTMLInputElement} */ (e.target).value), draw()) })),
+    h('div', { class: 'field' }, h('label', { for: 'filter-name' }, 'Name'), h('input', { id: 'filter-name', type: 'search', value: view.name, oninput: (e) => ((view.name = /** @type {HTMLInputElement} */ (e.target).value), refilter()) })),
     h(
       'div',
       { class: 'field' },
       h('label', { for: 'filter-state' }, 'State'),
       h(
         'select',
-        { id: 'filter-state', onchange: (e) => ((view.state = /** @type {HTMLSelectElement} */ (e.target).value), draw()) },
+        { id: 'filter-state', onchange: (e) => ((view.state = /** @type {HTMLSelectElement} */ (e.target).value), refilter()) },
         ['all', 'connected', 'disconnected', 'disabled', 'contended', 'out of sync'].map((v) => h('option', { value: v, selected: v === view.state }, v)),
       ),
     ),
@@ -127,9 +137,16 @@ export function fleetView() {
       return (ka < kb ? -1 : ka > kb ? 1 : a.name < b.name ? -1 : 1) * view.dir;
     });
     // Filters apply to what was read; when that is not the whole fleet, say how much it is.
-    countEl.textContent = truncated
-      ? `${shown.length} of the first ${all.length} of ${fleet.totals?.clusters ?? 'more'} clusters shown (the list stops at ${all.length})`
-      : `${shown.length} of ${all.length} clusters shown`;
+    const matched = truncated
+      ? `${shown.length} of the first ${all.length} of ${fleet.totals?.clusters ?? 'more'} clusters`
+      : `${shown.length} of ${all.length} clusters`;
+    // Every row is rebuilt at each poll (last frames move every second): at 10,000 clusters that
+    // was about a second of the page's thread per poll, and per keystroke in the name filter.
+    const drawn = shown.slice(0, rowLimit);
+    countEl.textContent =
+      drawn.length < shown.length
+        ? `${matched} match; the first ${drawn.length} are drawn, in this order (narrow the filters, or show more below)`
+        : `${matched} shown${truncated ? ` (the list stops at ${all.length})` : ''}`;
     const sortButton = (/** @type {string} */ k, /** @type {string} */ label) =>
       h(
         'button',
@@ -162,7 +179,7 @@ export function fleetView() {
       `Connected, last ${HOURS} h`,
     ];
     /** @type {any[][]} */
-    const rows = shown.map((/** @type {any} */ c) => [
+    const rows = drawn.map((/** @type {any} */ c) => [
       h('a', { href: `#/clusters/${encodeURIComponent(c.name)}`, 'data-key': `open-${c.uid}` }, c.name),
       stateCell(c),
       c.region ?? '—',
@@ -182,7 +199,22 @@ export function fleetView() {
       h('thead', {}, h('tr', {}, head.map((c) => h('th', { scope: 'col', 'aria-sort': typeof c !== 'string' && c.getAttribute('aria-pressed') === 'true' ? (view.dir > 0 ? 'ascending' : 'descending') : null }, c)))),
       h('tbody', {}, rows.map((r) => h('tr', {}, r.map((cell, i) => (i === 0 ? h('th', { scope: 'row' }, cell) : h('td', { 'data-label': typeof head[i] === 'string' ? head[i] : head[i].textContent.replace(/ [▲▼]$/, '') }, cell)))))),
     );
-    render(tableEl, all.length ? h('div', { class: 'scroll', tabindex: 0, role: 'region', 'aria-label': 'Clusters table', 'data-key': 'fleet-table' }, t) : h('p', { class: 'empty' }, 'No clusters registered yet.'));
+    const more =
+      drawn.length < shown.length
+        ? h(
+            'button',
+            {
+              type: 'button',
+              'data-key': 'fleet-more',
+              onclick: () => {
+                rowLimit += ROW_PAGE;
+                draw();
+              },
+            },
+            `Show ${Math.min(ROW_PAGE, shown.length - drawn.length)} more`,
+          )
+        : null;
+    render(tableEl, all.length ? [h('div', { class: 'scroll', tabindex: 0, role: 'region', 'aria-label': 'Clusters table', 'data-key': 'fleet-table' }, t), more] : h('p', { class: 'empty' }, 'No clusters registered yet.'));
   }
 
   /** @param {any} fleet @param {any[]} clusters */
