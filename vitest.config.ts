@@ -100,7 +100,7 @@ export default defineConfig({
     // The default output, then each test that passed only on its retry with the error of the try
     // that failed (the default reporter says "(retry x1)" and nothing of why).
     reporters: ['default', './test/support/flaky-reporter.ts'],
-    // Four files at a time, although the machines have two cores: most of the suite waits (real
+    // Six files at a time (see the end of this note), although the machines have two cores: most of the suite waits (real
     // timers, hibernation, a runtime's and a database's round trips). One at a time took 14 of
     // CI's 15 minutes; two took 10 to 13 minutes of suite (790 s on a slow hour, 14 minutes of CI),
     // three 11 minutes of CI that same hour (666 s of suite). On 2026-12-06 (an AMD EPYC, 284
