@@ -217,17 +217,20 @@ export class ClusterModel {
         this.sink?.deploymentRemoved(id);
         return;
       }
+      const freed = existing.replicas.length > 0;
       for (const r of existing.replicas) this.stopReplica(existing, r);
       this.deployments.delete(id);
       this.sink?.event('deployment', { subject: id, reason: 'Deleted', message: 'withdrawn from this cluster', severity: 'info' });
       this.sink?.deploymentRemoved(id);
       this.changed();
+      // As a scheduler does: the GPUs it held go to a deployment waiting for them.
+      if (freed) this.reconcileAll();
       return;
     }
     const d: SimDeployment = existing ?? { desired, replicas: [] };
     d.desired = desired;
     this.deployments.set(id, d);
-    this.reconcile(d);
+    if (this.reconcile(d)) this.reconcileAll();
   }
 
   /** Remove every deployment not in `keep` (after a complete hub snapshot). */
@@ -241,7 +244,8 @@ export class ClusterModel {
     return gone;
   }
 
-  private reconcile(d: SimDeployment): void {
+  /** Run the deployment's replicas as desired; true when it stopped any (capacity freed). */
+  private reconcile(d: SimDeployment): boolean {
     const want = d.desired;
     const serving = JSON.stringify(want.serving);
     // A new serving configuration replaces the replicas running the old one.
@@ -257,7 +261,9 @@ export class ClusterModel {
     }
     // Exactly the bounds received: run min_replicas, never above max_replicas.
     const target = Math.min(want.min_replicas, want.max_replicas);
+    let freed = stale.length > 0;
     while (d.replicas.length > target) {
+      freed = true;
       const r = d.replicas[d.replicas.length - 1] as SimReplica;
       this.stopReplica(d, r);
       this.sink?.event('deployment', { subject: want.deployment_id, reason: 'ScaledDown', message: `stopped ${r.id}`, severity: 'info' });
@@ -286,6 +292,7 @@ export class ClusterModel {
     }
     this.report(d);
     this.changed();
+    return freed;
   }
 
   private place(d: SimDeployment, serving: string): SimReplica | null {
@@ -384,6 +391,9 @@ export class ClusterModel {
           ctx.progress('stopping', r.id);
           this.stopReplica(d, r);
           await this.sleep(this.stepMs);
+          // Withdrawn (or pruned) meanwhile: starting a replica for it would report a deployment
+          // the cluster no longer has, after its removal.
+          if (this.deployments.get(d.desired.deployment_id) !== d) return { outcome: 'cancelled', message: `${r.id} stopped; its deployment was withdrawn before a replacement started` };
           ctx.progress('starting', d.desired.deployment_id);
           this.reconcile(d);
           this.sink?.event('deployment', { subject: d.desired.deployment_id, reason: 'ReplicaRestarted', message: `${r.id} restarted`, severity: 'info' });

@@ -109,6 +109,38 @@ describe('simulated cluster model', () => {
     expect(lastDeployment('d1')!.replica_ids[0]).not.toBe(old);
   });
 
+  it('a replica restart whose deployment is withdrawn meanwhile starts nothing: no report of the deployment after its removal', async () => {
+    // Before, the restart started a replacement into the withdrawn deployment and reported it
+    // (progressing, then ready) after its removal: the hub showed a deployment the cluster lacked.
+    const { model, timers, seen, lastDeployment } = setup();
+    model.applyDesired(desiredPayload('d1', 1, { min_replicas: 1, max_replicas: 1 }));
+    const old = lastDeployment('d1')!.replica_ids[0]!;
+    const restart = model.runOperation({ operation_id: newId(), kind: 'replica.restart', target: old, params: {}, deadline: '2030-01-01T00:00:00Z' }, opCtx());
+    model.applyDesired(desiredPayload('d1', 2, { deleted: true }));
+    const removedAt = seen.findIndex((x) => x.type === 'deployment.removed');
+    const r = await runWithTime(timers, restart);
+    timers.advance(2_000);
+    expect(r.outcome).toBe('cancelled');
+    expect(model.deploymentIds).toEqual([]);
+    expect(seen.slice(removedAt + 1).filter((x) => x.type === 'deployment.observed')).toEqual([]);
+  });
+
+  it('GPUs freed by a withdrawal or a scale-down go to a deployment waiting for them', () => {
+    // Before, only an uncordon or a GPU's recovery gave a waiting deployment another chance.
+    const { model, lastDeployment } = setup(1, 8);
+    const eight = (id: string, rev: number, min = 1) => desiredPayload(id, rev, { min_replicas: min, max_replicas: Math.max(min, 1), serving: { ...desiredPayload(id).serving!, gpus_per_replica: 8 } });
+    model.applyDesired(eight('big', 1));
+    model.applyDesired(eight('small', 2));
+    expect(lastDeployment('small')).toMatchObject({ phase: 'degraded', replica_ids: [] });
+    model.applyDesired(desiredPayload('big', 3, { deleted: true }));
+    expect(lastDeployment('small')!.replica_ids).toHaveLength(1);
+
+    model.applyDesired(eight('other', 4));
+    expect(lastDeployment('other')).toMatchObject({ phase: 'degraded', replica_ids: [] });
+    model.applyDesired(eight('small', 5, 0)); // scaled to zero
+    expect(lastDeployment('other')!.replica_ids).toHaveLength(1);
+  });
+
   it('prunes deployments absent from a complete snapshot', () => {
     const { model } = setup();
     model.applyDesired(desiredPayload('keep'));
