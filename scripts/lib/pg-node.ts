@@ -91,7 +91,9 @@ export function pgTarget(databaseUrl: string): { host: string; port: number } {
   if (url.protocol !== 'postgres:' && url.protocol !== 'postgresql:') {
     throw new Error(`not a postgres:// URL: ${redactUrl(databaseUrl)}`);
   }
-  return { host: url.hostname || '127.0.0.1', port: url.port ? Number(url.port) : 5432 };
+  // An IPv6 literal's hostname keeps its brackets ([::1]), which no socket connect resolves.
+  const host = url.hostname.startsWith('[') && url.hostname.endsWith(']') ? url.hostname.slice(1, -1) : url.hostname;
+  return { host: host || '127.0.0.1', port: url.port ? Number(url.port) : 5432 };
 }
 
 /** The URL with its password masked, for messages. */

@@ -111,6 +111,14 @@ async function startFakeTarget(): Promise<FakeTarget> {
   };
 }
 
+describe('pgTarget', () => {
+  it('an IPv6 literal in DATABASE_URL is connected to without its brackets (npm start and migrate refused it as unreachable: getaddrinfo ENOTFOUND [::1])', () => {
+    expect(pgTarget('postgres://postgres@[::1]:8950/postgres')).toEqual({ host: '::1', port: 8950 });
+    expect(pgTarget('postgresql://u:p@[2001:db8::5]/db')).toEqual({ host: '2001:db8::5', port: 5432 });
+    expect(pgTarget('postgres://postgres@127.0.0.1:5432/test')).toEqual({ host: '127.0.0.1', port: 5432 });
+  });
+});
+
 describe('pg-ws-proxy', () => {
   let target: FakeTarget;
   let proxy: PgWsProxy;
