@@ -239,7 +239,9 @@ async function main(): Promise<number> {
       m.sim.startOperator({ hubUrl: m.proxy.url, token: m.reg.token, storage: m.storage, tuning: tuningFor(), overlap });
     for (const m of members) await startOperator(m);
 
-    const targetOf = (m: Member): ConvergeTarget => ({ uid: m.reg.uid, cluster: m.sim, expectFullPlacement: false });
+    /** Operations the admin API accepted, by cluster uid: each must be stored and concluded. */
+    const accepted = new Map<string, Set<string>>();
+    const targetOf = (m: Member): ConvergeTarget => ({ uid: m.reg.uid, cluster: m.sim, expectFullPlacement: false, operationsAccepted: accepted.get(m.reg.uid) ?? new Set() });
 
     // --- figures ----------------------------------------------------------------------------
     const faults = Object.fromEntries(FAULTS.map((f) => [f, 0])) as Record<Fault, number>;
@@ -375,8 +377,11 @@ async function main(): Promise<number> {
       const n = rng.pick(nodes);
       const kind = rng.pick(['node.cordon', 'node.uncordon', 'node.drain', 'model.prefetch'] as const);
       try {
-        await admin.startOperation(m.reg.name, kind, kind === 'model.prefetch' ? 'meta-llama/Llama-3.1-8B-Instruct' : n.node_id, 120);
+        const id = await admin.startOperation(m.reg.name, kind, kind === 'model.prefetch' ? 'meta-llama/Llama-3.1-8B-Instruct' : n.node_id, 120);
         operationsStarted++;
+        const ids = accepted.get(m.reg.uid) ?? new Set<string>();
+        ids.add(id);
+        accepted.set(m.reg.uid, ids);
       } catch {
         // The hub may be restarting: the next one will do.
       }
@@ -508,7 +513,7 @@ async function main(): Promise<number> {
       'fault-injecting link proxy) against the hub in real workerd on real Postgres, looping seeded random faults; after',
       'every storm the faults are healed, change stops, and every cluster must converge and hold the invariants of',
       '`test/e2e/support/converge.ts` (nothing acked lost, nothing pruned wrongly, desired bounds exactly as stored,',
-      'operations concluded exactly once). Timers are the e2e suites\' fast ones (ping 1 s, silence 3 s, poll 0.5 s,',
+      'operations accepted by the admin API stored and concluded exactly once). Timers are the e2e suites\' fast ones (ping 1 s, silence 3 s, poll 0.5 s,',
       'hole 2.5 s); SDK backoff 0.2 s → 2 s with full jitter. Convergence times are not a performance claim: the machine',
       'is shared and the point is that they are bounded.',
       '',

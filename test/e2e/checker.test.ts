@@ -111,6 +111,16 @@ describe('the convergence checker catches what it promises to', () => {
     expect(diffDesired(plane, sim).join('\n')).toMatch(/desired d1: operator holds .*"max_replicas":3.* Postgres stores .*"max_replicas":6/);
   });
 
+  it('an operation the admin API accepted and that is not stored is flagged (the soak counted it only in a printed figure)', async () => {
+    const plane = await readPlane(e.query, reg.uid);
+    const stored = plane.operations.map((o) => o.operation_id);
+    expect(stored.length).toBeGreaterThan(0);
+    const lost = newId();
+    // Earlier cases tamper with the plane too: only this check's own lines are looked at.
+    const v = checkInvariants(plane, { ...target, exactEvents: false, operationsAccepted: new Set([...stored, lost]) });
+    expect(v.filter((x) => x.includes('was accepted'))).toEqual([`operation ${lost} was accepted (202) but is not stored`]);
+  });
+
   it('an operation concluded two ways, or whose handler ran twice, is flagged', async () => {
     const id = newId();
     await e.query(

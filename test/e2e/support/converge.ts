@@ -22,8 +22,9 @@
  * - nothing pruned wrongly: every object that exists in the cluster is present in Postgres
  *   (part of agreement, restated as a violation when agreement is claimed but rows are missing);
  * - operations concluded exactly once: each concluded operation has one conclusion, the first
- *   one recorded, matching every conclusion the operator got acknowledged; optionally, each
- *   operation's handler ran exactly once in the cluster.
+ *   one recorded, matching every conclusion the operator got acknowledged; every operation the
+ *   admin API accepted is stored (when the caller lists them); optionally, each operation's
+ *   handler ran exactly once in the cluster.
  */
 import type { Payload } from '../../../src/protocol';
 import type { SimCluster } from './sim-cluster';
@@ -42,6 +43,8 @@ export interface ConvergeTarget {
   exactEvents?: boolean;
   /** Each operation's handler ran exactly once (only true when the operator's records are durable or it never restarted). */
   operationsRunOnce?: boolean;
+  /** Operations the admin API accepted (202) for this cluster: each must be stored, as the checks below read it. */
+  operationsAccepted?: ReadonlySet<string>;
   /** Every desired deployment fits: each must run exactly min(min, max) replicas. Default true. */
   expectFullPlacement?: boolean;
 }
@@ -446,6 +449,9 @@ export function checkInvariants(plane: PlaneState, target: ConvergeTarget): stri
       }
     }
   }
+  // An operation answered 202 and lost has no row for the checks below to look at.
+  const stored = new Set(plane.operations.map((o) => o.operation_id));
+  for (const id of target.operationsAccepted ?? []) if (!stored.has(id)) v.push(`operation ${id} was accepted (202) but is not stored`);
   for (const o of plane.operations) {
     if (!TERMINAL.has(o.state)) {
       v.push(`operation ${o.operation_id} never concluded (state ${o.state})`);
