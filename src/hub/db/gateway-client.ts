@@ -43,10 +43,6 @@ export function sendWithinMs(cfg: Pick<HubConfig, 'PG_QUERY_TIMEOUT_MS'>): numbe
   return gatewayDeadlineMs(cfg) - cfg.PG_QUERY_TIMEOUT_MS - 500;
 }
 
-/** How long a single PUT may wait behind its cluster's statement: the whole of `sendWithinMs`. */
-export function coalescedWaitMs(cfg: Pick<HubConfig, 'PG_QUERY_TIMEOUT_MS'>): number {
-  return sendWithinMs(cfg);
-}
 
 /** Call a shard (chosen at random per call unless given) with a deadline; a relayed database error is rethrown with its SQLSTATE. */
 async function viaGateway<T>(env: HubEnv, call: (stub: DbGatewayStub) => Promise<Relayed<T>>, shard?: number): Promise<T> {

@@ -17,7 +17,7 @@ import type { HubEnv } from '../env';
 import { createLogger } from '../log';
 import { outcomeUnknown, Pg } from '../pg';
 import { ResidencyGate } from '../residency-gate';
-import { coalescedWaitMs, sendWithinMs, type GatewayResult, type Relayed } from './gateway-client';
+import { sendWithinMs, type GatewayResult, type Relayed } from './gateway-client';
 
 const log = createLogger({ component: 'db-gateway' });
 
@@ -55,7 +55,11 @@ export class DbGateway extends DurableObject<HubEnv> {
   private pollShard: number | null | undefined = undefined;
   /** The poll alarm as last set (undefined: not read since construction). */
   private pollAt: number | null | undefined = undefined;
-  /** Single-deployment PUTs of one cluster that arrive while one is being written go out together. */
+  /**
+   * Single-deployment PUTs of one cluster that arrive while one is being written go out together.
+   * A PUT's wait behind its cluster's statement and its statement's wait for a connection share
+   * one budget (`sendWithinMs`, passed on through `within`).
+   */
   private readonly puts = new PutCoalescer({
     write: (cluster, items, within) => writeDeployments(this.leastBusy().within(within), cluster, items),
     written: (w, items) => {
@@ -64,7 +68,7 @@ export class DbGateway extends DurableObject<HubEnv> {
     },
     pokeFailed: (err) => log.error('the poke after a desired write failed; the fleet poll will deliver the change', { error: String(err) }),
     itemFault: (err) => classifyDbError(err) === 'permanent',
-  }, { maxWaitMs: coalescedWaitMs(hubConfig(this.env)), maxBytes: hubConfig(this.env).DESIRED_PAGE_BYTES });
+  }, { maxWaitMs: sendWithinMs(hubConfig(this.env)), maxBytes: hubConfig(this.env).DESIRED_PAGE_BYTES });
   /**
    * When this poller next runs a history retention pass (0: at the next poll; a backlog remains,
    * or the object was just built). Memory only, so due at construction: an idle poller wakes only

@@ -9,6 +9,7 @@
  *   to the hub's redelivery of the operation's start;
  * - a start applied behind a hole, replayed by the resume that the hole made necessary, was
  *   answered again while the resume replayed the result it had already been answered with.
+ * And a conclusion reached while the link is down is saved at once (last describe).
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -45,6 +46,36 @@ const resultsOf = (conn: HubConnection, operationId: string) =>
 async function barrier(conn: HubConnection, now: number): Promise<void> {
   const { id } = conn.sendSeq('operation.start', operationStart(now, { deadline: new Date(now - 1).toISOString() }));
   await conn.seen((f) => f.type === 'error' && f.reply_to === id, 'the answer to a start past its deadline');
+}
+
+/**
+ * A start run to its result by the held handler; with `ack`, the hub acknowledges the result and
+ * a barrier makes sure the client read that ack. `s`: the start frame as sent (its id and seq).
+ */
+async function runToResult(conn: HubConnection, t: TestClient, running: ((outcome: 'succeeded') => void)[], ack = false) {
+  const start = operationStart(t.timers.now());
+  const s = conn.sendSeq('operation.start', start);
+  await conn.nextOf('operation.accepted');
+  await eventually(() => running.length === 1, 'the operation to run');
+  running[0]!('succeeded');
+  const result = await conn.nextOf('operation.result');
+  if (ack) {
+    conn.send('ack', {}, { ack: result.seq as number });
+    await barrier(conn, t.timers.now()); // the ack is read before the frame after it
+  }
+  return { start, s, result };
+}
+
+/** A process started from `store` (after a crash) and welcomed into a fresh session S2, its resync read. */
+async function restartFresh(store: MemoryCursorStore): Promise<{ next: TestClient; conn: HubConnection }> {
+  const next = makeClient(hub, { cursorStore: store });
+  clients.push(next);
+  await next.client.start();
+  const conn = await hub.nextConnection();
+  await conn.nextOf('hello');
+  conn.welcome({ session_id: 'S2', full_resync: true });
+  await readResync(conn);
+  return { next, conn };
 }
 
 describe("an operation's conclusion is sent once per session", () => {
@@ -104,13 +135,7 @@ describe("an operation's conclusion is sent once per session", () => {
     await eventually(() => running.length === 1, 'the operation to run');
     await first.client.stop({ graceful: false }); // a crash as far as the operation is concerned
 
-    const second = makeClient(hub, { cursorStore: store });
-    clients.push(second);
-    await second.client.start();
-    const conn2 = await hub.nextConnection();
-    await conn2.nextOf('hello');
-    conn2.welcome({ session_id: 'S2', full_resync: true });
-    await readResync(conn2);
+    const { next: second, conn: conn2 } = await restartFresh(store);
     await conn2.seen((f) => f.type === 'operation.result', 'the interrupted operation concluded');
     // The hub delivers the operation it has no conclusion for again, in a new start.
     conn2.sendSeq('operation.start', start);
@@ -159,14 +184,7 @@ describe("an operation's conclusion is sent once per session", () => {
     clients.push(t);
     const conn = await openSession(hub, t, 'S1');
     const desired = conn.sendSeq('deployment.desired', desiredPayload('d1'));
-    const start = operationStart(t.timers.now());
-    const s = conn.sendSeq('operation.start', start);
-    await conn.nextOf('operation.accepted');
-    await eventually(() => running.length === 1, 'the operation to run behind the hole');
-    running[0]!('succeeded');
-    const result = await conn.nextOf('operation.result');
-    conn.send('ack', {}, { ack: result.seq as number });
-    await barrier(conn, t.timers.now()); // the ack is read before the frame after it
+    const { start, s, result } = await runToResult(conn, t, running, true);
 
     conn.terminate();
     desiredFails = false;
@@ -196,13 +214,7 @@ describe("an operation's conclusion is sent once per session", () => {
     await eventually(() => running.length === 1, 'the operation to run');
     await first.client.stop({ graceful: false });
 
-    const second = makeClient(hub, { cursorStore: store });
-    clients.push(second);
-    await second.client.start();
-    const conn2 = await hub.nextConnection();
-    await conn2.nextOf('hello');
-    conn2.welcome({ session_id: 'S2', full_resync: true });
-    await readResync(conn2);
+    const { next: second, conn: conn2 } = await restartFresh(store);
     const result = await conn2.seen((f) => f.type === 'operation.result', 'the interrupted operation concluded');
     conn2.sendSeq('operation.start', start, { ack: result.seq as number });
     await barrier(conn2, second.timers.now());
@@ -215,14 +227,7 @@ describe("an operation's conclusion is sent once per session", () => {
     const t = makeClient(hub, { cursorStore: store, handlers: { operation } });
     clients.push(t);
     const conn = await openSession(hub, t, 'S1');
-    const start = operationStart(t.timers.now());
-    conn.sendSeq('operation.start', start);
-    await conn.nextOf('operation.accepted');
-    await eventually(() => running.length === 1, 'the operation to run');
-    running[0]!('succeeded');
-    const result = await conn.nextOf('operation.result');
-    conn.send('ack', {}, { ack: result.seq as number });
-    await barrier(conn, t.timers.now()); // the ack is read before the frame after it
+    const { start } = await runToResult(conn, t, running, true);
 
     conn.terminate();
     await reconnectAfterBackoff(t);
@@ -246,14 +251,7 @@ describe("an operation's conclusion is sent once per session", () => {
     clients.push(first);
     const conn = await openSession(hub, first, 'S1');
     const desired = conn.sendSeq('deployment.desired', desiredPayload('d1'));
-    const start = operationStart(first.timers.now());
-    const s = conn.sendSeq('operation.start', start);
-    await conn.nextOf('operation.accepted');
-    await eventually(() => running.length === 1, 'the operation to run behind the hole');
-    running[0]!('succeeded');
-    const result = await conn.nextOf('operation.result');
-    conn.send('ack', {}, { ack: result.seq as number });
-    await barrier(conn, first.timers.now());
+    const { start, s, result } = await runToResult(conn, first, running, true);
     conn.terminate();
     await first.client.stop({ graceful: false });
 
@@ -268,5 +266,36 @@ describe("an operation's conclusion is sent once per session", () => {
     conn2.sendSeq('operation.start', start, { id: s.id });
     await barrier(conn2, second.timers.now());
     expect(resultsOf(conn2, start.operation_id)).toEqual([]);
+  });
+});
+
+describe('a conclusion reached while the link is down', () => {
+  it('is saved as concluded before the next dial, and a crash then reports its real outcome', async () => {
+    // The writer saves the record only while a link is open: the conclusion waited for the next
+    // dial, up to the backoff's cap, and a crash meanwhile left it "running", which the next
+    // process reported as interrupted (failed). Found by review; fails on the code before.
+    const { running, operation } = heldOperations();
+    const t = makeClient(hub, { handlers: { operation } });
+    clients.push(t);
+    const conn = await openSession(hub, t, 'S1');
+    const start = operationStart(t.timers.now());
+    conn.sendSeq('operation.start', start);
+    await conn.nextOf('operation.accepted');
+    await eventually(() => running.length === 1, 'the operation to run');
+    conn.terminate();
+    await eventually(() => t.client.state === 'waiting', 'the backoff');
+    running[0]!('succeeded');
+    // The reconnect timer is manual and never advanced: the client stays in its backoff.
+    const saved = async () => (await t.store.load())?.operations.find((o) => o.operationId === start.operation_id);
+    for (let waited = 0; (await saved())?.state !== 'concluded'; waited += 20) {
+      if (waited > 5_000) throw new Error(`the conclusion was not saved during the backoff: ${JSON.stringify(await saved())}`);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    // A crash now: the next process starts from what is saved.
+    const copy = new MemoryCursorStore();
+    await copy.save((await t.store.load())!);
+    const { conn: conn2 } = await restartFresh(copy);
+    const result = await conn2.seen((f) => f.type === 'operation.result', 'the conclusion re-sent');
+    expect(result.payload).toMatchObject({ operation_id: start.operation_id, outcome: 'succeeded' });
   });
 });
