@@ -43,7 +43,13 @@ export class SessionSql {
   constructor(private readonly raw: SqlStorage) {
     // One catalogue read: an idle session is constructed again at nearly every wake, and this
     // costs less than the DDL it skips.
-    const have = raw
+    this.missing = this.empty = false;
+    this.recheck();
+  }
+
+  /** Read the catalogue again: after a rolled-back transaction, the tables it made are gone. */
+  recheck(): void {
+    const have = this.raw
       .exec<{ n: number }>(`select count(*) as n from sqlite_master where type = 'table' and name in (${TABLES.map(() => '?').join(', ')})`, ...TABLES)
       .one().n;
     this.missing = have < TABLES.length;

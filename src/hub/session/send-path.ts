@@ -40,6 +40,11 @@ export interface SendHost {
   send(ws: WebSocket, frame: string): void;
   /** Close the session's connection; `fields` join the close's one log line (sockets.ts close). */
   closeActive(code: number, reason: string, fields?: LogFields): void;
+  /**
+   * A pass failed, with memory possibly moved past storage (numbered frames, a watermark): rebuild
+   * the session from storage, drop what is queued and close the connection 1011.
+   */
+  failed(): void;
   log(): Logger;
   /** Frames were numbered and written (the replay buffer moved; the queue has room again). */
   written(queued: number): void;
@@ -88,9 +93,10 @@ export class SendPath {
     this.drainer = new CoalescedRun(
       () => this.drainOnce(),
       (err) => {
-        // Frames may be numbered and not sent: only a resume can make that right.
+        // Frames may be numbered and not stored (their writes are one transaction, rolled back):
+        // memory is rebuilt from storage, and only a resume can make the rest right.
         host.log().error('send path failed; closing so the operator resumes', { error: describeError(err) });
-        host.closeActive(CloseCode.INTERNAL, 'internal error');
+        host.failed();
       },
     );
   }
@@ -344,14 +350,18 @@ export class SendPath {
       return;
     }
     // Durable before it is sent: the replay buffer and the numbers that describe it. An answer
-    // owed leaves storage in this same commit, now that the replay buffer holds it.
-    store.replay.flush();
-    store.owed.taken(owedWritten);
-    store.recordSentDesired(desiredSent);
+    // owed leaves storage in this same commit, now that the replay buffer holds it. All of it or
+    // none: replay rows stored without the record that numbers them would be numbered again after
+    // an eviction, and the operator would drop the new frames under those seqs as duplicates.
     meta.out = outbound.snapshot();
     meta.counters.framesOut += frames.length;
     meta.ackWaitSince ??= Date.now();
-    store.saveMeta(meta);
+    store.atomically(() => {
+      store.replay.flush();
+      store.owed.taken(owedWritten);
+      store.recordSentDesired(desiredSent);
+      store.saveMeta(meta);
+    });
     if (this.host.socket() !== ws) return;
     this.host.written(this.queue.length);
     for (const frame of frames) this.host.send(ws, frame);

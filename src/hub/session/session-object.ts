@@ -118,6 +118,13 @@ export class SessionObject extends DurableObject<HubEnv> {
       // The close's own line (cluster, session, connection, close, reason), with the send path's
       // figures: a search for a cluster's 4429s must find these as it finds every other close.
       closeActive: (code, reason, fields) => sockets.closeActive(code, reason, 'log', fields),
+      failed: () => {
+        // Before the close, which stores the record: what the failed pass moved in memory must not reach storage.
+        state.reload();
+        this.sendPath.clear();
+        this.pump.reset(state.meta);
+        sockets.closeActive(CloseCode.INTERNAL, 'internal error');
+      },
       log,
       written: (queued) => {
         this.syncAutoPong();

@@ -158,6 +158,18 @@ export class SessionState {
     return m ? { clusterUid: m.clusterUid, sessionId: m.sessionId, generation: m.generation, tokenHash: m.tokenHash, ingestCommits: m.ingestCommits ?? 0 } : null;
   }
 
+  /**
+   * Memory is only a cache of storage: rebuild the record and the outbound stream from what is
+   * stored, after a pass that moved memory and failed to store it (send-path.ts). The arrival side
+   * stays: its cursor is stored by every settle, which no such pass touches.
+   */
+  reload(): void {
+    this.store.dropCaches();
+    this.meta = this.store.loadMeta();
+    this.outbound = new OutboundSequencer(this.store.replay, this.limits(), this.meta?.out);
+    this.log = this.logFor(this.meta);
+  }
+
   /** Retention expired: delete everything. */
   async forget(): Promise<void> {
     await this.store.destroy();

@@ -215,6 +215,22 @@ export class SessionStore {
     this.sentDesiredKeep = Math.max(SENT_DESIRED_KEEP, replayWindowFrames);
   }
 
+  /**
+   * Run `writes` as one transaction: every one of them is stored, or, when one throws, none.
+   * Memory that moved with them must then be read again (`dropCaches`, SessionState.reload).
+   */
+  atomically<T>(writes: () => T): T {
+    return this.storage.transactionSync(writes);
+  }
+
+  /** Forget what memory holds of storage (after a failed write): each part is read again when next needed. */
+  dropCaches(): void {
+    this.sql.recheck();
+    this.replay.dropCache();
+    this.owed.dropCache();
+    this.sentDesired = null;
+  }
+
   /** After `destroy` (deleteAll drops the tables; the next write creates them). */
   reinit(): void {
     this.sql.dropped();
@@ -363,6 +379,11 @@ export class OwedAnswers {
     this.cache = [];
   }
 
+  /** Storage may differ from memory (a rolled-back write): read it again when next needed. */
+  dropCache(): void {
+    this.cache = null;
+  }
+
   /** The storage was deleted. */
   forgotten(): void {
     this.cache = [];
@@ -507,6 +528,12 @@ export class SqliteReplayStore implements ReplayStore {
       )
       .toArray()
       .map((e) => ({ seq: e.seq, frame: e.frame, bytes: e.bytes }));
+  }
+
+  /** Storage may differ from memory (a rolled-back write): appends not flushed are dropped, sizes read again. */
+  dropCache(): void {
+    this.pending = [];
+    this.sizes = null;
   }
 
   clear(): void {

@@ -1,0 +1,70 @@
+/**
+ * A pass of the send path that fails after it has numbered frames (a storage write refused:
+ * SQLITE_FULL, a value over the limit) must leave nothing half-done: neither storage (the frames'
+ * replay rows without the session record that numbers them) nor memory (the record moved past
+ * changes that were never stored as sent). What the operator resumes into is the last state the
+ * object committed whole, and every change reaches it once, in order, under numbers it never saw
+ * reused.
+ */
+import { runInDurableObject } from 'cloudflare:test';
+import { describe, expect, it } from 'vitest';
+import { routeKeyOf, sessionStub } from '../../src/hub/address';
+import { CloseCode } from '../../src/protocol';
+import type { SessionObject } from '../../src/hub/session/session-object';
+import { admin, connect, desired, hubEnv, newCluster, type Frame } from './support/peer';
+
+const shown = (frames: Frame[]) =>
+  frames.filter((f) => f.type === 'deployment.desired').map((f) => `${f.payload.deployment_id}@${f.payload.revision}`);
+
+type WithStore = { state: { store: { recordSentDesired: (rows: unknown) => void } } };
+
+describe('a send pass that fails after numbering', () => {
+  it.each([
+    ['resumed in the same object', false],
+    ['resumed after an eviction', true],
+  ])('closes 1011 and the session %s gets the change once, under a number never reused', async (_how, evict) => {
+    const c = await newCluster('send-fail');
+    const a = await connect(c.token);
+    const s = (await a.hello({ cluster_id: c.name })).payload.session_id as string;
+    const end = await a.next((f) => f.type === 'stream.end');
+    a.send('ack', {}, { ack: end.seq });
+    const stub = () => sessionStub(hubEnv, { clusterUid: c.uid, routeKey: routeKeyOf(s) as string });
+
+    // The write that records which deployment a frame carried runs after the frames' replay rows
+    // are written: refuse it once, as a full disk would.
+    await runInDurableObject(stub(), (instance: SessionObject) => {
+      const store = (instance as unknown as WithStore).state.store;
+      const real = store.recordSentDesired.bind(store);
+      let failed = false;
+      store.recordSentDesired = (rows) => {
+        if (!failed) {
+          failed = true;
+          throw new Error('SQLITE_FULL: database or disk is full (test)');
+        }
+        real(rows);
+      };
+    });
+    const put = (id: string, max: number) => admin('PUT', `/clusters/${c.name}/deployments/${id}`, desired({ max_replicas: max }));
+    expect((await put('d1', 1)).status).toBe(200);
+    expect((await a.closedWith()).code).toBe(CloseCode.INTERNAL);
+    expect(shown(a.frames)).toEqual([]);
+
+    // An eviction rebuilds the object from storage alone; without one, the object goes on with
+    // whatever memory the failed pass left it.
+    if (evict) await runInDurableObject(stub(), (_i, state) => state.abort('evicted (test)')).catch(() => undefined);
+
+    const b = await connect(c.token, s);
+    const w = await b.hello({ cluster_id: c.name, session_id: s, resume_from: end.seq });
+    expect(w.payload.full_resync).toBe(false);
+    expect(w.payload.session_id).toBe(s);
+    await b.next((f) => f.type === 'deployment.desired' && f.payload.deployment_id === 'd1');
+    expect((await put('d2', 2)).status).toBe(200);
+    await b.next((f) => f.type === 'deployment.desired' && f.payload.deployment_id === 'd2');
+
+    expect(shown(b.frames)).toEqual(['d1@1', 'd2@2']);
+    const seqs = b.frames.filter((f) => f.type === 'deployment.desired').map((f) => f.seq);
+    expect(seqs).toEqual([(end.seq as number) + 1, (end.seq as number) + 2]);
+    expect(b.invalid).toEqual([]);
+    b.close();
+  });
+});
