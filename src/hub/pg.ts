@@ -98,6 +98,11 @@ export interface PgOptions {
    * gateway's, `viaGateway`) needs a statement sent by then less that deadline, or one sent
    * after a slow connect (a database restarting, a compute waking) could commit after the caller
    * answered "retry".
+   *
+   * Set, it also bounds the wait for a busy connection: statements are handed to the driver one
+   * at a time, each when the one before it has settled, and one still waiting at its send-by time
+   * is not sent. Left to the driver's own queue, a statement behind a slow one was sent when that
+   * one ended, however late, and could commit after its caller's 503.
    */
   sendWithinMs?: number;
 }
@@ -124,6 +129,11 @@ export class Pg {
   private readonly connectTimeoutMs: number;
   private readonly lockTimeoutMs: number | undefined;
   private readonly sendWithinMs: number;
+  /** Statements are handed to the driver one at a time, within their send-by time (`sendWithinMs`). */
+  private readonly serial: boolean;
+  /** Whether a statement holds the connection (serial mode); `turns` wait for it, oldest first. */
+  private turnHeld = false;
+  private readonly turns: { ready: () => void; timer: ReturnType<typeof setTimeout> }[] = [];
 
   constructor(
     private readonly config: PgConfig,
@@ -134,6 +144,7 @@ export class Pg {
     this.connectTimeoutMs = options.connectTimeoutMs ?? 5_000;
     this.lockTimeoutMs = options.lockTimeoutMs;
     this.sendWithinMs = options.sendWithinMs ?? this.queryTimeoutMs;
+    this.serial = options.sendWithinMs !== undefined;
   }
 
   /**
@@ -165,8 +176,14 @@ export class Pg {
   private async run<R = Record<string, unknown>>(text: string, params: unknown[], name: string | undefined, sendWithinMs: number): Promise<QueryResultRows<R>> {
     // The idle timer is left running: it finds the statement in flight and does nothing.
     this.inFlight++;
+    const askedAt = Date.now();
+    let turn = false;
     try {
-      const client = await this.connectWithin(sendWithinMs);
+      if (this.serial) {
+        await this.takeTurn(sendWithinMs);
+        turn = true;
+      }
+      const client = await this.connectWithin(sendWithinMs - (Date.now() - askedAt));
       try {
         // Unique per connection: an embedded Postgres (PGlite) runs every connection in one
         // backend, where a fixed name would collide with another connection's statement.
@@ -187,14 +204,47 @@ export class Pg {
         }
         // Busy is not stalled: discarding a connection that is still answering would fail every
         // statement queued on it and reconnect under the very load that made this one late
-        // (a connect storm's claims and token lookups collapsed that way).
-        if (Date.now() - this.progressAt >= this.queryTimeoutMs) this.discard(client);
+        // (a connect storm's claims and token lookups collapsed that way). Handed over one at a
+        // time, though, nothing is queued in the driver, and this statement alone ran its whole
+        // deadline; it may still be running, and the driver would queue the next one behind it,
+        // out of reach of its send-by time: the next one gets a new connection.
+        if (this.serial || Date.now() - this.progressAt >= this.queryTimeoutMs) this.discard(client);
         throw new QueryTimeoutError(this.queryTimeoutMs);
       }
     } finally {
+      if (turn) this.passTurn();
       this.inFlight--;
       this.armIdle();
     }
+  }
+
+  /** The connection to this statement alone, waited for at most `ms`; past that it is not sent. */
+  private takeTurn(ms: number): Promise<void> {
+    if (!this.turnHeld) {
+      this.turnHeld = true;
+      return Promise.resolve();
+    }
+    return new Promise((resolve, reject) => {
+      const waiter = {
+        ready: () => {
+          clearTimeout(waiter.timer);
+          resolve();
+        },
+        timer: setTimeout(() => {
+          const i = this.turns.indexOf(waiter);
+          if (i < 0) return; // handed the turn in the same instant
+          this.turns.splice(i, 1);
+          reject(new ConnectionLostError(`the connection was busy for ${ms} ms; the statement was not sent`));
+        }, Math.max(0, ms)),
+      };
+      this.turns.push(waiter);
+    });
+  }
+
+  private passTurn(): void {
+    const next = this.turns.shift();
+    if (next) next.ready();
+    else this.turnHeld = false;
   }
 
   /** Close now (e.g. when the session ends). */
@@ -218,6 +268,7 @@ export class Pg {
    */
   private connectWithin(ms: number): Promise<Client> {
     if (this.client) return Promise.resolve(this.client);
+    if (ms <= 0) return Promise.reject(new ConnectionLostError('no connection to the database in time; the statement was not sent'));
     return withDeadline(this.connect(), ms, () => {
       throw new ConnectionLostError(`no connection to the database within ${ms} ms; the statement was not sent`);
     });
