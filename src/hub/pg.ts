@@ -98,13 +98,14 @@ export interface PgOptions {
    * gateway's, `viaGateway`) needs a statement sent by then less that deadline, or one sent
    * after a slow connect (a database restarting, a compute waking) could commit after the caller
    * answered "retry".
-   *
-   * Set, it also bounds the wait for a busy connection: statements are handed to the driver one
-   * at a time, each when the one before it has settled, and one still waiting at its send-by time
-   * is not sent. Left to the driver's own queue, a statement behind a slow one was sent when that
-   * one ended, however late, and could commit after its caller's 503.
    */
   sendWithinMs?: number;
+}
+
+interface Waiter {
+  strict: boolean;
+  go: (number: number) => void;
+  timer?: ReturnType<typeof setTimeout>;
 }
 
 /**
@@ -129,11 +130,18 @@ export class Pg {
   private readonly connectTimeoutMs: number;
   private readonly lockTimeoutMs: number | undefined;
   private readonly sendWithinMs: number;
-  /** Statements are handed to the driver one at a time, within their send-by time (`sendWithinMs`). */
-  private readonly serial: boolean;
-  /** Whether a statement holds the connection (serial mode); `turns` wait for it, oldest first. */
-  private turnHeld = false;
-  private readonly turns: { ready: () => void; timer: ReturnType<typeof setTimeout> }[] = [];
+  /** Statements handed to the driver (connecting, in its queue or running) and not settled. */
+  private inDriver = 0;
+  /** Statements handed so far: numbers them, for `suspectThrough`. */
+  private handed = 0;
+  /**
+   * After a statement that ran out its deadline on a connection that was kept (-1: none): the
+   * number of the last statement handed by then. That one may still be running, and the driver
+   * would queue a strict statement behind it, so none is handed until a later one is answered.
+   */
+  private suspectThrough = -1;
+  /** Statements waiting to be handed over, oldest first (`admit`). */
+  private readonly waiting: Waiter[] = [];
 
   constructor(
     private readonly config: PgConfig,
@@ -144,15 +152,20 @@ export class Pg {
     this.connectTimeoutMs = options.connectTimeoutMs ?? 5_000;
     this.lockTimeoutMs = options.lockTimeoutMs;
     this.sendWithinMs = options.sendWithinMs ?? this.queryTimeoutMs;
-    this.serial = options.sendWithinMs !== undefined;
   }
 
   /**
    * This connection, for statements that must be sent within `ms` of being asked for or not at all
-   * (`sendWithinMs`, for a caller that has already waited part of its time: a coalesced write).
+   * (`sendWithinMs`, for a caller that has already waited part of its time: a coalesced write),
+   * whether they wait for the connection to open or for the statements before them: each is
+   * handed to the driver only when nothing else is in it, and one still waiting at its send-by
+   * time is not sent. Left to the driver's own queue, a write behind a slow statement was sent
+   * when that one ended, however late, and could commit after its caller's 503 "retry". (Other
+   * statements queue in the driver as before: a connect storm's token lookups and claims, held
+   * to the same bound, were refused by the thousand and retried into a collapse.)
    */
   within(ms: number): Sql {
-    return { query: (text, params, name) => this.run(text, params ?? [], name, Math.max(0, Math.min(ms, this.sendWithinMs))) };
+    return { query: (text, params, name) => this.run(text, params ?? [], name, Math.max(0, Math.min(ms, this.sendWithinMs)), true) };
   }
 
   /** Statements in flight (queued on the connection or running). */
@@ -170,19 +183,18 @@ export class Pg {
    * when the connection closes (`deallocate`).
    */
   query<R = Record<string, unknown>>(text: string, params: unknown[] = [], name?: string): Promise<QueryResultRows<R>> {
-    return this.run<R>(text, params, name, this.sendWithinMs);
+    return this.run<R>(text, params, name, this.sendWithinMs, false);
   }
 
-  private async run<R = Record<string, unknown>>(text: string, params: unknown[], name: string | undefined, sendWithinMs: number): Promise<QueryResultRows<R>> {
+  private async run<R = Record<string, unknown>>(text: string, params: unknown[], name: string | undefined, sendWithinMs: number, strict: boolean): Promise<QueryResultRows<R>> {
     // The idle timer is left running: it finds the statement in flight and does nothing.
     this.inFlight++;
     const askedAt = Date.now();
-    let turn = false;
+    let number = -1;
+    let answered = false;
     try {
-      if (this.serial) {
-        await this.takeTurn(sendWithinMs);
-        turn = true;
-      }
+      const handed = this.handOver(strict, sendWithinMs);
+      number = typeof handed === 'number' ? handed : await handed;
       const client = await this.connectWithin(sendWithinMs - (Date.now() - askedAt));
       try {
         // Unique per connection: an embedded Postgres (PGlite) runs every connection in one
@@ -194,57 +206,83 @@ export class Pg {
         // the whole list at close.
         if (tagged && this.client === client) this.prepared.add(tagged);
         this.progressAt = Date.now();
+        answered = true;
         return { rows: result.rows as R[], rowCount: result.rowCount };
       } catch (err) {
         if (!isReadTimeout(err)) {
           // The server answered (an SQL error is progress too), or the connection is gone.
+          answered = true;
           if (this.client === client) this.progressAt = Date.now();
           if (lostUnder(err)) throw new ConnectionLostError(`connection lost under the statement, which may still commit: ${describeError(err)}`, null, true);
           throw err;
         }
         // Busy is not stalled: discarding a connection that is still answering would fail every
         // statement queued on it and reconnect under the very load that made this one late
-        // (a connect storm's claims and token lookups collapsed that way). Handed over one at a
-        // time, though, nothing is queued in the driver, and this statement alone ran its whole
-        // deadline; it may still be running, and the driver would queue the next one behind it,
-        // out of reach of its send-by time: the next one gets a new connection.
-        if (this.serial || Date.now() - this.progressAt >= this.queryTimeoutMs) this.discard(client);
+        // (a connect storm's claims and token lookups collapsed that way). A strict statement,
+        // though, was handed over alone: it ran its whole deadline itself.
+        if (strict || Date.now() - this.progressAt >= this.queryTimeoutMs) this.discard(client);
+        else this.suspectThrough = this.handed;
         throw new QueryTimeoutError(this.queryTimeoutMs);
       }
     } finally {
-      if (turn) this.passTurn();
+      if (number >= 0) this.settled(number, answered);
       this.inFlight--;
       this.armIdle();
     }
   }
 
-  /** The connection to this statement alone, waited for at most `ms`; past that it is not sent. */
-  private takeTurn(ms: number): Promise<void> {
-    if (!this.turnHeld) {
-      this.turnHeld = true;
-      return Promise.resolve();
+  /**
+   * Hand a statement to the driver: its number at once, or a promise of it once its turn comes.
+   * Statements go in the order asked; a strict one only when nothing else is in the driver, and one
+   * still waiting at its send-by time (`ms`) is not sent at all.
+   */
+  private handOver(strict: boolean, ms: number): number | Promise<number> {
+    if (this.waiting.length === 0 && (!strict || this.idle())) {
+      this.handed++;
+      return this.take();
     }
     return new Promise((resolve, reject) => {
-      const waiter = {
-        ready: () => {
-          clearTimeout(waiter.timer);
-          resolve();
-        },
-        timer: setTimeout(() => {
-          const i = this.turns.indexOf(waiter);
-          if (i < 0) return; // handed the turn in the same instant
-          this.turns.splice(i, 1);
+      const waiter: Waiter = { strict, go: (n) => resolve(n) };
+      if (strict) {
+        waiter.timer = setTimeout(() => {
+          const i = this.waiting.indexOf(waiter);
+          if (i < 0) return; // handed over in the same instant
+          this.waiting.splice(i, 1);
           reject(new ConnectionLostError(`the connection was busy for ${ms} ms; the statement was not sent`));
-        }, Math.max(0, ms)),
-      };
-      this.turns.push(waiter);
+          this.admit(); // what waited behind it may go now
+        }, Math.max(0, ms));
+      }
+      this.waiting.push(waiter);
     });
   }
 
-  private passTurn(): void {
-    const next = this.turns.shift();
-    if (next) next.ready();
-    else this.turnHeld = false;
+  private take(): number {
+    this.inDriver++;
+    return this.handed;
+  }
+
+  /** Nothing in the driver, and nothing that ran out its deadline may still be running there. */
+  private idle(): boolean {
+    return this.inDriver === 0 && this.suspectThrough < 0;
+  }
+
+  private settled(number: number, answered: boolean): void {
+    this.inDriver--;
+    // The driver answers in order: an answer to a statement handed after the one that ran out its
+    // deadline means that one is over too.
+    if (answered && number > this.suspectThrough) this.suspectThrough = -1;
+    this.admit();
+  }
+
+  private admit(): void {
+    while (this.waiting.length > 0) {
+      const head = this.waiting[0] as Waiter;
+      if (head.strict && !this.idle()) return;
+      this.waiting.shift();
+      if (head.timer !== undefined) clearTimeout(head.timer);
+      this.handed++;
+      head.go(this.take());
+    }
   }
 
   /** Close now (e.g. when the session ends). */
@@ -316,7 +354,10 @@ export class Pg {
   }
 
   private discard(client: Client): void {
-    if (this.client === client) this.client = null;
+    if (this.client === client) {
+      this.client = null;
+      this.suspectThrough = -1; // what ran out its deadline ran there
+    }
     client.end().catch(() => undefined);
   }
 

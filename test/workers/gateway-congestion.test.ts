@@ -1,12 +1,10 @@
 /**
- * A gateway connection that is busy is not a stalled one. Statements wait on each of a shard's
- * connections, handed to it one at a time; one still waiting at its send-by time (1.5 s here: what
- * is left of the Worker's wait after a statement's own deadline) fails alone without being sent,
- * and the connection keeps serving what waited behind it. (Discarding the connection at the first
- * late statement failed everything queued on it and reconnected under the load that made it late:
- * a connect storm's token lookups and claims collapsed into 503s and 1013s that way. Sending it
- * late let it commit after its caller had been answered 503: test/hub/gateway-busy-connection.)
- * A connection that answers nothing for a whole deadline is still discarded:
+ * A gateway connection that is busy is not a stalled one. Statements queue on each of a shard's
+ * connections; one that waited past PG_QUERY_TIMEOUT_MS (1.5 s here) fails alone, is taken out of
+ * the queue, and the connection keeps serving what was queued behind it. (Discarding the
+ * connection at the first late statement failed everything queued on it and reconnected under the
+ * load that made it late: a connect storm's token lookups and claims collapsed into 503s and
+ * 1013s that way.) A connection that answers nothing for a whole deadline is still discarded:
  * test/hub/outage.test.ts. Needs a Postgres server: the embedded one has a single backend.
  */
 import { env } from 'cloudflare:workers';
@@ -20,7 +18,7 @@ const EMBEDDED = inject('embeddedPostgres');
 type Answer = { ok: true; value: { rows: Record<string, unknown>[] } } | { ok: false; name: string; message: string };
 
 describe('database gateway under congestion', () => {
-  it.skipIf(EMBEDDED)('statements late in a long queue fail alone, unsent: the connection is kept, and what waited behind them runs', async () => {
+  it.skipIf(EMBEDDED)('statements late in a long queue time out alone: the connection is kept, and what was queued behind them runs', async () => {
     const shard = gatewayStub(hubEnv, 0) as unknown as { query(text: string, params: unknown[]): Promise<Answer> };
     const pids = async (): Promise<number[]> => {
       const rs = await Promise.all([0, 1, 2].map(() => shard.query('select pg_backend_pid() as pid', [])));
@@ -45,17 +43,18 @@ describe('database gateway under congestion', () => {
     const failed = answers.filter((a): a is Extract<Answer, { ok: false }> => !a.ok);
     expect(failed.length).toBeGreaterThan(0);
     expect(failed.length).toBeLessThan(24);
-    for (const f of failed) {
-      expect(f.name).toBe('ConnectionLostError');
-      expect(f.message).toMatch(/not sent/);
-    }
+    for (const f of failed) expect(f.name).toBe('QueryTimeoutError');
     // The same three connections answered the statements queued behind: none was discarded.
     for (const pid of await behind) expect(before.has(pid)).toBe(true);
 
-    // Every statement answered ok ran, and none of the late ones did: they were never sent.
+    // Every statement answered ok ran. Of the late ones, those still running at their deadline
+    // finish on the server (the deadlines are staggered by the calls' arrival, so more than one
+    // per connection can be); those still queued were dropped from the queue and never ran.
     const counted = await shard.query(`select count(*)::int as n from ${probe}`, []);
     if (!counted.ok) throw new Error(`${counted.name}: ${counted.message}`);
-    expect(Number(counted.value.rows[0]?.n)).toBe(24 - failed.length);
+    const applied = Number(counted.value.rows[0]?.n);
+    expect(applied).toBeGreaterThanOrEqual(24 - failed.length);
+    expect(applied).toBeLessThan(24);
     await shard.query(`drop table ${probe}`, []);
   });
 });

@@ -348,7 +348,8 @@ export class DbGateway extends DurableObject<HubEnv> {
         if (w?.owner_session && this.puts.pending(req.cluster) === 0) await pokeFirst();
         return w && { op: 'put' as const, cluster_uid: w.cluster_uid, revisions: [w.revision] };
       }
-      const w = await writeDesired(this.leastBusy(), req);
+      // Held to its send-by time like a coalesced PUT: answered 503, it must not commit later.
+      const w = await writeDesired(this.leastBusy().within(sendWithinMs(hubConfig(this.env))), req);
       if (w?.poke) {
         this.pokeOwner(w.poke);
         await pokeFirst();
