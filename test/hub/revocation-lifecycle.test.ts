@@ -347,6 +347,48 @@ describe('a disable whose pokes were all lost', () => {
       if (releaseSessions) await releaseSessions();
     }
   }, 40_000);
+
+  // Found by review: a disable marks a cluster's first claim (committed while its statement waited,
+  // so not in its snapshot) revoked with a second statement, which looked for the cluster still
+  // disabled. An enable committed between the two left that claim unrevoked and its session open,
+  // connected through a disable it was never cut by; the fleet poll saw nothing change after.
+  it('a cluster\'s first claim is revoked by the disable it raced even when an enable commits before the disable\'s second statement: the session is cut (4403)', async () => {
+    const c = await h.newCluster('rv-enable-between');
+    const releaseOwner = await holdLock(
+      `insert into cluster_owners (cluster_uid, session_id, generation, connected) values ($1, 'placeholder', 1, false)`,
+      [c.uid],
+    );
+    let releaseOwners: (() => Promise<void>) | null = null;
+    try {
+      const peer = await h.connect(c.token);
+      peer.send('hello', { cluster_id: c.name, operator_version: '0.1.0', session_id: null, resume_from: null, lossy: false });
+      const welcome = peer.next((f) => f.type === 'welcome' || f.type === 'error', 8_000);
+      await eventually(() => waiting('%insert into cluster_owners%on conflict%'), 3_000);
+      const disabled = h.admin('POST', `/clusters/${c.name}/disable`);
+      await eventually(() => waiting('%update clusters set disabled_at%'), 3_000);
+      // Queued behind the claim's and the disable's locks on the owner table: the disable's second
+      // statement waits for it before it takes its snapshot.
+      const ownersLocked = holdLock('lock table cluster_owners in share mode');
+      await eventually(() => waiting('lock table cluster_owners%'), 3_000);
+      await releaseOwner();
+      expect((await welcome).type).toBe('welcome');
+      releaseOwners = await ownersLocked;
+      await eventually(() => waiting('%with seen as%'), 3_000);
+      // What an enable commits (its admin route would wait on the table lock too).
+      await h.sql('update clusters set disabled_at = null where uid = $1', [c.uid]);
+      const release = releaseOwners;
+      releaseOwners = null;
+      await release();
+      expect((await disabled).status).toBe(200);
+      const owner = (await h.sql<{ revoked: boolean }>('select revoked from cluster_owners where cluster_uid = $1', [c.uid]))[0];
+      expect(owner?.revoked, 'the claim the disable raced is revoked').toBe(true);
+      const closed = await peer.closedWith(8_000).catch(() => 'still open' as const);
+      expect(closed === 'still open' ? closed : closed.code).toBe(CloseCode.REFUSED);
+    } finally {
+      await releaseOwner().catch(() => undefined);
+      if (releaseOwners) await releaseOwners();
+    }
+  }, 40_000);
 });
 
 /** Whether a statement matching `pattern` is waiting on a lock. */

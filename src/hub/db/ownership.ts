@@ -109,7 +109,7 @@ export async function claimCluster(sql: Sql, args: ClaimArgs): Promise<ClaimResu
     args.pollShard,
     args.watermark,
     args.ingestCommits,
-  ], 'wingsmith_claim_v8');
+  ], 'wingsmith_claim_v9');
   const r = rows[0];
   if (!r) throw new Error('claim returned no row');
   const previous = r.prev_session_id !== null && r.prev_session_id !== r.session_id ? r.prev_session_id : null;
@@ -155,7 +155,7 @@ const CLAIM_SQL = `
 with held as (
   select session_id, ingest_commits from cluster_owners where cluster_uid = $1 for no key update
 ), c as (
-  select uid, token_hash, disabled_at, desired_revision from clusters
+  select uid, token_hash, disabled_at, desired_revision, revocation_epoch from clusters
   where uid = $1 and (select count(*) from held) >= 0
   for share
 ), back as (
@@ -163,16 +163,16 @@ with held as (
     or coalesce((select ingest_commits < $14::bigint from held where session_id = $5), false) as went_back
   from c
 ), ok as (
-  select uid from c where token_hash = decode($2, 'hex') and disabled_at is null
+  select * from c where token_hash = decode($2, 'hex') and disabled_at is null
 ), recent as (
   select count(*) as n from cluster_displacements
   where cluster_uid = $1 and at > now() - make_interval(secs => $9::bigint / 1000.0)
 ), claim as (
   insert into cluster_owners (cluster_uid, session_id, generation, claimed_at, connected, polled_at, live,
-    remote_addr, operator_version, ingest_commits, claim_id, claim_generation)
-  select uid, $3, 1, now(), true, now(), $4::jsonb, $7, $8, 0, $3, 1 from ok
+    remote_addr, operator_version, ingest_commits, claim_id, claim_generation, claim_epoch)
+  select uid, $3, 1, now(), true, now(), $4::jsonb, $7, $8, 0, $3, 1, revocation_epoch from ok
   on conflict (cluster_uid) do update set
-    claim_id = excluded.claim_id, claim_generation = cluster_owners.generation + 1,
+    claim_id = excluded.claim_id, claim_generation = cluster_owners.generation + 1, claim_epoch = excluded.claim_epoch,
     session_id = case when cluster_owners.session_id = $5 and cluster_owners.generation >= $6::bigint and not (select went_back from back)
                       then $5 else excluded.session_id end,
     ingest_commits = case when cluster_owners.session_id = $5 and cluster_owners.generation >= $6::bigint and not (select went_back from back)

@@ -94,29 +94,34 @@ export type RevokedRow = ClusterRow & { live_session: string | null };
  * owner row while holding the cluster row, the reverse of the order the claim, the session fence
  * and the session check (owner row, then cluster row) keep, and could deadlock with them.
  */
-async function revoked(sql: Sql, row: ClusterRow | undefined, disable = false): Promise<RevokedRow | null> {
+async function revoked(sql: Sql, row: ClusterRow | undefined, disableEpoch: number | null = null): Promise<RevokedRow | null> {
   if (!row) return null;
   try {
     // A disable's own statement marks the claim it locked revoked; a cluster's first claim, which
     // inserted its owner row while the disable waited, is not in that statement's snapshot: marked
-    // here. Every claim this statement sees while the cluster is disabled was granted before that
-    // disable (a claim reads the registry under its lock, held until it commits, so no claim is
-    // granted while one is in effect). Not told apart by claimed_at <= disabled_at: both are their
-    // transactions' start times, and a claim that began after the disable's statement yet locked
-    // the cluster row before its update committed first, stamped later. What must be spared is a
-    // claim granted after an enable that commits after this snapshot: it bumps the generation, and
-    // the update, re-checking the row it waited for, no longer finds the generation seen here.
+    // here. A claim granted before the disable holds an epoch below the one the disable gave (a
+    // claim reads the epoch under its share lock on the cluster row, held until it commits; the
+    // disable bumps it under its update of that row), one granted after an enable the same: told
+    // apart by that, whether or not an enable has committed since the disable's statement (looking
+    // for the cluster still disabled, an enable in between left the claim unrevoked and its session
+    // open). Not by claimed_at <= disabled_at: both are their transactions' start times, and a claim
+    // that began after the disable's statement yet locked the cluster row before its update
+    // committed first, stamped later. Nor may a claim granted after an enable that commits after
+    // this snapshot be touched: it bumps the generation, and the update, re-checking the row it
+    // waited for, no longer finds the generation seen here. A claim by code older than migration
+    // 0029 keeps the row's old epoch: the cluster still disabled marks it, as before.
     const { rows } = await sql.query<{ session_id: string }>(
-      disable
+      disableEpoch !== null
         ? `with seen as (
              select generation from cluster_owners where cluster_uid = $1
            ), r as (
              update cluster_owners o set revoked = true from clusters c, seen s
-             where c.uid = $1 and o.cluster_uid = c.uid and c.disabled_at is not null and o.generation = s.generation and not o.revoked
+             where c.uid = $1 and o.cluster_uid = c.uid and o.generation = s.generation and not o.revoked
+               and (o.claim_epoch < $2::bigint or c.disabled_at is not null)
            )
            select session_id from cluster_owners where cluster_uid = $1 and connected`
         : `select session_id from cluster_owners where cluster_uid = $1 and connected`,
-      [row.uid],
+      disableEpoch !== null ? [row.uid, disableEpoch] : [row.uid],
     );
     return { ...row, live_session: rows[0]?.session_id ?? null };
   } catch (err) {
@@ -142,22 +147,26 @@ export async function setDisabled(sql: Sql, idOrName: string, disabled: boolean)
   // A disable also revokes the claim it finds (migration 0021): an enable clears only
   // disabled_at, so a session the disable revoked stays revoked until a new claim, even if the
   // poke that would cut it is lost and the enable comes before the next poll.
-  const { rows } = await sql.query<ClusterRow>(
+  const { rows } = await sql.query<ClusterRow & { revocation_epoch: string }>(
     // The owner row is locked first, the order of every statement that locks both (ownership.ts).
     `with held as (
        select 1 from cluster_owners where $2 and cluster_uid = (select uid from clusters where uid = $1 or name = $1)
        for no key update
      ), d as (
-       update clusters set disabled_at = case when $2 then coalesce(disabled_at, now()) else null end
-       where (uid = $1 or name = $1) and (select count(*) from held) >= 0 returning ${COLUMNS}
+       update clusters set disabled_at = case when $2 then coalesce(disabled_at, now()) else null end,
+         revocation_epoch = revocation_epoch + case when $2 then 1 else 0 end
+       where (uid = $1 or name = $1) and (select count(*) from held) >= 0 returning ${COLUMNS}, revocation_epoch
      ), r as (
        update cluster_owners o set revoked = true from d where $2 and o.cluster_uid = d.uid and not o.revoked
      )
      select * from d`,
     [idOrName, disabled],
   );
-  if (!disabled) return rows[0] ? { ...rows[0], live_session: null } : null;
-  return revoked(sql, rows[0], true);
+  const found = rows[0];
+  if (!found) return null;
+  const { revocation_epoch: epoch, ...row } = found;
+  if (!disabled) return { ...row, live_session: null };
+  return revoked(sql, row, Number(epoch));
 }
 
 export interface TokenLookup {
