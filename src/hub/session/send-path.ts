@@ -314,54 +314,62 @@ export class SendPath {
       this.windowFullSince = stoppedSince;
       this.windowFullAt = { ws, ack: outbound.peerAck };
     };
-    // Answers owed first: the frames they reply to are older than anything queued now.
-    const owed = store.owed.list();
-    let owedWritten = 0;
-    for (const a of owed) {
-      const answer: Outgoing = { kind: 'frame', type: 'error', payload: () => a.payload, replyTo: a.replyTo, id: a.id };
-      if (windowFull(answer)) {
-        stopAtWindow();
-        break;
+    try {
+      // Answers owed first: the frames they reply to are older than anything queued now.
+      const owed = store.owed.list();
+      let owedWritten = 0;
+      for (const a of owed) {
+        const answer: Outgoing = { kind: 'frame', type: 'error', payload: () => a.payload, replyTo: a.replyTo, id: a.id };
+        if (windowFull(answer)) {
+          stopAtWindow();
+          break;
+        }
+        this.write(answer, meta, frames, desiredSent);
+        owedWritten++;
       }
-      this.write(answer, meta, frames, desiredSent);
-      owedWritten++;
-    }
-    for (let o = this.queue.peek(); o !== undefined; o = this.queue.peek()) {
-      if (o.kind === 'frame' && windowFull(o)) {
-        // The operator has not released the replay window; frames wait in the queue.
-        stopAtWindow();
-        break;
+      for (let o = this.queue.peek(); o !== undefined; o = this.queue.peek()) {
+        if (o.kind === 'frame' && windowFull(o)) {
+          // The operator has not released the replay window; frames wait in the queue.
+          stopAtWindow();
+          break;
+        }
+        this.queue.shift();
+        const stale = this.queuedBehindIncomplete();
+        if (o.kind === 'marker') {
+          if (stale && o.effect.t === 'watermark') continue;
+          this.apply(meta, o.effect);
+          effects++;
+          continue;
+        }
+        this.write(stale ? withoutWatermark(o) : o, meta, frames, desiredSent);
       }
-      this.queue.shift();
-      const stale = this.queuedBehindIncomplete();
-      if (o.kind === 'marker') {
-        if (stale && o.effect.t === 'watermark') continue;
-        this.apply(meta, o.effect);
-        effects++;
-        continue;
+      const wait = stoppedSince !== null ? { since: stoppedSince, ack: outbound.peerAck } : null;
+      const waitChanged = (meta.windowWait?.since ?? null) !== (wait?.since ?? null) || (meta.windowWait?.ack ?? null) !== (wait?.ack ?? null);
+      if (waitChanged) meta.windowWait = wait;
+      if (frames.length === 0) {
+        if (effects > 0 || waitChanged) store.saveMeta(meta);
+        return;
       }
-      this.write(stale ? withoutWatermark(o) : o, meta, frames, desiredSent);
-    }
-    const wait = stoppedSince !== null ? { since: stoppedSince, ack: outbound.peerAck } : null;
-    const waitChanged = (meta.windowWait?.since ?? null) !== (wait?.since ?? null) || (meta.windowWait?.ack ?? null) !== (wait?.ack ?? null);
-    if (waitChanged) meta.windowWait = wait;
-    if (frames.length === 0) {
-      if (effects > 0 || waitChanged) store.saveMeta(meta);
+      // Durable before it is sent: the replay buffer and the numbers that describe it. An answer
+      // owed leaves storage in this same commit, now that the replay buffer holds it. All of it or
+      // none: replay rows stored without the record that numbers them would be numbered again after
+      // an eviction, and the operator would drop the new frames under those seqs as duplicates.
+      meta.out = outbound.snapshot();
+      meta.counters.framesOut += frames.length;
+      meta.ackWaitSince ??= Date.now();
+      store.atomically(() => {
+        store.replay.flush();
+        store.owed.taken(owedWritten);
+        store.recordSentDesired(desiredSent);
+        store.saveMeta(meta);
+      });
+    } catch (err) {
+      // Memory moved with the pass (numbering, watermark, resync progress) and storage did not:
+      // put memory back now, before anything later in this turn stores the record it would carry.
+      this.host.log().error('send path failed; closing so the operator resumes', { error: describeError(err) });
+      this.host.failed();
       return;
     }
-    // Durable before it is sent: the replay buffer and the numbers that describe it. An answer
-    // owed leaves storage in this same commit, now that the replay buffer holds it. All of it or
-    // none: replay rows stored without the record that numbers them would be numbered again after
-    // an eviction, and the operator would drop the new frames under those seqs as duplicates.
-    meta.out = outbound.snapshot();
-    meta.counters.framesOut += frames.length;
-    meta.ackWaitSince ??= Date.now();
-    store.atomically(() => {
-      store.replay.flush();
-      store.owed.taken(owedWritten);
-      store.recordSentDesired(desiredSent);
-      store.saveMeta(meta);
-    });
     if (this.host.socket() !== ws) return;
     this.host.written(this.queue.length);
     for (const frame of frames) this.host.send(ws, frame);

@@ -165,7 +165,12 @@ export class SessionState {
    */
   reload(): void {
     this.store.dropCaches();
-    this.meta = this.store.loadMeta();
+    const stored = this.store.loadMeta();
+    if (this.meta && stored) {
+      // In place: a hello in progress holds this object across its awaits and installs it.
+      for (const k of Object.keys(this.meta)) Reflect.deleteProperty(this.meta, k);
+      Object.assign(this.meta, stored);
+    } else this.meta = stored;
     this.outbound = new OutboundSequencer(this.store.replay, this.limits(), this.meta?.out);
     this.log = this.logFor(this.meta);
   }
