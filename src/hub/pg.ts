@@ -165,7 +165,9 @@ export class Pg {
    * to the same bound, were refused by the thousand and retried into a collapse.)
    */
   within(ms: number): Sql {
-    return { query: (text, params, name) => this.run(text, params ?? [], name, Math.max(0, Math.min(ms, this.sendWithinMs)), true) };
+    // One send-by time for every statement of the caller: its wait started once.
+    const sendBy = Date.now() + Math.max(0, Math.min(ms, this.sendWithinMs));
+    return { query: (text, params, name) => this.run(text, params ?? [], name, Math.max(0, sendBy - Date.now()), true) };
   }
 
   /** Statements in flight (queued on the connection or running). */
@@ -218,9 +220,9 @@ export class Pg {
         }
         // Busy is not stalled: discarding a connection that is still answering would fail every
         // statement queued on it and reconnect under the very load that made this one late
-        // (a connect storm's claims and token lookups collapsed that way). A strict statement,
-        // though, was handed over alone: it ran its whole deadline itself.
-        if (strict || Date.now() - this.progressAt >= this.queryTimeoutMs) this.discard(client);
+        // (a connect storm's claims and token lookups collapsed that way). (A strict statement was
+        // handed over alone, after the last answer: running out its deadline, it is stalled here.)
+        if (Date.now() - this.progressAt >= this.queryTimeoutMs) this.discard(client);
         else this.suspectThrough = this.handed;
         throw new QueryTimeoutError(this.queryTimeoutMs);
       }
@@ -237,6 +239,7 @@ export class Pg {
    * still waiting at its send-by time (`ms`) is not sent at all.
    */
   private handOver(strict: boolean, ms: number): number | Promise<number> {
+    if (strict && this.waiting.length === 0) this.dropSuspect();
     if (this.waiting.length === 0 && (!strict || this.idle())) {
       this.handed++;
       return this.take();
@@ -274,9 +277,20 @@ export class Pg {
     this.admit();
   }
 
+  /**
+   * With nothing of ours in the driver, a statement that ran out its deadline may still be running
+   * there, and no later answer will come to show it is over: start on a new connection.
+   */
+  private dropSuspect(): void {
+    if (this.inDriver > 0 || this.suspectThrough < 0) return;
+    if (this.client) this.discard(this.client);
+    this.suspectThrough = -1;
+  }
+
   private admit(): void {
     while (this.waiting.length > 0) {
       const head = this.waiting[0] as Waiter;
+      if (head.strict) this.dropSuspect();
       if (head.strict && !this.idle()) return;
       this.waiting.shift();
       if (head.timer !== undefined) clearTimeout(head.timer);
@@ -291,6 +305,7 @@ export class Pg {
     const client = this.client;
     const prepared = [...this.prepared];
     this.client = null;
+    this.suspectThrough = -1;
     this.connecting = null;
     this.prepared.clear();
     if (!client) return;
@@ -327,7 +342,9 @@ export class Pg {
       ...(this.lockTimeoutMs !== undefined ? { lock_timeout: Math.max(1, Math.round(this.lockTimeoutMs)) } : {}),
     });
     const drop = () => {
-      if (this.client === client) this.client = null;
+      if (this.client !== client) return;
+      this.client = null;
+      this.suspectThrough = -1;
     };
     client.on('error', drop);
     client.on('end', drop);
