@@ -36,4 +36,29 @@ describe('a statement relayed behind a busy one', () => {
     expect(again.status, JSON.stringify(again.json)).toBe(200);
     expect(await h.sql('select deployment_id from desired_deployments where cluster_uid = $1', [y.uid])).toEqual([{ deployment_id: 'd-late' }]);
   }, 40_000);
+
+  it('a rotate-token answered 503 "retry" behind a busy connection leaves the token as it was', async () => {
+    const x = await h.newCluster('busy-rx');
+    const y = await h.newCluster('busy-ry');
+    expect((await h.admin('PUT', `/clusters/${x.name}/deployments/warm`, desired())).status).toBe(200);
+    const tokenOf = async () => (await h.sql<{ t: string }>(`select encode(token_hash, 'hex') as t from clusters where uid = $1`, [y.uid]))[0]?.t;
+    const before = await tokenOf();
+
+    const releaseX = await holdLock('select 1 from clusters where uid = $1 for update', [x.uid]);
+    const releaseY = await holdLock('select 1 from clusters where uid = $1 for update', [y.uid]);
+    const slow = h.admin('PUT', `/clusters/${x.name}/deployments/d-slow`, desired());
+    for (let i = 0; i < 50 && (await waitingOnLock(h, '%desired_deployments%')) === 0; i++) await sleep(50);
+    const rotate = h.admin('POST', `/clusters/${y.name}/rotate-token`);
+    await sleep(2_500);
+    await releaseX();
+    expect((await slow).status).toBe(200);
+    const r = await rotate;
+    expect(r.status, JSON.stringify(r.json)).toBe(503);
+    await releaseY(); // a rotation sent after the slow PUT would commit now
+    await sleep(1_500);
+    expect(await tokenOf(), 'a rotation answered 503 "retry" replaced the token, and nobody was shown the new one').toBe(before);
+    // The operator's token still opens a session.
+    const { peer } = await h.openFresh(y);
+    peer.close();
+  }, 40_000);
 });

@@ -8,9 +8,14 @@ import type { Sql } from '../db/sql';
 
 export type AdminEnv = { Bindings: HubEnv; Variables: { pg: Sql } };
 
-/** Admin statements run on the shared gateway connections: an admin call opens no connection. */
+/**
+ * Admin statements run on the shared gateway connections: an admin call opens no connection. A
+ * write's statements are sent within the Worker's wait or not at all (`DbGateway.query`): one
+ * answered 503 "retry" never commits after the answer.
+ */
 export const requestPg: MiddlewareHandler<AdminEnv> = async (c, next) => {
-  c.set('pg', gatewaySql(c.env));
+  const method = c.req.method;
+  c.set('pg', gatewaySql(c.env, method !== 'GET' && method !== 'HEAD'));
   await next();
 };
 

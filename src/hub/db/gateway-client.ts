@@ -57,10 +57,10 @@ async function viaGateway<T>(env: HubEnv, call: (stub: DbGatewayStub) => Promise
 }
 
 /** An `Sql` that runs each statement on one of the gateway's shards. */
-export function gatewaySql(env: HubEnv): Sql {
+export function gatewaySql(env: HubEnv, strict = false): Sql {
   return {
     async query<R = Record<string, unknown>>(text: string, params: unknown[] = [], name?: string) {
-      const r = await viaGateway(env, (stub) => stub.query(text, params, name));
+      const r = await viaGateway(env, (stub) => stub.query(text, params, name, strict));
       return { rows: r.rows as R[], rowCount: r.rowCount };
     },
   };
@@ -90,7 +90,7 @@ export function shardOf(key: string, shards: number): number {
 }
 
 interface DbGatewayStub {
-  query(text: string, params: unknown[], name?: string): Promise<GatewayResult>;
+  query(text: string, params: unknown[], name?: string, strict?: boolean): Promise<GatewayResult>;
   claim(args: ClaimArgs, snapshotRows: number): Promise<Relayed<ClaimedSession>>;
   writeDesired(req: DesiredWriteRequest): Promise<Relayed<DesiredWriteResult | null>>;
 }

@@ -282,10 +282,16 @@ export class DbGateway extends DurableObject<HubEnv> {
     return best;
   }
 
-  /** Errors come back as values: RPC would drop the SQLSTATE that tells transient from permanent. */
-  async query(text: string, params: unknown[], name?: string): Promise<GatewayResult> {
+  /**
+   * Errors come back as values: RPC would drop the SQLSTATE that tells transient from permanent.
+   * `strict`: sent within its caller's budget or not at all, like a desired write (`Pg.within`):
+   * an admin write answered 503 must not commit later (a rotation would leave a token nobody was
+   * shown, a registration a name taken with no token).
+   */
+  async query(text: string, params: unknown[], name?: string, strict = false): Promise<GatewayResult> {
     return this.relay(async () => {
-      const r = await this.leastBusy().query(text, params, name);
+      const pg = this.leastBusy();
+      const r = await (strict ? pg.within(sendWithinMs(hubConfig(this.env))) : pg).query(text, params, name);
       return { rows: r.rows, rowCount: r.rowCount };
     });
   }
