@@ -135,9 +135,9 @@ export class Pg {
   /** Statements handed so far: numbers them, for `suspectThrough`. */
   private handed = 0;
   /**
-   * After a statement that ran out its deadline on a connection that was kept (-1: none): the
-   * number of the last statement handed by then. That one may still be running, and the driver
-   * would queue a strict statement behind it, so none is handed until a later one is answered.
+   * After a statement that ran out its deadline on a connection that was kept (-1: none): its
+   * number. It may still be running, and the driver would queue a strict statement behind it, so
+   * none is handed until one handed after it is answered (the driver answers in order).
    */
   private suspectThrough = -1;
   /** Statements waiting to be handed over, oldest first (`admit`). */
@@ -223,7 +223,7 @@ export class Pg {
         // (a connect storm's claims and token lookups collapsed that way). (A strict statement was
         // handed over alone, after the last answer: running out its deadline, it is stalled here.)
         if (Date.now() - this.progressAt >= this.queryTimeoutMs) this.discard(client);
-        else this.suspectThrough = this.handed;
+        else this.suspectThrough = Math.max(this.suspectThrough, number);
         throw new QueryTimeoutError(this.queryTimeoutMs);
       }
     } finally {

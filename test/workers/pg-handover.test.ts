@@ -11,6 +11,7 @@ import { Pg } from '../../src/hub/pg';
 
 const hubEnv = env as unknown as HubEnv;
 const EMBEDDED = inject('embeddedPostgres');
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const pidOf = (r: { rows: { pid?: unknown }[] }) => Number(r.rows[0]?.pid);
 
 describe('Pg hand-over of statements with a send-by time', () => {
@@ -28,6 +29,28 @@ describe('Pg hand-over of statements with a send-by time', () => {
       const strict = await pg.within(2_000).query<{ pid: number }>('select pg_backend_pid() as pid');
       expect(Date.now() - asked, 'sent at once, not after its send-by time').toBeLessThan(1_000);
       expect(pidOf(strict), 'on a new connection').not.toBe(pid);
+    } finally {
+      await pg.close();
+    }
+  });
+
+  it.skipIf(EMBEDDED)('an answer to a statement queued behind the one that ran out its deadline shows it is over: the next one with a send-by time keeps the connection', async () => {
+    const pg = new Pg(hubEnv, { idleCloseMs: 10_000, queryTimeoutMs: 1_000 });
+    try {
+      const first = pg.query<{ pid: number }>('select pg_backend_pid() as pid, pg_sleep(0.3)');
+      // Times out 1 s after it was asked, 0.7 s after the first's answer: the connection is kept,
+      // and the server cancels it 1 s after it began (at 1.3 s).
+      const long = pg.query('select pg_sleep(3)').catch((e: unknown) => e);
+      const pid = pidOf(await first);
+      await sleep(500);
+      // Handed to the driver before the long one ran out (at 0.8 s), behind it: answered once the
+      // server has cancelled the long one.
+      const behind = pg.query<{ pid: number }>('select pg_backend_pid() as pid');
+      expect((await long as Error).name).toBe('QueryTimeoutError');
+      expect(pidOf(await behind)).toBe(pid);
+
+      const strict = await pg.within(2_000).query<{ pid: number }>('select pg_backend_pid() as pid');
+      expect(pidOf(strict), 'on the same connection').toBe(pid);
     } finally {
       await pg.close();
     }
