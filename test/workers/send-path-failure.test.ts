@@ -32,17 +32,23 @@ function refuseOnce(store: WithStore['state']['store']): void {
   };
 }
 
+/** A fresh session whose resync the operator has read and acknowledged, and a stub of its object. */
+async function openAcked(prefix: string) {
+  const c = await newCluster(prefix);
+  const a = await connect(c.token);
+  const s = (await a.hello({ cluster_id: c.name })).payload.session_id as string;
+  const end = await a.next((f) => f.type === 'stream.end');
+  a.send('ack', {}, { ack: end.seq });
+  const stub = () => sessionStub(hubEnv, { clusterUid: c.uid, routeKey: routeKeyOf(s) as string });
+  return { c, a, s, end, stub };
+}
+
 describe('a send pass that fails after numbering', () => {
   it.each([
     ['resumed in the same object', false],
     ['resumed after an eviction', true],
   ])('closes 1011 and the session %s gets the change once, under a number never reused', async (_how, evict) => {
-    const c = await newCluster('send-fail');
-    const a = await connect(c.token);
-    const s = (await a.hello({ cluster_id: c.name })).payload.session_id as string;
-    const end = await a.next((f) => f.type === 'stream.end');
-    a.send('ack', {}, { ack: end.seq });
-    const stub = () => sessionStub(hubEnv, { clusterUid: c.uid, routeKey: routeKeyOf(s) as string });
+    const { c, a, s, end, stub } = await openAcked('send-fail');
 
     // The write that records which deployment a frame carried runs after the frames' replay rows
     // are written: refuse it once, as a full disk would.
@@ -72,12 +78,7 @@ describe('a send pass that fails after numbering', () => {
   });
 
   it('puts memory back before anything later in the same turn stores the session record', async () => {
-    const c = await newCluster('send-fail-turn');
-    const a = await connect(c.token);
-    const s = (await a.hello({ cluster_id: c.name })).payload.session_id as string;
-    const end = await a.next((f) => f.type === 'stream.end');
-    a.send('ack', {}, { ack: end.seq });
-    const stub = () => sessionStub(hubEnv, { clusterUid: c.uid, routeKey: routeKeyOf(s) as string });
+    const { a, stub } = await openAcked('send-fail-turn');
     const stored = () =>
       runInDurableObject(stub(), (_i, state) => JSON.parse(state.storage.sql.exec<{ doc: string }>('select doc from meta where k = 1').one().doc) as StoredMeta);
     const before = await stored();
