@@ -9,8 +9,10 @@ import WebSocket from 'ws';
 import { pgClient } from '../../../scripts/lib/pg-node';
 import { startHub, type Hub } from '../../e2e/support/worker';
 import { desired, Peer, uniqueName } from '../../support/peer-core';
+import { againAfterProxyLoss, DEV_PROXY_LOSS, isProxyLoss } from './proxy-loss';
 
 export { desired, device, eventually, node, Peer, sleep, type Closed, type Frame } from '../../support/peer-core';
+export { againAfterProxyLoss } from './proxy-loss';
 
 /** Timers fast enough to exercise every timeout in seconds; the real values have their own file. */
 export const FAST_TIMERS = {
@@ -70,12 +72,16 @@ export function useHub(vars: Record<string, string> = { ...FAST_TIMERS }, prepar
     },
     vars,
     async admin(method, path, body) {
-      const res = await fetch(`${h.hub.url}/admin${path}`, {
-        method,
-        headers: { authorization: `Bearer ${h.hub.adminToken}`, 'content-type': 'application/json' },
-        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-      });
+      const send = () =>
+        fetch(`${h.hub.url}/admin${path}`, {
+          method,
+          headers: { authorization: `Bearer ${h.hub.adminToken}`, 'content-type': 'application/json' },
+          ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+        });
+      // PUT and DELETE are idempotent: sent again, as any client would. A POST is not, and fails.
+      const res = method === 'PUT' || method === 'DELETE' ? await againAfterProxyLoss(send) : await send();
       const text = await res.text();
+      if (isProxyLoss(res.status, text)) throw new Error(`${method} ${path}: ${DEV_PROXY_LOSS} (wrangler's dev proxy lost the request; not an answer of the hub)`);
       return { status: res.status, json: text ? JSON.parse(text) : null };
     },
     async newCluster(prefix = 'c') {
