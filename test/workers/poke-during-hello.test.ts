@@ -1,4 +1,6 @@
 /**
+ * Pokes that reach a session object while it is in a hello must not be lost.
+ *
  * A revocation that commits just behind a hello's claim: the admin's rotate-token waits for the
  * claim (it holds the cluster row FOR SHARE), then names the session that claim made and pokes its
  * object, which may still be finishing that hello. The poke must not be dropped there: the
@@ -10,12 +12,17 @@
  * the rotation commits with the claim (written by the claim's own transaction, in a trigger that
  * also holds the claim for 0.8 s), and the poke is the object's own RPC that disable and
  * rotate-token send (`cutLiveSession`), delivered while the hello waits for its claim.
+ *
+ * Likewise an admin write of desired state that commits after a fresh session's claim (and its
+ * snapshot page): the write pokes the new session's object, which is still in the hello, and a
+ * fresh session's hello drops whatever revision the object had learned before it.
  */
 import { afterEach, describe, expect, it, vi, type MockInstance } from 'vitest';
 import { routeKeyOf, sessionStub } from '../../src/hub/address';
 import { DbGateway } from '../../src/hub/db/gateway';
 import { CloseCode } from '../../src/protocol';
-import { connect, eventually, hubEnv, newCluster, sql, withOwnerTrigger } from './support/peer';
+import type { ClaimArgs } from '../../src/hub/db/ownership';
+import { admin, connect, desired, eventually, hubEnv, newCluster, sql, withOwnerTrigger } from './support/peer';
 
 const spies: MockInstance[] = [];
 afterEach(() => {
@@ -58,5 +65,39 @@ describe('a poke that arrives during a hello', () => {
       );
       expect(closed).toBe(CloseCode.REFUSED);
     });
+  });
+
+  it("a desired change committed behind a fresh session's claim reaches that session without the poll", async () => {
+    // The poller never runs: only the write's own poke can bring the change.
+    spies.push(vi.spyOn(DbGateway.prototype, 'ensurePolling').mockResolvedValue(undefined));
+    const c = await newCluster('poke-hello-desired');
+    expect((await admin('PUT', `/clusters/${c.uid}/deployments/d1`, desired({ max_replicas: 1 }))).status).toBe(200);
+    // The claim (and its first snapshot page, which holds d1 at max 1) commits; before its answer
+    // reaches the object, an admin write changes d1. Its poke goes to the claim's new session, whose
+    // object is still in the hello that claim is for.
+    const claim = DbGateway.prototype.claim;
+    let changed: number | null = null;
+    spies.push(
+      vi.spyOn(DbGateway.prototype, 'claim').mockImplementation(async function (this: DbGateway, args: ClaimArgs, rows: number) {
+        const r = await claim.call(this, args, rows);
+        if (changed === null && r.ok && r.value.sessionId === args.freshSessionId) {
+          const put = await admin('PUT', `/clusters/${c.uid}/deployments/d1`, desired({ max_replicas: 7 }));
+          changed = put.status;
+          // The write's poke is an RPC of its own: let it reach the object before the claim's answer does.
+          await new Promise((resolve) => setTimeout(resolve, 200));
+        }
+        return r;
+      }),
+    );
+    const a = await connect(c.token);
+    const welcome = await a.hello({ cluster_id: c.name });
+    expect(welcome.type).toBe('welcome');
+    expect(changed).toBe(200);
+    const seven = await a.next((f) => f.type === 'deployment.desired' && f.payload.deployment_id === 'd1' && f.payload.max_replicas === 7, 3_000).then(
+      () => 'delivered',
+      () => 'not delivered within 3 s (the poll, which would bring it, does not run here)',
+    );
+    expect(seven).toBe('delivered');
+    a.close();
   });
 });

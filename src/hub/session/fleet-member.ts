@@ -43,6 +43,14 @@ export class FleetMember {
   private pollJoinFailures = 0;
   /** Pokes that came while a hello was under way, answered when it ends (by session, the latest reason). */
   private readonly pokedDuringHello = new Map<string, PokeReason>();
+  /**
+   * An admin write's poke (desired state) came during a hello. The revision it carried was
+   * learned for whatever the object carried then, and a fresh session's hello drops it (the
+   * pump keeps no revision learned for another session: after a restore it could be above the
+   * counter); the write committed after the claim's snapshot, so nothing else would bring the
+   * change before the next poll. The session's check after the hello reads the revision as it is.
+   */
+  private desiredPokedDuringHello = false;
   /** Disconnects not yet published (the database away), by session: retried (`retryDisconnect`). */
   private readonly unpublished = new Map<string, { timer: ReturnType<typeof setTimeout>; failures: number }>();
 
@@ -143,6 +151,11 @@ export class FleetMember {
     return false;
   }
 
+  /** An admin write's poke (desired state) arrived: remembered when it came during a hello (`afterHello`). */
+  desiredPoked(): void {
+    if (this.host.handshaking()) this.desiredPokedDuringHello = true;
+  }
+
   /**
    * The database went back under this live session (restored from a backup): cut it 1013. The
    * claim refuses to resume it (ownership.ts), so its reconnect resyncs both ways. `what` says
@@ -216,6 +229,10 @@ export class FleetMember {
     this.pokedDuringHello.clear();
     for (const [sessionId, why] of owed) {
       this.poked(sessionId, why).catch((err: unknown) => this.host.baseLog.warn('a poke kept through a hello failed; the fleet poll pokes again', { session: sessionId, why, error: describeError(err) }));
+    }
+    if (this.desiredPokedDuringHello) {
+      this.desiredPokedDuringHello = false;
+      this.check().catch((err: unknown) => this.host.baseLog.warn('the check for a desired change poked during a hello failed; the fleet poll pokes again', { error: describeError(err) }));
     }
     const meta = this.host.state.meta;
     // A fresh session claimed and never opened: the object holds no record of it.

@@ -345,6 +345,7 @@ export class SessionObject extends DurableObject<HubEnv> {
   async poke(revision: number, changes: DesiredChange[] = []): Promise<void> {
     this.gate.enter('poke');
     this.wakes.note('poke');
+    this.fleet.desiredPoked();
     this.pump.poke(revision, changes);
   }
 
