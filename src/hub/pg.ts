@@ -1,6 +1,7 @@
 import { Client, neonConfig } from '@neondatabase/serverless';
 import { describeError, isCodeError, sqlState } from './db/errors';
 import { withDeadline } from './deadline';
+import { HandOver } from './pg-handover';
 import type { Sql } from './db/sql';
 
 /** What the hub needs to reach Postgres. */
@@ -102,12 +103,6 @@ export interface PgOptions {
   sendWithinMs?: number;
 }
 
-interface Waiter {
-  strict: boolean;
-  go: (number: number) => void;
-  timer?: ReturnType<typeof setTimeout>;
-}
-
 /**
  * A lazily connected, self-closing Postgres connection. Held in a Durable Object field it costs
  * one connect per burst of activity instead of one per message (~0.7 ms against ~22 ms per
@@ -130,18 +125,13 @@ export class Pg {
   private readonly connectTimeoutMs: number;
   private readonly lockTimeoutMs: number | undefined;
   private readonly sendWithinMs: number;
-  /** Statements handed to the driver (connecting, in its queue or running) and not settled. */
-  private inDriver = 0;
-  /** Statements handed so far: numbers them, for `suspectThrough`. */
-  private handed = 0;
-  /**
-   * After a statement that ran out its deadline on a connection that was kept (-1: none): its
-   * number. It may still be running, and the driver would queue a strict statement behind it, so
-   * none is handed until one handed after it is answered (the driver answers in order).
-   */
-  private suspectThrough = -1;
-  /** Statements waiting to be handed over, oldest first (`admit`). */
-  private readonly waiting: Waiter[] = [];
+  /** When statements reach the driver: strict ones alone, and never past their send-by time. */
+  private readonly handOver = new HandOver(
+    () => {
+      if (this.client) this.discard(this.client);
+    },
+    (ms) => new ConnectionLostError(`the connection was busy for ${ms} ms; the statement was not sent`),
+  );
 
   constructor(
     private readonly config: PgConfig,
@@ -195,7 +185,7 @@ export class Pg {
     let number = -1;
     let answered = false;
     try {
-      const handed = this.handOver(strict, sendWithinMs);
+      const handed = this.handOver.next(strict, sendWithinMs);
       number = typeof handed === 'number' ? handed : await handed;
       const client = await this.connectWithin(sendWithinMs - (Date.now() - askedAt));
       try {
@@ -223,79 +213,13 @@ export class Pg {
         // (a connect storm's claims and token lookups collapsed that way). (A strict statement was
         // handed over alone, after the last answer: running out its deadline, it is stalled here.)
         if (Date.now() - this.progressAt >= this.queryTimeoutMs) this.discard(client);
-        else this.suspectThrough = Math.max(this.suspectThrough, number);
+        else this.handOver.suspect(number);
         throw new QueryTimeoutError(this.queryTimeoutMs);
       }
     } finally {
-      if (number >= 0) this.settled(number, answered);
+      if (number >= 0) this.handOver.settled(number, answered);
       this.inFlight--;
       this.armIdle();
-    }
-  }
-
-  /**
-   * Hand a statement to the driver: its number at once, or a promise of it once its turn comes.
-   * Statements go in the order asked; a strict one only when nothing else is in the driver, and one
-   * still waiting at its send-by time (`ms`) is not sent at all.
-   */
-  private handOver(strict: boolean, ms: number): number | Promise<number> {
-    if (strict && this.waiting.length === 0) this.dropSuspect();
-    if (this.waiting.length === 0 && (!strict || this.idle())) {
-      this.handed++;
-      return this.take();
-    }
-    return new Promise((resolve, reject) => {
-      const waiter: Waiter = { strict, go: (n) => resolve(n) };
-      if (strict) {
-        waiter.timer = setTimeout(() => {
-          const i = this.waiting.indexOf(waiter);
-          if (i < 0) return; // handed over in the same instant
-          this.waiting.splice(i, 1);
-          reject(new ConnectionLostError(`the connection was busy for ${ms} ms; the statement was not sent`));
-          this.admit(); // what waited behind it may go now
-        }, Math.max(0, ms));
-      }
-      this.waiting.push(waiter);
-    });
-  }
-
-  private take(): number {
-    this.inDriver++;
-    return this.handed;
-  }
-
-  /** Nothing in the driver, and nothing that ran out its deadline may still be running there. */
-  private idle(): boolean {
-    return this.inDriver === 0 && this.suspectThrough < 0;
-  }
-
-  private settled(number: number, answered: boolean): void {
-    this.inDriver--;
-    // The driver answers in order: an answer to a statement handed after the one that ran out its
-    // deadline means that one is over too.
-    if (answered && number > this.suspectThrough) this.suspectThrough = -1;
-    this.admit();
-  }
-
-  /**
-   * With nothing of ours in the driver, a statement that ran out its deadline may still be running
-   * there, and no later answer will come to show it is over: start on a new connection.
-   */
-  private dropSuspect(): void {
-    if (this.inDriver > 0 || this.suspectThrough < 0) return;
-    if (this.client) this.discard(this.client);
-    this.suspectThrough = -1;
-  }
-
-  private admit(): void {
-    while (this.waiting.length > 0) {
-      const head = this.waiting[0] as Waiter;
-      if (head.strict) this.dropSuspect();
-      if (head.strict && !this.idle()) return;
-      this.waiting.shift();
-      if (head.timer !== undefined) clearTimeout(head.timer);
-      this.handed++;
-      head.go(this.take());
     }
   }
 
@@ -305,7 +229,7 @@ export class Pg {
     const client = this.client;
     const prepared = [...this.prepared];
     this.client = null;
-    this.suspectThrough = -1;
+    this.handOver.connectionGone();
     this.connecting = null;
     this.prepared.clear();
     if (!client) return;
@@ -344,7 +268,7 @@ export class Pg {
     const drop = () => {
       if (this.client !== client) return;
       this.client = null;
-      this.suspectThrough = -1;
+      this.handOver.connectionGone();
     };
     client.on('error', drop);
     client.on('end', drop);
@@ -373,7 +297,7 @@ export class Pg {
   private discard(client: Client): void {
     if (this.client === client) {
       this.client = null;
-      this.suspectThrough = -1; // what ran out its deadline ran there
+      this.handOver.connectionGone(); // what ran out its deadline ran there
     }
     client.end().catch(() => undefined);
   }
