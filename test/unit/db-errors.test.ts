@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { classifyDbError, describeError, failureKind, failureLine } from '../../src/hub/db/errors';
-import { GatewayQueryError } from '../../src/hub/db/gateway-client';
+import { GatewayQueryError, mayHaveCommitted } from '../../src/hub/db/gateway-client';
 import { ConnectionLostError } from '../../src/hub/pg';
 
 function pgError(code: string, message: string): Error {
@@ -119,5 +119,18 @@ describe('failureLine (what the Worker and the claim log)', () => {
         fields: { error: `${code}: ${text}` },
       });
     }
+  });
+});
+
+describe('whether a relayed statement may have committed (mayHaveCommitted)', () => {
+  it('only an answer that rules it out says no: the server refused it, or it was never sent', () => {
+    expect(mayHaveCommitted(new GatewayQueryError('claim failed (simulated)', '57P01', 'error'))).toBe(false);
+    expect(mayHaveCommitted(new GatewayQueryError('the connection was busy for 1000 ms; the statement was not sent', null, 'ConnectionLostError'))).toBe(false);
+  });
+
+  it('an outcome the gateway did not know, its own silence, or a failed call may have committed', () => {
+    expect(mayHaveCommitted(new GatewayQueryError('query exceeded 1500 ms', null, 'QueryTimeoutError', true))).toBe(true);
+    expect(mayHaveCommitted(new GatewayQueryError('connection lost under the statement, which may still commit', null, 'ConnectionLostError', true))).toBe(true);
+    expect(mayHaveCommitted(new Error('Network connection lost.'))).toBe(true);
   });
 });

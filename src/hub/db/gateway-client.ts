@@ -13,7 +13,10 @@ import type { Sql } from './sql';
  * they wait, and a relayed database error rethrown with its SQLSTATE.
  */
 
-export type Relayed<T> = { ok: true; value: T } | { ok: false; message: string; code: string | null; name: string };
+export type Relayed<T> =
+  | { ok: true; value: T }
+  /** `unknown`: the statement may have committed all the same (pg.ts `outcomeUnknown`). */
+  | { ok: false; message: string; code: string | null; name: string; unknown?: boolean };
 export type GatewayResult = Relayed<{ rows: Record<string, unknown>[]; rowCount: number | null }>;
 
 /** A database error relayed by the gateway, with its SQLSTATE kept. */
@@ -22,9 +25,20 @@ export class GatewayQueryError extends Error {
     message: string,
     readonly code: string | null,
     override readonly name: string,
+    /** The statement may have committed all the same: unanswered, or its connection lost under it. */
+    readonly outcomeUnknown = false,
   ) {
     super(message);
   }
+}
+
+/**
+ * Whether a statement relayed by the gateway may have committed although it failed: its outcome
+ * was unknown to the gateway, or the gateway's own answer never came (its deadline, a failed call).
+ * Only an answer that says so (the server's error, a statement never sent) rules it out.
+ */
+export function mayHaveCommitted(err: unknown): boolean {
+  return !(err instanceof GatewayQueryError) || err.outcomeUnknown;
 }
 
 /** How long the Worker waits for a shard's answer: one statement's deadline and two seconds for the hops. */
@@ -50,9 +64,9 @@ async function viaGateway<T>(env: HubEnv, call: (stub: DbGatewayStub) => Promise
   const timeoutMs = gatewayDeadlineMs(cfg);
   const stub = gatewayStub(env, shard ?? Math.floor(Math.random() * cfg.DB_GATEWAY_SHARDS)) as unknown as DbGatewayStub;
   const r = await withDeadline(call(stub), timeoutMs, () => {
-    throw new GatewayQueryError(`database gateway did not answer in ${timeoutMs} ms`, null, 'QueryTimeoutError');
+    throw new GatewayQueryError(`database gateway did not answer in ${timeoutMs} ms`, null, 'QueryTimeoutError', true);
   });
-  if (!r.ok) throw new GatewayQueryError(r.message, r.code, r.name);
+  if (!r.ok) throw new GatewayQueryError(r.message, r.code, r.name, r.unknown === true);
   return r.value;
 }
 

@@ -406,6 +406,7 @@ export class DbGateway extends DurableObject<HubEnv> {
         message: typeof e.message === 'string' ? e.message : String(err),
         code: typeof e.code === 'string' ? e.code : null,
         name: typeof e.name === 'string' ? e.name : 'Error',
+        unknown: outcomeUnknown(err),
       };
     }
   }

@@ -3,6 +3,7 @@ import { buildFrame, CloseCode, newId } from '../../protocol';
 import { pollShardOf } from '../address';
 import type { HubConfig } from '../config';
 import { failureLine } from '../db/errors';
+import { mayHaveCommitted } from '../db/gateway-client';
 import { inRegion } from '../region';
 import type { ClaimedSession, ClaimSnapshot } from '../db/claim-snapshot';
 import type { ClaimArgs } from '../db/ownership';
@@ -60,12 +61,13 @@ export async function answerHello(host: HelloHost, ws: WebSocket, att: Attachmen
   const meta = state.meta;
   const local = localFreshReason(meta, hello, att.tokenHash, state.outbound);
   const freshSessionId = `${att.routeKey}.${newId()}`;
+  const resume = local === null && meta ? { sessionId: meta.sessionId, generation: meta.generation } : null;
   let claim: ClaimedSession;
   try {
     claim = await host.claim({
       clusterUid: att.clusterUid,
       tokenHashHex: att.tokenHash,
-      resume: local === null && meta ? { sessionId: meta.sessionId, generation: meta.generation } : null,
+      resume,
       freshSessionId,
       live: { connected: true },
       remoteAddr: att.remoteAddr,
@@ -79,6 +81,19 @@ export async function answerHello(host: HelloHost, ws: WebSocket, att: Attachmen
   } catch (err) {
     const line = failureLine('claim', err);
     log[line.level](line.message, line.fields);
+    // A resume's claim whose answer was lost may have committed all the same, moving the session
+    // to a generation no connection here holds, and been released (no longer connected, out of
+    // the fleet poll). An older connection of the session would then be fenced off from every
+    // write, yet out of reach of the poll and of a revocation's poke, and an operator that only
+    // pings would keep it open through a disable or a token rotation. The operator has dialled
+    // again anyway: it resumes on one connection. (A claim the server refused, or that was never
+    // sent, changed nothing: the older connection stays as it was.)
+    if (resume && mayHaveCommitted(err)) {
+      for (const other of sockets.others(ws)) {
+        sockets.sendError(other, null, 'unavailable', "a newer connection's resume of this session could not be confirmed; reconnect", true);
+        sockets.close(other, CloseCode.TRY_AGAIN_LATER, 'resume not confirmed');
+      }
+    }
     return sockets.refuse(ws, CloseCode.TRY_AGAIN_LATER, replyTo, 'unavailable', 'registry unavailable; retry', true);
   }
   if (claim.refusal) {
