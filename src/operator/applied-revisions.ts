@@ -40,6 +40,15 @@ export class AppliedRevisions {
   /** Withdrawals still remembered, by deployment: the seq of the frame that withdrew it. */
   private readonly withdrawals = new Map<string, number>();
   /**
+   * The latest complete hub snapshot's prune: the seq of its begin and what it kept. A frame
+   * numbered below that begin, of a deployment it did not keep, is older than the snapshot, which
+   * said the deployment is gone. One that failed before the begin and is retried after the prune
+   * (reading does not stop at a hole) would otherwise render it again: the prune dropped the entry
+   * that would have shown it behind, or there was none (the application had it from before).
+   * Forgotten once the saved cursor reaches the begin: no frame before it is applied again.
+   */
+  private lastPrune: { beginSeq: number; keep: ReadonlySet<string> } | null = null;
+  /**
    * Told when a revision is applied that a replay from the saved cursor could undo: behind a hole
    * (no cursor move will save the record for it), or over an older revision of its deployment
    * applied above the saved cursor. The client saves it now, before a crash could forget what the
@@ -74,11 +83,18 @@ export class AppliedRevisions {
     return out;
   }
 
-  /** A complete hub snapshot withdrew every deployment not in `keep`. */
-  keepOnly(keep: ReadonlySet<string>): void {
+  /** A complete hub snapshot begun at `beginSeq` withdrew every deployment not in `keep`. */
+  keepOnly(keep: ReadonlySet<string>, beginSeq: number): void {
     for (const id of [...this.revisions.keys()]) if (!keep.has(id)) this.revisions.delete(id);
     for (const id of [...this.recent.keys()]) if (!keep.has(id)) this.recent.delete(id);
     for (const id of [...this.withdrawals.keys()]) if (!keep.has(id)) this.withdrawals.delete(id);
+    if (beginSeq > this.savedCursor() + 1 && beginSeq > (this.lastPrune?.beginSeq ?? 0)) this.lastPrune = { beginSeq, keep };
+  }
+
+  /** The latest snapshot, begun after frame `seq`, withdrew this deployment: the frame is older than what holds. */
+  prunedAfter(deploymentId: string, seq: number): boolean {
+    const p = this.lastPrune;
+    return p !== null && seq < p.beginSeq && !p.keep.has(deploymentId);
   }
 
   /** What a replay from `cursor + 1` could deliver again: for the durable record. */
@@ -103,6 +119,7 @@ export class AppliedRevisions {
       this.withdrawals.delete(id);
       this.revisions.delete(id);
     }
+    if (this.lastPrune !== null && this.lastPrune.beginSeq <= saved + 1) this.lastPrune = null;
   }
 
   /** Taken up from the durable record of the session this process continues. */
@@ -119,5 +136,6 @@ export class AppliedRevisions {
     this.revisions.clear();
     this.recent.clear();
     this.withdrawals.clear();
+    this.lastPrune = null;
   }
 }

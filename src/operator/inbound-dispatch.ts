@@ -155,6 +155,13 @@ export async function dispatch(host: DispatchHost, incoming: Exclude<Incoming, {
       return endOfStream(host, env, msg.payload, ctx);
     case 'deployment.desired': {
       const p = msg.payload;
+      if (host.appliedRevision.prunedAfter(p.deployment_id, seq)) {
+        // Older than a complete snapshot that withdrew the deployment (a retry of a frame that
+        // failed before its begin): the snapshot says what holds.
+        host.counters.supersededDesired++;
+        host.logger.debug('deployment.desired older than the snapshot that withdrew it skipped', { seq, deployment_id: p.deployment_id, revision: p.revision });
+        return { settle: 'applied' };
+      }
       const seen = host.appliedRevision.get(p.deployment_id);
       if (seen !== undefined && p.revision <= seen) {
         // A replay, or a retry overtaken by a newer revision: applying it would go backwards.
@@ -219,7 +226,7 @@ async function endOfStream(host: DispatchHost, env: Envelope, end: Payload<'stre
   const keep = after.length === 0 ? verdict.keepDeployments : new Set([...verdict.keepDeployments, ...after]);
   const r = await runHandler(() => host.handlers.pruneDesired(keep, ctx));
   if (r.ok) {
-    host.appliedRevision.keepOnly(keep);
+    host.appliedRevision.keepOnly(keep, verdict.beginSeq);
     host.logger.info('pruned desired deployments against a complete hub snapshot', { reply_to: env.reply_to, kept: keep.size });
     host.pruned(keep);
   }

@@ -120,3 +120,47 @@ describe('a snapshot replayed by a resume', () => {
     expect([...local].sort()).toEqual(['d1', 'd9']);
   });
 });
+
+describe('a frame that failed before a snapshot and is retried after its prune', () => {
+  it('does not bring back a deployment the snapshot withdrew', async () => {
+    // A plane that opens a snapshot mid-session (the spec allows it), behind a frame whose handler
+    // failed: d0 at revision 1 fails, its withdrawal at revision 2 is applied, a complete snapshot
+    // without d0 prunes it, and then the frame that failed is retried. The prune had dropped what
+    // said revision 2 was applied, and the retry rendered d0 again, which nothing would remove.
+    const local = new Set<string>(['d0']);
+    let d0fails = true;
+    const t = makeClient(hub, {
+      handlers: {
+        desired: (p) => {
+          if (p.deployment_id === 'd0' && p.revision === 1 && d0fails) {
+            d0fails = false;
+            return transient('not yet');
+          }
+          if (p.deleted) local.delete(p.deployment_id);
+          else local.add(p.deployment_id);
+          return applied();
+        },
+        pruneDesired: (keep) => {
+          for (const id of [...local]) if (!keep.has(id)) local.delete(id);
+          return applied();
+        },
+      },
+    });
+    clients.push(t);
+    await t.client.start();
+    const conn = await hub.nextConnection();
+    await conn.nextOf('hello');
+    conn.welcome({ session_id: 'S1' });
+    await readResync(conn);
+    conn.sendSeq('deployment.desired', desiredPayload('d0', 1));
+    conn.sendSeq('deployment.desired', desiredPayload('d0', 2, { deleted: true }));
+    const begin = conn.sendSeq('resync.begin', { scope: ['deployment'] });
+    conn.sendSeq('deployment.desired', desiredPayload('d1', 3), { reply_to: begin.id });
+    conn.sendSeq('stream.end', { complete: true, count: 1 }, { reply_to: begin.id });
+    await eventually(() => local.has('d1') && !local.has('d0') && !d0fails, 'the snapshot applied and d0 tried once');
+    // The retry of the frame that failed (its backoff).
+    t.timers.advance(1_000);
+    await cursorReaches(t, 5);
+    expect([...local].sort()).toEqual(['d1']);
+  });
+});
