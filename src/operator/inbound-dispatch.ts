@@ -93,6 +93,12 @@ function fromHandler(host: DispatchHost, envelope: Envelope, r: HandlerResult, w
  */
 export type Dispatched = Settled | { settle: 'recorded'; durable: Promise<Settled> };
 
+/** A type's kind: the prefix `resync.begin.scope` names it by (`deployment.desired` → `deployment`). */
+function kindOf(type: string): string {
+  const dot = type.indexOf('.');
+  return dot < 0 ? type : type.slice(0, dot);
+}
+
 export async function dispatch(host: DispatchHost, incoming: Exclude<Incoming, { kind: 'fatal' }>, attempt: number): Promise<Dispatched> {
   const env = incoming.envelope;
   const seq = env.seq as number;
@@ -113,7 +119,12 @@ export async function dispatch(host: DispatchHost, incoming: Exclude<Incoming, {
     if (m.type === 'deployment.desired') host.streams.mentioned(inStream ? env.reply_to : null, m.payload.deployment_id, seq);
     if (inStream && m.type === 'operation.start') host.streams.carry(env.reply_to as string, seq, null);
   } else if (inStream) {
-    host.streams.unreadable(env.reply_to as string, seq);
+    // Only a frame that could describe a deployment keeps the snapshot from pruning deployments
+    // (the only kind this side prunes): an unreadable one leaves what the snapshot holds unknown.
+    // A type of another kind (one a newer plane streams, the skew the spec keeps unknown types
+    // harmless for) or an unreadable operation start says nothing of them, and is counted.
+    if (kindOf(env.type) === 'deployment') host.streams.unreadable(env.reply_to as string, seq);
+    else host.streams.carry(env.reply_to as string, seq, null);
   }
   // Every frame may need an answer; none is applied that could not have one queued.
   if (!host.canReply()) return { settle: 'failed', reason: 'the send queue has no room for control frames', cause: 'backpressure' };

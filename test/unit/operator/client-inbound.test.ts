@@ -294,6 +294,29 @@ describe("the hub's resync stream", () => {
     await cursorReaches(t, 8);
     expect(t.calls.prunes).toHaveLength(0);
   });
+
+  it('prunes past a frame of an unknown type of another kind in the snapshot (a newer plane), but not past one that could be a deployment', async () => {
+    const { t, conn } = await open();
+    const raw = (type: string, seq: number, replyTo: string) =>
+      conn.sendRaw(JSON.stringify({ v: 1, type, id: newId(), seq, ack: null, reply_to: replyTo, ts: new Date().toISOString(), payload: { x: 1 } }));
+    // seq 1 begin, 2 d1, 3 an unknown kind, 4 end: counted, answered, and the prune keeps d1.
+    const a = conn.sendSeq('resync.begin', { scope: ['deployment'] });
+    conn.sendSeq('deployment.desired', desiredPayload('d1'), { reply_to: a.id });
+    raw('gadget.desired', 3, a.id);
+    conn.seqFrom(4);
+    conn.sendSeq('stream.end', { complete: true, count: 2 }, { reply_to: a.id });
+    await cursorReaches(t, 4);
+    expect(t.calls.prunes.map((k) => [...k].sort())).toEqual([['d1']]);
+    // seq 5 begin, 6 d1, 7 an unknown deployment type, 8 end: what the snapshot holds is unknown.
+    const b = conn.sendSeq('resync.begin', { scope: ['deployment'] });
+    conn.sendSeq('deployment.desired', desiredPayload('d1'), { reply_to: b.id });
+    raw('deployment.desired_v2', 7, b.id);
+    conn.seqFrom(8);
+    conn.sendSeq('stream.end', { complete: true, count: 2 }, { reply_to: b.id });
+    await cursorReaches(t, 8);
+    expect(t.calls.prunes).toHaveLength(1);
+    expect(t.client.stats.unknownTypes).toBe(2);
+  });
 });
 
 describe('handler errors', () => {
