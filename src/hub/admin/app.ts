@@ -51,6 +51,10 @@ export const errorResponse = (description: string) => ({
 /** Every timestamp the admin API returns: ISO 8601, UTC, milliseconds. */
 export const TimestampSchema = z.string().openapi({ format: 'date-time', example: '2026-08-19T14:02:11.482Z' });
 
+/** The message of a 504 `outcome_unknown`: a write sent and never answered. */
+export const OUTCOME_UNKNOWN =
+  'the database did not answer the write in time (or its connection was lost under it), so it may or may not have been applied: read it back, or repeat it (a PUT or DELETE sets the same state again; an operation repeated with the same Idempotency-Key is not started twice)';
+
 /**
  * Failures every admin route can answer besides its own: documented on each route so a client
  * generated from openapi.json knows their shape.
@@ -64,9 +68,10 @@ export const commonResponses = {
     "internal: a fault of the hub's own, logged (a retry fails the same way until it is fixed); for a read, also an answer larger than the hub can relay from its database (ask for fewer items with ?limit=)",
   ),
   503: {
-    ...errorResponse('the hub could not complete the request (database unreachable or slow); retry'),
+    ...errorResponse('the hub could not complete the request (database unreachable or slow) and nothing of it was applied; retry'),
     headers: { 'Retry-After': { description: 'seconds to wait before retrying', schema: { type: 'integer' as const } } },
   },
+  504: errorResponse(`outcome_unknown, a write only: ${OUTCOME_UNKNOWN}`),
 } as const;
 
 /** A sub-router whose validation failures answer 400 with the offending field named. */

@@ -1,9 +1,10 @@
 import { OpenAPIHono, z } from '@hono/zod-openapi';
 import { HTTPException } from 'hono/http-exception';
 import { classifyDbError, describeError, failureLine, isCodeError, NOT_AN_OUTAGE } from '../db/errors';
+import { mayHaveCommitted } from '../db/gateway-client';
 import { jsonError } from '../http-errors';
 import { createLogger } from '../log';
-import { adminAuth, errorResponse, requestPg, type AdminEnv } from './app';
+import { adminAuth, errorResponse, OUTCOME_UNKNOWN, requestPg, type AdminEnv } from './app';
 import { bodySizeGuard, jsonBodyGuard, MAX_BODY_BYTES } from './body-guard';
 import { badClusterId, clustersRouter } from './clusters';
 import { desiredRouter } from './desired';
@@ -138,6 +139,12 @@ export function adminApp(): OpenAPIHono<AdminEnv> {
     // (a schema behind the code) is an error: no retry mends it until a migration or deploy does.
     const line = failureLine('admin request', err);
     log[line.level](line.message, { path: c.req.path, ...line.fields });
+    // A write whose statement was sent and not answered (its connection lost under it, or no
+    // answer in time) may have committed: not "retry", which a script would take as "not
+    // applied" and follow with a second operation. 503 stays for what surely was not applied.
+    if (c.req.method !== 'GET' && c.req.method !== 'HEAD' && mayHaveCommitted(err)) {
+      return jsonError(c, 504, 'outcome_unknown', OUTCOME_UNKNOWN);
+    }
     // As the connect route says it: when to come back, so scripts and proxies back off on their own.
     c.header('Retry-After', '5');
     return jsonError(c, 503, 'unavailable', 'the hub could not complete the request; retry');
