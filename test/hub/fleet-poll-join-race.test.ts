@@ -17,7 +17,7 @@ import { useHubBehindRelay } from './support/proxy-hub';
 import { desired, eventually, FAST_TIMERS, sleep } from './support/hub';
 
 /** The fleet poll's prepared statement, as its Parse and Bind messages name it (fleet-poll.ts). */
-const POLL_STATEMENT = Buffer.from('wingsmith_fleet_poll_v4');
+const POLL_STATEMENT = Buffer.from('wingsmith_fleet_poll_v5');
 /**
  * The poll's answer for an empty shard: one DataRow of four columns, three NULLs (no session to
  * poke) and `any_live` false, in the text format.

@@ -41,4 +41,29 @@ describe('the fleet poll under its poke limit', () => {
     expect(took).toBeLessThan(POLL * 2 + 1_500);
     for (const o of others) o.peer.close();
   }, 60_000);
+
+  it('a rotated session is cut at the next poll, ahead of a backlog of sessions due for desired state', async () => {
+    // A rollout over the fleet: every session written to is due for desired state until its
+    // check, and here all of them checked in before the target did.
+    const backlog = 30;
+    const others = [];
+    const uids: string[] = [];
+    for (let i = 0; i < backlog; i++) {
+      const c = await h.newCluster('dd');
+      uids.push(c.uid);
+      others.push(await h.openFresh(c));
+    }
+    const target = await h.newCluster('rot-dd');
+    const { peer, sessionId } = await h.openFresh(target);
+    await h.sql(`update live_sessions set checked_at = now() - interval '1 second' where session_id <> $1`, [sessionId]);
+    await h.sql(`update live_sessions set checked_at = now() where session_id = $1`, [sessionId]);
+    await h.sql(`update clusters set desired_revision = desired_revision + 1 where uid = any($1::text[])`, [uids]);
+    const t0 = Date.now();
+    await h.sql(`update clusters set token_hash = decode(md5(random()::text) || md5(random()::text), 'hex') where uid = $1`, [target.uid]);
+    const closed = await peer.closedWith(backlog * POLL * 3 + 5_000);
+    const took = Date.now() - t0;
+    expect(closed.code).toBe(CloseCode.REFUSED);
+    expect(took).toBeLessThan(POLL * 2 + 1_500);
+    for (const o of others) o.peer.close();
+  }, 60_000);
 });

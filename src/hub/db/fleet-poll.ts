@@ -54,17 +54,20 @@ export async function pollFleet(
          or o.revoked or c.desired_revision > s.seen_revision
          or (s.checked_at < now() - make_interval(secs => ($2::bigint + abs(hashtext(s.session_id)::bigint) % greatest($2::bigint, 1))::double precision / 1000)
              and not (s.session_id = any($4::text[]))))
-       -- Under the limit a change goes first (the poll is its bound) and sweeps wait, oldest
-       -- check-in first: a backlog of sweeps must not hold back a revoked or displaced session.
+       -- Under the limit a revocation or a lost claim goes first, then desired state, then
+       -- sweeps, oldest check-in first within each: a backlog of sweeps, or of desired changes
+       -- (a rollout over the fleet: every session written to stays due until its next check),
+       -- must not hold back a revoked or displaced session, which the poll is the bound for.
        order by (case when c.uid is null or c.disabled_at is not null or c.token_hash <> s.token_hash
                         or o.session_id is distinct from s.session_id or o.generation is distinct from s.generation
-                        or o.revoked or c.desired_revision > s.seen_revision then 0 else 1 end), s.checked_at
+                        or o.revoked then 0
+                      when c.desired_revision > s.seen_revision then 1 else 2 end), s.checked_at
        limit $3
      )
      select d.session_id, d.cluster_uid, d.why, exists (select 1 from live_sessions where poll_shard = $1) as any_live
      from (select 1) one left join due d on true`,
     [shard, sweepMs, limit, alive, busy],
-    'wingsmith_fleet_poll_v4',
+    'wingsmith_fleet_poll_v5',
   );
   return {
     poke: rows.flatMap((r) => (r.session_id && r.cluster_uid && r.why ? [{ sessionId: r.session_id, clusterUid: r.cluster_uid, why: r.why }] : [])),
