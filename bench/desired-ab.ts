@@ -12,11 +12,10 @@
  * (`npm run bench`) stays the measure of record.
  */
 import { parseArgs } from 'node:util';
-import { BenchEnv, type BenchCluster } from './lib/env';
+import { BenchEnv } from './lib/env';
 import { installHubLogCapture } from './lib/hublog';
-import { RawOperator } from './lib/operator';
-import { DESIRED_BODY } from './lib/payloads';
 import { readCpuTimes } from './lib/proc';
+import { singleChanges } from './lib/single-change';
 import { median, percentile } from './lib/stats';
 
 const { values: args } = parseArgs({
@@ -41,32 +40,11 @@ interface Tree {
 
 async function open(label: string, commit: string | null): Promise<Tree> {
   const env = await BenchEnv.start({}, { commit });
-  const [c] = (await env.createClusters(1, `ab-${label}`)) as [BenchCluster];
-  const op = await RawOperator.connect(env.wsUrl, c.token);
-  const end = op.next((f) => f.type === 'stream.end');
-  await op.hello({ cluster_id: c.name });
-  await end;
-  const waiting = new Map<string, () => void>();
-  op.onFrame((f) => {
-    if (f.type !== 'deployment.desired') return;
-    const id = String(f.payload.deployment_id);
-    waiting.get(id)?.();
-    waiting.delete(id);
-  });
-  const headers = { 'content-type': 'application/json', authorization: `Bearer ${env.vars.ADMIN_TOKEN}` };
-  const body = JSON.stringify(DESIRED_BODY);
+  const changes = await singleChanges(env, `ab-${label}`);
   return {
     label,
     env,
-    async change(id) {
-      const arrived = new Promise<void>((resolve) => waiting.set(id, resolve));
-      const t0 = performance.now();
-      const res = await fetch(`${env.hubUrl}/admin/clusters/${c.uid}/deployments/${id}`, { method: 'PUT', headers, body });
-      await res.text();
-      if (res.status !== 200) throw new Error(`${label}: PUT ${res.status}`);
-      await arrived;
-      return performance.now() - t0;
-    },
+    change: (id) => changes.change(id),
     cpu() {
       const t = readCpuTimes(env.workerdPid);
       return t.user + t.system;

@@ -10,11 +10,10 @@
  * isolate's thread went, not results. `index.js` is wrangler's bundle of src/hub.
  */
 import { parseArgs } from 'node:util';
-import { BenchEnv, type BenchCluster } from './lib/env';
+import { BenchEnv } from './lib/env';
 import { installHubLogCapture } from './lib/hublog';
-import { RawOperator } from './lib/operator';
-import { DESIRED_BODY } from './lib/payloads';
 import { Inspector } from './lib/profiler';
+import { singleChanges } from './lib/single-change';
 
 const { values: args } = parseArgs({
   options: {
@@ -75,27 +74,7 @@ async function main(): Promise<void> {
   installHubLogCapture();
   const env = await BenchEnv.start({}, { inspector: true, commit: null });
   try {
-    const [c] = (await env.createClusters(1, 'profile')) as [BenchCluster];
-    const op = await RawOperator.connect(env.wsUrl, c.token);
-    const end = op.next((f) => f.type === 'stream.end');
-    await op.hello({ cluster_id: c.name });
-    await end;
-    const waiting = new Map<string, () => void>();
-    op.onFrame((f) => {
-      if (f.type !== 'deployment.desired') return;
-      const id = String(f.payload.deployment_id);
-      waiting.get(id)?.();
-      waiting.delete(id);
-    });
-    const headers = { 'content-type': 'application/json', authorization: `Bearer ${env.vars.ADMIN_TOKEN}` };
-    const body = JSON.stringify(DESIRED_BODY);
-    const change = async (id: string) => {
-      const arrived = new Promise<void>((resolve) => waiting.set(id, resolve));
-      const res = await fetch(`${env.hubUrl}/admin/clusters/${c.uid}/deployments/${id}`, { method: 'PUT', headers, body });
-      await res.text();
-      if (res.status !== 200) throw new Error(`PUT ${res.status}`);
-      await arrived;
-    };
+    const { change } = await singleChanges(env, 'profile');
     for (let i = 0; i < warm; i++) await change(`warm-${i}`);
     if (!env.inspectorUrl) throw new Error('the hub was started without its inspector');
     const inspector = await Inspector.connect(env.inspectorUrl);

@@ -9,7 +9,7 @@
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { applied, transient } from '../../../src/operator/handlers';
-import { cursorReaches, desiredPayload, makeClient, readResync, reconnectAfterBackoff, type TestClient } from './support/harness';
+import { cursorReaches, desiredPayload, makeClient, openWelcomed, readResync, reconnectAfterBackoff, type TestClient } from './support/harness';
 import { eventually, ScriptedHub } from './support/scripted-hub';
 
 let hub: ScriptedHub;
@@ -129,7 +129,7 @@ describe('a frame that failed before a snapshot and is retried after its prune',
     // said revision 2 was applied, and the retry rendered d0 again, which nothing would remove.
     const local = new Set<string>(['d0']);
     let d0fails = true;
-    const t = makeClient(hub, {
+    const { t, conn } = await openWelcomed(hub, clients, {
       handlers: {
         desired: (p) => {
           if (p.deployment_id === 'd0' && p.revision === 1 && d0fails) {
@@ -146,12 +146,6 @@ describe('a frame that failed before a snapshot and is retried after its prune',
         },
       },
     });
-    clients.push(t);
-    await t.client.start();
-    const conn = await hub.nextConnection();
-    await conn.nextOf('hello');
-    conn.welcome({ session_id: 'S1' });
-    await readResync(conn);
     conn.sendSeq('deployment.desired', desiredPayload('d0', 1));
     conn.sendSeq('deployment.desired', desiredPayload('d0', 2, { deleted: true }));
     const begin = conn.sendSeq('resync.begin', { scope: ['deployment'] });
