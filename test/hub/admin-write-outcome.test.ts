@@ -1,7 +1,7 @@
 /**
  * What an admin write's failure says about whether it was applied. 503 `unavailable` ("retry"):
  * it was not, and never will be. 504 `outcome_unknown`: the statement was sent and not answered,
- * so it may have committed. A script that retries every 503 would otherwise start a second
+ * so it may have committed. 504 `applied`: it committed, and reading back the answer failed. A script that retries every 503 would otherwise start a second
  * drain for an operation whose first one committed unanswered.
  *
  * A relay in front of Postgres loses the answer of the operation's statement after its commit
@@ -63,5 +63,26 @@ describe('an admin write that fails', () => {
     expect(res.json.error.code).toBe('unavailable');
     await sleep(500);
     expect(await h.sql('select 1 from desired_deployments where cluster_uid = $1', [c.uid]), 'not applied').toEqual([]);
+  }, 30_000);
+
+  it('answers 504 applied, not 503 "retry", when the write committed and the read of the answer failed: a disable is not reported as not applied', async () => {
+    const c = await h.newCluster('outcome-applied');
+    // The cluster view read after the disable waits on a table only it reads, past its deadline.
+    const locker = pgClient(await fileDatabaseUrl(), inject('pgWsProxy'));
+    await locker.connect();
+    let res: { status: number; json: any };
+    try {
+      await locker.query('begin');
+      await locker.query('lock table observed_clusters in access exclusive mode');
+      res = await h.admin('POST', `/clusters/${c.uid}/disable`);
+    } finally {
+      await locker.query('rollback');
+      await locker.end();
+    }
+    expect(res.status, JSON.stringify(res.json)).toBe(504);
+    expect(res.json.error.code).toBe('applied');
+    expect((await h.sql<{ disabled: boolean }>('select disabled_at is not null as disabled from clusters where uid = $1', [c.uid]))[0]?.disabled).toBe(true);
+    const back = await h.admin('GET', `/clusters/${c.uid}`);
+    expect(back.json.disabled).toBe(true);
   }, 30_000);
 });

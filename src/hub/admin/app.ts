@@ -6,7 +6,11 @@ import { jsonError } from '../http-errors';
 import { gatewaySql } from '../db/gateway-client';
 import type { Sql } from '../db/sql';
 
-export type AdminEnv = { Bindings: HubEnv; Variables: { pg: Sql } };
+export type AdminEnv = {
+  Bindings: HubEnv;
+  /** `committed`: the request's write has committed (what fails after it must not answer "not applied"). */
+  Variables: { pg: Sql; committed?: true };
+};
 
 /**
  * Admin statements run on the shared gateway connections: an admin call opens no connection. A
@@ -51,6 +55,10 @@ export const errorResponse = (description: string) => ({
 /** Every timestamp the admin API returns: ISO 8601, UTC, milliseconds. */
 export const TimestampSchema = z.string().openapi({ format: 'date-time', example: '2026-08-19T14:02:11.482Z' });
 
+/** The message of a 504 `applied`: the write committed, and what was to be read back for the answer failed. */
+export const APPLIED_UNREAD =
+  'the change was applied, but the hub could not read the cluster back to answer with it: read it (GET /admin/clusters/{id})';
+
 /** The message of a 504 `outcome_unknown`: a write sent and never answered. */
 export const OUTCOME_UNKNOWN =
   'the database did not answer the write in time (or its connection was lost under it), so it may or may not have been applied: read it back, or repeat it (a PUT or DELETE sets the same state again; an operation repeated with the same Idempotency-Key is not started twice)';
@@ -71,7 +79,7 @@ export const commonResponses = {
     ...errorResponse('the hub could not complete the request (database unreachable or slow) and nothing of it was applied; retry'),
     headers: { 'Retry-After': { description: 'seconds to wait before retrying', schema: { type: 'integer' as const } } },
   },
-  504: errorResponse(`outcome_unknown, a write only: ${OUTCOME_UNKNOWN}`),
+  504: errorResponse(`a write only: outcome_unknown, ${OUTCOME_UNKNOWN}; or applied, ${APPLIED_UNREAD}`),
 } as const;
 
 /** A sub-router whose validation failures answer 400 with the offending field named. */

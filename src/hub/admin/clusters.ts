@@ -8,6 +8,7 @@ import { jsonError } from '../http-errors';
 import { hintOutsideJurisdiction, placementHint, type LocationHint } from '../region';
 import { generateEnrollmentToken, hashToken, toHex } from '../tokens';
 import { adminRouter, commonResponses, errorResponse } from './app';
+import { gatewaySql } from '../db/gateway-client';
 import { askSession, ClusterSchema, clusterView, HintSchema, LIST_SQL, viewParams, toView, type ClusterView, type ClusterViewRow } from './cluster-view';
 import { cursorCodec, KeyText, LimitParam } from './paging';
 import { cutLiveSession } from './revoke';
@@ -183,7 +184,8 @@ export const clustersRouter = adminRouter()
       const outside = hintRefusal(c.env, location_hint);
       if (outside) return jsonError(c, 400, 'invalid', outside, 'location_hint') as never;
       const row = await setLocationHint(c.var.pg, c.req.valid('param').id, location_hint);
-      const view = row ? await clusterView(c.var.pg, c.env, row.uid) : null;
+      if (row) c.set('committed', true);
+      const view = row ? await clusterView(readBack(c.env), c.env, row.uid) : null;
       if (!row || !view) return jsonError(c, 404, 'not_found', 'no such cluster') as never;
       return c.json(asCommitted(view, row, c.env), 200);
     },
@@ -225,7 +227,7 @@ export const clustersRouter = adminRouter()
         404: errorResponse('no such cluster'),
       },
     }),
-    async (c) => toggle(c.var.pg, c.env, c.req.valid('param').id, true, (p) => c.executionCtx.waitUntil(p)).then((v) =>
+    async (c) => toggle(c.var.pg, c.env, c.req.valid('param').id, true, () => c.set('committed', true), (p) => c.executionCtx.waitUntil(p)).then((v) =>
       v ? c.json(v, 200) : (jsonError(c, 404, 'not_found', 'no such cluster') as never),
     ),
   )
@@ -241,21 +243,38 @@ export const clustersRouter = adminRouter()
         404: errorResponse('no such cluster'),
       },
     }),
-    async (c) => toggle(c.var.pg, c.env, c.req.valid('param').id, false).then((v) =>
+    async (c) => toggle(c.var.pg, c.env, c.req.valid('param').id, false, () => c.set('committed', true)).then((v) =>
       v ? c.json(v, 200) : (jsonError(c, 404, 'not_found', 'no such cluster') as never),
     ),
   );
+
+/**
+ * The view read that answers a registry write, once the write has committed: a read, so it
+ * queues on a gateway connection as reads do rather than being held to a write's send-by time
+ * (refused unsent behind a busy connection, it failed a request whose change had been applied).
+ */
+function readBack(env: HubEnv): Sql {
+  return gatewaySql(env);
+}
 
 /** A hint this deployment cannot honour: one outside its jurisdiction (null, clearing it, always can). */
 function hintRefusal(env: HubEnv, hint: LocationHint | null): string | null {
   return hint ? hintOutsideJurisdiction(hint, hubConfig(env).HUB_JURISDICTION) : null;
 }
 
-async function toggle(sql: Sql, env: HubEnv, id: string, disabled: boolean, background?: (p: Promise<void>) => void): Promise<ClusterView | null> {
+async function toggle(
+  sql: Sql,
+  env: HubEnv,
+  id: string,
+  disabled: boolean,
+  committed: () => void,
+  background?: (p: Promise<void>) => void,
+): Promise<ClusterView | null> {
   const row = await setDisabled(sql, id, disabled);
   if (!row) return null;
+  committed();
   if (disabled) background?.(cutLiveSession(env, row.uid, row.live_session, 'disabled'));
-  const view = await clusterView(sql, env, row.uid);
+  const view = await clusterView(readBack(env), env, row.uid);
   return view && asCommitted(view, row, env);
 }
 

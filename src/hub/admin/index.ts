@@ -4,7 +4,7 @@ import { classifyDbError, describeError, failureLine, isCodeError, NOT_AN_OUTAGE
 import { mayHaveCommitted } from '../db/gateway-client';
 import { jsonError } from '../http-errors';
 import { createLogger } from '../log';
-import { adminAuth, errorResponse, OUTCOME_UNKNOWN, requestPg, type AdminEnv } from './app';
+import { adminAuth, APPLIED_UNREAD, errorResponse, OUTCOME_UNKNOWN, requestPg, type AdminEnv } from './app';
 import { bodySizeGuard, jsonBodyGuard, MAX_BODY_BYTES } from './body-guard';
 import { badClusterId, clustersRouter } from './clusters';
 import { desiredRouter } from './desired';
@@ -142,6 +142,8 @@ export function adminApp(): OpenAPIHono<AdminEnv> {
     // A write whose statement was sent and not answered (its connection lost under it, or no
     // answer in time) may have committed: not "retry", which a script would take as "not
     // applied" and follow with a second operation. 503 stays for what surely was not applied.
+    // And one that committed, whose answer then failed (the view read after a registry write).
+    if (c.get('committed')) return jsonError(c, 504, 'applied', APPLIED_UNREAD);
     if (c.req.method !== 'GET' && c.req.method !== 'HEAD' && mayHaveCommitted(err)) {
       return jsonError(c, 504, 'outcome_unknown', OUTCOME_UNKNOWN);
     }
