@@ -164,9 +164,13 @@ export function cursorReaches(t: TestClient, n: number): Promise<true> {
   return eventually(() => t.client.session.cursor >= n, `cursor ${n}`);
 }
 
-/** Wait for the client to notice a lost link and start its backoff, then let the backoff pass. */
+/**
+ * Wait for the client to notice a lost link and start its backoff, then let the backoff pass.
+ * Noticing takes real time (the link's close on real sockets): on CI's loaded machine (six test
+ * workers on two cores) one took over 5 s, so the wait is longer than the usual one.
+ */
 export async function reconnectAfterBackoff(t: TestClient): Promise<void> {
-  await eventually(() => t.client.state === 'waiting', 'the client to start its backoff');
+  await eventually(() => t.client.state === 'waiting', 'the client to start its backoff', 12_000);
   const wait = t.client.session.nextReconnectInMs;
   t.timers.advance(wait ?? 0);
 }
