@@ -67,12 +67,15 @@ export class ConnectionLostError extends Error {
 }
 
 /**
- * The server's `statement_timeout` for a client deadline of `queryTimeoutMs`: a fifth shorter, by
- * at most a second (10 s → 9 s; 1.5 s → 1.2 s), more than a round trip and a commit to the
- * database region.
+ * How much longer than the server lets a statement run (`statement_timeout`) the gateway waits
+ * for its answer: a fifth of the deadline, at most 400 ms. The server's clock starts when the
+ * statement arrives, ours when it is sent: with equal deadlines an admin write the hub had given
+ * up on (and answered a caller for) could still commit. Waiting a round trip and a commit longer
+ * brings the server's refusal back first, a definite "not applied". The sessions' own connections
+ * keep one deadline: an ingest statement's unknown outcome is handled there (a 1013 close).
  */
-export function serverStatementTimeoutMs(queryTimeoutMs: number): number {
-  return Math.max(1, queryTimeoutMs - Math.min(1_000, Math.round(queryTimeoutMs / 5)));
+export function answerMarginMs(queryTimeoutMs: number): number {
+  return Math.min(400, Math.round(queryTimeoutMs / 5));
 }
 
 let proxyConfigured: string | undefined;
@@ -110,6 +113,8 @@ export interface PgOptions {
    * answered "retry".
    */
   sendWithinMs?: number;
+  /** Wait this much longer for an answer than the server lets the statement run (`answerMarginMs`). Default 0. */
+  answerMarginMs?: number;
 }
 
 /**
@@ -134,6 +139,7 @@ export class Pg {
   private readonly connectTimeoutMs: number;
   private readonly lockTimeoutMs: number | undefined;
   private readonly sendWithinMs: number;
+  private readonly answerMarginMs: number;
   /** When statements reach the driver: strict ones alone, and never past their send-by time. */
   private readonly handOver = new HandOver(
     () => {
@@ -151,6 +157,7 @@ export class Pg {
     this.connectTimeoutMs = options.connectTimeoutMs ?? 5_000;
     this.lockTimeoutMs = options.lockTimeoutMs;
     this.sendWithinMs = options.sendWithinMs ?? this.queryTimeoutMs;
+    this.answerMarginMs = options.answerMarginMs ?? 0;
   }
 
   /**
@@ -269,12 +276,10 @@ export class Pg {
       connectionTimeoutMillis: this.connectTimeoutMs,
       // The driver's own deadline, from the moment a statement is asked for: one still queued is
       // dropped from the queue, so a statement nobody waits for never runs.
-      query_timeout: this.queryTimeoutMs,
-      // The server gives up too, and first: its clock starts when the statement arrives, ours
-      // when it is sent, so with equal deadlines a statement we had given up on (and answered a
-      // caller for) could still commit. Ending it a margin earlier brings its refusal back in
-      // time, a definite "not applied", unless the link is slower than the margin.
-      statement_timeout: serverStatementTimeoutMs(this.queryTimeoutMs),
+      query_timeout: this.queryTimeoutMs + this.answerMarginMs,
+      // The server gives up too: a statement we stopped waiting for must not commit much later
+      // (and, with a margin, first: `answerMarginMs`).
+      statement_timeout: this.queryTimeoutMs,
       ...(this.lockTimeoutMs !== undefined ? { lock_timeout: Math.max(1, Math.round(this.lockTimeoutMs)) } : {}),
     });
     const drop = () => {

@@ -5,8 +5,8 @@
  * drain for an operation whose first one committed unanswered.
  *
  * A relay in front of Postgres loses the answer of the operation's statement after its commit
- * (answer-reset-relay.ts). And the database ends a statement a margin before the hub stops
- * waiting for it (pg.ts, serverStatementTimeoutMs), so that a write blocked past its deadline
+ * (answer-reset-relay.ts). And the hub waits for a write's answer a margin longer than the
+ * database lets it run (pg.ts, answerMarginMs), so that a write blocked past its deadline
  * comes back refused, a definite "not applied", instead of unanswered.
  */
 import { describe, expect, inject, it } from 'vitest';

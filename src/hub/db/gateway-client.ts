@@ -3,6 +3,7 @@ import { hubConfig, type HubConfig } from '../config';
 import { withDeadline } from '../deadline';
 import type { HubEnv } from '../env';
 import { fnv1a } from '../fnv';
+import { answerMarginMs } from '../pg';
 import type { ClaimedSession } from './claim-snapshot';
 import type { DesiredWriteRequest, DesiredWriteResult } from './desired-relay';
 import type { ClaimArgs } from './ownership';
@@ -41,9 +42,13 @@ export function mayHaveCommitted(err: unknown): boolean {
   return !(err instanceof GatewayQueryError) || err.outcomeUnknown;
 }
 
-/** How long the Worker waits for a shard's answer: one statement's deadline and two seconds for the hops. */
+/**
+ * How long the Worker waits for a shard's answer: the shard's wait for a statement's answer (its
+ * deadline and the margin that lets the server's refusal come first, pg.ts) and two seconds for
+ * the hops.
+ */
 function gatewayDeadlineMs(cfg: Pick<HubConfig, 'PG_QUERY_TIMEOUT_MS'>): number {
-  return cfg.PG_QUERY_TIMEOUT_MS + 2_000;
+  return cfg.PG_QUERY_TIMEOUT_MS + answerMarginMs(cfg.PG_QUERY_TIMEOUT_MS) + 2_000;
 }
 
 /**
@@ -54,7 +59,7 @@ function gatewayDeadlineMs(cfg: Pick<HubConfig, 'PG_QUERY_TIMEOUT_MS'>): number 
  * a database restarting, had a statement sent 3 s late commit after that answer).
  */
 export function sendWithinMs(cfg: Pick<HubConfig, 'PG_QUERY_TIMEOUT_MS'>): number {
-  return gatewayDeadlineMs(cfg) - cfg.PG_QUERY_TIMEOUT_MS - 500;
+  return gatewayDeadlineMs(cfg) - cfg.PG_QUERY_TIMEOUT_MS - answerMarginMs(cfg.PG_QUERY_TIMEOUT_MS) - 500;
 }
 
 

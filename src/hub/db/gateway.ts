@@ -15,7 +15,7 @@ import { claimPageBytes } from '../frame-budget';
 import { withDeadline } from '../deadline';
 import type { HubEnv } from '../env';
 import { createLogger } from '../log';
-import { outcomeUnknown, Pg } from '../pg';
+import { answerMarginMs, outcomeUnknown, Pg } from '../pg';
 import { ResidencyGate } from '../residency-gate';
 import { sendWithinMs, type GatewayResult, type Relayed } from './gateway-client';
 
@@ -47,7 +47,10 @@ export class DbGateway extends DurableObject<HubEnv> {
   constructor(ctx: DurableObjectState, env: HubEnv) {
     super(ctx, env);
     const cfg = hubConfig(env);
-    this.pool = Array.from({ length: cfg.DB_GATEWAY_CONNECTIONS }, () => new Pg(env, { idleCloseMs: 60_000, queryTimeoutMs: cfg.PG_QUERY_TIMEOUT_MS, sendWithinMs: sendWithinMs(cfg) }));
+    this.pool = Array.from(
+      { length: cfg.DB_GATEWAY_CONNECTIONS },
+      () => new Pg(env, { idleCloseMs: 60_000, queryTimeoutMs: cfg.PG_QUERY_TIMEOUT_MS, sendWithinMs: sendWithinMs(cfg), answerMarginMs: answerMarginMs(cfg.PG_QUERY_TIMEOUT_MS) }),
+    );
     this.gate = new ResidencyGate(ctx.id, cfg, log, ctx.storage);
   }
 
