@@ -76,8 +76,13 @@ function fetchStateFrom(meta: SessionMeta | null, legacyLastStart: string | null
     opsAfterStart: legacyRedelivery(meta) ? legacyLastStart : null,
     changesAfter: meta?.desiredWatermark ?? 0,
     opsFloor: meta?.opsRedeliveredThrough ?? 0,
-    snapshotMax: 0,
+    snapshotMax: meta?.desiredSeen ?? 0,
   };
+}
+
+/** The latest desired revision this session's record shows to exist: what a rebuilt pump starts from. */
+function knownFrom(meta: SessionMeta | null): number {
+  return Math.max(meta?.desiredWatermark ?? 0, meta?.desiredSeen ?? 0);
 }
 
 /**
@@ -114,7 +119,7 @@ export class DesiredPump {
   ) {
     this.legacyLastStart = legacyRedelivery(meta) ? host.lastOperationStart() : null;
     this.progress = fetchStateFrom(meta, this.legacyLastStart);
-    this.knownRevision = meta?.desiredWatermark ?? 0;
+    this.knownRevision = knownFrom(meta);
     this.knownFor = meta?.sessionId ?? null;
   }
 
@@ -129,7 +134,7 @@ export class DesiredPump {
     const session = meta?.sessionId ?? null;
     if (session !== this.knownFor) {
       this.knownFor = session;
-      this.knownRevision = meta?.desiredWatermark ?? 0;
+      this.knownRevision = knownFrom(meta);
     }
   }
 
@@ -332,7 +337,7 @@ export class DesiredPump {
    */
   private queueSnapshotPage(f: FetchState, resync: HubResync, rows: readonly Payload<'deployment.desired'>[], more: boolean): boolean {
     for (const p of rows) {
-      if (!this.host.enqueue(frame('deployment.desired', p, resync.beginId, { t: 'resync_item', deploymentId: p.deployment_id }))) return false;
+      if (!this.host.enqueue(frame('deployment.desired', p, resync.beginId, { t: 'resync_item', deploymentId: p.deployment_id, revision: p.revision }))) return false;
       f.snapshotAfter = p.deployment_id;
       if (p.revision > f.snapshotMax) f.snapshotMax = p.revision;
     }

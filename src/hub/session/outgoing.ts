@@ -26,7 +26,7 @@ export type Outgoing =
 
 export type Effect =
   | { t: 'resync_begin' }
-  | { t: 'resync_item'; deploymentId: string }
+  | { t: 'resync_item'; deploymentId: string; revision: number }
   | { t: 'resync_end' }
   | { t: 'resync_op'; revision: number }
   | { t: 'resync_done' }

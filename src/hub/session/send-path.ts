@@ -457,6 +457,7 @@ export function applyEffect(meta: SessionMeta, e: Effect): void {
         r.after = e.deploymentId;
         r.count++;
       }
+      if (e.revision > (meta.desiredSeen ?? 0)) meta.desiredSeen = e.revision;
       return;
     case 'resync_end':
       if (r) r.stage = 'ops';

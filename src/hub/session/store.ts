@@ -20,6 +20,15 @@ export interface SessionMeta {
   /** Highest per-cluster desired revision already put into this session's stream. */
   desiredWatermark: number;
   /**
+   * The highest revision a deployment of the hub's resync snapshot carried when written. A page
+   * read after the claim can carry revisions above the resync's own, so a change at or below this
+   * one may name a deployment older than the one already sent: the pump fetches such changes as
+   * Postgres holds them now instead of taking them from a poke. Stored, because an eviction
+   * between the page and that fetch (or a poke arriving late) would otherwise forget it. Absent:
+   * none above the watermark (or a record of an older hub).
+   */
+  desiredSeen?: number;
+  /**
    * How many ingest statements of this session are known to have committed, as the owner row
    * counts them (`cluster_owners.ingest_commits`): a database counting fewer went back (restored
    * from a backup). Absent: none yet (or a record of an older hub).

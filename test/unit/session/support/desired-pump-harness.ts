@@ -6,7 +6,7 @@
 import { hubConfig } from '../../../../src/hub/config';
 import type { Sql } from '../../../../src/hub/db/sql';
 import { createLogger } from '../../../../src/hub/log';
-import { DesiredPump } from '../../../../src/hub/session/desired-pump';
+import { DesiredPump, type PumpHost } from '../../../../src/hub/session/desired-pump';
 import { freshSessionMeta } from '../../../../src/hub/session/handshake';
 import type { Outgoing } from '../../../../src/hub/session/outgoing';
 import { applyEffect } from '../../../../src/hub/session/send-path';
@@ -60,36 +60,41 @@ export function harness(revision: number, answers: (Record<string, unknown>[] | 
       return { rows: rows as R[], rowCount: rows.length };
     },
   };
-  const pump = new DesiredPump(
-    {
-      cfg,
-      sql,
-      meta: () => meta,
-      connected: () => true,
-      queued: () => 0,
-      queuedBytes: () => 0,
-      claimLost: () => undefined,
-      enqueue: (o) => {
-        queued.push(o);
-        // Written at once, as the send path does when the operator's window is open; inside a
-        // batch, at its end.
-        if (holding === 0) write();
-        return true;
-      },
-      batch: (queue) => {
-        holding++;
-        try {
-          return queue();
-        } finally {
-          if (--holding === 0) write();
-        }
-      },
-      fence: () => ({ clusterUid: 'c1', sessionId: meta.sessionId, generation: 1, tokenHash: '00' }),
-      lastOperationStart: () => null,
-      log: () => createLogger({ component: 'test' }),
+  /** The object the pump lives in; an eviction (`evict`) ends it and builds another on the same record. */
+  let life = 0;
+  const host = (mine: number): PumpHost => ({
+    cfg,
+    sql,
+    meta: () => meta,
+    connected: () => life === mine,
+    queued: () => 0,
+    queuedBytes: () => 0,
+    claimLost: () => undefined,
+    enqueue: (o) => {
+      queued.push(o);
+      // Written at once, as the send path does when the operator's window is open; inside a
+      // batch, at its end.
+      if (holding === 0) write();
+      return true;
     },
-    meta,
-  );
+    batch: (queue) => {
+      holding++;
+      try {
+        return queue();
+      } finally {
+        if (--holding === 0) write();
+      }
+    },
+    fence: () => ({ clusterUid: 'c1', sessionId: meta.sessionId, generation: 1, tokenHash: '00' }),
+    lastOperationStart: () => null,
+    log: () => createLogger({ component: 'test' }),
+  });
+  const pump = new DesiredPump(host(life), meta);
   pump.learn(revision);
-  return { meta, pump, queued, queries, sent };
+  /**
+   * The object evicted (or crashed) and built again: a new pump on the stored record, its memory
+   * gone, its frames written. The old pump's own retries find no connection and stop.
+   */
+  const evict = () => new DesiredPump(host(++life), meta);
+  return { meta, pump, queued, queries, sent, evict };
 }
