@@ -26,9 +26,9 @@ export interface DevStackOptions {
    */
   reapStaleDatabases?: string;
   /**
-   * With `createDatabase`: also keep a migrated copy, `<name>_tpl`, for `copyDatabase` to clone
+   * With `createDatabase`: also keep a migrated copy, `<name>__tpl`, for `copyDatabase` to clone
    * (a template must have no connections, so the database in use cannot be one). Each copy is
-   * `<name>_f<random>`; all of them go with `dropDatabase`.
+   * `<name>__f<random>`; all of them go with `dropDatabase`.
    */
   template?: boolean;
 }
@@ -48,6 +48,16 @@ export interface DevStack {
 }
 
 const IDENTIFIER = /^[a-z_][a-z0-9_]{0,62}$/;
+
+/**
+ * Between a stack database's name and the suffix of its template or a copy. Not a single
+ * underscore: stack names end in random hex (`wingsmith_test_f1d6…`), and with `_f<hex>` as the
+ * copies' suffix a stack whose name began its hex with an f was taken for a copy of a stack
+ * called `wingsmith_test`. Its lease was then named after that, so another run's reaper found
+ * the lease of its copies and template free and dropped them under the running suite, and two
+ * such runs waited on one lease.
+ */
+const FAMILY_SEPARATOR = '__';
 
 export async function startDevStack(options: DevStackOptions): Promise<DevStack> {
   let embedded: EmbeddedPostgres | undefined;
@@ -75,6 +85,9 @@ export async function startDevStack(options: DevStackOptions): Promise<DevStack>
     const name = options.createDatabase;
     if (name !== undefined && !embedded) {
       if (!IDENTIFIER.test(name)) throw new Error(`not a plain database name: ${name}`);
+      // The double underscore marks a template or copy (leaseOwner): in a stack's own name it
+      // would make another stack's database look like one of this stack's.
+      if (name.includes(FAMILY_SEPARATOR)) throw new Error(`a stack database's name may not contain "${FAMILY_SEPARATOR}": ${name}`);
       // Taken before the database exists, so no database of a live stack is ever lockless.
       lease = pgClient(serverUrl, proxyUrl);
       lease.on('error', () => undefined);
@@ -86,7 +99,7 @@ export async function startDevStack(options: DevStackOptions): Promise<DevStack>
       dropDatabase = async () => {
         // FORCE: a hub still shutting down may hold connections; they must not keep it alive.
         await withPg(serverUrl, proxyUrl, async (c) => {
-          const { rows } = await c.query<{ datname: string }>('select datname from pg_database where starts_with(datname, $1)', [`${name}_`]);
+          const { rows } = await c.query<{ datname: string }>('select datname from pg_database where starts_with(datname, $1)', [`${name}${FAMILY_SEPARATOR}`]);
           for (const { datname } of rows) {
             if (IDENTIFIER.test(datname) && leaseOwner(datname) === name) await c.query(`drop database if exists "${datname}" with (force)`);
           }
@@ -106,7 +119,7 @@ export async function startDevStack(options: DevStackOptions): Promise<DevStack>
     let templateDatabase: string | null = null;
     if (options.template && lease && name !== undefined) {
       // Right after the migration nothing is connected to the database, as a template requires.
-      templateDatabase = `${name}_tpl`;
+      templateDatabase = `${name}${FAMILY_SEPARATOR}tpl`;
       await lease.query(`create database "${templateDatabase}" template "${name}"`);
     }
 
@@ -141,7 +154,7 @@ function leaseKey(database: string): string {
 
 /** The stack database a name belongs to: its own, or the one it is the template or a copy of. */
 function leaseOwner(database: string): string {
-  return database.replace(/_(?:tpl|f[0-9a-f]+)$/, '');
+  return database.replace(/__(?:tpl|f[0-9a-f]+)$/, '');
 }
 
 /**
@@ -150,7 +163,7 @@ function leaseOwner(database: string): string {
  * Returns its URL; the stack's `dropDatabase` drops it.
  */
 export async function copyDatabase(databaseUrl: string, proxyUrl: string, templateDatabase: string): Promise<string> {
-  const copy = `${leaseOwner(templateDatabase)}_f${randomBytes(4).toString('hex')}`;
+  const copy = `${leaseOwner(templateDatabase)}${FAMILY_SEPARATOR}f${randomBytes(4).toString('hex')}`;
   if (!IDENTIFIER.test(copy) || !IDENTIFIER.test(templateDatabase)) throw new Error(`not a plain database name: ${copy}`);
   await withPg(databaseUrl, proxyUrl, (c) => c.query(`create database "${copy}" template "${templateDatabase}"`));
   return withDatabase(databaseUrl, copy);

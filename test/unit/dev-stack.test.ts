@@ -343,12 +343,35 @@ describe('dev stack on a real server', () => {
     // Two stacks, each migrating a database from scratch: 35 s in a CI run with the suite beside it.
   }, 90_000);
 
+  it.skipIf(embedded)('a stack whose name ends in hex starting with f keeps its template and copies from another run\'s reaper, and two such stacks run at once', async () => {
+    // Test databases are `wingsmith_test_<hex>`: one run in sixteen has a name like these.
+    const prefix = `wingsmith_hextest_${process.pid}_${Date.now().toString(36)}_`;
+    const dataDir = await mkdtemp(path.join(tmpdir(), 'wingsmith-hex-'));
+    try {
+      await withStack({ databaseUrl: serverUrl, dataDir, createDatabase: `${prefix}f0a1`, template: true }, async (a) => {
+        await copyDatabase(a.databaseUrl, a.pgWsProxy, a.templateDatabase as string);
+        const mine = async () => (await databases(prefix)).filter((d) => d.startsWith(`${prefix}f0a1`));
+        expect(await mine()).toHaveLength(3);
+        // A second stack of the same shape starts beside it (it waited on the first's lease before)
+        // and its reaper leaves the first's databases alone.
+        const second = withStack({ databaseUrl: serverUrl, dataDir, createDatabase: `${prefix}fb2c`, reapStaleDatabases: prefix }, async () => {
+          expect(await mine()).toHaveLength(3);
+        });
+        const waited = await Promise.race([second.then(() => false), new Promise<boolean>((r) => setTimeout(() => r(true), 60_000))]);
+        expect(waited, 'the second stack waited on the first one\'s lease').toBe(false);
+      });
+    } finally {
+      await rm(dataDir, { recursive: true, force: true });
+    }
+    expect(await databases(prefix)).toEqual([]);
+  }, 120_000);
+
   it.skipIf(embedded)('copies of a stack\'s template are migrated databases of their own, kept while the stack lives and dropped with it', async () => {
     const prefix = `wingsmith_copytest_${process.pid}_${Date.now().toString(36)}_`;
     const dataDir = await mkdtemp(path.join(tmpdir(), 'wingsmith-copy-'));
     try {
       await withStack({ databaseUrl: serverUrl, dataDir, createDatabase: `${prefix}a`, template: true }, async (a) => {
-        expect(a.templateDatabase).toBe(`${prefix}a_tpl`);
+        expect(a.templateDatabase).toBe(`${prefix}a__tpl`);
         const one = await copyDatabase(a.databaseUrl, a.pgWsProxy, a.templateDatabase as string);
         const two = await copyDatabase(a.databaseUrl, a.pgWsProxy, a.templateDatabase as string);
         expect(one).not.toBe(two);
