@@ -206,6 +206,16 @@ export function logCommitted(log: Logger, budget: LogBudget, built: BuiltBatch, 
       reason: logText(r.message, 200),
     });
   }
+  for (const r of built.refused) {
+    budget.write(log, {
+      kind: 'poison',
+      level: 'error',
+      msg: 'POISON FRAME: accepted, acknowledged, dropped and recorded',
+      fields: { seq: r.seq, type: logText(r.type, LOG_TYPE_CHARS), frame_id: logText(r.id, LOG_ID_CHARS), reason: logText(r.reason) },
+      seq: r.seq,
+      reason: logText(r.reason, 200),
+    });
+  }
   for (const r of result.unknownOperations) {
     budget.write(log, {
       kind: 'poison',

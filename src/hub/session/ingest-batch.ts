@@ -58,6 +58,12 @@ export interface BuiltBatch {
   /** Sequenced error frames from the operator (logged, never fatal). */
   peerErrors: { seq: number; replyTo: string | null; payload: Payload<'error'> }[];
   /**
+   * Well-formed frames refused here (a type only the hub sends, a stream.end for no open stream):
+   * poison like a malformed one, so logged as loudly once committed (poison and unknown types
+   * are logged from their items).
+   */
+  refused: { seq: number; type: string; id: string; reason: string }[];
+  /**
    * Where this batch hides from Postgres a row it may refuse (text it cannot hold), or null: the
    * seq of the first frame that replaces such a frame about the same subject, or of the
    * resync.begin whose prune drops it unwritten. The statement would not carry that row, so the
@@ -159,6 +165,7 @@ export function buildBatch(
   const batch = emptyBatch();
   const streams: StreamNote[] = [];
   const peerErrors: BuiltBatch['peerErrors'] = [];
+  const refused: BuiltBatch['refused'] = [];
   const nodes = new LastWins<WithSeq<Payload<'node.observed'>>>();
   const devices = new LastWins<WithSeq<Payload<'device.observed'>>>();
   const deployments = new LastWins<WithSeq<Payload<'deployment.observed'>>>();
@@ -174,6 +181,7 @@ export function buildBatch(
   const reject = (item: InboundItem, reason: string, answer = true) => {
     const record = rejectionRecord(item, reason, answer);
     if (record) batch.rejections.push(record);
+    if (item.kind === 'message') refused.push({ seq: item.seq, type: item.type, id: item.id, reason });
   };
   let hidesRefusable: number | null = null;
   // Called only when a frame replaces another (a row this statement will not carry).
@@ -360,7 +368,7 @@ export function buildBatch(
   batch.deploymentDeletes = dep.deletes;
   if (batch.cluster && !survives('cluster')(batch.cluster)) batch.cluster = null;
   batch.operationUpdates = [...ops.values()];
-  return { batch, resyncs, streams, peerErrors, hidesRefusable };
+  return { batch, resyncs, streams, peerErrors, refused, hidesRefusable };
 }
 
 /**
