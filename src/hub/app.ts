@@ -4,16 +4,14 @@ import { adminHeaders } from './admin/app';
 import { connect, refuseWithoutEnrollmentToken } from './connect';
 import { dashboardApp } from './dashboard/route';
 import type { HubEnv } from './env';
-import { describeError, failureLine } from './db/errors';
+import { describeError } from './db/errors';
 import { createLogger } from './log';
 import { jsonError } from './http-errors';
-import { gatewaySql } from './db/gateway-client';
-import { readSchemaState } from './db/schema-version';
+import { healthz } from './healthz';
 import { checkDatabaseRegion } from './database-region';
 import { checkAddressing } from './address';
 import { checkDatabaseUrl, HubConfigError, hubConfig } from './config';
 
-const log = createLogger({ component: 'healthz' });
 const httpLog = createLogger({ component: 'http' });
 
 /** One error line per isolate and problem: every request fails alike, and each would write one. */
@@ -63,31 +61,7 @@ export function hubApp(): Hono<{ Bindings: HubEnv }> {
   app.get('/v1/connect', connect);
   app.route('/admin', adminApp());
   app.route('/', dashboardApp());
-  // Readiness: the Worker is up, can reach the registry, and the registry has the migrations this
-  // code needs (a deploy that skipped `npm run migrate` fails here, not in the first statement
-  // that needs a new column). It also says which region this is, so a fleet view across regions
-  // can tell an endpoint from another.
-  app.get('/healthz', async (c) => {
-    const region = hubConfig(c.env).HUB_REGION ?? null;
-    try {
-      const state = await readSchemaState(gatewaySql(c.env));
-      if (state.schema !== 'ok') {
-        log.error('the database is not migrated for this hub; run npm run migrate', { ...state });
-        return c.json({ ok: false, database: 'ok', ...state, region }, 503);
-      }
-      if (state.read_only) {
-        log.error('the database refuses writes (transaction_read_only is on): DATABASE_URL must name a writable primary, without default_transaction_read_only');
-        return c.json({ ok: false, database: 'read_only', schema: state.schema, region }, 503);
-      }
-      return c.json({ ok: true, database: 'ok', schema: state.schema, region }, 200);
-    } catch (err) {
-      // Public: the driver's text can quote the secret DATABASE_URL (its role, database, host),
-      // so the reason goes to the log only.
-      const line = failureLine('healthz', err);
-      log[line.level](line.message, line.fields);
-      return c.json({ ok: false, database: 'unavailable', region }, 503);
-    }
-  });
+  app.get('/healthz', healthz);
   app.notFound((c) => {
     // Hono answers a known path with an unknown method as it answers an unknown path; a client
     // (or a generated one) needs to tell "wrong method" from "no such resource" (RFC 9110 15.5.6).
