@@ -10,6 +10,7 @@ import type { LiveView } from '../session/live-view';
 import { connectedSql } from '../db/connected-sql';
 import { gpuModelsSql, MAX_GPU_MODELS } from '../db/fleet';
 import { iso } from '../db/read-paging';
+import { cappedCount, COUNT_CAP } from '../db/capped-count';
 import { OtherGpuModels } from './gpu-models';
 
 /**
@@ -104,7 +105,7 @@ export const ClusterSchema = z
     contention: ContentionSchema.nullable(),
     session: SessionSchema.nullable(),
     link: LinkSchema.nullable(),
-    rejections: z.number(),
+    rejections: z.number().int().openapi({ description: `frames rejected in the retained history (30 days), counted up to ${COUNT_CAP}: ${COUNT_CAP} means at least that many` }),
     desired_refusals: z.number().openapi({ description: "the operator's refusals of desired state, over every deployment" }),
     observed_region: z.string().nullable().optional().openapi({
       description: 'the region the operator reports (cluster.observed), the same value as `region` of the cluster in /admin/fleet; null: not reported. Only in answers about one cluster, not in the list',
@@ -157,7 +158,7 @@ export const VIEW_SQL = `
     o.live, o.operator_version,
     ct.contention,
     ls.epoch, ls.dropped_events, ls.evicted_frames, ls.replaced_frames, ls.handler_failures, ${iso('ls.updated_at')} as link_updated_at,
-    (select count(*) from rejections r where r.cluster_uid = c.uid) as rejections,
+    ${cappedCount('rejections r where r.cluster_uid = c.uid')} as rejections,
     (select coalesce(sum(refusals), 0) from desired_deployments dd where dd.cluster_uid = c.uid) as desired_refusals
   from clusters c
   left join cluster_owners o on o.cluster_uid = c.uid

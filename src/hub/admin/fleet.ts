@@ -1,6 +1,7 @@
 import { createRoute, z } from '@hono/zod-openapi';
 import { connectedStaleAfterMs, hubConfig } from '../config';
 import { listConnections, MAX_GPU_MODELS, readFleet } from '../db/fleet';
+import { COUNT_CAP } from '../db/capped-count';
 import { jsonError } from '../http-errors';
 import { OtherGpuModels } from './gpu-models';
 import { adminRouter, commonResponses, errorResponse, TimestampSchema as Timestamp } from './app';
@@ -46,7 +47,7 @@ const FleetCluster = z
     gpus_by_model: z.array(GpuModelCount).openapi({ description: `by model name; the ${MAX_GPU_MODELS} most numerous models at most (the operator names them), the rest summed in gpus_other_models` }),
     gpus_other_models: OtherGpuModels,
     deployments: SyncCounts,
-    rejections_1h: z.number().int().openapi({ description: 'frames rejected in the last hour' }),
+    rejections_1h: z.number().int().openapi({ description: `frames rejected in the last hour, counted up to ${COUNT_CAP}: ${COUNT_CAP} means at least that many` }),
     refusals_1h: z.number().int().openapi({ description: "deployments whose latest refusal by the operator (an error answering deployment.desired) came in the last hour" }),
     operator_version: z.string().nullable().openapi({ description: 'of the session that last claimed the cluster' }),
     contention: z
@@ -78,7 +79,7 @@ const FleetSchema = z
         gpus_by_model: z.array(GpuModelCount).openapi({ description: `across the fleet, most numerous first; the ${MAX_GPU_MODELS} most numerous models at most, the rest summed in gpus_other_models` }),
         gpus_other_models: OtherGpuModels,
         deployments: SyncCounts,
-        rejections_1h: z.number().int(),
+        rejections_1h: z.number().int().openapi({ description: `counted up to ${COUNT_CAP}, as each cluster's` }),
       })
       .nullable()
       .openapi({ description: 'over the whole fleet, whichever page this is; null when asked with totals=false' }),

@@ -1,5 +1,6 @@
 import type { Sql } from './sql';
 import { connectedSql } from './connected-sql';
+import { cappedCount } from './capped-count';
 
 /**
  * The fleet at a glance, for the dashboard: per cluster the counts a person scans for (nodes,
@@ -164,7 +165,7 @@ const TOTALS_SQL = `
     tg.gpus as t_gpus, tg.gpus_by_model as t_gpus_by_model, tg.gpus_other_models as t_gpus_other_models,
     (select coalesce(sum(desired), 0) from insync) as t_desired,
     (select coalesce(sum(in_sync), 0) from insync) as t_in_sync,
-    (select count(*) from rejections where received_at > now() - interval '1 hour') as t_rejections_1h
+    ${cappedCount("rejections where received_at > now() - interval '1 hour'")} as t_rejections_1h
   from (${gpuModelsSql('true', 'count')}) tg`;
 
 const NO_TOTALS_SQL = `select null as t_clusters`;
@@ -208,7 +209,7 @@ items as (
     (select count(*) from nodes n where n.cluster_uid = p.uid and n.ready) as nodes_ready,
     gm.gpus, gm.gpus_by_model, gm.gpus_other_models,
     coalesce(s.desired, 0) as desired, coalesce(s.in_sync, 0) as in_sync,
-    (select count(*) from rejections r where r.cluster_uid = p.uid and r.received_at > now() - interval '1 hour') as rejections_1h,
+    ${cappedCount("rejections r where r.cluster_uid = p.uid and r.received_at > now() - interval '1 hour'")} as rejections_1h,
     (select count(*) from desired_deployments dd where dd.cluster_uid = p.uid
        and (dd.last_refusal->>'at')::timestamptz > now() - interval '1 hour') as refusals_1h,
     o.operator_version,
@@ -227,7 +228,8 @@ items as (
        from (select ce.id, ce.at, ce.connected from connection_events ce
              where ce.cluster_uid = p.uid and ce.at > (select start from win)
              order by ce.at desc, ce.id desc limit ${MAX_CHANGES_PER_CLUSTER}) x) as changes,
-    (select count(*) from connection_events ce where ce.cluster_uid = p.uid and ce.at > (select start from win)) as change_count
+    -- Only whether there are more than the listed ones: a cluster that reconnects in a loop has a row per change.
+    ${cappedCount('connection_events ce where ce.cluster_uid = p.uid and ce.at > (select start from win)', MAX_CHANGES_PER_CLUSTER + 1)} as change_count
   from page p
   left join cluster_owners o on o.cluster_uid = p.uid
   left join observed_clusters oc on oc.cluster_uid = p.uid

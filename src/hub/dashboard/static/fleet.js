@@ -45,6 +45,11 @@ function stateCell(c) {
   return c.connected ? h('span', {}, badge('connected', 'ok'), since) : h('span', {}, badge(c.since ? 'disconnected' : 'never connected', 'bad'), since);
 }
 
+/** The hub counts rejections up to this (src/hub/db/capped-count.ts): the count means "at least". */
+const COUNT_CAP = 10_000;
+/** @param {number} n */
+const counted = (n) => (n >= COUNT_CAP ? `${COUNT_CAP}+` : String(n));
+
 /** Rows of the fleet table drawn at a time. */
 const ROW_PAGE = 500;
 
@@ -188,7 +193,7 @@ export function fleetView() {
       c.nodes ? ratio(c.nodes_ready, c.nodes) : '0',
       gpuCell(c),
       c.deployments.desired ? ratio(c.deployments.in_sync, c.deployments.desired) : '—',
-      c.rejections_1h ? h('span', { class: 'warn-text' }, String(c.rejections_1h)) : '0',
+      c.rejections_1h ? h('span', { class: 'warn-text' }, counted(c.rejections_1h)) : '0',
       c.refusals === null ? '—' : c.refusals ? h('span', { class: 'warn-text' }, String(c.refusals)) : '0',
       strip(c.connections, { from: new Date(Date.now() - HOURS * 3600_000).toISOString(), to: new Date().toISOString(), connectedNow: c.connected, lastPollAt: c.last_poll_at, hours: HOURS, name: c.name }),
     ]);
@@ -234,7 +239,7 @@ export function fleetView() {
         stat('nodes', t.nodes),
         stat('GPUs', t.gpus),
         stat('deployments in sync', `${t.deployments.in_sync} / ${t.deployments.desired}`, t.deployments.out_of_sync ? 'warn' : ''),
-        stat('rejections, last hour', t.rejections_1h, t.rejections_1h ? 'warn' : ''),
+        stat('rejections, last hour', counted(t.rejections_1h), t.rejections_1h ? 'warn' : ''),
         // From the fleet summary, read every poll, as the rows' state is: the cluster list is read
         // every fifth poll, and the total disagreed with the rows for up to 5 s.
         stat('contended', fleet.items.filter((/** @type {any} */ f) => merge(f, byUid.get(f.uid)).contention).length),
