@@ -95,6 +95,13 @@ export class Receiver {
   private readonly retries = new Set<() => void>();
   /** Deadline timers of operation starts waiting behind an earlier frame (cancelled at their turn). */
   private readonly queuedDeadlines = new Set<() => void>();
+  /**
+   * Starts whose apply failed (an admission deferred, a record that could not be saved, no room
+   * for their answers), by operation id: their deadline is watched whatever becomes of the link.
+   * The retry dies with the link, and a hub that opens a fresh session after the deadline does
+   * not send an expired start again, so without this the operator would never answer it.
+   */
+  private readonly deferredStarts = new Map<string, () => void>();
   /** The frame being applied (one at a time), for the stall watch. */
   private applying: Applying | null = null;
   /** Cancels the stall watch's timer, armed while frames are being applied. */
@@ -177,6 +184,7 @@ export class Receiver {
     this.cancelRetries();
     for (const cancel of this.queuedDeadlines) cancel();
     this.queuedDeadlines.clear();
+    this.deferredStarts.clear();
     this.disposed = true;
     this.stallTimer?.();
     this.stallTimer = null;
@@ -294,7 +302,7 @@ export class Receiver {
   }
 
   /** At the deadline of an `operation.start` still queued, answer it (operations.ts) without waiting for its turn. */
-  private watchQueuedDeadline(frame: ReadableFrame): (() => void) | null {
+  private watchQueuedDeadline(frame: ReadableFrame, fired?: () => void): (() => void) | null {
     if (frame.kind !== 'message' || frame.message.type !== 'operation.start') return null;
     const payload = frame.message.payload;
     const deadline = timeMs(payload.deadline);
@@ -314,6 +322,7 @@ export class Receiver {
       }
       cancelTimer = h.timers.schedule(() => {
         this.queuedDeadlines.delete(unwatch);
+        fired?.();
         if (!h.stopping()) h.dispatchHost().book.deadlinePassedInQueue(payload, frame.envelope.id);
       }, left);
     };
@@ -367,9 +376,20 @@ export class Receiver {
     const seq = frame.envelope.seq as number;
     if (link.ended) return;
     if (frame.envelope.type === 'resync.begin' || frame.envelope.type === 'stream.end') h.snapshotChanged();
+    const operationId = frame.kind === 'message' && frame.message.type === 'operation.start' ? frame.message.payload.operation_id : null;
     if (result.settle !== 'failed') {
+      if (operationId !== null) this.deferredStarts.get(operationId)?.();
       if (h.inbound().settle(seq, result.settle)) h.cursorAdvanced();
       return;
+    }
+    if (operationId !== null && !this.deferredStarts.has(operationId)) {
+      const unwatch = this.watchQueuedDeadline(frame, () => this.deferredStarts.delete(operationId));
+      if (unwatch) {
+        this.deferredStarts.set(operationId, () => {
+          unwatch();
+          this.deferredStarts.delete(operationId);
+        });
+      }
     }
     h.inbound().settle(seq, 'failed');
     h.counters.transientFailures++;

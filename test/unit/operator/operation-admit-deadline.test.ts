@@ -66,6 +66,41 @@ describe('an operation whose admission keeps being deferred', () => {
     expect(gateCalls, 'the gate is not asked once the deadline has passed').toBe(4);
   });
 
+  it('a deferred start whose link drops before its deadline is answered at the deadline, in the next session, though it is fresh and the hub does not send the start again', async () => {
+    // Found by review: the retry died with the link and nothing else watched the deadline, so the
+    // operator never answered a request it had received (spec, Correlation: "must answer with
+    // error, not go quiet"). The hub does not redeliver an expired operation to a fresh session.
+    let gateCalls = 0;
+    t = makeClient(hub, {
+      handlers: {
+        admitOperation: () => {
+          gateCalls++;
+          return transient('the cluster is busy');
+        },
+        operation: () => ({ outcome: 'succeeded', message: 'never runs' }),
+      },
+    });
+    await t.client.start();
+    const conn = await hub.nextConnection();
+    await conn.nextOf('hello');
+    conn.welcome({ session_id: 'S-drop' });
+    await readResync(conn);
+    const start = t.timers.now();
+    const sent = conn.sendSeq('operation.start', { operation_id: newId(), kind: 'node.drain', target: 'node-a', params: {}, deadline: new Date(start + 5_000).toISOString() });
+    await eventually(() => gateCalls === 1, 'the gate to be asked');
+    conn.close(1000);
+    await conn.waitClosed();
+
+    // Away past the deadline: the reconnect (its backoff on this clock) and the deadline both fall in it.
+    t.timers.advance(6_000);
+    const conn2 = await hub.nextConnection();
+    await conn2.nextOf('hello');
+    conn2.welcome({ session_id: 'S-fresh', full_resync: true });
+    const err = await eventually(() => conn2.frames.find((f) => f.type === 'error' && f.reply_to === sent.id), 'the deadline error in the next session');
+    expect(err.payload).toMatchObject({ code: 'deadline', retryable: false });
+    expect(gateCalls, 'the gate is not asked again').toBe(1);
+  });
+
   it('a gate still deciding at the deadline: the start is answered then, and not run once the gate lets it through', async () => {
     let decide!: (r: HandlerResult) => void;
     let ran = 0;
