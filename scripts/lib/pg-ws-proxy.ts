@@ -5,6 +5,7 @@
  * connection goes to the pinned target, so the proxy cannot be used to reach anything else.
  */
 import net from 'node:net';
+import type { IncomingMessage } from 'node:http';
 import { WebSocketServer, type RawData, type WebSocket } from 'ws';
 
 export interface PgWsProxyOptions {
@@ -92,6 +93,17 @@ function toBuffer(data: RawData): Buffer {
   return Buffer.from(data);
 }
 
+/**
+ * Whether an upgrade may be joined to the database: not one a web page asked for. Every browser
+ * sends `Origin` with a WebSocket handshake, and a page is free to dial 127.0.0.1 on any port; this
+ * proxy hands whoever connects a Postgres session (PGlite takes any user, and a local server with
+ * trust authentication a superuser, whose COPY … TO PROGRAM runs commands). The hub's driver in
+ * workerd, the Neon driver in Node and `ws` send no `Origin`.
+ */
+function fromNoBrowser(info: { origin: string; req: IncomingMessage }): boolean {
+  return info.req.headers.origin === undefined;
+}
+
 /** Pause the TCP reader when the WebSocket has this much unsent data queued. */
 const WS_HIGH_WATER = 4 * 1024 * 1024;
 
@@ -101,7 +113,7 @@ export async function startPgWsProxy(options: PgWsProxyOptions): Promise<PgWsPro
   const live = new Set<{ ws: WebSocket; tcp: net.Socket }>();
 
   // Compression only costs CPU here: Postgres traffic is small frames over loopback.
-  const wss = new WebSocketServer({ host, port: options.port ?? 0, perMessageDeflate: false });
+  const wss = new WebSocketServer({ host, port: options.port ?? 0, perMessageDeflate: false, verifyClient: fromNoBrowser });
 
   wss.on('connection', (ws) => {
     const tcp = net.connect({ host: target.host, port: target.port });

@@ -131,6 +131,24 @@ describe('pg-ws-proxy', () => {
     await target.close();
   });
 
+  it('refuses a handshake a web page makes (it carries Origin): a page could dial 127.0.0.1 and get a Postgres session', async () => {
+    const ws = new WebSocket(`ws://${proxy.url}/v1?address=example.invalid:1`, { perMessageDeflate: false, origin: 'https://attacker.example' });
+    const status = await new Promise<number | string>((resolve) => {
+      ws.once('unexpected-response', (_req, res) => resolve(res.statusCode ?? 'no status'));
+      ws.once('open', () => resolve('opened'));
+      ws.once('error', (err) => resolve(String(err)));
+    });
+    ws.terminate();
+    expect(status).toBe(401);
+    // Nothing reached the database, and a client without Origin (the drivers) still gets through.
+    const ok = await openWs(proxy);
+    ok.send(startupMessage({ user: 'postgres' }));
+    const conn = await target.nextConnection();
+    await until(() => conn.received().length > 0);
+    ok.terminate();
+    await until(() => proxy.activeConnections() === 0);
+  });
+
   it('ends the TCP side on Terminate at the end of a larger chunk, without the client closing', async () => {
     const ws = await openWs(proxy);
     const closed = new Promise<number>((resolve) => ws.once('close', (code) => resolve(code)));
