@@ -8,6 +8,7 @@
  * beside a serving hub does not hold the hub's writes; it fails naming the migration instead.
  */
 import { migrate } from './lib/migrations';
+import { errorText } from './lib/error-text';
 import { isNeonUrl, pgTarget, probeTcp, redactUrl } from './lib/pg-node';
 import { startPgWsProxy, type PgWsProxy } from './lib/pg-ws-proxy';
 
@@ -28,7 +29,7 @@ async function main(): Promise<void> {
     try {
       target = pgTarget(databaseUrl);
     } catch (err) {
-      fail(err instanceof Error ? err.message : String(err));
+      fail(errorText(err));
     }
     const unreachable = await probeTcp(target.host, target.port, 3_000);
     if (unreachable) fail(`cannot reach Postgres at ${target.host}:${target.port} (${shown}): ${unreachable.message}`);
@@ -44,7 +45,7 @@ async function main(): Promise<void> {
         : `${applied.length} applied, ${alreadyApplied.length} earlier, on ${shown}`,
     );
   } catch (err) {
-    fail(`${err instanceof Error ? err.message : String(err)} (${shown})`);
+    fail(`${errorText(err)} (${shown})`);
   } finally {
     await proxy?.close();
   }

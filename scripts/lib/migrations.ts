@@ -18,6 +18,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Client } from '@neondatabase/serverless';
 import { withPg } from './pg-node';
+import { errorText } from './error-text';
 
 export const MIGRATIONS_DIR = fileURLToPath(new URL('../../migrations/', import.meta.url));
 
@@ -115,7 +116,7 @@ function literal(value: string): string {
 }
 
 function message(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
+  return errorText(err);
 }
 
 /** A lock not granted within lock_timeout (55P03), or a deadlock Postgres broke (40P01): worth another try. */

@@ -15,6 +15,7 @@ import { isNeonUrl, redactUrl } from './pg-node';
 import { simAvailable, startSimChild, type SimChild } from './sim-child';
 import { defaultStateDirFor, REGION_VARS, RegionError, requestedRegion, resolveRegion, type StartRegion } from './start-region';
 import { isSupervisorMessage, SAME_INTERRUPT_MS } from './supervise';
+import { errorText } from './error-text';
 import {
   displayPath,
   lockStateDir,
@@ -66,7 +67,7 @@ function hubVarsFromEnv(regionVars: Record<string, string> = {}): Record<string,
   try {
     hubConfig({ ...regionVars, ...vars });
   } catch (err) {
-    throw new StartError(err instanceof Error ? err.message : String(err));
+    throw new StartError(errorText(err));
   }
   return vars;
 }
@@ -123,7 +124,7 @@ interface Database {
 
 /** One line that says which database and what went wrong, never a driver stack trace. */
 function databaseError(url: string | undefined, dataDir: string, err: unknown): StartError {
-  let cause = err instanceof Error ? err.message : String(err);
+  let cause = errorText(err);
   if (url) {
     // Some causes already name the URL; once per line is enough.
     cause = cause.replace(` (${redactUrl(url)})`, '');
@@ -192,7 +193,7 @@ async function waitHealthy(origin: string, timeoutMs: number): Promise<void> {
           : `HTTP ${res.status}${res.status === 503 ? ', the database is unavailable to the hub (its log says why)' : ''}`;
     } catch (err) {
       if (err instanceof StartError) throw err;
-      last = err instanceof Error ? err.message : String(err);
+      last = errorText(err);
     }
     await new Promise((r) => setTimeout(r, 250));
   }
@@ -253,7 +254,7 @@ export async function runHub(): Promise<void> {
     const { values } = parseArgs({ options: { sim: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } }, strict: true });
     args = { sim: values.sim === true, help: values.help === true };
   } catch (err) {
-    console.error(`start: ${err instanceof Error ? err.message : String(err)}\n\n${USAGE}`);
+    console.error(`start: ${errorText(err)}\n\n${USAGE}`);
     process.exit(2);
   }
   if (args.help) {
@@ -361,7 +362,7 @@ export async function runHub(): Promise<void> {
       try {
         await c.run();
       } catch (err) {
-        console.error(`start: stopping ${c.what} failed: ${err instanceof Error ? err.message : String(err)}`);
+        console.error(`start: stopping ${c.what} failed: ${errorText(err)}`);
       }
     }
     process.exit(code);
@@ -470,7 +471,7 @@ export async function runHub(): Promise<void> {
     try {
       demo = await ensureDemoCluster(origin, admin.token, paths, DEMO_CLUSTER_NAME);
     } catch (err) {
-      throw new StartError(`could not prepare the demo cluster: ${err instanceof Error ? err.message : String(err)}`);
+      throw new StartError(`could not prepare the demo cluster: ${errorText(err)}`);
     }
 
     const simReady = wantSim && simAvailable();
@@ -496,7 +497,7 @@ export async function runHub(): Promise<void> {
   } catch (err) {
     if (err instanceof StartError || err instanceof RegionError) console.error(`start: ${err.message}`);
     else if (process.env.DEBUG) console.error('start: unexpected failure:', err);
-    else console.error(`start: unexpected failure: ${err instanceof Error ? err.message : String(err)} (DEBUG=1 shows the stack)`);
+    else console.error(`start: unexpected failure: ${errorText(err)} (DEBUG=1 shows the stack)`);
     await shutdown(1);
   }
 }

@@ -51,10 +51,13 @@ export class StateLockedError extends Error {
   constructor(
     readonly pid: number,
     readonly dir: string,
+    lockFile: string,
   ) {
+    // Named: where a process's start time cannot be read (no /proc), a process that reused the
+    // pid of a killed hub looks like it, and only deleting the lock ends that.
     super(
       `another npm start (pid ${pid}) is using ${displayPath(dir)}; stop it first, ` +
-        `or give this one its own directory with WINGSMITH_STATE_DIR=…`,
+        `or give this one its own directory with WINGSMITH_STATE_DIR=…; if no npm start is running, delete ${displayPath(lockFile)}`,
     );
   }
 }
@@ -79,7 +82,7 @@ export async function lockStateDir(paths: StatePaths): Promise<() => void> {
       if ((err as NodeJS.ErrnoException).code !== 'EEXIST' || attempt > 0) throw err;
       const [pidText, started] = readFileSync(paths.lock, 'utf8').trim().split(/\s+/);
       const pid = Number(pidText);
-      if (Number.isInteger(pid) && pid > 0 && pid !== process.pid && processAlive(pid) && sameProcess(pid, started)) throw new StateLockedError(pid, paths.root);
+      if (Number.isInteger(pid) && pid > 0 && pid !== process.pid && processAlive(pid) && sameProcess(pid, started)) throw new StateLockedError(pid, paths.root, paths.lock);
       unlinkSync(paths.lock);
       continue;
     }
