@@ -19,6 +19,7 @@ import { RawOperator } from './operator';
 import { freePort } from './pooler';
 import { hasOpenFileUnder, workerdChildren } from './proc';
 import { directOrigin, installDirectSocket, wantDirectSocket } from './direct-socket';
+import { NO_ENV_FILES } from '../../scripts/lib/no-env-files';
 
 /** How long stopping the old hub, or starting the new one, may take at a restart. */
 const RESTART_DEADLINE_MS = 120_000;
@@ -371,7 +372,7 @@ async function launchWorker(sourceDir: string, vars: HubVars, inspector: boolean
   const worker = await devEnv.startWorker({
     config,
     sendMetrics: false,
-    envFiles: [],
+    envFiles: NO_ENV_FILES,
     bindings: Object.fromEntries(Object.entries(vars).map(([k, v]) => [k, { type: 'plain_text' as const, value: v }])),
     dev: {
       server: { hostname: '127.0.0.1', port: 0 },

@@ -18,6 +18,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { unstable_startWorker } from 'wrangler';
 import { hotSuite, type HotRow, type Tree } from './hot-cases';
+import { NO_ENV_FILES } from '../../scripts/lib/no-env-files';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const { values: args } = parseArgs({
@@ -82,7 +83,7 @@ export default {
   const worker = await unstable_startWorker({
     config: path.join(dir, 'wrangler.toml'),
     sendMetrics: false,
-    envFiles: [],
+    envFiles: NO_ENV_FILES,
     dev: { server: { hostname: '127.0.0.1', port: 0 }, inspector: false, watch: false, logLevel: 'warn' },
   });
   try {

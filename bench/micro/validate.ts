@@ -15,6 +15,7 @@ import { parseArgs } from 'node:util';
 import { unstable_startWorker } from 'wrangler';
 import { batchSuite, partsSuite, validateSuite, type BatchRow, type ValidateRow } from './cases';
 import { statementSuite } from './statement';
+import { NO_ENV_FILES } from '../../scripts/lib/no-env-files';
 
 const { values: args } = parseArgs({
   options: {
@@ -62,7 +63,7 @@ async function inWorkerd(): Promise<{ validate: Validate; parts: Parts; batch: B
   const worker = await unstable_startWorker({
     config: fileURLToPath(new URL('./wrangler.toml', import.meta.url)),
     sendMetrics: false,
-    envFiles: [],
+    envFiles: NO_ENV_FILES,
     dev: { server: { hostname: '127.0.0.1', port: 0 }, inspector: false, watch: false, logLevel: 'warn' },
   });
   try {

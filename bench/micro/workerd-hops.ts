@@ -25,6 +25,7 @@ import WebSocket from 'ws';
 import { startPgWsProxy } from '../../scripts/lib/pg-ws-proxy';
 import { directOrigin, installDirectSocket, wantDirectSocket } from '../lib/direct-socket';
 import { median } from '../lib/stats';
+import { NO_ENV_FILES } from '../../scripts/lib/no-env-files';
 
 installDirectSocket();
 // As the benchmark's hub: no explorer wrapper around the objects (bench/lib/env.ts).
@@ -47,7 +48,7 @@ const devEnv = new unstable_DevEnv();
 const worker = await devEnv.startWorker({
   config: new URL('./hops.toml', import.meta.url).pathname,
   sendMetrics: false,
-  envFiles: [],
+  envFiles: NO_ENV_FILES,
   bindings: {
     PROXY: { type: 'plain_text', value: `127.0.0.1:${proxy.port}` },
     DATABASE_URL: { type: 'plain_text', value: values.database },

@@ -25,6 +25,7 @@ import {
   statePaths,
   type AdminToken,
 } from './start-state';
+import { NO_ENV_FILES } from './no-env-files';
 
 const USAGE = `usage: npm start [-- --sim]
 
@@ -419,7 +420,7 @@ export async function runHub(): Promise<void> {
       sendMetrics: false,
       // Every binding comes from here (and wrangler.toml's [vars]); a stray .env or .dev.vars
       // in the tree must not quietly override DATABASE_URL or ADMIN_TOKEN.
-      envFiles: [],
+      envFiles: NO_ENV_FILES,
       bindings,
       dev: {
         server: { hostname: host, port },

@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { directOrigin, installDirectSocket, wantDirectSocket } from '../../bench/lib/direct-socket';
+import { NO_ENV_FILES } from '../../scripts/lib/no-env-files';
 
 const NAME = 'bench-direct-socket-probe';
 const WORKER = `export default {
@@ -33,7 +34,7 @@ describe('bench direct socket', () => {
     const worker = await unstable_startWorker({
       config: path.join(dir, 'wrangler.toml'),
       sendMetrics: false,
-      envFiles: [],
+      envFiles: NO_ENV_FILES,
       dev: { server: { hostname: '127.0.0.1', port: 0 }, inspector: false, watch: false, logLevel: 'warn', persist: path.join(dir, 'state') },
     });
     await worker.ready;

@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { unstable_startWorker } from 'wrangler';
+import { NO_ENV_FILES } from '../../../scripts/lib/no-env-files';
 
 const CONFIG_PATH = fileURLToPath(new URL('../../../wrangler.toml', import.meta.url));
 
@@ -57,7 +58,7 @@ export async function launchHub(options: LaunchOptions): Promise<LaunchedHub> {
     ...(options.env ? { env: options.env } : {}),
     sendMetrics: false,
     // No .env/.dev.vars from the developer's tree: the caller decides every binding.
-    envFiles: [],
+    envFiles: NO_ENV_FILES,
     bindings: Object.fromEntries(Object.entries(vars).map(([k, v]) => [k, { type: 'plain_text' as const, value: v }])),
     dev: {
       server: { hostname: '127.0.0.1', port: options.port ?? 0 },
