@@ -287,6 +287,28 @@ export async function operationRevision(sql: Sql, clusterUid: string, operationI
 export const START_FRAMES_KEPT = 16;
 
 /** Record which start frames carried which operations, fenced by the session's claim. */
+/**
+ * Conclude as failed the operations whose operation.start can never be sent (larger than a frame
+ * may be: written by another writer of Postgres, or under a larger MAX_FRAME_BYTES). The send path
+ * sends an error in each one's place; without this the operation stayed "sent", was delivered
+ * again to every fresh session and refused again, and was never reported. Fenced like every
+ * session write; one already concluded is left alone.
+ */
+export async function failUnsendableOperations(sql: Sql, fence: SessionFence, failed: readonly { operation_id: string; message: string }[]): Promise<boolean> {
+  const { rows } = await sql.query<{ fenced: boolean }>(
+    `with ${fenceCte({ cluster: '$1', session: '$2', generation: '$3', tokenHash: '$4' })},
+     upd as (
+       update operations o set state = 'failed', outcome_message = s.message, concluded_at = now(), updated_at = now()
+       from jsonb_to_recordset($5::jsonb) as s(operation_id text, message text)
+       where o.operation_id = s.operation_id and o.cluster_uid = $1 and o.concluded_at is null and exists (select 1 from fence)
+       returning 1
+     )
+     select exists (select 1 from fence) as fenced, (select count(*) from upd) as n`,
+    [fence.clusterUid, fence.sessionId, fence.generation, fence.tokenHash, JSON.stringify(failed)],
+  );
+  return rows[0]?.fenced === true;
+}
+
 export async function markOperationsSent(
   sql: Sql,
   fence: SessionFence,

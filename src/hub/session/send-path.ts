@@ -53,6 +53,8 @@ export interface SendHost {
    * say (withdrawals made before it) must come as changes from the watermark it left in place.
    */
   resyncIncomplete(): void;
+  /** Operations whose start was too large to send, an error sent in its place (committed): conclude them. */
+  unsendable(operations: { operation_id: string; message: string }[]): void;
 }
 
 /**
@@ -287,6 +289,7 @@ export class SendPath {
     const outbound = this.host.outbound();
     const frames: string[] = [];
     const desiredSent: [string, string, number][] = [];
+    const unsendable: { operation_id: string; message: string }[] = [];
     let effects = 0;
     // A drain that stops at the full window again, with the operator's ack where it was, continues
     // the same wait: every desired change drains, and restarting the wait at each one would let an
@@ -324,7 +327,7 @@ export class SendPath {
           stopAtWindow();
           break;
         }
-        this.write(answer, meta, frames, desiredSent);
+        this.write(answer, meta, frames, desiredSent, unsendable);
         owedWritten++;
       }
       for (let o = this.queue.peek(); o !== undefined; o = this.queue.peek()) {
@@ -341,7 +344,7 @@ export class SendPath {
           effects++;
           continue;
         }
-        this.write(stale ? withoutWatermark(o) : o, meta, frames, desiredSent);
+        this.write(stale ? withoutWatermark(o) : o, meta, frames, desiredSent, unsendable);
       }
       const wait = stoppedSince !== null ? { since: stoppedSince, ack: outbound.peerAck } : null;
       const waitChanged = (meta.windowWait?.since ?? null) !== (wait?.since ?? null) || (meta.windowWait?.ack ?? null) !== (wait?.ack ?? null);
@@ -370,13 +373,20 @@ export class SendPath {
       this.host.failed();
       return;
     }
+    if (unsendable.length > 0) this.host.unsendable(unsendable);
     if (this.host.socket() !== ws) return;
     this.host.written(this.queue.length);
     for (const frame of frames) this.host.send(ws, frame);
   }
 
   /** Number one frame into the replay buffer (flushed by the caller) and collect its text. */
-  private write(o: Extract<Outgoing, { kind: 'frame' }>, meta: SessionMeta, frames: string[], desiredSent: [string, string, number][]): void {
+  private write(
+    o: Extract<Outgoing, { kind: 'frame' }>,
+    meta: SessionMeta,
+    frames: string[],
+    desiredSent: [string, string, number][],
+    unsendable: { operation_id: string; message: string }[],
+  ): void {
     const outbound = this.host.outbound();
     const id = o.id ?? newId();
     const type = o.type;
@@ -398,6 +408,12 @@ export class SendPath {
       // sent, and failing on it would stop everything behind it on every attempt. The operator
       // is told in its place; a resync carrying it ends incomplete (nothing is pruned).
       if (meta.hubResync && replyTo === meta.hubResync.beginId) meta.hubResync.incomplete = true;
+      if (type === 'operation.start') {
+        unsendable.push({
+          operation_id: (payload as Payload<'operation.start'>).operation_id,
+          message: `its operation.start would be ${tooLarge} bytes, over the ${this.maxFrameBytes} a frame may be (MAX_FRAME_BYTES): it can never be sent`,
+        });
+      }
       this.host.log().error('POISON: frame too large to send; an error frame was sent in its place', {
         seq: stamped,
         frame_id: id,

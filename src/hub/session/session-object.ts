@@ -2,8 +2,8 @@ import { DurableObject } from 'cloudflare:workers';
 import { answerableId, buildFrame, bytesOver, canonicalPong, CloseCode, newId, readFrame } from '../../protocol';
 import { HELD_FRAMES_OF_MAX_SIZE, HeldFrames } from './held-frames';
 import { hubConfig, type HubConfig } from '../config';
-import type { DesiredChange } from '../db/desired';
-import { describeError } from '../db/errors';
+import { failUnsendableOperations, type DesiredChange } from '../db/desired';
+import { describeError, failureLine } from '../db/errors';
 import type { PokeReason } from '../db/fleet-poll';
 import { gatewayClaim, gatewaySql } from '../db/gateway-client';
 import type { IngestResult } from '../db/ingest';
@@ -133,6 +133,15 @@ export class SessionObject extends DurableObject<HubEnv> {
       // The pump moved past the resync's revision when it queued the resync's end: back to the
       // watermark the incomplete resync left.
       resyncIncomplete: () => this.pump.reset(state.meta),
+      unsendable: (operations) => {
+        const fence = state.fence();
+        if (!fence) return;
+        void failUnsendableOperations(this.shared, fence, operations).catch((err: unknown) => {
+          // Not concluded: the next fresh session sends it again, refuses it again and retries this.
+          const line = failureLine('concluding operations too large to send', err);
+          log()[line.level](`${line.message}; they stay open until a fresh session refuses them again`, { ...line.fields, operations: operations.map((o) => o.operation_id) });
+        });
+      },
     });
     this.pump = new DesiredPump(
       {
