@@ -6,8 +6,12 @@
  * (its direct host: a `-pooler` host is refused, see poolerRefusal). Each migration waits for a
  * lock at most briefly and retries for a bounded time (scripts/lib/migrations.ts), so running it
  * beside a serving hub does not hold the hub's writes; it fails naming the migration instead.
+ *
+ * With HUB_REGION set, the database is then claimed for that region (scripts/lib/migrate-region.ts),
+ * or refused when another region's hub or migrate claimed it.
  */
 import { migrate } from './lib/migrations';
+import { claimRegionAtMigrate } from './lib/migrate-region';
 import { errorText } from './lib/error-text';
 import { isNeonUrl, pgTarget, probeTcp, redactUrl } from './lib/pg-node';
 import { startPgWsProxy, type PgWsProxy } from './lib/pg-ws-proxy';
@@ -44,6 +48,11 @@ async function main(): Promise<void> {
         ? `up to date (${alreadyApplied.length} migrations applied earlier) on ${shown}`
         : `${applied.length} applied, ${alreadyApplied.length} earlier, on ${shown}`,
     );
+    const region = process.env.HUB_REGION;
+    if (region) {
+      await claimRegionAtMigrate(databaseUrl, proxy?.url, region);
+      console.log(`serves region ${region}`);
+    }
   } catch (err) {
     fail(`${errorText(err)} (${shown})`);
   } finally {
