@@ -383,10 +383,15 @@ const NOT_SENT = new Set(['Client was closed and is not queryable', 'Client has 
 /**
  * The connection ended with the statement on it: no answer of the server's (which carries a
  * SQLSTATE), no programming error raised before it was sent, no refusal of a dead client. Unsure
- * counts as lost: a retry that could be overwritten costs more than a reconnect.
+ * counts as lost: a retry that could be overwritten costs more than a reconnect. A connection
+ * exception (class 08) is not the server's answer to the statement: a pooler between (PgBouncer,
+ * Neon's pooled host) reports its lost server connection so ("08P01 server conn crashed?"), after
+ * the statement may have committed.
  */
-function lostUnder(err: unknown): boolean {
-  if (sqlState(err) !== null || isCodeError(err)) return false;
+export function lostUnder(err: unknown): boolean {
+  const state = sqlState(err);
+  if (state !== null && state.startsWith('08')) return true;
+  if (state !== null || isCodeError(err)) return false;
   return !(err instanceof Error && NOT_SENT.has(err.message));
 }
 

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { classifyDbError, describeError, failureKind, failureLine } from '../../src/hub/db/errors';
 import { GatewayQueryError, mayHaveCommitted } from '../../src/hub/db/gateway-client';
-import { ConnectionLostError } from '../../src/hub/pg';
+import { ConnectionLostError, lostUnder } from '../../src/hub/pg';
 
 function pgError(code: string, message: string): Error {
   return Object.assign(new Error(message), { code });
@@ -128,9 +128,29 @@ describe('whether a relayed statement may have committed (mayHaveCommitted)', ()
     expect(mayHaveCommitted(new GatewayQueryError('the connection was busy for 1000 ms; the statement was not sent', null, 'ConnectionLostError'))).toBe(false);
   });
 
+  it('the runtime refusing an overloaded shard (.overloaded) ran nothing there: not committed', () => {
+    const overloaded = Object.assign(new Error('Durable Object is overloaded. Too many requests queued.'), { overloaded: true, retryable: false });
+    expect(mayHaveCommitted(overloaded)).toBe(false);
+  });
+
   it('an outcome the gateway did not know, its own silence, or a failed call may have committed', () => {
     expect(mayHaveCommitted(new GatewayQueryError('query exceeded 1500 ms', null, 'QueryTimeoutError', true))).toBe(true);
     expect(mayHaveCommitted(new GatewayQueryError('connection lost under the statement, which may still commit', null, 'ConnectionLostError', true))).toBe(true);
     expect(mayHaveCommitted(new Error('Network connection lost.'))).toBe(true);
+  });
+});
+
+describe('whether a failed statement was lost under its connection (lostUnder)', () => {
+  it("a pooler's connection exception (class 08) is no answer to the statement: lost, its outcome unknown", () => {
+    // PgBouncer, as Neon's pooled host runs it, when its server connection dies mid-statement.
+    expect(lostUnder(pgError('08P01', 'server conn crashed?'))).toBe(true);
+    expect(lostUnder(pgError('08006', 'connection failure'))).toBe(true);
+  });
+
+  it("the server's own answer (any other SQLSTATE) is not; a connection that ended with no answer is", () => {
+    expect(lostUnder(pgError('23505', 'duplicate key value violates unique constraint'))).toBe(false);
+    expect(lostUnder(pgError('57014', 'canceling statement due to statement timeout'))).toBe(false);
+    expect(lostUnder(new Error('Connection terminated unexpectedly'))).toBe(true);
+    expect(lostUnder(new Error('Client was closed and is not queryable'))).toBe(false);
   });
 });

@@ -36,10 +36,13 @@ export class GatewayQueryError extends Error {
 /**
  * Whether a statement relayed by the gateway may have committed although it failed: its outcome
  * was unknown to the gateway, or the gateway's own answer never came (its deadline, a failed call).
- * Only an answer that says so (the server's error, a statement never sent) rules it out.
+ * Only an answer that says so (the server's error, a statement never sent) rules it out, and so
+ * does the runtime's refusal of an overloaded shard (`.overloaded`: the call was queued past what
+ * the object takes and refused there, before the shard ran anything), which is a 503 to retry later.
  */
 export function mayHaveCommitted(err: unknown): boolean {
-  return !(err instanceof GatewayQueryError) || err.outcomeUnknown;
+  if (err instanceof GatewayQueryError) return err.outcomeUnknown;
+  return !(typeof err === 'object' && err !== null && (err as { overloaded?: unknown }).overloaded === true);
 }
 
 /**
