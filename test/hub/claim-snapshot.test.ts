@@ -141,6 +141,20 @@ describe("the gateway's claim reads a fresh session its first snapshot page", ()
     });
   });
 
+  it("a claim that ends past the caller's answer-by time reads no page: the claim is answered at once, granted", async () => {
+    // Found by a read-only review: a claim slow to commit (a connection slow to open, a lock) then
+    // waited up to its page deadline more, past the session's own wait, and its granted claim was
+    // answered to no one. Here the answer-by time has passed when the claim commits.
+    await withSql(async (sql) => {
+      const { uid, tokenHash } = await registered(sql, ['d1']);
+      const failures: unknown[] = [];
+      const claim = await claimWithSnapshot(sql, claimArgs(uid, tokenHash), { rows: 2, bytes: 1 << 20, deadlineMs: 1_000, endBy: Date.now() }, (err) => failures.push(err));
+      expect(claim.refusal).toBeNull();
+      expect(claim.snapshot).toBeNull();
+      expect(failures.map((e) => (e as Error).name)).toEqual(['PageDeadlineError']);
+    });
+  });
+
   it('bounded by bytes as well as rows: a page past its byte budget stops (always holding its first row) and says more follow', async () => {
     await withSql(async (sql) => {
       const { uid, tokenHash } = await registered(sql, ['d3', 'd1', 'd2']);

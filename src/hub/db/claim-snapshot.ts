@@ -44,17 +44,32 @@ export class PageDeadlineError extends Error {
 export async function claimWithSnapshot(
   sql: Sql,
   args: ClaimArgs,
-  snapshot: { rows: number; bytes: number; deadlineMs: number },
+  snapshot: {
+    rows: number;
+    bytes: number;
+    deadlineMs: number;
+    /**
+     * When the caller's answer must be on its way (epoch ms): the page waits no later, and is not
+     * read when the claim took until then. A claim that committed late and then waited out its page
+     * answered after the session had given up on it, and nothing released it.
+     */
+    endBy?: number;
+  },
   pageFailed: (err: unknown) => void,
 ): Promise<ClaimedSession> {
   const claim = await claimCluster(sql, args);
   if (snapshot.rows < 1 || claim.refusal !== null || claim.sessionId !== args.freshSessionId) return { ...claim, snapshot: null };
+  const waitMs = Math.min(snapshot.deadlineMs, (snapshot.endBy ?? Infinity) - Date.now());
+  if (!(waitMs > 0)) {
+    pageFailed(new PageDeadlineError('no time left for the first snapshot page after the claim'));
+    return { ...claim, snapshot: null };
+  }
   // A page abandoned at the deadline still settles later, on the connection; nobody waits for it.
   const fence = { clusterUid: args.clusterUid, sessionId: claim.sessionId, generation: claim.generation as number, tokenHash: args.tokenHashHex };
   const page = fetchFirstSnapshotPage(sql, fence, claim.desiredRevision, snapshot.rows, snapshot.bytes);
   try {
-    const read = await withDeadline(page, snapshot.deadlineMs, () => {
-      throw new PageDeadlineError(`first snapshot page not read within ${snapshot.deadlineMs} ms`);
+    const read = await withDeadline(page, waitMs, () => {
+      throw new PageDeadlineError(`first snapshot page not read within ${waitMs} ms`);
     });
     // Null: the claim was taken back (a rotation, a disable, a newer hello) before the page was
     // read. The session finds that out at its own fenced read, as it would without a page.

@@ -306,12 +306,14 @@ export class DbGateway extends DurableObject<HubEnv> {
    */
   async claim(args: ClaimArgs, snapshotRows: number): Promise<Relayed<ClaimedSession>> {
     const cfg = hubConfig(this.env);
-    // The page is a nicety: it may hold up the claim's answer for a fraction of the call's deadline.
+    // The page is a nicety: it may hold up the claim's answer for a fraction of the call's deadline,
+    // and never past the caller's own wait (what it leaves for the hops back).
     const deadlineMs = Math.min(1_000, cfg.PG_QUERY_TIMEOUT_MS / 4);
+    const endBy = Date.now() + sendWithinMs(cfg) + cfg.PG_QUERY_TIMEOUT_MS + answerMarginMs(cfg.PG_QUERY_TIMEOUT_MS);
     return this.relay(async () => {
       const lane = this.claimLane(args.clusterUid);
       try {
-        return await claimWithSnapshot(lane.pg, args, { rows: snapshotRows, bytes: claimPageBytes(cfg), deadlineMs }, (err) =>
+        return await claimWithSnapshot(lane.pg, args, { rows: snapshotRows, bytes: claimPageBytes(cfg), deadlineMs, endBy }, (err) =>
           log.warn("fresh session's first snapshot page could not be read; the session fetches it", { cluster: args.clusterUid, error: describeError(err) }),
         );
       } catch (err) {
