@@ -206,26 +206,22 @@ export function logCommitted(log: Logger, budget: LogBudget, built: BuiltBatch, 
       reason: logText(r.message, 200),
     });
   }
-  for (const r of built.refused) {
-    budget.write(log, {
-      kind: 'poison',
-      level: 'error',
-      msg: 'POISON FRAME: accepted, acknowledged, dropped and recorded',
-      fields: { seq: r.seq, type: logText(r.type, LOG_TYPE_CHARS), frame_id: logText(r.id, LOG_ID_CHARS), reason: logText(r.reason) },
-      seq: r.seq,
-      reason: logText(r.reason, 200),
-    });
-  }
+  for (const r of built.refused) logPoison(log, budget, 'POISON FRAME: accepted, acknowledged, dropped and recorded', r.seq, r.type, r.id, r.reason);
   for (const r of result.unknownOperations) {
-    budget.write(log, {
-      kind: 'poison',
-      level: 'error',
-      msg: 'POISON FRAME: names an operation this cluster does not have; acknowledged, dropped, recorded',
-      fields: { seq: r.seq, type: logText(r.type, LOG_TYPE_CHARS), frame_id: logText(r.frame_id, LOG_ID_CHARS), reason: logText(r.reason) },
-      seq: r.seq,
-      reason: logText(r.reason, 200),
-    });
+    logPoison(log, budget, 'POISON FRAME: names an operation this cluster does not have; acknowledged, dropped, recorded', r.seq, r.type, r.frame_id, r.reason);
   }
+}
+
+/** A poison frame's line: loud, within the session's log budget, quoting at most a few hundred characters of it. */
+function logPoison(log: Logger, budget: LogBudget, msg: string, seq: number, type: string, frameId: string | null, reason: string): void {
+  budget.write(log, {
+    kind: 'poison',
+    level: 'error',
+    msg,
+    fields: { seq, type: logText(type, LOG_TYPE_CHARS), frame_id: logText(frameId, LOG_ID_CHARS), reason: logText(reason) },
+    seq,
+    reason: logText(reason, 200),
+  });
 }
 
 /**
@@ -245,13 +241,6 @@ export function logAccepted(log: Logger, budget: LogBudget, item: InboundItem): 
       reason: logText(item.type, LOG_TYPE_CHARS),
     });
   } else if (item.kind === 'poison') {
-    budget.write(log, {
-      kind: 'poison',
-      level: 'error',
-      msg: 'POISON FRAME: accepted, acknowledged, dropped and recorded',
-      fields: { seq: item.seq, type: logText(item.type, LOG_TYPE_CHARS), frame_id: logText(item.id, LOG_ID_CHARS), reason: logText(item.reason) },
-      seq: item.seq,
-      reason: logText(item.reason, 200),
-    });
+    logPoison(log, budget, 'POISON FRAME: accepted, acknowledged, dropped and recorded', item.seq, item.type, item.id, item.reason);
   }
 }

@@ -27,78 +27,67 @@ afterEach(async () => {
   await hub.stop();
 });
 
+/** A client whose admission gate defers every start, in session `sessionId`, sent one start with a 5 s deadline. */
+async function deferredStart(sessionId: string) {
+  const gateCalls = { n: 0 };
+  const client = makeClient(hub, {
+    handlers: {
+      admitOperation: () => {
+        gateCalls.n++;
+        return transient('the cluster is busy');
+      },
+      operation: () => ({ outcome: 'succeeded', message: 'never runs' }),
+    },
+  });
+  t = client;
+  await client.client.start();
+  const conn = await hub.nextConnection();
+  await conn.nextOf('hello');
+  conn.welcome({ session_id: sessionId });
+  await readResync(conn);
+  const start = client.timers.now();
+  const sent = conn.sendSeq('operation.start', { operation_id: newId(), kind: 'node.drain', target: 'node-a', params: {}, deadline: new Date(start + 5_000).toISOString() });
+  return { client, conn, gateCalls, start, sent };
+}
+
 describe('an operation whose admission keeps being deferred', () => {
   it('is answered with the deadline error at its deadline, not at the next backoff retry', async () => {
-    let gateCalls = 0;
-    t = makeClient(hub, {
-      handlers: {
-        admitOperation: () => {
-          gateCalls++;
-          return transient('the cluster is busy');
-        },
-        operation: () => ({ outcome: 'succeeded', message: 'never runs' }),
-      },
-    });
-    await t.client.start();
-    const conn = await hub.nextConnection();
-    await conn.nextOf('hello');
-    conn.welcome({ session_id: 'S-admit' });
-    await readResync(conn);
-
-    const start = t.timers.now();
-    const operationId = newId();
-    const sent = conn.sendSeq('operation.start', { operation_id: operationId, kind: 'node.drain', target: 'node-a', params: {}, deadline: new Date(start + 5_000).toISOString() });
-    await eventually(() => gateCalls === 1, 'the gate to be asked');
+    const { client, conn, gateCalls, start, sent } = await deferredStart('S-admit');
+    await eventually(() => gateCalls.n === 1, 'the gate to be asked');
     const deadlineError = () => conn.frames.find((f) => f.type === 'error' && f.reply_to === sent.id);
 
     // Retries at 0.5, 1.5 and 3.5 s: still before the deadline, still deferred.
     for (const at of [500, 1_500, 3_500]) {
-      t.timers.advance(at - (t.timers.now() - start));
-      await eventually(() => gateCalls >= 2 + [500, 1_500, 3_500].indexOf(at), `the retry at ${at} ms`);
+      client.timers.advance(at - (client.timers.now() - start));
+      await eventually(() => gateCalls.n >= 2 + [500, 1_500, 3_500].indexOf(at), `the retry at ${at} ms`);
     }
-    t.timers.advance(5_000 - (t.timers.now() - start) - 1);
+    client.timers.advance(5_000 - (client.timers.now() - start) - 1);
     await new Promise((r) => setTimeout(r, 20));
     expect(deadlineError(), 'nothing before the deadline').toBeUndefined();
 
-    t.timers.advance(1);
+    client.timers.advance(1);
     const err = await eventually(deadlineError, 'the deadline error at the deadline');
     expect(err.payload).toMatchObject({ code: 'deadline', retryable: false });
-    expect(gateCalls, 'the gate is not asked once the deadline has passed').toBe(4);
+    expect(gateCalls.n, 'the gate is not asked once the deadline has passed').toBe(4);
   });
 
   it('a deferred start whose link drops before its deadline is answered at the deadline, in the next session, though it is fresh and the hub does not send the start again', async () => {
     // Found by review: the retry died with the link and nothing else watched the deadline, so the
     // operator never answered a request it had received (spec, Correlation: "must answer with
     // error, not go quiet"). The hub does not redeliver an expired operation to a fresh session.
-    let gateCalls = 0;
-    t = makeClient(hub, {
-      handlers: {
-        admitOperation: () => {
-          gateCalls++;
-          return transient('the cluster is busy');
-        },
-        operation: () => ({ outcome: 'succeeded', message: 'never runs' }),
-      },
-    });
-    await t.client.start();
-    const conn = await hub.nextConnection();
-    await conn.nextOf('hello');
-    conn.welcome({ session_id: 'S-drop' });
-    await readResync(conn);
-    const start = t.timers.now();
-    const sent = conn.sendSeq('operation.start', { operation_id: newId(), kind: 'node.drain', target: 'node-a', params: {}, deadline: new Date(start + 5_000).toISOString() });
-    await eventually(() => gateCalls === 1, 'the gate to be asked');
+    const { client, conn, gateCalls, sent } = await deferredStart('S-drop');
+    await eventually(() => gateCalls.n === 1, 'the gate to be asked');
     conn.close(1000);
     await conn.waitClosed();
 
     // Away past the deadline: the reconnect (its backoff on this clock) and the deadline both fall in it.
-    t.timers.advance(6_000);
+    client.timers.advance(6_000);
     const conn2 = await hub.nextConnection();
     await conn2.nextOf('hello');
     conn2.welcome({ session_id: 'S-fresh', full_resync: true });
     const err = await eventually(() => conn2.frames.find((f) => f.type === 'error' && f.reply_to === sent.id), 'the deadline error in the next session');
     expect(err.payload).toMatchObject({ code: 'deadline', retryable: false });
-    expect(gateCalls, 'the gate is not asked again').toBe(1);
+    expect(gateCalls.n, 'the gate is not asked again').toBe(1);
   });
 
   it('a gate still deciding at the deadline: the start is answered then, and not run once the gate lets it through', async () => {
