@@ -286,7 +286,6 @@ export async function operationRevision(sql: Sql, clusterUid: string, operationI
  */
 export const START_FRAMES_KEPT = 16;
 
-/** Record which start frames carried which operations, fenced by the session's claim. */
 /**
  * Conclude as failed the operations whose operation.start can never be sent (larger than a frame
  * may be: written by another writer of Postgres, or under a larger MAX_FRAME_BYTES). The send path
@@ -309,6 +308,7 @@ export async function failUnsendableOperations(sql: Sql, fence: SessionFence, fa
   return rows[0]?.fenced === true;
 }
 
+/** Record which start frames carried which operations, fenced by the session's claim. */
 export async function markOperationsSent(
   sql: Sql,
   fence: SessionFence,
