@@ -14,7 +14,12 @@ export async function claimRegionAtMigrate(databaseUrl: string, proxyUrl: string
   // As a hub reads HUB_REGION (src/hub/config.ts): a name no hub could have would claim the database for none.
   if (!REGION_NAME_RE.test(region)) throw new Error(`HUB_REGION ${JSON.stringify(region)} is not a region name (lowercase letters, digits and -, at most 32 characters)`);
   const claimed = await withPg(databaseUrl, proxyUrl, (client) => {
-    const sql: Sql = { query: async (text, params = []) => client.query(text, params) as never };
+    const sql: Sql = {
+      async query<R>(text: string, params: unknown[] = []) {
+        const r = await client.query(text, params);
+        return { rows: r.rows as R[], rowCount: r.rowCount };
+      },
+    };
     return claimDatabaseRegion(sql, region);
   });
   if (claimed.claimed === null) throw new Error(`the database takes no writes (transaction_read_only): it cannot be claimed for region ${region}`);
