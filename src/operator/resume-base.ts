@@ -50,24 +50,18 @@ function fromBuffer(record: DurableRecord, buffer: { durable: boolean; recovery:
   if (record.sessionId === null) {
     return { lossy: false, outbound: record.outbound, keepBuffer: false, resyncAfterOpen, problem: null };
   }
+  const r = buffer.recovery;
+  const readable = buffer.durable && r.intact && r.session === record.sessionId;
   // A verdict reached at runtime: the log, rewritten whole at the stop, would otherwise vouch for
-  // the very frames the hub refused.
+  // the very frames the hub refused. A readable log is still kept, to be read, never resumed from
+  // (hello says lossy): the fresh session then counts its unacknowledged events as lost and sends
+  // its removals again, as it does when the verdict and the fresh welcome fall in one process.
   if (record.lossy === true) {
-    return { lossy: true, outbound: record.outbound, keepBuffer: false, resyncAfterOpen, problem: 'an earlier process found the session could not be resumed' };
+    const problem = 'an earlier process found the session could not be resumed';
+    return readable ? { ...fromReadableLog(record, r), lossy: true, problem } : { lossy: true, outbound: record.outbound, keepBuffer: false, resyncAfterOpen, problem };
   }
   if (buffer.durable) {
-    const r = buffer.recovery;
-    if (r.intact && r.session === record.sessionId) {
-      const lastSent = Math.max(r.lastSeq, r.released);
-      const peerAck = Math.max(r.released, Math.min(record.outbound.peerAck, lastSent));
-      return {
-        lossy: false,
-        outbound: { nextSeq: lastSent + 1, peerAck, lostThrough: r.lostThrough },
-        keepBuffer: true,
-        resyncAfterOpen,
-        problem: r.problem,
-      };
-    }
+    if (readable) return fromReadableLog(record, r);
     return {
       lossy: true,
       outbound: record.outbound,
@@ -83,5 +77,18 @@ function fromBuffer(record: DurableRecord, buffer: { durable: boolean; recovery:
     keepBuffer: false,
     resyncAfterOpen,
     problem: resumable ? null : 'the in-memory replay buffer did not survive with unacknowledged frames in it',
+  };
+}
+
+/** Resuming from an intact durable log of the record's session: numbering continues from the log. */
+function fromReadableLog(record: DurableRecord, r: LogRecovery): Omit<ResumeBase, 'snapshotInterrupted'> {
+  const lastSent = Math.max(r.lastSeq, r.released);
+  const peerAck = Math.max(r.released, Math.min(record.outbound.peerAck, lastSent));
+  return {
+    lossy: false,
+    outbound: { nextSeq: lastSent + 1, peerAck, lostThrough: r.lostThrough },
+    keepBuffer: true,
+    resyncAfterOpen: record.sessionId !== null,
+    problem: r.problem,
   };
 }

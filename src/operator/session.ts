@@ -65,7 +65,8 @@ export class SessionState {
     const base = decideResumeBase(record, this.buffer);
     if (base.keepBuffer) {
       this.buffer.releaseThrough(base.outbound.peerAck);
-      if (base.problem) log.warn('outbound log recovered', { problem: base.problem });
+      if (base.lossy && !base.snapshotInterrupted) log.warn('the session cannot be resumed: hello will say lossy; its outbound log is kept to count what the fresh session loses', { problem: base.problem });
+      else if (base.problem) log.warn('outbound log recovered', { problem: base.problem });
     } else {
       if (base.lossy && !base.snapshotInterrupted) {
         log.warn('cannot prove the outbound buffer survived: hello will say lossy', { problem: base.problem });

@@ -39,6 +39,21 @@ describe('what a starting operator may claim (hello.lossy)', () => {
     });
   });
 
+  it('a session found lossy at runtime, with its durable log intact: lossy, and the log kept to be read (its events counted lost, its removals sent again by the fresh session), not cleared', () => {
+    // Found by a read-only review: the log was cleared, so after a restart the fresh session saw
+    // no unacknowledged frame, counted no lost event and sent no removal again.
+    const r = rec({ sessionId: 'S1', lossy: true, outbound: { nextSeq: 40, peerAck: 12, lostThrough: 0 } });
+    expect(decideResumeBase(r, log({ released: 5, lastSeq: 37 }))).toMatchObject({
+      lossy: true,
+      keepBuffer: true,
+      outbound: { nextSeq: 38, peerAck: 12 },
+      problem: expect.stringMatching(/could not be resumed/),
+    });
+    // A log that cannot vouch for itself, or an in-memory one, is still cleared.
+    expect(decideResumeBase(r, log({ intact: false, problem: 'bad' }))).toMatchObject({ lossy: true, keepBuffer: false });
+    expect(decideResumeBase(r, memory)).toMatchObject({ lossy: true, keepBuffer: false });
+  });
+
   it('durable log that is corrupt or belongs to another session: lossy', () => {
     const r = rec({ sessionId: 'S1' });
     expect(decideResumeBase(r, log({ intact: false, problem: 'bad' }))).toMatchObject({ lossy: true, keepBuffer: false, problem: 'bad' });
