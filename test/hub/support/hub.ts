@@ -65,6 +65,19 @@ export function useHub(vars: Record<string, string> = { ...FAST_TIMERS }, prepar
     for (const p of peers) p.close();
     await hub?.stop();
   }, 60_000);
+  /** One admin call; `repeatable`: sent again when wrangler's dev proxy lost it (proxy-loss.ts). */
+  const adminCall = async (method: string, path: string, body: unknown, repeatable: boolean) => {
+    const send = () =>
+      fetch(`${h.hub.url}/admin${path}`, {
+        method,
+        headers: { authorization: `Bearer ${h.hub.adminToken}`, 'content-type': 'application/json' },
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      });
+    const res = repeatable ? await againAfterProxyLoss(send) : await send();
+    const text = await res.text();
+    if (isProxyLoss(res.status, text)) throw new Error(`${method} ${path}: ${DEV_PROXY_LOSS} (wrangler's dev proxy lost the request; not an answer of the hub)`);
+    return { status: res.status, json: text ? JSON.parse(text) : null };
+  };
   const h: HubHandle = {
     get hub() {
       if (!hub) throw new Error('hub not started');
@@ -72,22 +85,28 @@ export function useHub(vars: Record<string, string> = { ...FAST_TIMERS }, prepar
     },
     vars,
     async admin(method, path, body) {
-      const send = () =>
-        fetch(`${h.hub.url}/admin${path}`, {
-          method,
-          headers: { authorization: `Bearer ${h.hub.adminToken}`, 'content-type': 'application/json' },
-          ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-        });
-      // PUT and DELETE are idempotent: sent again, as any client would. A POST is not, and fails.
-      const res = method === 'PUT' || method === 'DELETE' ? await againAfterProxyLoss(send) : await send();
-      const text = await res.text();
-      if (isProxyLoss(res.status, text)) throw new Error(`${method} ${path}: ${DEV_PROXY_LOSS} (wrangler's dev proxy lost the request; not an answer of the hub)`);
-      return { status: res.status, json: text ? JSON.parse(text) : null };
+      // GET, PUT and DELETE are idempotent: sent again, as any client would. A POST is not, and fails.
+      return adminCall(method, path, body, method === 'GET' || method === 'PUT' || method === 'DELETE');
     },
     async newCluster(prefix = 'c') {
-      const r = await h.admin('POST', '/clusters', { name: uniqueName(prefix) });
-      if (r.status !== 201) throw new Error(`create cluster: ${r.status} ${JSON.stringify(r.json)}`);
-      return { uid: r.json.uid, name: r.json.name, token: r.json.enrollment_token };
+      const name = uniqueName(prefix);
+      // Creating is not idempotent, but the name is this call's own: a creation the dev proxy lost
+      // is looked up, and one that was made gets a token this call knows (rotating is safe to repeat).
+      for (let attempt = 0; ; attempt++) {
+        try {
+          const r = await h.admin('POST', '/clusters', { name });
+          if (r.status !== 201) throw new Error(`create cluster: ${r.status} ${JSON.stringify(r.json)}`);
+          return { uid: r.json.uid, name: r.json.name, token: r.json.enrollment_token };
+        } catch (err) {
+          if (attempt === 2 || !(err instanceof Error && err.message.includes(DEV_PROXY_LOSS))) throw err;
+        }
+        const made = await h.admin('GET', `/clusters/${name}`);
+        if (made.status === 200) {
+          const rotated = await adminCall('POST', `/clusters/${name}/rotate-token`, undefined, true);
+          if (rotated.status !== 200) throw new Error(`rotate the token of ${name}: ${rotated.status} ${JSON.stringify(rotated.json)}`);
+          return { uid: made.json.uid, name, token: rotated.json.enrollment_token };
+        }
+      }
     },
     async connect(token, hint) {
       const peer = await connectTo(h.hub, token, hint);
