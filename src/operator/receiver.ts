@@ -334,8 +334,12 @@ export class Receiver {
   private async apply(link: Link, frame: ReadableFrame, attempt: number): Promise<Settling | undefined> {
     const h = this.host;
     // Frames read on a link that has since closed, or once the client is stopping, are not
-    // applied: the hub replays them (to this process's successor).
-    if (link.ended || h.stopping()) return undefined;
+    // applied: the hub replays them (to this process's successor). A start read here is still
+    // owed an answer: a fresh next session does not bring it back once its deadline has passed.
+    if (link.ended || h.stopping()) {
+      if (!h.stopping()) this.watchUnsettledStart(frame);
+      return undefined;
+    }
     const unwatch = this.watchStall(frame.envelope);
     let result: Dispatched;
     try {
@@ -364,6 +368,23 @@ export class Receiver {
     return { settling: rest };
   }
 
+  /**
+   * A start read but not settled (deferred, or not applied because its link dropped) is answered
+   * at its deadline unless it settles first: its retry, or its replay in a resumed session, would
+   * answer it, but a retry dies with the link and a fresh session does not bring an expired start
+   * back. (The answer goes out in whatever session is open then; operations.ts records it.)
+   */
+  private watchUnsettledStart(frame: ReadableFrame): void {
+    const operationId = startedOperation(frame);
+    if (operationId === null || this.deferredStarts.has(operationId)) return;
+    const unwatch = this.watchQueuedDeadline(frame, () => this.deferredStarts.delete(operationId));
+    if (!unwatch) return;
+    this.deferredStarts.set(operationId, () => {
+      unwatch();
+      this.deferredStarts.delete(operationId);
+    });
+  }
+
   private internalFailure(frame: ReadableFrame, err: unknown): Settled {
     // A bug of ours: unsure means transient, so the frame is retried rather than lost.
     const { seq, type, id } = frame.envelope;
@@ -374,23 +395,20 @@ export class Receiver {
   private settle(link: Link, frame: ReadableFrame, attempt: number, result: Settled): void {
     const h = this.host;
     const seq = frame.envelope.seq as number;
-    if (link.ended) return;
+    if (link.ended) {
+      // A start that failed after its link dropped (a gate that answered `transient` late) is owed
+      // its answer as one that failed before.
+      if (result.settle === 'failed' && !h.stopping()) this.watchUnsettledStart(frame);
+      return;
+    }
     if (frame.envelope.type === 'resync.begin' || frame.envelope.type === 'stream.end') h.snapshotChanged();
-    const operationId = frame.kind === 'message' && frame.message.type === 'operation.start' ? frame.message.payload.operation_id : null;
+    const operationId = startedOperation(frame);
     if (result.settle !== 'failed') {
       if (operationId !== null) this.deferredStarts.get(operationId)?.();
       if (h.inbound().settle(seq, result.settle)) h.cursorAdvanced();
       return;
     }
-    if (operationId !== null && !this.deferredStarts.has(operationId)) {
-      const unwatch = this.watchQueuedDeadline(frame, () => this.deferredStarts.delete(operationId));
-      if (unwatch) {
-        this.deferredStarts.set(operationId, () => {
-          unwatch();
-          this.deferredStarts.delete(operationId);
-        });
-      }
-    }
+    this.watchUnsettledStart(frame);
     h.inbound().settle(seq, 'failed');
     h.counters.transientFailures++;
     if (result.cause === 'handler') h.handlerFailed();
@@ -413,4 +431,9 @@ export class Receiver {
     }, delay);
     this.retries.add(cancel);
   }
+}
+
+/** The operation an `operation.start` frame starts, or null for any other frame. */
+function startedOperation(frame: ReadableFrame): string | null {
+  return frame.kind === 'message' && frame.message.type === 'operation.start' ? frame.message.payload.operation_id : null;
 }
