@@ -236,6 +236,10 @@ async function endOfStream(host: DispatchHost, env: Envelope, end: Payload<'stre
   const after = host.appliedRevision.appliedAfter(verdict.beginSeq).filter((id) => !verdict.keepDeployments.has(id));
   const keep = after.length === 0 ? verdict.keepDeployments : new Set([...verdict.keepDeployments, ...after]);
   const r = await runHandler(() => host.handlers.pruneDesired(keep, ctx));
+  // As for a desired handler: a fresh session began while the prune ran. What it kept is the old
+  // numbering's, and recorded in the new session it would skip the new snapshot's members numbered
+  // after the old begin's seq as pruned. The new snapshot says what holds, and prunes by itself.
+  if (!host.current()) return { settle: 'failed', reason: 'its session was replaced while the prune ran', cause: 'internal' };
   if (r.ok) {
     host.appliedRevision.keepOnly(keep, verdict.beginSeq);
     host.logger.info('pruned desired deployments against a complete hub snapshot', { reply_to: env.reply_to, kept: keep.size });

@@ -5,7 +5,8 @@
  * applied revisions, which the fresh welcome had just cleared, and the new snapshot's revision of
  * that deployment, lower after a restore, was skipped as superseded: the cluster kept rendering
  * what the plane no longer holds. Its answer (a permanent refusal) likewise joined the new
- * session's owed answers under the old numbering's seq.
+ * session's owed answers under the old numbering's seq. A prune that returns so recorded the old
+ * snapshot's begin seq and kept set in the new session, which then skipped new members as pruned.
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { applied, permanent, type HandlerResult } from '../../../src/operator/handlers';
@@ -76,5 +77,39 @@ describe('a handler that returns after a fresh session began', () => {
     again.ping(0);
     await again.nextOf('pong');
     expect(again.frames.slice(before).filter((f) => f.type === 'error')).toEqual([]);
+  });
+});
+
+describe('a prune that returns after a fresh session began', () => {
+  // Found by review: the prune's bookkeeping (which deployments a snapshot begun at seq N kept)
+  // was recorded in the new session under the old numbering's seq, so the new snapshot's members
+  // numbered below it were skipped as pruned, acked and never rendered.
+  it('leaves no record of the old snapshot in the new session: the new snapshot\'s members are applied', async () => {
+    const held = gate();
+    const { t, conn } = await openWelcomed(hub, clients, {
+      handlers: { pruneDesired: () => held.result },
+    });
+    // The old session's snapshot begins at seq 3, behind two ordinary frames.
+    conn.sendSeq('deployment.desired', desiredPayload('d0'));
+    conn.sendSeq('deployment.desired', desiredPayload('d00'));
+    const oldBegin = conn.sendSeq('resync.begin', { scope: ['deployment'] });
+    conn.sendSeq('deployment.desired', desiredPayload('d1'), { reply_to: oldBegin.id });
+    conn.sendSeq('stream.end', { complete: true, count: 1 }, { reply_to: oldBegin.id });
+    await eventually(() => t.calls.desired.length === 3, 'the old snapshot applied up to its prune');
+    conn.close(1013, 'try again later');
+    await reconnectAfterBackoff(t);
+    const again = await hub.nextConnection();
+    await again.nextOf('hello');
+    again.welcome({ session_id: 'S2', full_resync: true });
+    await readResync(again);
+    held.release(applied());
+    await new Promise((r) => setTimeout(r, 20));
+
+    const begin = again.sendSeq('resync.begin', { scope: ['deployment'] });
+    again.sendSeq('deployment.desired', desiredPayload('d2'), { reply_to: begin.id });
+    again.sendSeq('stream.end', { complete: true, count: 1 }, { reply_to: begin.id });
+    await eventually(() => t.client.session.cursor >= 3, 'the new snapshot applied');
+    expect(t.calls.desired.map((c) => c.payload.deployment_id)).toContain('d2');
+    expect(t.client.stats.supersededDesired).toBe(0);
   });
 });
