@@ -345,6 +345,10 @@ export class SessionObject extends DurableObject<HubEnv> {
         return true;
       }
     }
+    // A failed fetch's retry is a timer, gone with an eviction; on a cluster at revision 0 with
+    // every frame acked, no poll, sweep or ack would run the pump again (a resync's stream.end
+    // never sent). An open session always has an alarm, so it retries here at the latest.
+    if (active && sockets.active() === active && this.pump.owes()) void this.pump.run();
     return false;
   }
 
