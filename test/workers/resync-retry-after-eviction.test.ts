@@ -54,7 +54,7 @@ describe('a hub resync whose page read failed, on a cluster at revision 0', () =
     peer.send('ack', {});
     const pinger = setInterval(() => peer.send('ping', {}), 500);
     try {
-      await eventually(() => failed >= 1, 5_000);
+      await eventually(async () => failed >= 1, 5_000);
 
       const stub = sessionStub(hubEnv, { clusterUid: c.uid, routeKey: routeKeyOf(welcome.payload.session_id as string) as string });
       type Pump = { retryTimer: ReturnType<typeof setTimeout> | null };

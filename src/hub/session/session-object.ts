@@ -323,8 +323,15 @@ export class SessionObject extends DurableObject<HubEnv> {
     const now = Date.now();
     const { state, sockets } = this;
     const active = sockets.active();
-    // A connection that ended without its close reaching the object (a restart): retention counts from now.
-    if (!active && state.meta?.disconnectedAt === null) state.disconnected(now);
+    // A connection that ended without its close reaching the object (a restart): retention counts
+    // from now, and Postgres, which still shows it connected and in the fleet poll, hears of it
+    // now rather than at the sweep (LIVE_SWEEP_MS, minutes). A hello under way decides instead.
+    const meta = state.meta;
+    if (!active && meta && meta.disconnectedAt === null) {
+      state.disconnected(now);
+      if (!this.helloInProgress) await this.fleet.disconnected(meta);
+      else this.disconnectHeld = true;
+    }
     for (const due of dueNow(this.clockState(), this.cfg, now)) {
       if (due.t === 'handshake') sockets.close(due.key, CloseCode.TIMEOUT, `no hello within ${this.cfg.HANDSHAKE_TIMEOUT_MS} ms`);
       else if (due.t === 'silence') sockets.closeActive(CloseCode.TIMEOUT, `no frame for ${this.cfg.IDLE_TIMEOUT_MS} ms`);
