@@ -1,5 +1,5 @@
 import { DurableObject } from 'cloudflare:workers';
-import { routeKeyOf, sessionStub } from '../address';
+import { pollShardOf, routeKeyOf, sessionStub } from '../address';
 import { describeError, failureLine } from './errors';
 import { claimWithSnapshot, type ClaimedSession } from './claim-snapshot';
 import type { DesiredItem } from './desired-admin';
@@ -98,6 +98,16 @@ export class DbGateway extends DurableObject<HubEnv> {
   async ensurePolling(shard: number): Promise<void> {
     // Refused loudly: a quiet success would tell the session it joined a poll that never runs.
     this.gate.enter('ensurePolling');
+    await this.armPoll(shard);
+  }
+
+  /**
+   * The poll of `shard` (this object's) runs within a poll interval. A claim arms it before its
+   * statement registers the session (`claim`), so that no crash, restart or deploy between the
+   * claim's commit and the session's own `ensurePolling` leaves a registered session in a shard
+   * nothing polls (shown connected, its revocations undelivered, until another claim there).
+   */
+  private async armPoll(shard: number): Promise<void> {
     this.joins++;
     if (this.pollShard !== shard) {
       this.pollShard = shard;
@@ -311,6 +321,12 @@ export class DbGateway extends DurableObject<HubEnv> {
     const deadlineMs = Math.min(1_000, cfg.PG_QUERY_TIMEOUT_MS / 4);
     const endBy = Date.now() + sendWithinMs(cfg) + cfg.PG_QUERY_TIMEOUT_MS + answerMarginMs(cfg.PG_QUERY_TIMEOUT_MS);
     return this.relay(async () => {
+      try {
+        await this.armPoll(pollShardOf(args.clusterUid, cfg.DB_GATEWAY_SHARDS));
+      } catch (err) {
+        // The session's own `ensurePolling` after the claim, retried while it is open, still arms it.
+        log.warn('could not arm the fleet poll before a claim; the session asks for it after', { cluster: args.clusterUid, error: describeError(err) });
+      }
       const lane = this.claimLane(args.clusterUid);
       try {
         return await claimWithSnapshot(lane.pg, args, { rows: snapshotRows, bytes: claimPageBytes(cfg), deadlineMs, endBy }, (err) =>
