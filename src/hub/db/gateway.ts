@@ -142,7 +142,17 @@ export class DbGateway extends DurableObject<HubEnv> {
     if (this.gate.refuses('alarm')) return this.gate.discard();
     this.pollAt = null;
     const cfg = hubConfig(this.env);
-    const shard = this.pollShard ?? this.storedShard();
+    let shard: number | null;
+    try {
+      shard = this.pollShard ?? this.storedShard();
+    } catch (err) {
+      // Polled again at the next interval: a poll chain that stops here stops for good (until a
+      // claim in this shard), with every revocation and displacement it delivers.
+      this.pollAt = Date.now() + cfg.POLL_INTERVAL_MS;
+      await this.ctx.storage.setAlarm(this.pollAt);
+      log.error('fleet poll: could not read which shard this object polls; retrying at the next interval', { error: describeError(err) });
+      return;
+    }
     if (shard === null) return;
     this.pollShard = shard;
     if (await this.databaseIsForeign(shard, cfg)) {
@@ -249,12 +259,15 @@ export class DbGateway extends DurableObject<HubEnv> {
       .finally(() => this.poking.delete(p.sessionId));
   }
 
+  /** The shard this object polls, from storage: null when no session ever registered with it (no table). */
   private storedShard(): number | null {
     try {
       const row = this.ctx.storage.sql.exec<{ shard: number }>('select shard from poller where k = 1').toArray()[0];
       return row ? row.shard : null;
-    } catch {
-      return null; // no table: no session ever registered with this shard
+    } catch (err) {
+      if (/no such table/i.test(describeError(err))) return null;
+      // Anything else is not "nothing to poll": taken for that, the alarm ended the poll chain.
+      throw err;
     }
   }
 
