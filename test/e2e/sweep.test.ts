@@ -57,11 +57,16 @@ describe('the fleet poll sweep', () => {
     await sim.stopOperator({ graceful: false });
     // The same instance restarted on its storage: its objects never saw the connection end.
     await e.restartHub({ keepState: true });
+    // Its object's silence alarm (the restart kept it) or the sweep, whichever comes first.
     await until(
-      'the sweep to find the session gone',
+      'the session found gone',
       async () => (await e.query('select 1 from live_sessions where cluster_uid = $1', [reg.uid])).length === 0,
       20_000,
-    );
+    ).catch(async (err: unknown) => {
+      // What tells the causes apart next time: which rows are left, and when they were last checked.
+      const rows = await e.query('select cluster_uid, session_id, poll_shard, generation, checked_at::text, now()::text as now from live_sessions');
+      throw new Error(`${String(err)}; live_sessions: ${JSON.stringify(rows)}`);
+    });
     const view = await e.admin.must('GET', `/clusters/${reg.name}`, 200);
     expect((view.session as { connected: boolean }).connected).toBe(false);
   }, 60_000);
