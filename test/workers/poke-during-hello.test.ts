@@ -8,7 +8,7 @@
  * the only other thing that would cut it, within one interval, or never should its poke be lost
  * too.
  *
- * Here the poller never runs (its start is stubbed out), so only the poke can cut the session;
+ * Here the poller never runs (its alarm is stubbed out: a claim arms it), so only the poke can cut the session;
  * the rotation commits with the claim (written by the claim's own transaction, in a trigger that
  * also holds the claim for 0.8 s), and the poke is the object's own RPC that disable and
  * rotate-token send (`cutLiveSession`), delivered while the hello waits for its claim.
@@ -31,7 +31,7 @@ afterEach(() => {
 
 describe('a poke that arrives during a hello', () => {
   it('is answered once the hello has opened the session: a token rotated behind the claim cuts it 4403', async () => {
-    spies.push(vi.spyOn(DbGateway.prototype, 'ensurePolling').mockResolvedValue(undefined));
+    spies.push(vi.spyOn(DbGateway.prototype, 'alarm').mockResolvedValue(undefined));
     const c = await newCluster('poke-hello');
     const a = await connect(c.token);
     const s = (await a.hello({ cluster_id: c.name })).payload.session_id as string;
@@ -69,7 +69,7 @@ describe('a poke that arrives during a hello', () => {
 
   it("a desired change committed behind a fresh session's claim reaches that session without the poll", async () => {
     // The poller never runs: only the write's own poke can bring the change.
-    spies.push(vi.spyOn(DbGateway.prototype, 'ensurePolling').mockResolvedValue(undefined));
+    spies.push(vi.spyOn(DbGateway.prototype, 'alarm').mockResolvedValue(undefined));
     const c = await newCluster('poke-hello-desired');
     expect((await admin('PUT', `/clusters/${c.uid}/deployments/d1`, desired({ max_replicas: 1 }))).status).toBe(200);
     // The claim (and its first snapshot page, which holds d1 at max 1) commits; before its answer
