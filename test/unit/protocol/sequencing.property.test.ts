@@ -1,7 +1,13 @@
 /**
  * Property tests of the sequencing engine: a sender and a receiver joined by a link that loses
- * everything in flight when it drops, with handlers that fail transiently or permanently, and
- * reconnects that resume (or fall back to a fresh session when the replay buffer has moved on).
+ * everything in flight when it drops, or loses or repeats a single frame, with handlers that fail
+ * transiently or permanently, and reconnects that resume (or fall back to a fresh session when
+ * the replay buffer has moved on).
+ *
+ * The command lists are generated at full length (`size: 'max'`): at fast-check's default size
+ * they stayed under about a dozen commands, never overflowed the 12-frame buffer (no fresh
+ * session) and, with a link that only ever lost everything, never produced a gap or a duplicate.
+ * `reaches every case` below keeps it so.
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
@@ -14,6 +20,8 @@ type Cmd =
   | { t: 'retry' }
   | { t: 'ack' }
   | { t: 'drop' }
+  | { t: 'lose-one' }
+  | { t: 'dup' }
   | { t: 'reconnect' };
 
 const cmdArb: fc.Arbitrary<Cmd> = fc.oneof(
@@ -27,7 +35,9 @@ const cmdArb: fc.Arbitrary<Cmd> = fc.oneof(
   { weight: 1, arbitrary: fc.constant<Cmd>({ t: 'retry' }) },
   { weight: 2, arbitrary: fc.constant<Cmd>({ t: 'ack' }) },
   { weight: 1, arbitrary: fc.constant<Cmd>({ t: 'drop' }) },
-  { weight: 1, arbitrary: fc.constant<Cmd>({ t: 'reconnect' }) },
+  { weight: 1, arbitrary: fc.constant<Cmd>({ t: 'lose-one' }) },
+  { weight: 1, arbitrary: fc.constant<Cmd>({ t: 'dup' }) },
+  { weight: 2, arbitrary: fc.constant<Cmd>({ t: 'reconnect' }) },
 );
 
 /** The spec's failure mode: a receiver that keeps its higher expectation across a resume. */
@@ -45,6 +55,8 @@ interface Sim {
   poisoned: Set<number>;
   failing: Set<number>;
   freshSessions: number;
+  /** What the run went through, so a test can check that the generator reaches every case. */
+  seen: { gaps: number; duplicates: number; resumes: number };
 }
 
 function makeSim(receiver: InboundSequencer): Sim {
@@ -57,6 +69,7 @@ function makeSim(receiver: InboundSequencer): Sim {
     poisoned: new Set(),
     failing: new Set(),
     freshSessions: 0,
+    seen: { gaps: 0, duplicates: 0, resumes: 0 },
   };
 }
 
@@ -84,6 +97,7 @@ function reconnect(sim: Sim): void {
   // hello.resume_from is the receiver's durable contiguous cursor.
   const plan = sim.sender.planResume(sim.receiver.cursor);
   if (plan.ok) {
+    sim.seen.resumes++;
     sim.receiver.rewind();
     sim.failing.clear();
     sim.wire = plan.replay.map((e) => e.seq);
@@ -110,9 +124,30 @@ function step(sim: Sim, cmd: Cmd): void {
       if (!sim.connected) return;
       const seq = sim.wire.shift();
       if (seq === undefined) return;
+      const cursor = sim.receiver.cursor;
       const arrival = sim.receiver.arrive(seq);
-      if (arrival === 'gap') drop(sim);
-      else if (arrival === 'accept') handle(sim, seq, cmd.outcome);
+      if (arrival === 'gap') {
+        // A gap closes the connection; it is never accepted as a hole.
+        sim.seen.gaps++;
+        drop(sim);
+      } else if (arrival === 'duplicate') {
+        sim.seen.duplicates++;
+      } else {
+        // Nothing at or under the cursor is applied again: it was processed and acknowledged.
+        if (seq <= cursor) throw new Error(`accepted ${seq} at or under the cursor ${cursor}`);
+        handle(sim, seq, cmd.outcome);
+      }
+      return;
+    }
+    case 'lose-one': {
+      // One frame lost in flight (the frames behind it still arrive).
+      if (sim.connected && sim.wire.length > 0) sim.wire.shift();
+      return;
+    }
+    case 'dup': {
+      // One frame delivered twice.
+      const head = sim.wire[0];
+      if (sim.connected && head !== undefined) sim.wire.unshift(head);
       return;
     }
     case 'retry': {
@@ -161,15 +196,22 @@ function settleCleanly(sim: Sim): void {
   if (sim.sender.unacked !== 0) throw new Error(`${sim.sender.unacked} frames never released`);
 }
 
-function property(makeReceiver: () => InboundSequencer) {
-  return fc.property(fc.array(cmdArb, { minLength: 1, maxLength: 250 }), (cmds) => {
-    const sim = makeSim(makeReceiver());
-    for (const cmd of cmds) {
-      step(sim, cmd);
-      checkSafety(sim);
-    }
-    settleCleanly(sim);
+const cmdsArb = fc.array(cmdArb, { minLength: 1, maxLength: 250, size: 'max' });
+
+function run(makeReceiver: () => InboundSequencer, cmds: Cmd[]): Sim {
+  const sim = makeSim(makeReceiver());
+  for (const cmd of cmds) {
+    step(sim, cmd);
     checkSafety(sim);
+  }
+  settleCleanly(sim);
+  checkSafety(sim);
+  return sim;
+}
+
+function property(makeReceiver: () => InboundSequencer) {
+  return fc.property(cmdsArb, (cmds) => {
+    run(makeReceiver, cmds);
   });
 }
 
@@ -182,6 +224,24 @@ describe('sequencing under random loss, reconnects, failed and poison handlers',
     const result = fc.check(property(() => new NoRewindInbound()), { numRuns: 1500 });
     expect(result.failed).toBe(true);
     expect(String(result.errorInstance)).toMatch(/wedged/);
+  });
+
+  it('reaches every case: fresh sessions, resumes, gaps and duplicates all occur in the generated runs', () => {
+    const total = { fresh: 0, resumes: 0, gaps: 0, duplicates: 0, longest: 0 };
+    for (const cmds of fc.sample(cmdsArb, { numRuns: 200, seed: 7 })) {
+      const sim = run(() => new InboundSequencer(), cmds);
+      total.fresh += sim.freshSessions;
+      total.resumes += sim.seen.resumes;
+      total.gaps += sim.seen.gaps;
+      total.duplicates += sim.seen.duplicates;
+      total.longest = Math.max(total.longest, cmds.length);
+    }
+    expect(total.longest).toBeGreaterThan(100);
+    // settleCleanly's own reconnect counts once per run: more than that means runs resumed mid-way.
+    expect(total.resumes).toBeGreaterThan(200);
+    expect(total.fresh).toBeGreaterThan(0);
+    expect(total.gaps).toBeGreaterThan(0);
+    expect(total.duplicates).toBeGreaterThan(0);
   });
 
   it('overflowing the replay buffer forces a fresh session instead of a silent loss', () => {
