@@ -252,3 +252,39 @@ describe('pollCache: what it keeps', () => {
     expect(page.runs()).toBe(21);
   });
 });
+
+describe('a shared read that fails', () => {
+  // Found by review: the pollers that joined a read which then failed (a 503 while Postgres is
+  // stalled) each ran a read of their own, all at once, after waiting out the first: N statements
+  // against the struggling database instead of one, and twice the wait for every joiner.
+  it('gives its failure to the polls that joined it, at once, instead of each running its own read', async () => {
+    const path = `/failing-${apps++}`;
+    let runs = 0;
+    let release: () => void = () => undefined;
+    const gate = new Promise<void>((r) => (release = r));
+    const a = new Hono<AdminEnv>();
+    a.use('*', pollCache);
+    a.get(path, async (c) => {
+      runs++;
+      await gate;
+      c.header('retry-after', '5');
+      return c.json({ error: { code: 'unavailable', message: 'database unavailable' } }, 503);
+    });
+    const poll = () => a.request(`http://hub${path}`, { headers: { 'cache-control': 'max-age=1' } });
+    const first = poll();
+    await tick();
+    const joined = poll();
+    await tick();
+    release();
+    const [r1, r2] = await Promise.all([first, joined]);
+    expect(runs).toBe(1);
+    for (const r of [r1, r2]) {
+      expect(r.status).toBe(503);
+      expect(r.headers.get('retry-after')).toBe('5');
+      expect(await r.json()).toEqual({ error: { code: 'unavailable', message: 'database unavailable' } });
+    }
+    // A failure is not kept for later polls: the next one reads again.
+    expect((await poll()).status).toBe(503);
+    expect(runs).toBe(2);
+  });
+});

@@ -13,7 +13,8 @@ import type { AdminEnv } from './app';
  *   statement. So N pollers of one view cost at most about two
  *   statements a second per isolate, not N. A request without that header (every other client)
  *   always runs the handler: read-after-write stays exact for them; its answer is not kept.
- *   What is kept is bounded in bytes (`MAX_SHARED_BYTES`).
+ *   What is kept is bounded in bytes (`MAX_SHARED_BYTES`). A read that fails (a 503, say) gives
+ *   its answer to the requests that joined it, and is kept for no later one.
  * - Any admin write (any method but GET, HEAD and OPTIONS) clears the shared answers of this isolate, so a dashboard sees its own
  *   action on the next poll. Clearing `answers` alone is not enough: a read that began before the
  *   write (its statement saw the old state) may finish after it. So every write bumps `writes`,
@@ -41,8 +42,19 @@ interface Answer {
 const answers = new Map<string, Answer>();
 /** The bodies in `answers`, in UTF-16 code units (what the isolate holds). */
 let sharedBytes = 0;
+/**
+ * A read's answer other than a 200 (a 503 while Postgres is stalled, a 404): given to the polls
+ * that joined that read, never kept for later ones. Re-running it for each joiner would put N
+ * statements on a struggling database at once, each after waiting out the first.
+ */
+interface Refusal {
+  status: number;
+  body: string;
+  headers: [string, string][];
+}
+
 /** The read now running for a URL, with the write count and the time it began under. */
-const computing = new Map<string, { writes: number; at: number; answer: Promise<Answer | null> }>();
+const computing = new Map<string, { writes: number; at: number; answer: Promise<Answer | Refusal | null> }>();
 /** Admin writes begun in this isolate: a read whose answer straddles one must not be shared. */
 let writes = 0;
 
@@ -139,8 +151,12 @@ export const pollCache: MiddlewareHandler<AdminEnv> = async (c, next) => {
     const pending = computing.get(key);
     if (pending && pending.writes === writes && Date.now() - pending.at <= maxAge) {
       const shared = await pending.answer.catch(() => null);
-      if (shared) {
+      if (shared && 'etag' in shared) {
         c.res = respond(shared, ifNoneMatch);
+        return;
+      }
+      if (shared) {
+        c.res = new Response(shared.body, { status: shared.status, headers: shared.headers });
         return;
       }
     }
@@ -148,19 +164,30 @@ export const pollCache: MiddlewareHandler<AdminEnv> = async (c, next) => {
   // This request computes the answer that later pollers of the same URL wait for.
   const startedAt = Date.now();
   const startedWrites = writes;
-  let settle: (a: Answer | null) => void = () => undefined;
+  let settle: (a: Answer | Refusal | null) => void = () => undefined;
   const running = computing.get(key);
   // A read too old to join is replaced as the one later polls join (it still answers its own).
   const mine =
     maxAge > 0 && (!running || running.writes !== writes || startedAt - running.at > MAX_SHARED_AGE_MS)
-      ? { writes: startedWrites, at: startedAt, answer: new Promise<Answer | null>((resolve) => (settle = resolve)) }
+      ? { writes: startedWrites, at: startedAt, answer: new Promise<Answer | Refusal | null>((resolve) => (settle = resolve)) }
       : null;
   if (mine) computing.set(key, mine);
   try {
     await next();
     const res = c.res;
     const contentType = res.headers.get('content-type') ?? '';
-    if (res.status !== 200 || !contentType.startsWith('application/json')) return;
+    if (!contentType.startsWith('application/json')) return;
+    if (res.status !== 200) {
+      // Given to whoever joined this read (if no write began meanwhile), as it is; kept for no one.
+      if (mine && writes === startedWrites) {
+        const body = await res.text();
+        const refusal: Refusal = { status: res.status, body, headers: [...res.headers] };
+        settle(refusal);
+        c.res = undefined;
+        c.res = new Response(body, { status: res.status, headers: refusal.headers });
+      }
+      return;
+    }
     const body = await res.text();
     const answer: Answer = { at: startedAt, etag: await etagOf(body), body, contentType };
     // A write began while this ran: the answer is right for this request, stale for later ones.
