@@ -8,7 +8,7 @@ import { describeError } from './db/errors';
 import { createLogger } from './log';
 import { jsonError } from './http-errors';
 import { healthz } from './healthz';
-import { checkDatabaseRegion } from './database-region';
+import { databaseRegion } from './database-region';
 import { checkAddressing } from './address';
 import { checkDatabaseUrl, HubConfigError, hubConfig } from './config';
 
@@ -42,13 +42,12 @@ export function hubApp(): Hono<{ Bindings: HubEnv }> {
   // A connect without an enrollment token is refused before any database work, the region's
   // read below included (connect.ts).
   app.use('/v1/connect', refuseWithoutEnrollmentToken);
-  app.use('*', async (c, next) => {
-    // And that the database is this region's: another region's would be served from here, its
-    // sessions in this region's jurisdiction. A cached answer after the isolate's first request.
-    const reading = checkDatabaseRegion(c.env);
-    if (reading) await reading;
-    await next();
-  });
+  // And that the database is this region's: another region's would be served from here, its
+  // sessions in this region's jurisdiction. Only where the database is used: the admin API reads
+  // it after its auth (admin/index.ts), and the dashboard's page and files need no database, so a
+  // stalled one does not hold them for the read's deadline.
+  app.use('/v1/connect', databaseRegion);
+  app.use('/healthz', databaseRegion);
   app.onError((err, c) => {
     if (err instanceof HubConfigError) {
       configLog.once(err);

@@ -1,3 +1,4 @@
+import type { MiddlewareHandler } from 'hono';
 import { HubConfigError, hubConfig } from './config';
 import { failureLine } from './db/errors';
 import { gatewaySql } from './db/gateway-client';
@@ -18,6 +19,16 @@ let regionChecked: { env: object; key: string; refusal: HubConfigError | null } 
 let regionChecking: { key: string; done: Promise<void> } | null = null;
 /** Failed region reads this isolate has logged, by what they said: an outage would write one per request. */
 const regionReadFailures = new Set<string>();
+
+/**
+ * Middleware: the database is this region's, read at the isolate's first request that uses it (a
+ * cached answer after), or the request is refused (`HubConfigError`, a 503 naming the variable).
+ */
+export const databaseRegion: MiddlewareHandler<{ Bindings: HubEnv }> = async (c, next) => {
+  const reading = checkDatabaseRegion(c.env);
+  if (reading) await reading;
+  await next();
+};
 
 /** Throws the refusal kept for this database; a promise only while the region is still to be read. */
 export function checkDatabaseRegion(env: HubEnv): Promise<void> | undefined {

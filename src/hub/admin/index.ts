@@ -12,6 +12,8 @@ import { diagnosticsRouter } from './diagnostics';
 import { fleetRouter } from './fleet';
 import { operationsRouter } from './operations';
 import { pollCache } from './poll-cache';
+import { HubConfigError } from '../config';
+import { databaseRegion } from '../database-region';
 import { readsRouter } from './reads';
 
 const log = createLogger({ component: 'admin' });
@@ -99,6 +101,8 @@ export function adminApp(): OpenAPIHono<AdminEnv> {
   });
   admin.openAPIRegistry.registerComponent('securitySchemes', 'bearer', { type: 'http', scheme: 'bearer' });
   admin.use('*', adminAuth);
+  // After the auth: a wrong token is refused without waiting on the database.
+  admin.use('*', databaseRegion);
   admin.use('*', bodySizeGuard);
   admin.use('*', jsonBodyGuard);
   admin.use('*', requestPg);
@@ -113,6 +117,9 @@ export function adminApp(): OpenAPIHono<AdminEnv> {
   documentReads(admin);
   documentClusterId(admin);
   admin.onError((err, c) => {
+    // A configuration the hub cannot serve with (the database another region's): the Worker's
+    // own handler names the variable, for every route alike.
+    if (err instanceof HubConfigError) throw err;
     // The framework's own refusals (a body it could not read, …) in the API's JSON shape.
     if (err instanceof HTTPException) {
       // A response of its own (a middleware that built one) is returned as it is.
