@@ -331,16 +331,26 @@ interface ConnectionRow {
   generation: string;
 }
 
-const CONNECTIONS_SQL = `
+/**
+ * Newest first by (at, id), the order of the table's one index after the cluster: a page reads
+ * only its own rows. By id alone there is no index to walk within a cluster: the planner read all
+ * of the cluster's week of rows and sorted them, or walked the primary key back through every
+ * newer row of the other clusters (100,205 rows for a page of 201 beside a busy cluster:
+ * test/hub/connections-read-cost.test.ts), every second the cluster view is open. The cursor
+ * stays the last id shown: the page goes on from that row's place.
+ */
+export const CONNECTIONS_SQL = `
 with cl as (select uid from clusters where uid = $1 or name = $1),
+after as (select at, id from connection_events where id = $2::bigint),
 page as (
-  select t.id, ${iso('t.at')} as at, t.connected, t.session_id, t.generation
+  select t.id, t.at as at_raw, ${iso('t.at')} as at, t.connected, t.session_id, t.generation
   from connection_events t
-  where t.cluster_uid = (select uid from cl) and ($2::bigint is null or t.id < $2)
-  order by t.id desc limit $3
+  where t.cluster_uid = (select uid from cl)
+    and ($2::bigint is null or (t.at, t.id) < (select at, id from after))
+  order by t.at desc, t.id desc limit $3
 )
-select p.* from cl left join page p on true
-order by p.id desc`;
+select p.id, p.at, p.connected, p.session_id, p.generation from cl left join page p on true
+order by p.at_raw desc, p.id desc`;
 
 /** Null for an unknown cluster; `next` is the last id of the page when more follow. */
 export async function listConnections(
