@@ -36,4 +36,26 @@ describe("a followed operation's long history", () => {
     expect(await items.nth(101).getAttribute('value')).toBe('151');
     expect(errors).toEqual([]);
   }, 90_000);
+
+  it('past the count the hub keeps, says "at least" and leaves the latest entries unnumbered', async () => {
+    const c = await h.newCluster('op-history-many');
+    const r = await h.admin('POST', `/clusters/${c.name}/operations`, { kind: 'node.drain', target: 'n-2', params: {}, deadline_s: 3600 });
+    expect(r.status, JSON.stringify(r.json)).toBe(202);
+    const id = r.json.operation_id as string;
+    await h.sql(
+      `insert into operation_events (operation_id, frame_id, kind, phase, message, at, session_id, seq)
+       select $1, 'f-' || lpad(g::text, 6, '0'), 'progress', null, 'entry ' || g, now() - interval '5 hours' + make_interval(secs => g), 's', g
+       from generate_series(1, 12000) g`,
+      [id],
+    );
+    const errors: string[] = [];
+    const page = await signedIn(browser(), h, errors, `#/clusters/${c.name}`);
+    const follow = page.locator('.follow').filter({ hasText: 'node.drain n-2' });
+    await expect.poll(() => follow.innerText().catch(() => ''), { timeout: 30_000 }).toContain('at least 10000 entries not shown');
+    const items = follow.locator('ol.history > li');
+    expect(await items.nth(101).innerText()).toContain('entry 11901');
+    expect(await items.nth(101).getAttribute('value')).toBeNull();
+    expect(await items.nth(101).getAttribute('class')).toBe('unnumbered');
+    expect(errors).toEqual([]);
+  }, 90_000);
 });

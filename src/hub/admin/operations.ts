@@ -80,7 +80,8 @@ const HistoryEntry = z
 
 const OperationDetailSchema = OperationSchema.extend({
   history: z.array(HistoryEntry).openapi({ description: 'the first 100 entries and the latest 100, in the order the operator reported them' }),
-  history_omitted: z.number().int().openapi({ description: 'entries left out between the first and the latest 100 (0: history is all of it)' }),
+  history_omitted: z.number().int().openapi({ description: 'entries left out between the first and the latest 100 (0: history is all of it), counted up to 10,000' }),
+  history_omitted_at_least: z.boolean().openapi({ description: 'more than 10,000 entries were left out: history_omitted is a lower bound' }),
 }).openapi('OperationDetail');
 
 const operationCursor = cursorCodec<OperationKey>('op', z.tuple([KeyTimestamp, KeyText]));

@@ -1,4 +1,5 @@
 import type { OperationKind, Payload, SEVERITIES } from '../../protocol';
+import { cappedCount, COUNT_CAP } from './capped-count';
 import type { Sql } from './sql';
 import { byteCut, CLUSTER_CTE, iso, keyTs, num, toByteCutPage, toPage, type ByteCutRow, type KeyedPage, type PageRequest } from './read-paging';
 
@@ -183,8 +184,10 @@ export interface OperationHistoryEntry {
 export interface OperationDetail extends OperationView {
   /** The first HISTORY_EDGE entries and the latest HISTORY_EDGE, in order (all of them when no more). */
   history: OperationHistoryEntry[];
-  /** Entries left out between the first and the latest (0: `history` is the whole of it). */
+  /** Entries left out between the first and the latest (0: `history` is the whole of it), counted up to COUNT_CAP. */
   history_omitted: number;
+  /** More than COUNT_CAP were left out: `history_omitted` is a lower bound. */
+  history_omitted_at_least: boolean;
 }
 
 /**
@@ -240,7 +243,9 @@ const HISTORY_ENTRY = `jsonb_build_object('frame_id', e.frame_id, 'kind', e.kind
   'message', e.message, 'at', ${iso('e.at')}, 'seq', e.seq)`;
 const OPERATION_SQL = `
 select ${OPERATION_COLS},
-  (select count(*) from operation_events e where e.operation_id = o.operation_id) as history_total,
+  -- Counted up to one past what may be reported as left out: the operator writes as many entries
+  -- as it likes, and an open operation's view is polled every second.
+  ${cappedCount('operation_events e where e.operation_id = o.operation_id', COUNT_CAP + 2 * HISTORY_EDGE + 1)} as history_total,
   coalesce((
     select jsonb_agg(h.entry order by h.at, h.seq, h.frame_id) from (
       (select e.at, e.seq, e.frame_id, ${HISTORY_ENTRY} as entry from operation_events e
@@ -255,7 +260,9 @@ from operations o where o.operation_id = $1`;
 export async function getOperation(sql: Sql, operationId: string): Promise<OperationDetail | null> {
   const { rows } = await sql.query<OperationRow & { history: OperationHistoryEntry[]; history_total: string }>(OPERATION_SQL, [operationId]);
   const r = rows[0];
-  return r ? { ...toOperation(r), history: r.history, history_omitted: num(r.history_total) - r.history.length } : null;
+  if (!r) return null;
+  const omitted = num(r.history_total) - r.history.length;
+  return { ...toOperation(r), history: r.history, history_omitted: Math.min(omitted, COUNT_CAP), history_omitted_at_least: omitted > COUNT_CAP };
 }
 
 const OPERATIONS_SQL = `

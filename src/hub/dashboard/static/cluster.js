@@ -291,15 +291,18 @@ export function clusterView(name) {
    * An operation's progress as the hub answers it: a long history is its first and latest 100
    * entries, with the count left out between them, said where they are missing (numbered on
    * after them) rather than drawn as one unbroken list.
-   * @param {any[]} history @param {number} omitted
+   * @param {any[]} history @param {number} omitted @param {boolean} [atLeast] more were left out than the hub counts
    */
-  function historyItems(history, omitted) {
+  function historyItems(history, omitted, atLeast = false) {
     const items = history.map((/** @type {any} */ e) => h('li', {}, time(e.at), ` ${e.kind}${e.phase ? ` (${e.phase})` : ''}: ${e.message}`));
     if (!(omitted > 0)) return items;
     const gapAt = Math.max(0, history.length - HISTORY_LATEST);
     const after = items[gapAt];
-    if (after) after.setAttribute('value', String(gapAt + omitted + 1));
-    items.splice(gapAt, 0, h('li', { class: 'history-gap' }, `… ${omitted} ${omitted === 1 ? 'entry' : 'entries'} not shown (the hub keeps the first and the latest ${HISTORY_LATEST}) …`));
+    // Past the hub's count the latest entries' place is not known: they go unnumbered then.
+    if (after && !atLeast) after.setAttribute('value', String(gapAt + omitted + 1));
+    const many = atLeast ? `at least ${omitted} entries` : `${omitted} ${omitted === 1 ? 'entry' : 'entries'}`;
+    items.splice(gapAt, 0, h('li', { class: 'history-gap' }, `… ${many} not shown (the hub keeps the first and the latest ${HISTORY_LATEST}) …`));
+    if (atLeast) for (const li of items.slice(gapAt + 1)) li.classList.add('unnumbered');
     return items;
   }
 
@@ -318,7 +321,7 @@ export function clusterView(name) {
           'div',
           { class: 'follow' },
           h('h4', {}, `${d.kind} ${d.target}: `, badge(d.state, stateTone(d.state))),
-          h('ol', { class: 'history' }, historyItems(d.history ?? [], d.history_omitted ?? 0)),
+          h('ol', { class: 'history' }, historyItems(d.history ?? [], d.history_omitted ?? 0, d.history_omitted_at_least === true)),
         ),
       ),
     );
