@@ -135,8 +135,8 @@ const polled = new Map();
 /** Refreshes of the open view so far (counted by endRefresh). */
 let refreshes = 0;
 /**
- * Refreshes a path is remembered for without being read: the fleet view reads the cluster list
- * every fifth refresh, and keeps its ETag between reads.
+ * Refreshes a path is remembered for without being read: the fleet view of an older hub reads the
+ * cluster list every fifth refresh, and keeps its ETag between reads.
  */
 const KEEP_UNREAD = 5;
 

@@ -17,7 +17,7 @@ const FLEET_PAGE = 500;
 /**
  * The cluster as the fleet view shows it: the fleet summary, read every poll, which carries the
  * operator version and contention (a hub before it had them only in the cluster list, read every
- * fifth poll: they showed up to 5 s late). The region is the operator's (cluster.observed), from
+ * fifth poll from such a hub only: they showed up to 5 s late). The region is the operator's (cluster.observed), from
  * the fleet summary only: the list's `region` is the hub's own region, and a location hint is
  * where session objects run, not where the cluster is.
  * @param {any} f an item of /admin/fleet
@@ -261,20 +261,21 @@ export function fleetView() {
     title: 'Fleet',
     root: h('div', { class: 'view' }, totalsEl, chartEl, h('section', { 'aria-label': 'Clusters' }, h('h2', {}, 'Clusters'), filters, countEl, tableEl), h('section', {}, regForm, secretEl)),
     async refresh() {
-      // /admin/fleet carries everything that moves (connected, counts, sync, rejections, history,
-      // operator version, contention) and is read every poll; the cluster list is read every
-      // fifth poll, for what only it has and what only an older hub's list had: one request a
-      // poll instead of two, for the hub's sake when many dashboards are open.
+      // /admin/fleet carries everything the view shows (connected, counts, sync, rejections,
+      // history, operator version, contention) and is read every poll. Only an older hub's fleet
+      // summary lacks the operator version and contention, which its cluster list had: read then,
+      // every fifth poll. (Read always, it cost each open dashboard a walk of the whole list,
+      // every cluster's view, every fifth second, for nothing shown.)
       const force = drawAll;
       drawAll = true;
-      const listDue = clusterList === null || polls++ % 5 === 0;
       // Fleet-wide totals come with the first page; later pages leave them out (totals=false)
       // rather than recount the whole fleet once per page.
-      const [fleet, clusters] = await Promise.all([
-        pollAll(`/fleet?hours=${HOURS}&limit=${FLEET_PAGE}`, { more: 'totals=false' }),
-        listDue ? pollAll('/clusters?limit=500') : null,
-      ]);
+      const fleet = await pollAll(`/fleet?hours=${HOURS}&limit=${FLEET_PAGE}`, { more: 'totals=false' });
+      const older = fleet.items.some((/** @type {any} */ f) => !('contention' in f) || !('operator_version' in f));
+      const listDue = older && (clusterList === null || polls++ % 5 === 0);
+      const clusters = listDue ? await pollAll('/clusters?limit=500') : null;
       if (clusters) clusterList = clusters.items;
+      else if (!older) clusterList = null;
       truncated = fleet.truncated;
       // Relative times ("12 s ago") move even when nothing changed, so redraw on every poll.
       latest = { fleet: { ...fleet.first, items: fleet.items }, clusters: clusterList ?? [] };
