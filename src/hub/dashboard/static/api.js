@@ -25,6 +25,8 @@ export class ApiError extends Error {
     this.status = status;
     this.code = code;
     this.field = field;
+    /** When the hub asked to be asked again (its Retry-After, in ms), or 0. */
+    this.retryAfterMs = 0;
   }
 }
 
@@ -65,7 +67,11 @@ async function errorOf(res) {
     // not JSON: keep the status
   }
   const e = body && typeof body === 'object' ? body.error : null;
-  return new ApiError(res.status, e?.code ?? 'http_' + res.status, e?.message ?? `HTTP ${res.status}`, e?.field);
+  const err = new ApiError(res.status, e?.code ?? 'http_' + res.status, e?.message ?? `HTTP ${res.status}`, e?.field);
+  // Seconds only (the hub sends "5"); at most a minute, so a wrong header cannot stop the view.
+  const after = Number(res.headers.get('retry-after'));
+  if (Number.isFinite(after) && after > 0) err.retryAfterMs = Math.min(after, 60) * 1000;
+  return err;
 }
 
 /**

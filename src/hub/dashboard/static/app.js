@@ -41,6 +41,7 @@ async function tick() {
   }
   running = true;
   const view = current;
+  let wait = POLL_MS;
   try {
     if (document.visibilityState === 'visible') {
       await view.refresh();
@@ -55,7 +56,10 @@ async function tick() {
       // What is on screen is the last answer, no longer the state: say since when, and dim the
       // state badges, so "connected" is not read as current during an outage.
       const asOf = shownAsOf ? ` · showing data as of ${shownAsOf.toLocaleTimeString()}` : '';
-      $('live').textContent = `${failureText(err)}, retrying${asOf}`;
+      // The hub says when to ask again (503: 5 s): every open dashboard polling each second
+      // through an outage only adds to it.
+      if (err instanceof ApiError && err.retryAfterMs > wait) wait = err.retryAfterMs;
+      $('live').textContent = `${failureText(err)}, retrying${wait > POLL_MS ? ` in ${Math.round(wait / 1000)} s` : ''}${asOf}`;
       $('live').className = 'live bad';
       $('view').classList.add('stale');
     }
@@ -68,7 +72,7 @@ async function tick() {
   if (again || current !== view) {
     again = false;
     void tick();
-  } else timer = window.setTimeout(tick, POLL_MS);
+  } else timer = window.setTimeout(tick, wait);
 }
 
 /** @param {unknown} err */
