@@ -77,6 +77,11 @@ export interface StateLockOptions {
 
 /** Locks this process holds, by path: a second open in the same process is refused too. */
 const held = new Map<string, StateLock>();
+/**
+ * Paths an open in this process is taking now: a second open meanwhile would find the first's
+ * lock naming this pid, held by no one here yet, judge it stale and take it over.
+ */
+const opening = new Set<string>();
 
 export class StateLock {
   private timer: ReturnType<typeof setInterval> | null = null;
@@ -101,7 +106,16 @@ export class StateLock {
     // refuses a second open in this process, where the holder's pid is this one's.
     const path = await canonical(where);
     const staleMs = options.staleMs ?? DEFAULT_LOCK_STALE_MS;
-    if (held.has(path)) throw new StateDirLockedError(path, await readHolder(path));
+    if (held.has(path) || opening.has(path)) throw new StateDirLockedError(path, await readHolder(path));
+    opening.add(path);
+    try {
+      return await StateLock.take(path, staleMs);
+    } finally {
+      opening.delete(path);
+    }
+  }
+
+  private static async take(path: string, staleMs: number): Promise<StateLock> {
     // Two attempts: a stale lock removed on the first is created on the second; losing that race
     // to another process is a live holder, refused.
     for (let attempt = 0; ; attempt++) {
@@ -160,7 +174,7 @@ export class StateLock {
     this.released = true;
     if (this.timer) clearInterval(this.timer);
     this.timer = null;
-    held.delete(this.path);
+    if (held.get(this.path) === this) held.delete(this.path);
     if ((await readHolder(this.path))?.token === this.token) await unlink(this.path).catch(() => {});
   }
 

@@ -99,6 +99,21 @@ describe('the state directory lock', () => {
     expect(await readdir(dir)).not.toContain('operator.lock');
   });
 
+  it('two opens of one directory at once in one process: one holds it, the other is refused (both used to succeed)', async () => {
+    // Found by review: the check against this process's own holders ran before either had
+    // finished, and the second then found the first's lock naming this pid, judged it stale (this
+    // pid holds no lock here, by that check) and took it over: two clients writing one cursor.
+    for (let round = 0; round < 10; round++) {
+      const sub = path.join(dir, `s${round}`);
+      const results = await Promise.allSettled([openFileStores(sub), openFileStores(sub)]);
+      const held = results.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));
+      const refused = results.flatMap((r) => (r.status === 'rejected' ? [r.reason as unknown] : []));
+      for (const h of held) await h.outboundLog.close();
+      expect(held, `round ${round}`).toHaveLength(1);
+      expect(refused[0]).toBeInstanceOf(StateDirLockedError);
+    }
+  });
+
   it('a second open in the same process through a symlinked spelling of the directory is refused too (it took over its own live lock, whose holder is this pid)', async () => {
     const real = path.join(dir, 'state');
     const link = path.join(dir, 'state-link');
