@@ -46,10 +46,13 @@ async function tick() {
     if (document.visibilityState === 'visible') {
       await view.refresh();
       endRefresh();
-      shownAsOf = new Date();
-      $('live').textContent = `Live · updated ${shownAsOf.toLocaleTimeString()}`;
-      $('live').className = 'live ok';
-      $('view').classList.remove('stale');
+      // A view left while this refresh ran: its answer vouches for nothing on screen now.
+      if (current === view) {
+        shownAsOf = new Date();
+        $('live').textContent = `Live · updated ${shownAsOf.toLocaleTimeString()}`;
+        $('live').className = 'live ok';
+        $('view').classList.remove('stale');
+      }
     }
   } catch (err) {
     if (current === view) {
