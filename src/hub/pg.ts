@@ -289,8 +289,14 @@ export class Pg {
     };
     client.on('error', drop);
     client.on('end', drop);
-    this.connecting = client
-      .connect()
+    // Bounded here too: the driver's own timeout only closes the socket and waits for the close
+    // event, which in workerd an open socket gets only when the peer answers the close. On a path
+    // that stalled after the socket opened, the connect never settled, and every later statement
+    // of this connection waited on it and failed unsent until the path answered again.
+    const connectWithin = this.connectTimeoutMs + CONNECT_GRACE_MS;
+    this.connecting = withDeadline(client.connect(), connectWithin, () => {
+      throw new Error(`no connection to the database within ${connectWithin} ms`);
+    })
       .then(() => {
         this.client = client;
         this.progressAt = Date.now();
@@ -361,6 +367,8 @@ const DEALLOCATE_WAIT_MS = 1_000;
  * only keeps the caller (an alarm, an object that would sleep) awake for nothing.
  */
 const END_WAIT_MS = 1_000;
+/** How long past the driver's own connect timeout a connect is waited for before it is given up. */
+const CONNECT_GRACE_MS = 1_000;
 
 /**
  * Drop the named statements before closing. Postgres drops them with the connection anyway; an
