@@ -12,30 +12,21 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { applied, transient, type HandlerResult } from '../../../src/operator/handlers';
 import { newId } from '../../../src/protocol';
-import { desiredPayload, makeClient, readResync, type TestClient } from './support/harness';
+import { desiredPayload, openWelcomed, type TestClient } from './support/harness';
 import { eventually, ScriptedHub } from './support/scripted-hub';
 
 let hub: ScriptedHub;
-let t: TestClient | null = null;
+const clients: TestClient[] = [];
 
 beforeEach(async () => {
   hub = await ScriptedHub.start();
 });
 afterEach(async () => {
-  await t?.client.stop({ graceful: false });
-  t = null;
+  for (const c of clients.splice(0)) await c.client.stop({ graceful: false });
   await hub.stop();
 });
 
-async function open(options: Parameters<typeof makeClient>[1]) {
-  t = makeClient(hub, options);
-  await t.client.start();
-  const conn = await hub.nextConnection();
-  await conn.nextOf('hello');
-  conn.welcome({ session_id: 'S1' });
-  await readResync(conn);
-  return { t, conn };
-}
+const open = (options: Parameters<typeof openWelcomed>[2]) => openWelcomed(hub, clients, options);
 
 /** Away past the deadline, then welcomed into a fresh session: the answer must come there. */
 async function freshSessionAnswers(client: TestClient, startId: string) {
