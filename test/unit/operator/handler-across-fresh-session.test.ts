@@ -11,7 +11,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { applied, permanent, type HandlerResult } from '../../../src/operator/handlers';
 import { desiredPayload, openWelcomed, readResync, reconnectAfterBackoff, type TestClient } from './support/harness';
-import { eventually, ScriptedHub } from './support/scripted-hub';
+import { eventually, ScriptedHub, type HubConnection } from './support/scripted-hub';
 
 let hub: ScriptedHub;
 const clients: TestClient[] = [];
@@ -37,6 +37,12 @@ async function freshSessionDuringHandler(held: ReturnType<typeof gate>) {
   });
   conn.sendSeq('deployment.desired', desiredPayload('d1', 5));
   await eventually(() => t.calls.desired.length === 1, 'the handler to run');
+  const again = await reconnectFresh(t, conn);
+  return { t, again };
+}
+
+/** Cut the link and welcome the reconnect into the fresh session S2. */
+async function reconnectFresh(t: TestClient, conn: HubConnection): Promise<HubConnection> {
   conn.close(1013, 'try again later');
   await reconnectAfterBackoff(t);
   const again = await hub.nextConnection();
@@ -44,7 +50,7 @@ async function freshSessionDuringHandler(held: ReturnType<typeof gate>) {
   again.welcome({ session_id: 'S2', full_resync: true });
   // The SDK's own resync follows its processing of the welcome: the session is S2 by now.
   await readResync(again);
-  return { t, again };
+  return again;
 }
 
 describe('a handler that returns after a fresh session began', () => {
@@ -96,12 +102,7 @@ describe('a prune that returns after a fresh session began', () => {
     conn.sendSeq('deployment.desired', desiredPayload('d1'), { reply_to: oldBegin.id });
     conn.sendSeq('stream.end', { complete: true, count: 1 }, { reply_to: oldBegin.id });
     await eventually(() => t.calls.desired.length === 3, 'the old snapshot applied up to its prune');
-    conn.close(1013, 'try again later');
-    await reconnectAfterBackoff(t);
-    const again = await hub.nextConnection();
-    await again.nextOf('hello');
-    again.welcome({ session_id: 'S2', full_resync: true });
-    await readResync(again);
+    const again = await reconnectFresh(t, conn);
     held.release(applied());
     await new Promise((r) => setTimeout(r, 20));
 
