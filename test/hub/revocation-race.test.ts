@@ -175,9 +175,12 @@ async function revocationBehindClaim(
   }
 }
 
+/** Sent at once: the deadline a write must reach Postgres by (db/arrival.ts) is no concern here. */
+const ARRIVE_BY = () => new Date(Date.now() + 60_000).toISOString();
+
 describe('a revocation behind a claim that locked the cluster row first', () => {
   it('rotate-token waits for the claim and names the session it made, which its check then refuses', async () => {
-    const r = await revocationBehindClaim((sql, uid) => rotateToken(sql, uid, toHex(crypto.getRandomValues(new Uint8Array(32)))));
+    const r = await revocationBehindClaim((sql, uid) => rotateToken(sql, uid, toHex(crypto.getRandomValues(new Uint8Array(32))), ARRIVE_BY()));
     expect(r.claim).toMatchObject({ refusal: null, sessionId: r.session });
     expect(r.revokedWhileClaimHeld, 'the rotation answered while the claim that read the old token had not committed').toBe(false);
     expect(r.revoked?.live_session, 'the rotation must name the session of the claim it waited for').toBe(r.session);
@@ -185,7 +188,7 @@ describe('a revocation behind a claim that locked the cluster row first', () => 
   }, 30_000);
 
   it('disable waits for the claim and names the session it made, which its check then refuses', async () => {
-    const r = await revocationBehindClaim((sql, uid) => setDisabled(sql, uid, true));
+    const r = await revocationBehindClaim((sql, uid) => setDisabled(sql, uid, true, ARRIVE_BY()));
     expect(r.claim).toMatchObject({ refusal: null, sessionId: r.session });
     expect(r.revokedWhileClaimHeld, 'the disable answered while the claim that read the cluster enabled had not committed').toBe(false);
     expect(r.revoked?.live_session, 'the disable must name the session of the claim it waited for').toBe(r.session);

@@ -132,35 +132,43 @@ async function revoked(sql: Sql, row: ClusterRow | undefined, disableEpoch: numb
   }
 }
 
-/** Rotate: the old token stops working at once; its live session is cut by the caller (revoke.ts). */
-export async function rotateToken(sql: Sql, idOrName: string, tokenHashHex: string): Promise<RevokedRow | null> {
+/**
+ * Rotate: the old token stops working at once; its live session is cut by the caller (revoke.ts).
+ * Written only if it reaches Postgres by `arriveBy` (arrival.ts): one delivered late, after its
+ * caller was answered 504 and rotated again, would replace the token the admin was shown.
+ */
+export async function rotateToken(sql: Sql, idOrName: string, tokenHashHex: string, arriveBy: string): Promise<RevokedRow | null> {
   const { rows } = await sql.query<ClusterRow>(
     `update clusters set token_hash = decode($2, 'hex'), token_issued_at = now()
-     where uid = $1 or name = $1 returning ${COLUMNS}`,
-    [idOrName, tokenHashHex],
+     where (uid = $1 or name = $1) and wingsmith_arrived_by($3::timestamptz) returning ${COLUMNS}`,
+    [idOrName, tokenHashHex, arriveBy],
   );
   return revoked(sql, rows[0]);
 }
 
-/** Disable (its live session is cut by the caller, revoke.ts) or enable (nothing to cut: live_session null). */
-export async function setDisabled(sql: Sql, idOrName: string, disabled: boolean): Promise<RevokedRow | null> {
+/**
+ * Disable (its live session is cut by the caller, revoke.ts) or enable (nothing to cut: live_session
+ * null). Written only if it reaches Postgres by `arriveBy` (arrival.ts): one delivered late could
+ * undo the opposite toggle its caller made after being answered 504.
+ */
+export async function setDisabled(sql: Sql, idOrName: string, disabled: boolean, arriveBy: string): Promise<RevokedRow | null> {
   // A disable also revokes the claim it finds (migration 0021): an enable clears only
   // disabled_at, so a session the disable revoked stays revoked until a new claim, even if the
   // poke that would cut it is lost and the enable comes before the next poll.
   const { rows } = await sql.query<ClusterRow & { revocation_epoch: string }>(
     // The owner row is locked first, the order of every statement that locks both (ownership.ts).
-    `with held as (
-       select 1 from cluster_owners where $2 and cluster_uid = (select uid from clusters where uid = $1 or name = $1)
+    `with arrived as (select wingsmith_arrived_by($3::timestamptz) as ok), held as (
+       select 1 from cluster_owners where $2 and (select ok from arrived) and cluster_uid = (select uid from clusters where uid = $1 or name = $1)
        for no key update
      ), d as (
        update clusters set disabled_at = case when $2 then coalesce(disabled_at, now()) else null end,
          revocation_epoch = revocation_epoch + case when $2 then 1 else 0 end
-       where (uid = $1 or name = $1) and (select count(*) from held) >= 0 returning ${COLUMNS}, revocation_epoch
+       where (uid = $1 or name = $1) and (select ok from arrived) and (select count(*) from held) >= 0 returning ${COLUMNS}, revocation_epoch
      ), r as (
        update cluster_owners o set revoked = true from d where $2 and o.cluster_uid = d.uid and not o.revoked
      )
      select * from d`,
-    [idOrName, disabled],
+    [idOrName, disabled, arriveBy],
   );
   const found = rows[0];
   if (!found) return null;
