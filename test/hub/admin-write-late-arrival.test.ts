@@ -3,7 +3,9 @@
  * stalled (bytes held in the network, the socket up) and then healed delivered a token rotation
  * after its caller had been answered 504 and rotated again: Postgres started its timeout only on
  * arrival and committed it, replacing the token the admin had been shown with one nobody was, and
- * the cluster could not connect again. Likewise a late disable undid the enable that followed it.
+ * the cluster could not connect again. Likewise a late disable undid the enable that followed it,
+ * and a late PUT put a deployment back as it was before the PUT that followed it (at a newer
+ * revision, so the operator was sent it too).
  * Each such write now names when it must have arrived (db/arrival.ts, migration 0030). Found by a
  * read-only review of the hub under a stalled Postgres; fails on the code before.
  *
@@ -15,7 +17,7 @@ import { describe, expect, it } from 'vitest';
 import { hashToken, toHex } from '../../src/hub/tokens';
 import { useHubBehindRelay } from './support/proxy-hub';
 import { startStallRelay } from './support/stall-relay';
-import { FAST_TIMERS, sleep } from './support/hub';
+import { desired, FAST_TIMERS, sleep } from './support/hub';
 
 const { h, relay } = useHubBehindRelay({ ...FAST_TIMERS, PG_QUERY_TIMEOUT_MS: '1500', DB_GATEWAY_SHARDS: '1', DB_GATEWAY_CONNECTIONS: '1' }, startStallRelay);
 
@@ -56,5 +58,18 @@ describe('an admin write delivered after its caller was answered', () => {
     await sleep(1_000);
     const [row] = await h.sql<{ disabled: boolean }>(`select disabled_at is not null as disabled from clusters where uid = $1`, [c.uid]);
     expect(row?.disabled, 'the enable the admin made last holds').toBe(false);
+  }, 60_000);
+
+  it('a desired PUT answered 504, then another of the same deployment: the late one writes nothing, and the deployment is what was put last', async () => {
+    const c = await h.newCluster('late-put');
+    expect((await h.admin('GET', `/clusters/${c.name}`)).status).toBe(200);
+    relay().stallOpen();
+    const lost = await h.admin('PUT', `/clusters/${c.name}/deployments/d1`, desired({ max_replicas: 3 }));
+    expect(lost.status, JSON.stringify(lost.json)).toBe(504);
+    await until200(() => h.admin('PUT', `/clusters/${c.name}/deployments/d1`, desired({ max_replicas: 7 })));
+    relay().releaseHeld();
+    await sleep(1_000);
+    const rows = await h.sql<{ max_replicas: number }>('select max_replicas from desired_deployments where cluster_uid = $1', [c.uid]);
+    expect(rows, 'the deployment as the admin put it last').toEqual([{ max_replicas: 7 }]);
   }, 60_000);
 });

@@ -54,9 +54,10 @@ export async function putDesiredDeployment(
   sql: Sql,
   idOrName: string,
   d: { deployment_id: string; workload_id: string; min_replicas: number; max_replicas: number; serving: Serving },
+  arriveBy: string,
 ): Promise<DesiredWrite | null> {
   const { rows } = await sql.query<{ cluster_uid: string; deployment_id: string; revision: string; owner_session: string | null; recheck_owner: boolean }>(
-    `with c as (select uid from clusters where uid = $1 or name = $1),
+    `with c as (select uid from clusters where (uid = $1 or name = $1) and wingsmith_arrived_by($7::timestamptz)),
      rev as (
        update clusters set desired_revision = desired_revision + 1 where uid = (select uid from c)
        returning uid, desired_revision, disabled_at, token_hash
@@ -70,10 +71,10 @@ export async function putDesiredDeployment(
        returning cluster_uid, deployment_id, revision
      )
      select up.*, ${POKED_OWNER} as owner_session, ${OWNER_RECHECK} as recheck_owner from up`,
-    [idOrName, d.deployment_id, d.workload_id, d.min_replicas, d.max_replicas, JSON.stringify(d.serving)],
+    [idOrName, d.deployment_id, d.workload_id, d.min_replicas, d.max_replicas, JSON.stringify(d.serving), arriveBy],
     // Prepared (named), as every statement on a hot path is: parsed and planned once per
     // connection instead of per call (this one: 0.43 against 0.85 ms a write, pgbench on a local disk).
-    'wingsmith_put_desired_v3',
+    'wingsmith_put_desired_v4',
   );
   const r = rows[0];
   return r ? { ...r, revision: Number(r.revision), recheck_owner: r.recheck_owner === true } : null;
@@ -96,9 +97,10 @@ export async function putDesiredDeployments(
   sql: Sql,
   idOrName: string,
   items: readonly DesiredItem[],
+  arriveBy: string,
 ): Promise<{ cluster_uid: string; first_revision: number; owner_session: string | null; recheck_owner: boolean } | null> {
   const { rows } = await sql.query<{ cluster_uid: string; first_revision: string; owner_session: string | null; recheck_owner: boolean }>(
-    `with c as (select uid from clusters where uid = $1 or name = $1),
+    `with c as (select uid from clusters where (uid = $1 or name = $1) and wingsmith_arrived_by($4::timestamptz)),
      input as (
        select * from jsonb_to_recordset($2::jsonb)
          as x(deployment_id text, workload_id text, min_replicas int, max_replicas int, serving jsonb, ord int)
@@ -120,8 +122,8 @@ export async function putDesiredDeployments(
        ${POKED_OWNER} as owner_session, ${OWNER_RECHECK} as recheck_owner,
        (select count(*) from up) as written
      from rev`,
-    [idOrName, JSON.stringify(items.map((d, i) => ({ ...d, ord: i + 1 }))), items.length],
-    'wingsmith_put_desired_many_v3',
+    [idOrName, JSON.stringify(items.map((d, i) => ({ ...d, ord: i + 1 }))), items.length, arriveBy],
+    'wingsmith_put_desired_many_v4',
   );
   const r = rows[0];
   return r ? { cluster_uid: r.cluster_uid, first_revision: Number(r.first_revision), owner_session: r.owner_session, recheck_owner: r.recheck_owner === true } : null;
@@ -132,6 +134,7 @@ export async function withdrawDesiredDeployment(
   sql: Sql,
   idOrName: string,
   deploymentId: string,
+  arriveBy: string,
 ): Promise<(DesiredWrite & { already: boolean; workload_id: string; min_replicas: number; max_replicas: number }) | null> {
   const { rows } = await sql.query<{
     cluster_uid: string;
@@ -148,7 +151,7 @@ export async function withdrawDesiredDeployment(
     // deployment), and the deployment is read FOR UPDATE: a PUT or DELETE of it that committed
     // while this waited is then read as it is now, not as the statement's snapshot had it. A
     // plain read would withdraw with the values before that PUT, or withdraw twice.
-    `with c as (select uid from clusters where uid = $1 or name = $1 for update),
+    `with c as (select uid from clusters where (uid = $1 or name = $1) and wingsmith_arrived_by($3::timestamptz) for update),
      d as (select cluster_uid, deployment_id, deleted, revision, workload_id, min_replicas, max_replicas from desired_deployments
            where cluster_uid = (select uid from c) and deployment_id = $2 for update),
      rev as (
@@ -165,8 +168,8 @@ export async function withdrawDesiredDeployment(
             d.deleted as already, d.workload_id, d.min_replicas, d.max_replicas,
             ${POKED_OWNER} as owner_session, (exists (select 1 from rev) and ${OWNER_RECHECK}) as recheck_owner
      from d`,
-    [idOrName, deploymentId],
-    'wingsmith_withdraw_desired_v4',
+    [idOrName, deploymentId, arriveBy],
+    'wingsmith_withdraw_desired_v5',
   );
   const r = rows[0];
   return r ? { ...r, revision: Number(r.revision), recheck_owner: r.recheck_owner === true } : null;
@@ -198,7 +201,7 @@ export interface OperationRequest {
  * that one and write nothing. Null: no such cluster, or (with a key) a request that raced another
  * with the same key: the conflict leaves nothing to return, and a second try sees the winner.
  */
-export async function createOperation(sql: Sql, idOrName: string, op: OperationRequest): Promise<OperationCreated | null> {
+export async function createOperation(sql: Sql, idOrName: string, op: OperationRequest, arriveBy: string): Promise<OperationCreated | null> {
   const { rows } = await sql.query<{
     operation_id: string;
     cluster_uid: string;
@@ -210,7 +213,7 @@ export async function createOperation(sql: Sql, idOrName: string, op: OperationR
     prior_target: string | null;
     prior_params: Record<string, unknown> | null;
   }>(
-    `with c as (select uid from clusters where uid = $1 or name = $1),
+    `with c as (select uid from clusters where (uid = $1 or name = $1) and wingsmith_arrived_by($8::timestamptz)),
      prior as (
        select operation_id, cluster_uid, revision, ${iso('deadline')} as deadline, kind, target, params from operations
        where $7::text is not null and cluster_uid = (select uid from c) and idempotency_key = $7
@@ -229,8 +232,8 @@ export async function createOperation(sql: Sql, idOrName: string, op: OperationR
      select ins.*, ${POKED_OWNER} as owner_session, ${OWNER_RECHECK} as recheck_owner, null::text as prior_kind, null::text as prior_target, null::jsonb as prior_params from ins
      union all
      select operation_id, cluster_uid, revision, deadline, null, false, kind, target, params from prior`,
-    [idOrName, op.operation_id, op.kind, op.target, JSON.stringify(op.params), op.deadline_s, op.idempotency_key ?? null],
-    'wingsmith_create_operation_v5',
+    [idOrName, op.operation_id, op.kind, op.target, JSON.stringify(op.params), op.deadline_s, op.idempotency_key ?? null, arriveBy],
+    'wingsmith_create_operation_v6',
   );
   const r = rows[0];
   if (!r) return null;

@@ -79,22 +79,25 @@ export function putChanges(first: number, items: readonly DesiredItem[]): Desire
   });
 }
 
-/** Write deployments in one statement: the single-row statement for one, the set-based one for more. */
-export async function writeDeployments(sql: Sql, cluster: string, items: readonly DesiredItem[]) {
+/**
+ * Write deployments in one statement: the single-row statement for one, the set-based one for
+ * more. Written only if it reaches Postgres by `arriveBy` (arrival.ts), as every desired write.
+ */
+export async function writeDeployments(sql: Sql, cluster: string, items: readonly DesiredItem[], arriveBy: string) {
   if (items.length === 1) {
-    const w = await putDesiredDeployment(sql, cluster, items[0] as DesiredItem);
+    const w = await putDesiredDeployment(sql, cluster, items[0] as DesiredItem, arriveBy);
     return w ? { cluster_uid: w.cluster_uid, first_revision: w.revision, owner_session: w.owner_session, recheck_owner: w.recheck_owner } : null;
   }
-  return putDesiredDeployments(sql, cluster, items);
+  return putDesiredDeployments(sql, cluster, items, arriveBy);
 }
 
 /**
  * Run one admin write of desired state (one statement, one commit, the cluster's revision bumped)
  * and say which session to poke with which changes. Null: no such cluster (or deployment).
  */
-export async function writeDesired(sql: Sql, req: DesiredWriteRequest): Promise<{ result: DesiredWriteResult; poke: OwnerPoke | null } | null> {
+export async function writeDesired(sql: Sql, req: DesiredWriteRequest, arriveBy: string): Promise<{ result: DesiredWriteResult; poke: OwnerPoke | null } | null> {
   if (req.op === 'put') {
-    const w = await writeDeployments(sql, req.cluster, req.items);
+    const w = await writeDeployments(sql, req.cluster, req.items, arriveBy);
     if (!w) return null;
     const [clusterUid, owner, first] = [w.cluster_uid, w.owner_session, w.first_revision];
     const changes = putChanges(first, req.items);
@@ -105,7 +108,7 @@ export async function writeDesired(sql: Sql, req: DesiredWriteRequest): Promise<
     };
   }
   if (req.op === 'withdraw') {
-    const w = await withdrawDesiredDeployment(sql, req.cluster, req.deploymentId);
+    const w = await withdrawDesiredDeployment(sql, req.cluster, req.deploymentId, arriveBy);
     if (!w) return null;
     const result: DesiredWriteResult = { op: 'withdraw', cluster_uid: w.cluster_uid, revision: w.revision, already: w.already };
     if (w.already) return { result, poke: null };
@@ -126,7 +129,7 @@ export async function writeDesired(sql: Sql, req: DesiredWriteRequest): Promise<
   const o = req.operation;
   // With a key, nothing back can mean a request with the same key committed first (the conflict
   // hides its row from this statement's snapshot): the next statement sees it.
-  const created = (await createOperation(sql, req.cluster, o)) ?? (o.idempotency_key ? await createOperation(sql, req.cluster, o) : null);
+  const created = (await createOperation(sql, req.cluster, o, arriveBy)) ?? (o.idempotency_key ? await createOperation(sql, req.cluster, o, arriveBy) : null);
   if (!created) return null;
   const base = { op: 'operation' as const, cluster_uid: created.cluster_uid, operation_id: created.operation_id, revision: created.revision, deadline: created.deadline };
   if (created.prior) return { result: { ...base, prior: created.prior }, poke: null };

@@ -1,6 +1,7 @@
 import { DurableObject } from 'cloudflare:workers';
 import { pollShardOf, routeKeyOf, sessionStub } from '../address';
 import { describeError, failureLine } from './errors';
+import { arrivalDeadline } from './arrival';
 import { claimWithSnapshot, type ClaimedSession } from './claim-snapshot';
 import type { DesiredItem } from './desired-admin';
 import { PutCoalescer } from './desired-coalesce';
@@ -64,7 +65,7 @@ export class DbGateway extends DurableObject<HubEnv> {
    * one budget (`sendWithinMs`, passed on through `within`).
    */
   private readonly puts = new PutCoalescer({
-    write: (cluster, items, within) => writeDeployments(this.leastBusy().within(within), cluster, items),
+    write: (cluster, items, within) => writeDeployments(this.leastBusy().within(within), cluster, items, arrivalDeadline(hubConfig(this.env), within)),
     written: (w, items) => {
       const changes = putChanges(w.first_revision, items);
       this.pokeOwner({ clusterUid: w.cluster_uid, ownerSession: w.owner_session, revision: w.first_revision + items.length - 1, changes, recheck: w.recheck_owner === true });
@@ -389,7 +390,8 @@ export class DbGateway extends DurableObject<HubEnv> {
         return w && { op: 'put' as const, cluster_uid: w.cluster_uid, revisions: [w.revision] };
       }
       // Held to its send-by time like a coalesced PUT: answered 503, it must not commit later.
-      const w = await writeDesired(this.leastBusy().within(sendWithinMs(hubConfig(this.env))), req);
+      const cfg = hubConfig(this.env);
+      const w = await writeDesired(this.leastBusy().within(sendWithinMs(cfg)), req, arrivalDeadline(cfg, sendWithinMs(cfg)));
       if (w?.poke) {
         this.pokeOwner(w.poke);
         await pokeFirst();
