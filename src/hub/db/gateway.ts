@@ -65,7 +65,7 @@ export class DbGateway extends DurableObject<HubEnv> {
    * one budget (`sendWithinMs`, passed on through `within`).
    */
   private readonly puts = new PutCoalescer({
-    write: (cluster, items, within) => writeDeployments(this.leastBusy().within(within), cluster, items, arrivalDeadline(hubConfig(this.env), within)),
+    write: (cluster, items, within) => writeDeployments(this.leastBusy().within(within), cluster, items, arrivalDeadline(hubConfig(this.env))),
     written: (w, items) => {
       const changes = putChanges(w.first_revision, items);
       this.pokeOwner({ clusterUid: w.cluster_uid, ownerSession: w.owner_session, revision: w.first_revision + items.length - 1, changes, recheck: w.recheck_owner === true });
@@ -391,7 +391,7 @@ export class DbGateway extends DurableObject<HubEnv> {
       }
       // Held to its send-by time like a coalesced PUT: answered 503, it must not commit later.
       const cfg = hubConfig(this.env);
-      const w = await writeDesired(this.leastBusy().within(sendWithinMs(cfg)), req, arrivalDeadline(cfg, sendWithinMs(cfg)));
+      const w = await writeDesired(this.leastBusy().within(sendWithinMs(cfg)), req, arrivalDeadline(cfg));
       if (w?.poke) {
         this.pokeOwner(w.poke);
         await pokeFirst();
