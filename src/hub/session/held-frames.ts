@@ -5,17 +5,22 @@
  */
 export class HeldFrames {
   private frames: [WebSocket, string][] = [];
-  /** UTF-16 units held. */
+  /** UTF-16 units held, each frame's entry counted as `HELD_FRAME_OVERHEAD` more. */
   private chars = 0;
 
   /** `maxChars`: eight frames of the largest size. */
   constructor(private readonly maxChars: number) {}
 
-  /** False when holding it would pass the bound: the sender is told to come back instead. */
+  /**
+   * False when holding it would pass the bound: the sender is told to come back instead. A frame
+   * costs its entry besides its text: counted by text alone, empty frames were free, and a sender
+   * could queue them without limit while a claim waited.
+   */
   hold(ws: WebSocket, message: string): boolean {
-    if (this.chars + message.length > this.maxChars) return false;
+    const cost = message.length + HELD_FRAME_OVERHEAD;
+    if (this.chars + cost > this.maxChars) return false;
     this.frames.push([ws, message]);
-    this.chars += message.length;
+    this.chars += cost;
     return true;
   }
 
@@ -27,6 +32,9 @@ export class HeldFrames {
     return frames;
   }
 }
+
+/** What one held frame's entry is counted as, besides its text (an array and its references). */
+export const HELD_FRAME_OVERHEAD = 64;
 
 /** How much may wait for a hello to settle: this many frames of the largest size. */
 export const HELD_FRAMES_OF_MAX_SIZE = 8;

@@ -1,6 +1,6 @@
 import { DurableObject } from 'cloudflare:workers';
 import { answerableId, buildFrame, bytesOver, canonicalPong, CloseCode, newId, readFrame } from '../../protocol';
-import { HELD_FRAMES_OF_MAX_SIZE, HeldFrames } from './held-frames';
+import { HELD_FRAME_OVERHEAD, HELD_FRAMES_OF_MAX_SIZE, HeldFrames } from './held-frames';
 import { hubConfig, type HubConfig } from '../config';
 import { failUnsendableOperations, type DesiredChange } from '../db/desired';
 import { describeError, failureLine } from '../db/errors';
@@ -73,7 +73,7 @@ export class SessionObject extends DurableObject<HubEnv> {
     super(ctx, env);
     const cfg = (this.cfg = hubConfig(env));
     this.unapplied = unappliedBounds(cfg);
-    this.held = new HeldFrames(HELD_FRAMES_OF_MAX_SIZE * cfg.MAX_FRAME_BYTES);
+    this.held = new HeldFrames(HELD_FRAMES_OF_MAX_SIZE * (cfg.MAX_FRAME_BYTES + HELD_FRAME_OVERHEAD));
     this.baseLog = createLogger({ component: 'session' });
     if ((this.gate = new ResidencyGate(ctx.id, cfg, this.baseLog, ctx.storage)).misplaced) return;
     const sql = new SessionSql(ctx.storage.sql);
