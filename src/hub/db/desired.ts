@@ -202,6 +202,13 @@ export async function fetchDesiredSnapshotPage(
 }
 
 /**
+ * Whether cluster $1 has an operation open at or below revision $3: read at every fresh session's
+ * claim. By the partial index of migration 0031, whatever the cluster's concluded history.
+ */
+export const OPEN_OPERATIONS = `exists (select 1 from operations
+  where cluster_uid = $1 and revision <= $3 and concluded_at is null and deadline > now())`;
+
+/**
  * A fresh session's first snapshot page, and whether unconcluded operations up to its claimed
  * revision are owed, in one statement (claim-snapshot.ts). The flag's row carries the page
  * through a lateral join, so an empty snapshot still answers it. Read after the claim committed,
@@ -219,8 +226,7 @@ export async function fetchFirstSnapshotPage(
   const { rows } = await sql.query<ChangeRow & Bounded & Held & { open_operations: boolean }>(
     `select d.*, o.open_operations, h.held
      from (select ${claimHeld(['$1', '$5', '$6', '$7'])} as held) h
-     cross join (select exists (select 1 from operations
-                          where cluster_uid = $1 and revision <= $3 and concluded_at is null and deadline > now()) as open_operations) o
+     cross join (select ${OPEN_OPERATIONS} as open_operations) o
      left join lateral (
        ${byteBounded(
          `select ${DEPLOYMENT_COLS}, ${DEPLOYMENT_BYTES} as sz from desired_deployments
