@@ -152,7 +152,8 @@ export function poolerRefusal(databaseUrl: string): string | null {
  * simple-protocol message (BEGIN … COMMIT), one round trip: with the embedded single-backend
  * Postgres no other connection can interleave, and a failure leaves nothing half applied.
  *
- * Every lock a migration asks for is waited for at most lockTimeoutMs; a migration refused a
+ * Every lock a migration asks for is waited for at most lockTimeoutMs (a CONCURRENTLY step's
+ * without limit: it blocks none of the hub's statements while it waits); a migration refused a
  * lock is rolled back and tried again with backoff for up to lockWaitMs, then reported, naming
  * the file. Before anything is applied, every applied file still present is checked against the
  * checksum the ledger recorded for it (rows from before checksums were kept get the file's
@@ -290,10 +291,15 @@ async function applyInTransaction(client: Client, m: Migration, lockTimeoutMs: n
  * transaction, even the implicit one of a multi-statement message), then its ledger row.
  */
 async function applyInSteps(client: Client, m: Migration, lockTimeoutMs: number, lockWaitMs: number): Promise<void> {
-  await client.query(`set lock_timeout = ${Math.round(lockTimeoutMs)}`);
   try {
     for (const [i, step] of m.steps.entries()) {
       const partial = i === 0 ? '' : ` (its first ${i} of ${m.steps.length} steps are in place; a rerun continues)`;
+      // A CONCURRENTLY build or drop waits without limit: it holds SHARE UPDATE EXCLUSIVE, which
+      // none of the hub's reads and writes waits for, and it must outlive every transaction older
+      // than it (each such wait is a lock wait). Under the lock timeout, any transaction open for
+      // half a second (a backup, a report, an ingest statement waiting on a row) cancelled it, and
+      // a build that takes longer than the retry budget was never done at all.
+      await client.query(`set lock_timeout = ${/\bconcurrently\b/i.test(step) ? 0 : Math.round(lockTimeoutMs)}`);
       await withLockRetries(m, lockTimeoutMs, lockWaitMs, async () => {
         await dropInvalidIndexes(client, step);
         await client.query(step);
