@@ -109,7 +109,7 @@ export async function claimCluster(sql: Sql, args: ClaimArgs): Promise<ClaimResu
     args.pollShard,
     args.watermark,
     args.ingestCommits,
-  ], 'wingsmith_claim_v9');
+  ], 'wingsmith_claim_v10');
   const r = rows[0];
   if (!r) throw new Error('claim returned no row');
   const previous = r.prev_session_id !== null && r.prev_session_id !== r.session_id ? r.prev_session_id : null;
@@ -213,7 +213,8 @@ with held as (
   returning from_session, from_remote_addr, from_operator_version, to_session, to_remote_addr, to_operator_version
 ), trimmed as (
   delete from cluster_displacements
-  where cluster_uid = $1 and exists (select 1 from displaced) and at < now() - interval '1 day'
+  where cluster_uid = $1 and exists (select 1 from displaced)
+    and at < now() - greatest(interval '1 day', make_interval(secs => greatest($9::bigint, $11::bigint) / 1000.0))
 ), registered as (
   -- The session joins the fleet poll with the claim and token it now holds and the desired
   -- revision it has already sent (a fresh session: none). $13 is the watermark of the session
