@@ -72,4 +72,27 @@ describe('an admin write delivered after its caller was answered', () => {
     const rows = await h.sql<{ max_replicas: number }>('select max_replicas from desired_deployments where cluster_uid = $1', [c.uid]);
     expect(rows, 'the deployment as the admin put it last').toEqual([{ max_replicas: 7 }]);
   }, 60_000);
+
+  it('a registration answered 504 writes nothing later: the name stays free for the retry', async () => {
+    expect((await h.admin('GET', '/clusters?limit=1')).status).toBe(200);
+    relay().stallOpen();
+    const name = `late-create-${Date.now().toString(36)}`;
+    const lost = await h.admin('POST', '/clusters', { name });
+    expect(lost.status, JSON.stringify(lost.json)).toBe(504);
+    relay().releaseHeld();
+    await sleep(1_000);
+    expect(await h.sql('select uid from clusters where name = $1', [name]), 'no cluster registered after its 504').toEqual([]);
+  }, 60_000);
+
+  it('a location hint answered 504, then another: the late one writes nothing, and the hint is the one set last', async () => {
+    const c = await h.newCluster('late-hint');
+    expect((await h.admin('GET', `/clusters/${c.name}`)).status).toBe(200);
+    relay().stallOpen();
+    const lost = await h.admin('PATCH', `/clusters/${c.name}`, { location_hint: 'weur' });
+    expect(lost.status, JSON.stringify(lost.json)).toBe(504);
+    await until200(() => h.admin('PATCH', `/clusters/${c.name}`, { location_hint: 'enam' }));
+    relay().releaseHeld();
+    await sleep(1_000);
+    expect(await h.sql('select location_hint from clusters where uid = $1', [c.uid])).toEqual([{ location_hint: 'enam' }]);
+  }, 60_000);
 });

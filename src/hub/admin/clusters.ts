@@ -97,7 +97,7 @@ export const clustersRouter = adminRouter()
       const outside = hintRefusal(c.env, location_hint ?? null);
       if (outside) return jsonError(c, 400, 'invalid', outside, 'location_hint') as never;
       const token = generateEnrollmentToken();
-      const row = await createCluster(c.var.pg, ulid(), name, toHex(await hashToken(token)), location_hint ?? null);
+      const row = await createCluster(c.var.pg, ulid(), name, toHex(await hashToken(token)), location_hint ?? null, arrivalDeadline(hubConfig(c.env)));
       if (!row) return jsonError(c, 409, 'conflict', `a cluster named ${name} already exists`, 'name') as never;
       // The token is shown once: no cache on the way may keep a copy.
       c.header('cache-control', 'no-store');
@@ -184,7 +184,7 @@ export const clustersRouter = adminRouter()
       const { location_hint } = c.req.valid('json');
       const outside = hintRefusal(c.env, location_hint);
       if (outside) return jsonError(c, 400, 'invalid', outside, 'location_hint') as never;
-      const row = await setLocationHint(c.var.pg, c.req.valid('param').id, location_hint);
+      const row = await setLocationHint(c.var.pg, c.req.valid('param').id, location_hint, arrivalDeadline(hubConfig(c.env)));
       if (row) c.set('committed', true);
       const view = row ? await clusterView(readBack(c.env), c.env, row.uid) : null;
       if (!row || !view) return jsonError(c, 404, 'not_found', 'no such cluster') as never;

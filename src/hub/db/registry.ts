@@ -36,14 +36,16 @@ export async function createCluster(
   uid: string,
   name: string,
   tokenHashHex: string,
-  locationHint: LocationHint | null = null,
+  locationHint: LocationHint | null,
+  arriveBy: string,
 ): Promise<ClusterRow | null> {
+  // Not registered late (arrival.ts): the name taken, after its 504, with a token nobody was shown.
   const { rows } = await sql.query<ClusterRow>(
     `insert into clusters (uid, name, token_hash, token_issued_at, location_hint)
-     values ($1, $2, decode($3, 'hex'), now(), $4)
+     select $1, $2, decode($3, 'hex'), now(), $4 where wingsmith_arrived_by($5::timestamptz)
      on conflict (name) do nothing
      returning ${COLUMNS}`,
-    [uid, name, tokenHashHex, locationHint],
+    [uid, name, tokenHashHex, locationHint, arriveBy],
   );
   return rows[0] ?? null;
 }
@@ -53,14 +55,15 @@ export async function createCluster(
  * generation (and is timestamped): route keys carry the generation they were minted under
  * (address.ts), so the connect route starts a new object for any session opened before it.
  */
-export async function setLocationHint(sql: Sql, idOrName: string, locationHint: LocationHint | null): Promise<ClusterRow | null> {
+export async function setLocationHint(sql: Sql, idOrName: string, locationHint: LocationHint | null, arriveBy: string): Promise<ClusterRow | null> {
+  // Not applied late (arrival.ts): it would undo a hint set after its 504.
   const { rows } = await sql.query<ClusterRow>(
     `update clusters set
        placement_generation = placement_generation + case when location_hint is distinct from $2 then 1 else 0 end,
        placement_changed_at = case when location_hint is distinct from $2 then now() else placement_changed_at end,
        location_hint = $2
-     where uid = $1 or name = $1 returning ${COLUMNS}`,
-    [idOrName, locationHint],
+     where (uid = $1 or name = $1) and wingsmith_arrived_by($3::timestamptz) returning ${COLUMNS}`,
+    [idOrName, locationHint, arriveBy],
   );
   return rows[0] ?? null;
 }
