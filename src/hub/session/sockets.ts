@@ -19,6 +19,8 @@ export interface Attachment {
   routeKey: string;
   remoteAddr: string | null;
   sessionId: string | null;
+  /** The connection ended here (closed by either side): kept with the socket, so a wake knows it too. */
+  ended?: true;
 }
 
 export interface SocketHooks {
@@ -69,7 +71,7 @@ export class Sockets {
    * Cached, recomputed after any connection changes phase or ends.
    */
   anyHandshaking(): boolean {
-    this.handshaking ??= this.all().some((ws) => ws.readyState === WebSocket.OPEN && !this.endedSockets.has(ws) && this.attachment(ws)?.phase === 'handshake');
+    this.handshaking ??= this.all().some((ws) => ws.readyState === WebSocket.OPEN && !this.ended(ws) && this.attachment(ws)?.phase === 'handshake');
     return this.handshaking;
   }
 
@@ -210,9 +212,9 @@ export class Sockets {
     return since;
   }
 
-  /** `ws` ended, by our own record rather than the runtime's readyState (see dispatch). */
+  /** `ws` ended, by our own record rather than the runtime's readyState (see dispatch); across wakes too. */
   ended(ws: WebSocket): boolean {
-    return this.endedSockets.has(ws);
+    return this.endedSockets.has(ws) || this.attachment(ws)?.ended === true;
   }
 
   closeActive(code: number, reason: string, line: 'log' | 'logged' = 'log', fields: LogFields = {}): void {
@@ -242,7 +244,17 @@ export class Sockets {
     this.handshaking = undefined;
     const wasActive = this.current === ws || (this.current === undefined && this.carriedSession(ws));
     // Read before the attachment is dropped: it is what names the connection.
-    const cid = this.attachment(ws)?.cid;
+    const att = this.attachment(ws);
+    const cid = att?.cid;
+    // Marked ended where a wake finds it too: a peer that ignores the close may send a hello
+    // after the object hibernated, which would otherwise be taken for this socket's first frame.
+    if (att && !att.ended) {
+      try {
+        ws.serializeAttachment({ ...att, ended: true });
+      } catch {
+        // A socket the runtime has already let go of carries nothing further anyway.
+      }
+    }
     this.attachments.delete(ws);
     if (wasActive) this.current = null;
     const fields: LogFields = cid ? { connection: cid } : {};

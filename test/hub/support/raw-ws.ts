@@ -48,8 +48,8 @@ export class RawSocket {
     return this.endedFlag;
   }
 
-  /** Upgrade `GET /v1/connect` with `token`; resolves once the hub answered 101. */
-  static async connect(httpUrl: string, token: string): Promise<RawSocket> {
+  /** Upgrade `GET /v1/connect` with `token` (and a resume hint); resolves once the hub answered 101. */
+  static async connect(httpUrl: string, token: string, hint?: string): Promise<RawSocket> {
     const u = new URL(httpUrl);
     const sock = net.connect({ host: u.hostname, port: Number(u.port) });
     await new Promise<void>((resolve, reject) => {
@@ -60,7 +60,9 @@ export class RawSocket {
     const key = randomBytes(16).toString('base64');
     sock.write(
       `GET /v1/connect HTTP/1.1\r\nHost: ${u.host}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n` +
-        `Sec-WebSocket-Key: ${key}\r\nSec-WebSocket-Version: 13\r\nAuthorization: Bearer ${token}\r\n\r\n`,
+        `Sec-WebSocket-Key: ${key}\r\nSec-WebSocket-Version: 13\r\nAuthorization: Bearer ${token}\r\n` +
+        (hint ? `Wingsmith-Session: ${hint}\r\n` : '') +
+        '\r\n',
     );
     let head = Buffer.alloc(0);
     await new Promise<void>((resolve, reject) => {
