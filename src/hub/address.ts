@@ -112,8 +112,4 @@ export function pollShardOf(clusterUid: string, shards: number): number {
   return fnv1a(clusterUid) % shards;
 }
 
-/** The gateway shard that polls this cluster's sessions. */
-export function pollerStub(env: HubEnv, clusterUid: string): DurableObjectStub<DbGateway> {
-  return gatewayStub(env, pollShardOf(clusterUid, hubConfig(env).DB_GATEWAY_SHARDS));
-}
 

@@ -172,13 +172,16 @@ describe('the eu deployment (wrangler.toml [env.eu])', () => {
     expect(r.message).toMatch(/residency check failed/);
   });
 
-  // Both were silent before (a review): the session took the quiet success for a poll that never runs.
-  it('a gateway shard outside the jurisdiction refuses a session joining its fleet poll, typed and logged', async () => {
-    const misplaced = hubEnv.DB_GATEWAY.get(hubEnv.DB_GATEWAY.idFromName('shard-1')) as unknown as { ensurePolling(shard: number): Promise<void> };
-    let outcome = 'resolved';
-    const logs = await residencyLogs(() => misplaced.ensurePolling(1).catch((err: Error) => (outcome = `${err.name}: ${err.message}`)));
-    expect(outcome).toMatch(/residency check failed/);
-    expect(logs.map((l) => l.entry)).toContain('ensurePolling');
+  // A session joins the fleet poll by its claim (the shard arms its poll first): refused, a
+  // misplaced shard arms nothing and registers nothing.
+  it('a gateway shard outside the jurisdiction refuses a claim: typed, and no poll armed', async () => {
+    const misplaced = hubEnv.DB_GATEWAY.get(hubEnv.DB_GATEWAY.idFromName('shard-1')) as unknown as {
+      claim(args: Record<string, unknown>, rows: number): Promise<{ ok: boolean; name?: string; message?: string }>;
+    };
+    const r = await misplaced.claim({ clusterUid: 'c-residency', tokenHashHex: '00', freshSessionId: 'x.y', resume: null }, 0);
+    expect(r).toMatchObject({ ok: false, name: 'ResidencyError' });
+    expect(r.message).toMatch(/residency check failed/);
+    expect(await runInDurableObject(hubEnv.DB_GATEWAY.get(hubEnv.DB_GATEWAY.idFromName('shard-1')), (_i, s) => s.storage.getAlarm())).toBeNull();
   });
 
   it('a gateway shard outside the jurisdiction polls nothing at its alarm: it logs, and deletes its storage and its alarm', async () => {

@@ -1,19 +1,19 @@
 /**
- * A session joins the fleet poll at its claim by asking its shard's poller to run
- * (`ensurePolling`). A poller that found its shard empty has stopped, and only a claim starts it
- * again, so when that one call fails nothing looks at the session's token, registration or claim:
- * a revocation whose admin poke is also lost (the spec makes the poll the bound) would leave the
- * session open on a revoked token until some other session of the shard claimed.
+ * A session joins the fleet poll by its claim: the gateway shard that runs the claim (the
+ * cluster's poll shard) arms its poll before the statement registers the session. A poller that
+ * found its shard empty has stopped, and only a claim starts it again, so a claim that could not
+ * arm it must not register anything: were it to, nothing would look at that session's token,
+ * registration or claim (a revocation whose admin poke is lost too would leave it open on a
+ * revoked token). The session's own call to the poller after the welcome, and its retries, are
+ * gone: the claim is the one place (test/workers/claim-arms-poll.test.ts shows the poll runs
+ * without it).
  *
- * Each test file has a Miniflare of its own, so the cluster's poller here has never run: the
- * session's own claim is what must start it.
+ * Each test file has a Miniflare of its own, so the cluster's poller here has never run.
  */
-import { runDurableObjectAlarm, runInDurableObject } from 'cloudflare:test';
 import { afterEach, describe, expect, it, vi, type MockInstance } from 'vitest';
-import { routeKeyOf, sessionStub } from '../../src/hub/address';
 import { DbGateway } from '../../src/hub/db/gateway';
 import { CloseCode } from '../../src/protocol';
-import { connect, eventually, hubEnv, newCluster, sql } from './support/peer';
+import { connect, newCluster, sql } from './support/peer';
 
 const spies: MockInstance[] = [];
 /** A token hash no cluster has (token hashes are unique). */
@@ -23,63 +23,28 @@ afterEach(() => {
 });
 
 describe('joining the fleet poll', () => {
-  it('a claim whose call to start the poller fails retries it, so a token rotated with no poke still cuts the session (4403)', async () => {
-    const ensure = vi.spyOn(DbGateway.prototype, 'ensurePolling').mockRejectedValueOnce(new Error('poller unreachable (simulated)'));
-    spies.push(ensure);
-    const warn = vi.spyOn(console, 'warn');
-    spies.push(warn);
+  it('a claim that cannot arm its shard\'s poll registers nothing and is refused, retryable; the next hello joins and is polled (a rotation with no poke cuts it)', async () => {
+    type Armed = { armPoll(shard: number): Promise<void> };
+    const arm = vi.spyOn(DbGateway.prototype as unknown as Armed, 'armPoll').mockRejectedValueOnce(new Error('storage unavailable (simulated)'));
+    spies.push(arm as unknown as MockInstance);
+    const c = await newCluster('join-arm');
+    const first = await connect(c.token);
+    first.send('hello', { cluster_id: c.name, operator_version: '0.1.0', session_id: null, resume_from: null, lossy: false });
+    const refused = await first.next((f) => f.type === 'error' || f.type === 'welcome');
+    expect(refused.type).toBe('error');
+    expect(refused.payload).toMatchObject({ code: 'unavailable', retryable: true });
+    expect((await first.closedWith(5_000)).code).toBe(CloseCode.TRY_AGAIN_LATER);
+    expect(await sql('select session_id from live_sessions where cluster_uid = $1', [c.uid]), 'nothing registered').toEqual([]);
 
-    const c = await newCluster('join-retry');
     const peer = await connect(c.token);
-    const w = await peer.hello({ cluster_id: c.name });
-    expect(w.type).toBe('welcome');
+    expect((await peer.hello({ cluster_id: c.name })).type).toBe('welcome');
     await peer.next((f) => f.type === 'stream.end');
-
-    // The first call failed; the session tries again on its own (POLL_INTERVAL_MS 300 here).
-    await eventually(async () => ensure.mock.calls.length >= 2, 5_000);
-    const retried = warn.mock.calls.map((a) => String(a[0])).find((line) => line.includes('could not reach the fleet poller; retrying'));
-    expect(retried, 'the failure is logged with the retry').toBeDefined();
-    expect(JSON.parse(retried as string)).toMatchObject({ cluster: c.uid, session: w.payload.session_id, failures: 1 });
-
-    // The rotation is written straight to Postgres: no admin poke, only the fleet poll can see it.
-    await sql(`update clusters set token_hash = decode($2, 'hex') where uid = $1`, [c.uid, randomHash()]);
-    const closed = await peer.closedWith(5_000).then(
-      (x) => x.code,
-      () => 'still open 5 s after its token was rotated',
-    );
-    expect(closed).toBe(CloseCode.REFUSED);
-  });
-
-  it("a join still owed is stored, and tried again at the session's next alarm (an eviction drops the retry's timer)", async () => {
-    const failing = vi.spyOn(DbGateway.prototype, 'ensurePolling').mockRejectedValue(new Error('poller unreachable (simulated)'));
-    spies.push(failing);
-    const c = await newCluster('join-alarm');
-    const peer = await connect(c.token);
-    const s = (await peer.hello({ cluster_id: c.name })).payload.session_id as string;
-    await peer.next((f) => f.type === 'stream.end');
-    const stub = sessionStub(hubEnv, { clusterUid: c.uid, routeKey: routeKeyOf(s) as string });
-    type Fleet = { pollJoinTimer: ReturnType<typeof setTimeout> | null };
-    const stored = () =>
-      runInDurableObject(stub, (_i, state) => {
-        const row = state.storage.sql.exec<{ doc: string }>('select doc from meta where k = 1').toArray()[0];
-        return row ? (JSON.parse(row.doc) as { pollJoinOwed?: boolean }).pollJoinOwed ?? false : null;
-      });
-    await eventually(async () => failing.mock.calls.length >= 1 && (await stored()) === true, 5_000);
-
-    // What an eviction does to the retry: its timer is gone; the stored debt is all that is left.
-    failing.mockRestore();
-    const ensure = vi.spyOn(DbGateway.prototype, 'ensurePolling');
-    spies.push(ensure);
-    await runInDurableObject(stub, (instance) => {
-      const fleet = (instance as unknown as { fleet: Fleet }).fleet;
-      if (fleet.pollJoinTimer !== null) clearTimeout(fleet.pollJoinTimer);
-      fleet.pollJoinTimer = null;
-    });
-    expect(await runDurableObjectAlarm(stub), 'an open session has its silence alarm armed').toBe(true);
-    await eventually(async () => ensure.mock.calls.length >= 1 && (await stored()) === false, 5_000);
-
-    // The poller now runs: a rotation with no poke is found by the poll.
-    await sql(`update clusters set token_hash = decode($2, 'hex') where uid = $1`, [c.uid, randomHash()]);
-    expect((await peer.closedWith(5_000)).code).toBe(CloseCode.REFUSED);
+    const pinger = setInterval(() => peer.send('ping', {}), 500);
+    try {
+      await sql(`update clusters set token_hash = decode($2, 'hex') where uid = $1`, [c.uid, randomHash()]);
+      expect((await peer.closedWith(5_000)).code).toBe(CloseCode.REFUSED);
+    } finally {
+      clearInterval(pinger);
+    }
   });
 });

@@ -86,27 +86,17 @@ export class DbGateway extends DurableObject<HubEnv> {
   /** Sessions with a poke of this poller still unanswered: never more than one each. */
   private readonly poking = new Set<string>();
   /**
-   * Joins (`ensurePolling`) so far. A poll whose statement is already on its way may have read
+   * Claims that armed the poll (`armPoll`) so far. A poll whose statement is already on its way may have read
    * the shard before a join's claim committed: its "no session left" is not the last word then.
    */
   private joins = 0;
   private readonly region = new RegionGuard();
 
   /**
-   * A session of this shard registered (at its claim): make sure the fleet poll runs. Cheap when
-   * it already does (no storage access once the alarm is known).
-   */
-  async ensurePolling(shard: number): Promise<void> {
-    // Refused loudly: a quiet success would tell the session it joined a poll that never runs.
-    this.gate.enter('ensurePolling');
-    await this.armPoll(shard);
-  }
-
-  /**
-   * The poll of `shard` (this object's) runs within a poll interval. A claim arms it before its
-   * statement registers the session (`claim`), so that no crash, restart or deploy between the
-   * claim's commit and the session's own `ensurePolling` leaves a registered session in a shard
-   * nothing polls (shown connected, its revocations undelivered, until another claim there).
+   * The poll of `shard` (this object's) runs within a poll interval: armed by every claim, before
+   * its statement registers the session (`claim`), so that no session is ever registered in a
+   * shard nothing polls (shown connected after it ended, its revocations undelivered). Cheap when
+   * the poll already runs (no storage access once the alarm is known).
    */
   private async armPoll(shard: number): Promise<void> {
     this.joins++;
@@ -130,7 +120,7 @@ export class DbGateway extends DurableObject<HubEnv> {
    * has not checked in for a sweep period). Each poked session runs its own check and acts. The
    * poll re-arms while any session of the shard is registered; with none, the alarm comes back
    * only for the next history retention pass (history ages past the horizon while the fleet is
-   * idle too), until a claim brings the poll back (`ensurePolling`).
+   * idle too), until a claim brings the poll back (`armPoll`).
    *
    * The next poll is armed before the pokes go out, and the alarm does not wait for them: a
    * session's check can wait on a row lock for up to PG_QUERY_TIMEOUT_MS (its cluster's owner row,
@@ -170,7 +160,7 @@ export class DbGateway extends DurableObject<HubEnv> {
     const joinsBefore = this.joins;
     try {
       const r = await pollFleet(this.leastBusy(), shard, cfg.LIVE_SWEEP_MS, cfg.POLL_POKE_LIMIT, alive, [...this.poking]);
-      // A session that joined while the statement ran set a near alarm (`ensurePolling`), and
+      // A session that joined while the statement ran set a near alarm (`armPoll`), and
       // the statement may have read the shard before its claim committed: an empty answer must
       // not put the poll off to the next retention pass, minutes away, with that session in it.
       again = r.anyLive || this.joins !== joinsBefore;
@@ -335,12 +325,9 @@ export class DbGateway extends DurableObject<HubEnv> {
     const deadlineMs = Math.min(1_000, cfg.PG_QUERY_TIMEOUT_MS / 4);
     const endBy = Date.now() + sendWithinMs(cfg) + cfg.PG_QUERY_TIMEOUT_MS + answerMarginMs(cfg.PG_QUERY_TIMEOUT_MS);
     return this.relay(async () => {
-      try {
-        await this.armPoll(pollShardOf(args.clusterUid, cfg.DB_GATEWAY_SHARDS));
-      } catch (err) {
-        // The session's own `ensurePolling` after the claim, retried while it is open, still arms it.
-        log.warn('could not arm the fleet poll before a claim; the session asks for it after', { cluster: args.clusterUid, error: describeError(err) });
-      }
+      // Armed first: a claim that cannot arm the poll fails before it registers anything (the
+      // hello is refused, retryable), rather than register a session nothing would poll.
+      await this.armPoll(pollShardOf(args.clusterUid, cfg.DB_GATEWAY_SHARDS));
       const lane = this.claimLane(args.clusterUid);
       try {
         return await claimWithSnapshot(lane.pg, args, { rows: snapshotRows, bytes: claimPageBytes(cfg), deadlineMs, endBy }, (err) =>

@@ -1,5 +1,5 @@
 import { CloseCode } from '../../protocol';
-import { pollerStub, pollShardOf, routeKeyOf, sessionStub } from '../address';
+import { routeKeyOf, sessionStub } from '../address';
 import type { HubConfig } from '../config';
 import { describeError, failureLine } from '../db/errors';
 import type { PokeReason } from '../db/fleet-poll';
@@ -35,12 +35,10 @@ export interface MemberHost {
 /**
  * The session's part in the fleet poll (DESIGN decision 4): it joins at its claim, checks its
  * claim, registration, disablement, token and desired revision when poked, and leaves when its
- * connection ends. Nothing here runs on a timer of the session's own but the retry of a join that
- * failed.
+ * connection ends. Joining is the claim's (its gateway shard arms the poll before registering the
+ * session, gateway.ts `armPoll`).
  */
 export class FleetMember {
-  private pollJoinTimer: ReturnType<typeof setTimeout> | null = null;
-  private pollJoinFailures = 0;
   /** Pokes that came while a hello was under way, answered when it ends (by session, the latest reason). */
   private readonly pokedDuringHello = new Map<string, PokeReason>();
   /**
@@ -62,60 +60,11 @@ export class FleetMember {
    */
   claimed(clusterUid: string, routeKey: string, previous: string | null): void {
     const { env, cfg, baseLog } = this.host;
-    const sessionId = this.host.state.meta?.sessionId;
-    this.pollJoinFailures = 0;
-    if (sessionId) this.joinPoll(clusterUid, sessionId);
     const prevKey = routeKeyOf(previous);
     if (!previous || !prevKey || prevKey === routeKey || !cfg.DISPLACEMENT_POKE) return;
     sessionStub(env, { clusterUid, routeKey: prevKey })
       .check(previous, 'claim')
       .catch((err: unknown) => baseLog.warn('could not poke the displaced session; the fleet poll will', { cluster: clusterUid, error: describeError(err) }));
-  }
-
-  /**
-   * Make sure the cluster's poller runs. A poller that found its shard empty polls again only at
-   * its next history retention pass (up to HISTORY_PRUNE_INTERVAL_MS away), or when a claim starts
-   * it: were this call lost, nothing would look at this session's claim, token or registration
-   * (an admin's poke lost too would leave a revoked session open, and one that ended silently
-   * shown connected) until then. So it is retried, with backoff, for as long as this session is
-   * open on a connection.
-   */
-  private joinPoll(clusterUid: string, sessionId: string): void {
-    const { env, cfg, baseLog } = this.host;
-    if (this.pollJoinTimer !== null) clearTimeout(this.pollJoinTimer);
-    this.pollJoinTimer = null;
-    pollerStub(env, clusterUid)
-      .ensurePolling(pollShardOf(clusterUid, cfg.DB_GATEWAY_SHARDS))
-      .then(
-        () => {
-          this.pollJoinFailures = 0;
-          if (this.host.state.meta?.sessionId === sessionId) this.host.state.notePollJoin(false);
-        },
-        (err: unknown) => {
-          const open = this.host.state.meta?.sessionId === sessionId && this.host.sockets.active() !== null;
-          const fields = { cluster: clusterUid, session: sessionId, error: describeError(err) };
-          if (!open) return baseLog.warn('could not reach the fleet poller; the session has ended meanwhile', fields);
-          this.host.state.notePollJoin(true);
-          const retryMs = sessionRetryDelay(cfg.POLL_INTERVAL_MS, this.pollJoinFailures);
-          this.pollJoinFailures++;
-          baseLog.warn('could not reach the fleet poller; retrying', { ...fields, retry_ms: retryMs, failures: this.pollJoinFailures });
-          if (this.pollJoinTimer !== null) clearTimeout(this.pollJoinTimer);
-          this.pollJoinTimer = setTimeout(() => {
-            this.pollJoinTimer = null;
-            if (this.host.state.meta?.sessionId === sessionId && this.host.sockets.active() !== null) this.joinPoll(clusterUid, sessionId);
-          }, retryMs);
-        },
-      );
-  }
-
-  /**
-   * At an alarm: a join still owed (its retry's timer may have gone with an eviction) is tried
-   * again, unless a retry is already waiting.
-   */
-  retryOwedJoin(): void {
-    const meta = this.host.state.meta;
-    if (!meta?.pollJoinOwed || this.pollJoinTimer !== null || this.host.sockets.active() === null) return;
-    this.joinPoll(meta.clusterUid, meta.sessionId);
   }
 
   /**

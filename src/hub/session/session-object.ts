@@ -280,7 +280,6 @@ export class SessionObject extends DurableObject<HubEnv> {
     if (this.gate.refuses('alarm')) return this.gate.discard();
     this.wakes.note('alarm');
     this.clock.lapsed();
-    this.fleet.retryOwedJoin();
     await this.runDue('alarm');
   }
 

@@ -87,15 +87,6 @@ export class SessionState {
     this.store.saveMeta(m);
   }
 
-  /** Whether the session still owes its fleet poller a join (`FleetMember`): stored only when it changes. */
-  notePollJoin(owed: boolean): void {
-    const m = this.meta;
-    if (!m || (m.pollJoinOwed ?? false) === owed) return;
-    if (owed) m.pollJoinOwed = true;
-    else delete m.pollJoinOwed;
-    this.store.saveMeta(m);
-  }
-
   noteFrame(now: number): void {
     this.lastFrameAt = now;
     if (this.meta && now - this.lastFramePersistedAt >= LAST_FRAME_PERSIST_MS) {

@@ -68,12 +68,6 @@ export interface SessionMeta {
    */
   windowWait?: { since: number; ack: number } | null;
   /**
-   * The claim could not reach the cluster's fleet poller, and no retry has yet: retried while the
-   * session is open, from every alarm too, since an eviction drops the retry's timer. Absent when
-   * nothing is owed.
-   */
-  pollJoinOwed?: boolean;
-  /**
    * Seqs past `inCursor` whose frames `counters` already counts (committed past a hole), as
    * sorted, disjoint, inclusive ranges: a resume replays them and they are not counted again.
    * Absent on a record of an older hub.
