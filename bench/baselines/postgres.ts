@@ -43,7 +43,7 @@ export async function claimedFence(env: BenchEnv, client: Client): Promise<Sessi
     pollShard: 0,
     watermark: 0,
     ingestCommits: 0,
-  });
+  }, null);
   if (claim.generation === null) throw new Error(`claim refused: ${claim.refusal}`);
   return { clusterUid: c.uid, sessionId, generation: claim.generation, tokenHash: c.tokenHash };
 }

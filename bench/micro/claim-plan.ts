@@ -60,7 +60,7 @@ async function main(): Promise<void> {
         ingestCommits: 0,
       };
       const t0 = performance.now();
-      const r = await claimCluster(prepared ? named : unnamed, args);
+      const r = await claimCluster(prepared ? named : unnamed, args, null);
       const ms = performance.now() - t0;
       if (r.generation === null || r.sessionId === null) throw new Error(`refused: ${r.refusal}`);
       held.set(c.uid, { sessionId: r.sessionId, generation: r.generation });

@@ -80,7 +80,7 @@ export async function microCluster(client: Client): Promise<SessionFence> {
     pollShard: 0,
     watermark: 0,
     ingestCommits: 0,
-  });
+  }, null);
   if (claim.generation === null) throw new Error(`claim refused: ${claim.refusal}`);
   return { clusterUid: uid, sessionId, generation: claim.generation, tokenHash };
 }

@@ -81,7 +81,7 @@ describe("the gateway's claim reads a fresh session its first snapshot page", ()
   it('live deployments in deployment_id order, at most the rows asked for; none for a resumed, refused or page-less claim', async () => {
     await withSql(async (sql) => {
       const { uid, tokenHash } = await registered(sql, ['d3', 'gone-1', 'd1', 'd2']);
-      const fresh = await claimWithSnapshot(sql, claimArgs(uid, tokenHash), PAGE, noFailure);
+      const fresh = await claimWithSnapshot(sql, claimArgs(uid, tokenHash), null, PAGE, noFailure);
       expect(fresh.refusal).toBeNull();
       expect(fresh.desiredRevision).toBe(4);
       expect(fresh.snapshot?.openOperations).toBe(false);
@@ -91,14 +91,14 @@ describe("the gateway's claim reads a fresh session its first snapshot page", ()
       ]);
 
       // The same session claiming again with its generation resumes: no snapshot is owed.
-      const resumed = await claimWithSnapshot(sql, claimArgs(uid, tokenHash, { resume: { sessionId: fresh.sessionId as string, generation: fresh.generation as number } }), PAGE, noFailure);
+      const resumed = await claimWithSnapshot(sql, claimArgs(uid, tokenHash, { resume: { sessionId: fresh.sessionId as string, generation: fresh.generation as number } }), null, PAGE, noFailure);
       expect(resumed.sessionId).toBe(fresh.sessionId);
       expect(resumed.snapshot).toBeNull();
 
       // Asked for none: none read.
-      expect((await claimWithSnapshot(sql, claimArgs(uid, tokenHash), { rows: 0, bytes: 1 << 20, deadlineMs: 1_000 }, noFailure)).snapshot).toBeNull();
+      expect((await claimWithSnapshot(sql, claimArgs(uid, tokenHash), null, { rows: 0, bytes: 1 << 20, deadlineMs: 1_000 }, noFailure)).snapshot).toBeNull();
       // A refused claim reads nothing either.
-      const refused = await claimWithSnapshot(sql, claimArgs(uid, '00'.repeat(32)), PAGE, noFailure);
+      const refused = await claimWithSnapshot(sql, claimArgs(uid, '00'.repeat(32)), null, PAGE, noFailure);
       expect(refused.refusal).toBe('token_rotated');
       expect(refused.snapshot).toBeNull();
     });
@@ -111,7 +111,7 @@ describe("the gateway's claim reads a fresh session its first snapshot page", ()
       await sql.query('alter table desired_deployments rename to desired_deployments_away');
       let claim;
       try {
-        claim = await claimWithSnapshot(sql, claimArgs(uid, tokenHash), PAGE, (err) => failures.push(err));
+        claim = await claimWithSnapshot(sql, claimArgs(uid, tokenHash), null, PAGE, (err) => failures.push(err));
       } finally {
         await sql.query('alter table desired_deployments_away rename to desired_deployments');
       }
@@ -131,7 +131,7 @@ describe("the gateway's claim reads a fresh session its first snapshot page", ()
       let claim;
       // Without the deadline this call would wait for the lock, which is only released after it.
       try {
-        claim = await claimWithSnapshot(sql, claimArgs(uid, tokenHash), { rows: 2, bytes: 1 << 20, deadlineMs: 300 }, (err) => failures.push(err));
+        claim = await claimWithSnapshot(sql, claimArgs(uid, tokenHash), null, { rows: 2, bytes: 1 << 20, deadlineMs: 300 }, (err) => failures.push(err));
       } finally {
         await release();
       }
@@ -148,7 +148,7 @@ describe("the gateway's claim reads a fresh session its first snapshot page", ()
     await withSql(async (sql) => {
       const { uid, tokenHash } = await registered(sql, ['d1']);
       const failures: unknown[] = [];
-      const claim = await claimWithSnapshot(sql, claimArgs(uid, tokenHash), { rows: 2, bytes: 1 << 20, deadlineMs: 1_000, endBy: Date.now() }, (err) => failures.push(err));
+      const claim = await claimWithSnapshot(sql, claimArgs(uid, tokenHash), null, { rows: 2, bytes: 1 << 20, deadlineMs: 1_000, endBy: Date.now() }, (err) => failures.push(err));
       expect(claim.refusal).toBeNull();
       expect(claim.snapshot).toBeNull();
       expect(failures.map((e) => (e as Error).name)).toEqual(['PageDeadlineError']);
@@ -158,7 +158,7 @@ describe("the gateway's claim reads a fresh session its first snapshot page", ()
   it('bounded by bytes as well as rows: a page past its byte budget stops (always holding its first row) and says more follow', async () => {
     await withSql(async (sql) => {
       const { uid, tokenHash } = await registered(sql, ['d3', 'd1', 'd2']);
-      const fresh = await claimWithSnapshot(sql, claimArgs(uid, tokenHash), { ...PAGE, rows: 3, bytes: 1 }, noFailure);
+      const fresh = await claimWithSnapshot(sql, claimArgs(uid, tokenHash), null, { ...PAGE, rows: 3, bytes: 1 }, noFailure);
       expect(fresh.snapshot?.deployments.map((d) => d.deployment_id)).toEqual(['d1']);
       expect(fresh.snapshot?.more).toBe(true);
       const fence = { clusterUid: uid, sessionId: fresh.sessionId as string, generation: fresh.generation as number, tokenHash };
@@ -175,7 +175,7 @@ describe("the gateway's claim reads a fresh session its first snapshot page", ()
     await startOperation(c);
     const [row] = await h.sql<{ token_hash: string }>(`select encode(token_hash, 'hex') as token_hash from clusters where uid = $1`, [c.uid]);
     await withSql(async (sql) => {
-      const claim = await claimWithSnapshot(sql, claimArgs(c.uid, row?.token_hash as string), PAGE, noFailure);
+      const claim = await claimWithSnapshot(sql, claimArgs(c.uid, row?.token_hash as string), null, PAGE, noFailure);
       expect(claim.snapshot).toEqual({ deployments: [], more: false, openOperations: true });
       // Up to a revision below the operation's: none owed.
       const fence = { clusterUid: c.uid, sessionId: claim.sessionId as string, generation: claim.generation as number, tokenHash: row?.token_hash as string };

@@ -149,7 +149,7 @@ async function revocationBehindClaim(
         pollShard: 0,
         watermark: 0,
         ingestCommits: 0,
-      }),
+      }, null),
     );
     await eventually(
       async () =>

@@ -75,7 +75,7 @@ async function claimed(pg: Pg): Promise<SessionFence> {
     pollShard: 0,
     watermark: 0,
     ingestCommits: 0,
-  });
+  }, null);
   if (claim.generation === null) throw new Error(`claim refused: ${claim.refusal}`);
   return { clusterUid: c.uid, sessionId, generation: claim.generation, tokenHash: row!.h };
 }

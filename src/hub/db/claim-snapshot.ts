@@ -44,6 +44,8 @@ export class PageDeadlineError extends Error {
 export async function claimWithSnapshot(
   sql: Sql,
   args: ClaimArgs,
+  /** When the claim must reach Postgres by (arrival.ts), or null for no bound. */
+  arriveBy: string | null,
   snapshot: {
     rows: number;
     bytes: number;
@@ -57,7 +59,7 @@ export async function claimWithSnapshot(
   },
   pageFailed: (err: unknown) => void,
 ): Promise<ClaimedSession> {
-  const claim = await claimCluster(sql, args);
+  const claim = await claimCluster(sql, args, arriveBy);
   if (snapshot.rows < 1 || claim.refusal !== null || claim.sessionId !== args.freshSessionId) return { ...claim, snapshot: null };
   const waitMs = Math.min(snapshot.deadlineMs, (snapshot.endBy ?? Infinity) - Date.now());
   if (!(waitMs > 0)) {

@@ -324,13 +324,16 @@ export class DbGateway extends DurableObject<HubEnv> {
     // and never past the caller's own wait (what it leaves for the hops back).
     const deadlineMs = Math.min(1_000, cfg.PG_QUERY_TIMEOUT_MS / 4);
     const endBy = Date.now() + sendWithinMs(cfg) + cfg.PG_QUERY_TIMEOUT_MS + answerMarginMs(cfg.PG_QUERY_TIMEOUT_MS);
+    // Taken now, not when the lane sends it: a claim that waited its turn past this is refused
+    // (57014, the hello retried) rather than committed after the session may have given up.
+    const arriveBy = arrivalDeadline(cfg);
     return this.relay(async () => {
       // Armed first: a claim that cannot arm the poll fails before it registers anything (the
       // hello is refused, retryable), rather than register a session nothing would poll.
       await this.armPoll(pollShardOf(args.clusterUid, cfg.DB_GATEWAY_SHARDS));
       const lane = this.claimLane(args.clusterUid);
       try {
-        return await claimWithSnapshot(lane.pg, args, { rows: snapshotRows, bytes: claimPageBytes(cfg), deadlineMs, endBy }, (err) =>
+        return await claimWithSnapshot(lane.pg, args, arriveBy, { rows: snapshotRows, bytes: claimPageBytes(cfg), deadlineMs, endBy }, (err) =>
           log.warn("fresh session's first snapshot page could not be read; the session fetches it", { cluster: args.clusterUid, error: describeError(err) }),
         );
       } catch (err) {

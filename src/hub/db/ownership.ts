@@ -81,7 +81,7 @@ export interface ClaimResult {
  * back (restored from a backup), and its counters, claims and rows are older than the session's
  * stream.
  */
-export async function claimCluster(sql: Sql, args: ClaimArgs): Promise<ClaimResult> {
+export async function claimCluster(sql: Sql, args: ClaimArgs, arriveBy: string | null): Promise<ClaimResult> {
   const { rows } = await sql.query<{
     registered: boolean;
     disabled: boolean | null;
@@ -109,7 +109,8 @@ export async function claimCluster(sql: Sql, args: ClaimArgs): Promise<ClaimResu
     args.pollShard,
     args.watermark,
     args.ingestCommits,
-  ], 'wingsmith_claim_v10');
+    arriveBy,
+  ], 'wingsmith_claim_v11');
   const r = rows[0];
   if (!r) throw new Error('claim returned no row');
   const previous = r.prev_session_id !== null && r.prev_session_id !== r.session_id ? r.prev_session_id : null;
@@ -127,7 +128,13 @@ export async function claimCluster(sql: Sql, args: ClaimArgs): Promise<ClaimResu
 
 // $1 cluster, $2 token hash, $3 fresh session id, $4 live view, $5 session to resume, $6 its
 // generation, $7 remote address, $8 operator version, $9 window ms, $10 threshold, $11 quiet ms,
-// $12 poll shard, $13 the session's desired watermark, $14 the ingest statements it knows committed.
+// $12 poll shard, $13 the session's desired watermark, $14 the ingest statements it knows committed,
+// $15 when the claim must have reached Postgres by (null: no bound).
+//
+// $15: a claim the hub stopped waiting for (its hello refused 1013) must not commit later, when a
+// path that stalled delivers it: it would take the cluster from the session the operator opened
+// since, shown connected with no connection behind it (arrival.ts, migration 0030). Checked on the
+// cluster row, which every claim that can commit reads.
 //
 // Locks, in the order every statement that locks both rows keeps (cluster_owners, then clusters;
 // the session fence `fenceCte` locks them in that order too): first the owner row (`held`), which
@@ -156,7 +163,7 @@ with held as (
   select session_id, ingest_commits from cluster_owners where cluster_uid = $1 for no key update
 ), c as (
   select uid, token_hash, disabled_at, desired_revision, revocation_epoch from clusters
-  where uid = $1 and (select count(*) from held) >= 0
+  where uid = $1 and (select count(*) from held) >= 0 and ($15::timestamptz is null or wingsmith_arrived_by($15::timestamptz))
   for share
 ), back as (
   select desired_revision < $13::bigint
