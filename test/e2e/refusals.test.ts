@@ -117,7 +117,9 @@ describe('refusals from the real hub reach the application', () => {
     try {
       await until('the session to open', () => op.client.state === 'open');
       const session = op.client.session.sessionId;
-      await e.admin.disable(reg.name);
+      // Disabled in the database behind the hub's back (another plane component, a person with
+      // psql): no admin request pokes the session, so only the fleet poll can find it out.
+      await e.query('update clusters set disabled_at = now() where name = $1', [reg.name]);
       await until('the refusal', () => op.refused.length >= 1, 10_000);
       expect(op.refused[0]).toMatchObject({ kind: 'refused', closeCode: 4403, error: { code: 'conflict', retryable: false }, retryInMs: CAP_MS });
       expect(op.tap.links[0]?.welcome).not.toBeNull();
