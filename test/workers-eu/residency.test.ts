@@ -245,7 +245,7 @@ describe('the eu deployment (wrangler.toml [env.eu])', () => {
     const rot = await newCluster('eu-live-rot');
     const rotPeer = await open(rot);
     expect((await admin('POST', `/clusters/${rot.name}/rotate-token`)).status).toBe(200);
-    expect(await rotPeer.next((f) => f.type === 'error')).toMatchObject({ payload: { code: 'invalid', message: 'enrollment token was rotated in region eu' } });
+    expect(await rotPeer.next((f) => f.type === 'error')).toMatchObject({ payload: { code: 'not_found', message: 'enrollment token was rotated in region eu' } });
     expect((await rotPeer.closedWith()).code).toBe(CloseCode.REFUSED);
   });
 

@@ -93,6 +93,21 @@ describe('admission (spec: Authentication)', () => {
     await peer.hello({ cluster_id: c.uid });
     peer.close();
   });
+
+  it('a rotation tells the live session the same error code as the next connect with the old token', async () => {
+    // An operator's code that branches on the error must not see one rotation as one thing on the
+    // live link and another when it dials again with the same token.
+    const c = await newCluster();
+    const live = await connect(c.token);
+    await live.hello({ cluster_id: c.name });
+    expect((await admin('POST', `/clusters/${c.name}/rotate-token`)).status).toBe(200);
+    const cut = await live.next((f) => f.type === 'error');
+    expect((await live.closedWith()).code).toBe(CloseCode.REFUSED);
+    const again = await connect(c.token);
+    const refused = await again.next();
+    expect(refused).toMatchObject({ type: 'error', payload: { code: 'not_found', retryable: false } });
+    expect(cut.payload).toMatchObject({ code: 'not_found', retryable: false, message: 'enrollment token was rotated' });
+  });
 });
 
 describe('handshake (spec: Connection lifecycle)', () => {

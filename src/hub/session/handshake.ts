@@ -33,7 +33,9 @@ export function admitConnect(h: Headers, now: number, cid: string): Attachment |
 export const REFUSAL_ERRORS: Record<Refusal, { code: ErrorCode; message: string }> = {
   not_registered: { code: 'not_found', message: 'cluster is not registered' },
   disabled: { code: 'conflict', message: 'cluster is disabled' },
-  token_rotated: { code: 'invalid', message: 'enrollment token was rotated' },
+  // The connect route, which cannot tell a rotated token from an unknown one, says not_found too:
+  // one rotation is one code, on the live link and at the next dial.
+  token_rotated: { code: 'not_found', message: 'enrollment token was rotated' },
 };
 
 export type HelloCheck =
