@@ -239,14 +239,16 @@ export class Outbox {
       this.stats = null;
       return st;
     }
-    if (this.pushedDuringSnapshot !== null) {
-      const head = this.queue.peek();
-      if (head && queueClassOf(head.type) === 'state' && this.pushedDuringSnapshot.has(head)) return null;
-    }
-    const item = this.queue.shift() ?? null;
+    // State reported while the snapshot is taken waits for its stream; nothing else waits with it.
+    // An answer owed to the hub (an operation's, an error for a frame it sent) is no part of the
+    // snapshot's order, and held behind such a report it went out only when the application's
+    // snapshot() returned: an operation started meanwhile was not answered by its deadline.
+    const during = this.pushedDuringSnapshot;
+    const item = (during === null ? this.queue.shift() : this.queue.shiftFirst((v, cls) => cls === 'state' && during.has(v))) ?? null;
     if (item && isControl(item)) this.control--;
     this.refill();
-    if (item === null && this.lostRemovalsFollow) {
+    // After the queue, not after what it holds back for the stream (still queued).
+    if (item === null && this.lostRemovalsFollow && this.queue.length === 0) {
       for (const [key, removal] of this.lostRemovals) {
         this.lostRemovals.delete(key);
         return removal;

@@ -132,6 +132,19 @@ export class OperatorSendQueue<T> {
   }
 
   /**
+   * Take the oldest frame that is not `held` (frames held back for now keep their places and
+   * their order). Returns undefined when every queued frame is held.
+   */
+  shiftFirst(held: (value: T, cls: QueueClass) => boolean): T | undefined {
+    for (let n = this.head; n; n = n.next) {
+      if (held(n.item.value, n.item.class)) continue;
+      this.unlink(n);
+      return n.item.value;
+    }
+    return undefined;
+  }
+
+  /**
    * Remove the state frames `superseded` names (a snapshot newer than them is about to go out),
    * counted as replaced. Returns how many.
    */

@@ -13,6 +13,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { ObservedSnapshot } from '../../../src/operator/resync';
 import { makeClient, readResync, SNAPSHOT, type TestClient } from './support/harness';
 import { eventually, ScriptedHub, type SeenFrame } from './support/scripted-hub';
+import { newId } from '../../../src/protocol';
 
 let hub: ScriptedHub;
 const clients: TestClient[] = [];
@@ -90,5 +91,45 @@ describe('reports made while snapshot() is pending', () => {
     conn.send('ack', {}, { ack: removed.seq! });
     await stopped;
     expect(t.client.state).toBe('stopped');
+  });
+});
+
+describe('answers owed while snapshot() is pending', () => {
+  // A report held for the stream (above) holds only itself and the reports after it: an answer the
+  // SDK owes the hub is not observed state and has no place in the snapshot's order. Before the
+  // fix, a report at the head of the queue held every frame behind it, so an operation started
+  // while the application listed its state went unanswered until the list returned (never, if it
+  // hung): the responder "went quiet" past the start's deadline.
+  it('an operation started while the snapshot is taken is answered before the snapshot returns', async () => {
+    const { t, conn, resolve } = await openWithPendingSnapshot();
+    t.client.reportNode({ ...NODE, schedulable: false });
+    await sleep(30);
+    const { id } = conn.sendSeq('operation.start', {
+      operation_id: '01J9X2E5G7QK8V3B0YHN4TZC6M',
+      kind: 'node.cordon',
+      target: NODE.node_id,
+      params: {},
+      deadline: new Date(t.timers.now() + 600_000).toISOString(),
+    });
+    await conn.seen((f) => f.type === 'operation.accepted' && f.reply_to === id, 'the operation accepted');
+    await conn.seen((f) => f.type === 'operation.result' && f.reply_to === id, 'its result');
+    expect(conn.frames.some((f) => f.type === 'resync.begin'), 'the snapshot has not been streamed yet').toBe(false);
+    // The held report still follows the stream.
+    resolve();
+    await readResync(conn);
+    await conn.seen((f) => f.type === 'node.observed' && (f.payload as { schedulable: boolean }).schedulable === false, 'the held report');
+    expect(hubViewOfNode(conn.frames)).toMatchObject({ schedulable: false });
+  });
+
+  it('an unknown type sent while the snapshot is taken is answered before the snapshot returns', async () => {
+    const { t, conn, resolve } = await openWithPendingSnapshot();
+    t.client.reportNode({ ...NODE, schedulable: false });
+    await sleep(30);
+    const id = newId();
+    // The hub's first sequenced frame of the session (it has sent none yet here).
+    conn.sendRaw(JSON.stringify({ v: 1, type: 'recipe.desired', id, seq: 1, ack: null, reply_to: null, ts: new Date().toISOString(), payload: { x: 1 } }));
+    await conn.seen((f) => f.type === 'error' && f.reply_to === id, 'the unknown type answered');
+    resolve();
+    await readResync(conn);
   });
 });

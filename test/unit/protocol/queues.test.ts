@@ -82,6 +82,22 @@ describe('operator send queue', () => {
     expect(q.push(state('node/a', 'a2'))).toBe('evicted_oldest');
     expect(drain(q)).toEqual(['c1', 'a2']);
   });
+
+  it('shiftFirst takes the oldest frame not held back; held ones keep their places, order and keys', () => {
+    const q = new OperatorSendQueue<string>(4);
+    q.push(state('node/a', 'a1'));
+    q.push(control('op'));
+    q.push(state('node/b', 'b1'));
+    q.push(event('e'));
+    const held = (v: string, cls: string) => cls === 'state' && v === 'a1';
+    expect(q.shiftFirst(held)).toBe('op');
+    expect(q.shiftFirst(held)).toBe('b1');
+    expect(q.shiftFirst(held)).toBe('e');
+    expect(q.shiftFirst(held)).toBeUndefined();
+    expect(drain(q)).toEqual(['a1']);
+    expect(q.hasKey('node/b')).toBe(false);
+    expect(q.hasKey('node/a')).toBe(true);
+  });
 });
 
 describe('hub send queue', () => {
