@@ -133,8 +133,9 @@ export async function claimCluster(sql: Sql, args: ClaimArgs, arriveBy: string |
 //
 // $15: a claim the hub stopped waiting for (its hello refused 1013) must not commit later, when a
 // path that stalled delivers it: it would take the cluster from the session the operator opened
-// since, shown connected with no connection behind it (arrival.ts, migration 0030). Checked on the
-// cluster row, which every claim that can commit reads.
+// since, shown connected with no connection behind it (arrival.ts, migration 0030). Checked in the
+// final select, whose failure undoes the whole statement: earlier, it would push the owner row's
+// insert out of the first 1 KiB that pg_stat_activity shows (below).
 //
 // Locks, in the order every statement that locks both rows keeps (cluster_owners, then clusters;
 // the session fence `fenceCte` locks them in that order too): first the owner row (`held`), which
@@ -163,7 +164,7 @@ with held as (
   select session_id, ingest_commits from cluster_owners where cluster_uid = $1 for no key update
 ), c as (
   select uid, token_hash, disabled_at, desired_revision, revocation_epoch from clusters
-  where uid = $1 and (select count(*) from held) >= 0 and ($15::timestamptz is null or wingsmith_arrived_by($15::timestamptz))
+  where uid = $1 and (select count(*) from held) >= 0
   for share
 ), back as (
   select desired_revision < $13::bigint
@@ -246,7 +247,8 @@ select exists (select 1 from c) as registered,
           'to', jsonb_build_object('session_id', to_session, 'remote_addr', to_remote_addr, 'operator_version', to_operator_version))
         from logged) as displaced,
        (select d.contention_since = now() from displaced d) as contention_started,
-       (select went_back from back) as went_back
+       (select went_back from back) as went_back,
+       $15::timestamptz is null or wingsmith_arrived_by($15::timestamptz) as arrived
 `;
 
 function refusalOf(r: { registered: boolean; disabled: boolean | null; token_current: boolean | null }): Refusal | null {
