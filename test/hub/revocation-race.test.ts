@@ -180,7 +180,7 @@ const ARRIVE_BY = () => new Date(Date.now() + 60_000).toISOString();
 
 describe('a revocation behind a claim that locked the cluster row first', () => {
   it('rotate-token waits for the claim and names the session it made, which its check then refuses', async () => {
-    const r = await revocationBehindClaim((sql, uid) => rotateToken(sql, uid, toHex(crypto.getRandomValues(new Uint8Array(32))), ARRIVE_BY()));
+    const r = await revocationBehindClaim((sql, uid) => rotateToken(sql, uid, toHex(crypto.getRandomValues(new Uint8Array(32))), ARRIVE_BY(), sql));
     expect(r.claim).toMatchObject({ refusal: null, sessionId: r.session });
     expect(r.revokedWhileClaimHeld, 'the rotation answered while the claim that read the old token had not committed').toBe(false);
     expect(r.revoked?.live_session, 'the rotation must name the session of the claim it waited for').toBe(r.session);
@@ -188,7 +188,7 @@ describe('a revocation behind a claim that locked the cluster row first', () => 
   }, 30_000);
 
   it('disable waits for the claim and names the session it made, which its check then refuses', async () => {
-    const r = await revocationBehindClaim((sql, uid) => setDisabled(sql, uid, true, ARRIVE_BY()));
+    const r = await revocationBehindClaim((sql, uid) => setDisabled(sql, uid, true, ARRIVE_BY(), sql));
     expect(r.claim).toMatchObject({ refusal: null, sessionId: r.session });
     expect(r.revokedWhileClaimHeld, 'the disable answered while the claim that read the cluster enabled had not committed').toBe(false);
     expect(r.revoked?.live_session, 'the disable must name the session of the claim it waited for').toBe(r.session);

@@ -208,7 +208,7 @@ export const clustersRouter = adminRouter()
     }),
     async (c) => {
       const token = generateEnrollmentToken();
-      const row = await rotateToken(c.var.pg, c.req.valid('param').id, toHex(await hashToken(token)), arrivalDeadline(hubConfig(c.env)));
+      const row = await rotateToken(c.var.pg, c.req.valid('param').id, toHex(await hashToken(token)), arrivalDeadline(hubConfig(c.env)), readBack(c.env));
       if (!row) return jsonError(c, 404, 'not_found', 'no such cluster') as never;
       c.executionCtx.waitUntil(cutLiveSession(c.env, row.uid, row.live_session, 'token'));
       // The token is shown once: no cache on the way may keep a copy.
@@ -271,7 +271,7 @@ async function toggle(
   committed: () => void,
   background?: (p: Promise<void>) => void,
 ): Promise<ClusterView | null> {
-  const row = await setDisabled(sql, id, disabled, arrivalDeadline(hubConfig(env)));
+  const row = await setDisabled(sql, id, disabled, arrivalDeadline(hubConfig(env)), readBack(env));
   if (!row) return null;
   committed();
   if (disabled) background?.(cutLiveSession(env, row.uid, row.live_session, 'disabled'));

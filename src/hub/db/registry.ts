@@ -136,17 +136,26 @@ async function revoked(sql: Sql, row: ClusterRow | undefined, disableEpoch: numb
 }
 
 /**
+ * `afterCommit`, in rotateToken and setDisabled: where what follows the committed update runs (the
+ * read of the session to cut, a disable's revocation of a first claim it could not see). Not the
+ * admin write's own kind of statement, sent only within a short wait behind whatever is on the
+ * connection: refused unsent on a busy shard, it left a leaked token's session open until the
+ * fleet poll. It reads a write already applied, and marks only what that write revoked, whenever
+ * it runs (epoch and generation), so it may queue as reads do.
+ */
+
+/**
  * Rotate: the old token stops working at once; its live session is cut by the caller (revoke.ts).
  * Written only if it reaches Postgres by `arriveBy` (arrival.ts): one delivered late, after its
  * caller was answered 504 and rotated again, would replace the token the admin was shown.
  */
-export async function rotateToken(sql: Sql, idOrName: string, tokenHashHex: string, arriveBy: string): Promise<RevokedRow | null> {
+export async function rotateToken(sql: Sql, idOrName: string, tokenHashHex: string, arriveBy: string, afterCommit: Sql): Promise<RevokedRow | null> {
   const { rows } = await sql.query<ClusterRow>(
     `update clusters set token_hash = decode($2, 'hex'), token_issued_at = now()
      where (uid = $1 or name = $1) and wingsmith_arrived_by($3::timestamptz) returning ${COLUMNS}`,
     [idOrName, tokenHashHex, arriveBy],
   );
-  return revoked(sql, rows[0]);
+  return revoked(afterCommit, rows[0]);
 }
 
 /**
@@ -154,7 +163,7 @@ export async function rotateToken(sql: Sql, idOrName: string, tokenHashHex: stri
  * null). Written only if it reaches Postgres by `arriveBy` (arrival.ts): one delivered late could
  * undo the opposite toggle its caller made after being answered 504.
  */
-export async function setDisabled(sql: Sql, idOrName: string, disabled: boolean, arriveBy: string): Promise<RevokedRow | null> {
+export async function setDisabled(sql: Sql, idOrName: string, disabled: boolean, arriveBy: string, afterCommit: Sql): Promise<RevokedRow | null> {
   // A disable also revokes the claim it finds (migration 0021): an enable clears only
   // disabled_at, so a session the disable revoked stays revoked until a new claim, even if the
   // poke that would cut it is lost and the enable comes before the next poll.
@@ -177,7 +186,7 @@ export async function setDisabled(sql: Sql, idOrName: string, disabled: boolean,
   if (!found) return null;
   const { revocation_epoch: epoch, ...row } = found;
   if (!disabled) return { ...row, live_session: null };
-  return revoked(sql, row, Number(epoch));
+  return revoked(afterCommit, row, Number(epoch));
 }
 
 export interface TokenLookup {
