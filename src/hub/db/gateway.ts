@@ -132,6 +132,7 @@ export class DbGateway extends DurableObject<HubEnv> {
     // A shard created before its region had a jurisdiction: it polls nothing and keeps nothing.
     if (this.gate.refuses('alarm')) return this.gate.discard();
     this.pollAt = null;
+    const startedAt = Date.now();
     const cfg = hubConfig(this.env);
     let shard: number | null;
     try {
@@ -173,7 +174,12 @@ export class DbGateway extends DurableObject<HubEnv> {
       const line = failureLine('fleet poll', err);
       log[line.level](`${line.message}; retrying at the next interval`, { shard, ...line.fields });
     }
-    this.pollAt = again ? Date.now() + cfg.POLL_INTERVAL_MS : Math.max(this.pruneAt, Date.now() + cfg.POLL_INTERVAL_MS);
+    // Every interval from this poll's start, not from its end: the interval is the bound on how
+    // late a revocation or displacement is seen, and a poll statement that took its time (a
+    // database far away or loaded) pushed the next one back by as much, every time. One that took
+    // longer than the interval is followed at once.
+    const next = Math.max(startedAt + cfg.POLL_INTERVAL_MS, Date.now());
+    this.pollAt = again ? next : Math.max(this.pruneAt, next);
     await this.ctx.storage.setAlarm(this.pollAt);
     for (const p of poke) this.pokeSession(p, cfg);
     if (poke.length > 0) log.debug('fleet poll poked sessions', { shard, poked: poke.length, unanswered: this.poking.size });
