@@ -3,7 +3,7 @@ import { buildFrame, CloseCode, type ErrorCode } from '../protocol';
 import { INTERNAL_HEADERS, newRouteKey, placementGenerationOf, routeKeyOf, sessionStub } from './address';
 import { hubConfig } from './config';
 import { failureLine } from './db/errors';
-import { gatewayBusy, gatewaySql } from './db/gateway-client';
+import { gatewaySql } from './db/gateway-client';
 import { lookupToken, type TokenLookup } from './db/registry';
 import type { HubEnv } from './env';
 import { jsonError } from './http-errors';
@@ -63,22 +63,15 @@ export async function connect(c: Context<{ Bindings: HubEnv }>): Promise<Respons
   const cfg = hubConfig(c.env);
   let cluster;
   try {
-    // On a shared, already open connection: a handshake opens none. Public: anyone with a token of
-    // the right shape causes one (gateway-client.ts PUBLIC_IN_FLIGHT).
-    cluster = await lookupToken(gatewaySql(c.env, 'public'), tokenHash, cfg.HUB_JURISDICTION);
+    // On a shared, already open connection: a handshake opens none.
+    cluster = await lookupToken(gatewaySql(c.env), tokenHash, cfg.HUB_JURISDICTION);
   } catch (err) {
-    c.header('Retry-After', '5');
-    if (gatewayBusy(err)) {
-      // A flood of connects (forged tokens, most likely): turned away unsent, the rest of the hub's
-      // statements unhindered.
-      refusals.write(log, { kind: 'lookup-busy', level: 'warn', msg: 'connect refused: too many token lookups at once', fields: { remote_addr: remoteAddr }, reason: 'token lookups busy' });
-      return jsonError(c, 503, 'unavailable', 'the hub is busy; retry with backoff');
-    }
     // The operator is told to retry either way (a fix or a migration will come); the log tells
     // an outage from a fault someone must look at.
     // Every connect during an outage would write one: budgeted like the refusals.
     const line = failureLine('token lookup', err);
     refusals.write(log, { kind: `lookup-${line.level}`, level: line.level, msg: line.message, fields: { ...line.fields, remote_addr: remoteAddr }, reason: line.fields.error });
+    c.header('Retry-After', '5');
     return jsonError(c, 503, 'unavailable', 'the cluster registry is unavailable; retry with backoff');
   }
   // Each region has its own registry: a token from another region's is unknown here, and the

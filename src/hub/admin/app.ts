@@ -19,7 +19,7 @@ export type AdminEnv = {
  */
 export const requestPg: MiddlewareHandler<AdminEnv> = async (c, next) => {
   const method = c.req.method;
-  c.set('pg', gatewaySql(c.env, method !== 'GET' && method !== 'HEAD' ? 'write' : 'read'));
+  c.set('pg', gatewaySql(c.env, method !== 'GET' && method !== 'HEAD'));
   await next();
 };
 

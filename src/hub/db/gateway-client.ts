@@ -78,37 +78,11 @@ async function viaGateway<T>(env: HubEnv, call: (stub: DbGatewayStub) => Promise
   return r.value;
 }
 
-/**
- * How many statements anyone may cause without a credential (a token lookup, /healthz's read) run
- * or queue in one shard at once; more are refused unsent (gateway.ts `publicQuery`). A lookup holds
- * its connection for about one round trip, so 256 behind one another wait a few seconds across
- * regions at most, within their deadline; a connect storm of the whole fleet does not come near it
- * (its lookups are answered as fast as the Worker sends them).
- */
-export const PUBLIC_IN_FLIGHT = 256;
-
-/** A shard refused a public statement unsent: it already runs PUBLIC_IN_FLIGHT of them. */
-export class GatewayBusyError extends Error {
-  override readonly name = 'GatewayBusyError';
-}
-
-/** Whether a relayed failure is a shard's `GatewayBusyError` (nothing was sent). */
-export function gatewayBusy(err: unknown): boolean {
-  return err instanceof GatewayQueryError && err.name === 'GatewayBusyError';
-}
-
-/**
- * What a relayed statement is: `read` queues on the least busy connection; `write` (an admin
- * write) is sent only within a short wait or not at all (`Pg.within`); `public` is one anyone can
- * cause without a credential, bounded and kept off the connection the rest relies on.
- */
-export type GatewayLane = 'read' | 'write' | 'public';
-
 /** An `Sql` that runs each statement on one of the gateway's shards. */
-export function gatewaySql(env: HubEnv, lane: GatewayLane = 'read'): Sql {
+export function gatewaySql(env: HubEnv, strict = false): Sql {
   return {
     async query<R = Record<string, unknown>>(text: string, params: unknown[] = [], name?: string) {
-      const r = await viaGateway(env, (stub) => stub.query(text, params, name, lane === 'write', lane === 'public' ? 'public' : undefined));
+      const r = await viaGateway(env, (stub) => stub.query(text, params, name, strict));
       return { rows: r.rows as R[], rowCount: r.rowCount };
     },
   };
@@ -138,7 +112,7 @@ export function shardOf(key: string, shards: number): number {
 }
 
 interface DbGatewayStub {
-  query(text: string, params: unknown[], name?: string, strict?: boolean, lane?: 'public'): Promise<GatewayResult>;
+  query(text: string, params: unknown[], name?: string, strict?: boolean): Promise<GatewayResult>;
   claim(args: ClaimArgs, snapshotRows: number): Promise<Relayed<ClaimedSession>>;
   writeDesired(req: DesiredWriteRequest): Promise<Relayed<DesiredWriteResult | null>>;
 }

@@ -18,7 +18,7 @@ import type { HubEnv } from '../env';
 import { createLogger } from '../log';
 import { answerMarginMs, outcomeUnknown, Pg } from '../pg';
 import { ResidencyGate } from '../residency-gate';
-import { GatewayBusyError, PUBLIC_IN_FLIGHT, sendWithinMs, type GatewayResult, type Relayed } from './gateway-client';
+import { sendWithinMs, type GatewayResult, type Relayed } from './gateway-client';
 
 const log = createLogger({ component: 'db-gateway' });
 
@@ -296,42 +296,13 @@ export class DbGateway extends DurableObject<HubEnv> {
     };
   }
 
-  /**
-   * An idle open connection first, then an idle closed one, then the least loaded; from `from` on
-   * (a public statement leaves out the first connection, `publicQuery`), when there is one.
-   */
-  private leastBusy(from = 0): Pg {
-    const start = from < this.pool.length ? from : 0;
-    let best = this.pool[start] as Pg;
-    for (let i = start; i < this.pool.length; i++) {
-      const pg = this.pool[i] as Pg;
+  /** An idle open connection first, then an idle closed one, then the least loaded. */
+  private leastBusy(): Pg {
+    let best = this.pool[0] as Pg;
+    for (const pg of this.pool) {
       if (pg.inFlightCount < best.inFlightCount || (pg.inFlightCount === best.inFlightCount && pg.isOpen && !best.isOpen)) best = pg;
     }
     return best;
-  }
-
-  /** Public statements (PUBLIC_IN_FLIGHT) running or queued in this shard now. */
-  private publicInFlight = 0;
-
-  /**
-   * A statement anyone can cause without a credential: the connect route's token lookup (any
-   * token of the right shape, which a public checksum gives, costs one) and /healthz's read. At
-   * most PUBLIC_IN_FLIGHT at once in a shard, the rest refused at once (`GatewayBusyError`: the
-   * connect answers 503, Retry-After), and never on the shard's first connection while it has
-   * others: a flood of forged connects queued without bound on every connection, in front of the
-   * fleet poll, the sessions' checks and claims and the admin's writes, and a token rotation (an
-   * admin write, sent only if its connection frees up within a short wait) was refused again and
-   * again while the leaked token's session stayed open.
-   */
-  private async publicQuery(text: string, params: unknown[], name?: string): Promise<{ rows: Record<string, unknown>[]; rowCount: number | null }> {
-    if (this.publicInFlight >= PUBLIC_IN_FLIGHT) throw new GatewayBusyError(`${this.publicInFlight} public statements already running or queued in this shard`);
-    this.publicInFlight++;
-    try {
-      const r = await this.leastBusy(1).query(text, params, name);
-      return { rows: r.rows, rowCount: r.rowCount };
-    } finally {
-      this.publicInFlight--;
-    }
   }
 
   /**
@@ -340,8 +311,7 @@ export class DbGateway extends DurableObject<HubEnv> {
    * an admin write answered 503 must not commit later (a rotation would leave a token nobody was
    * shown, a registration a name taken with no token).
    */
-  async query(text: string, params: unknown[], name?: string, strict = false, lane?: 'public'): Promise<GatewayResult> {
-    if (lane === 'public') return this.relay(() => this.publicQuery(text, params, name));
+  async query(text: string, params: unknown[], name?: string, strict = false): Promise<GatewayResult> {
     return this.relay(async () => {
       const pg = this.leastBusy();
       const r = await (strict ? pg.within(sendWithinMs(hubConfig(this.env))) : pg).query(text, params, name);
