@@ -83,6 +83,12 @@ const ConfigSchema = z.object({
   DISPLACEMENT_POKE: z.enum(['on', 'off']).default('on').transform((v) => v === 'on'),
   /** A frame left unapplied (transient failure) this long makes the hub close so the peer replays. */
   HOLE_TIMEOUT_MS: ms(30_000),
+  /**
+   * Frame bytes the session objects of one isolate may hold unapplied together (the database slow
+   * or away), past which a session that receives more closes 1013 for the operator to replay
+   * later (session/isolate-hold.ts): the objects of an isolate share its memory limit.
+   */
+  ISOLATE_UNAPPLIED_BYTES: ms(32 << 20),
   /** An object whose session has had no connection this long deletes its storage. */
   RETENTION_MS: ms(15 * 60_000),
   /**

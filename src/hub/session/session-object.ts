@@ -20,6 +20,7 @@ import { answerHello, claimSnapshotRows } from './hello';
 import { logAccepted, logCommitted, logPeerError, settleCommitted, triageFrame } from './inbound';
 import { answeredOnCommit, type BuiltBatch, type InboundItem } from './ingest-batch';
 import { IngestPipeline, unappliedBounds } from './ingest-pipeline';
+import { holdInIsolate, IsolateHoldCheck } from './isolate-hold';
 import { buildLiveView, type LiveView } from './live-view';
 import { ResidencyGate } from '../residency-gate';
 import { SessionSql } from './schema';
@@ -55,6 +56,8 @@ export class SessionObject extends DurableObject<HubEnv> {
   private readonly ingest!: IngestPipeline;
   /** Past these, frames unacknowledged and bytes unapplied, the operator is told to come back (unappliedBounds). */
   private readonly unapplied: { frames: number; bytes: number };
+  /** And past what the isolate's sessions hold unapplied together (isolate-hold.ts). */
+  private readonly isolateHold: IsolateHoldCheck;
   private readonly fleet!: FleetMember;
   private helloInProgress: Promise<void> | null = null;
   /** Alarm runs that threw in a row: the next is put off by a growing delay (`runDue`). */
@@ -73,6 +76,7 @@ export class SessionObject extends DurableObject<HubEnv> {
     super(ctx, env);
     const cfg = (this.cfg = hubConfig(env));
     this.unapplied = unappliedBounds(cfg);
+    this.isolateHold = new IsolateHoldCheck(cfg.ISOLATE_UNAPPLIED_BYTES);
     this.held = new HeldFrames(HELD_FRAMES_OF_MAX_SIZE * (cfg.MAX_FRAME_BYTES + HELD_FRAME_OVERHEAD));
     this.baseLog = createLogger({ component: 'session' });
     if ((this.gate = new ResidencyGate(ctx.id, cfg, this.baseLog, ctx.storage)).misplaced) return;
@@ -204,6 +208,7 @@ export class SessionObject extends DurableObject<HubEnv> {
       {},
       cfg.INGEST_LINGER_MS,
     );
+    holdInIsolate(this.ingest);
   }
 
   // --- The runtime's handlers ------------------------------------------------------------------
@@ -510,6 +515,13 @@ export class SessionObject extends DurableObject<HubEnv> {
         // replays them with it). Bytes: only those still held here, unapplied.
         if (state.inbound.expected - 1 - state.inbound.cursor > this.unapplied.frames || this.ingest.bytes > this.unapplied.bytes) {
           sockets.refuse(ws, CloseCode.TRY_AGAIN_LATER, null, 'unavailable', 'too many frames waiting to be applied; reconnect and replay', true);
+        } else if (this.isolateHold.over(text.length)) {
+          state.log.warn('closing: the sessions of this isolate hold too many frames waiting to be applied (the database slow or away?)', {
+            held_by_session: this.ingest.bytes,
+            budget: this.cfg.ISOLATE_UNAPPLIED_BYTES,
+            seq: action.item.seq,
+          });
+          sockets.refuse(ws, CloseCode.TRY_AGAIN_LATER, null, 'unavailable', 'this hub holds too many frames waiting to be applied; reconnect and replay', true);
         }
     }
   }
