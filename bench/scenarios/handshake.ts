@@ -4,6 +4,7 @@
  * Sequential connects for the latency distribution; then a storm of operators connecting at once.
  * Baselines: the bare `ws` echo server (connect + hello→welcome round trip) and Socket.IO's connect.
  */
+import { describeHubLog, takeHubLogCounts } from '../lib/hublog';
 import { io as ioClient } from 'socket.io-client';
 import { Backoff, DEFAULT_BACKOFF } from '../../src/operator/backoff';
 import { startEchoServer, startSocketIoServer } from '../lib/children';
@@ -230,8 +231,10 @@ export const handshake: Scenario = {
         const clusters = await env.createClusters(stormSize, `storm${r}`);
         const pgs = new PgActivitySampler(env, 200);
         await pgs.start();
+        takeHubLogCounts();
         cpu.start();
         const out = await storm(stormSize, (i) => hubAttempt(env.wsUrl, clusters[i] as BenchCluster), STORM_DEADLINE_MS);
+        const stormLog = describeHubLog(takeHubLogCounts());
         const used = cpu.stop();
         stormCpu += used.cpuSeconds / stormReps;
         stormKernel += used.systemSeconds / stormReps;
@@ -249,7 +252,7 @@ export const handshake: Scenario = {
         const failures = Object.entries(out.failures)
           .map(([k, v]) => `${k} ×${v}`)
           .join(', ');
-        const line = `storm rep ${r + 1}: ${out.welcomed}/${stormSize} welcomed in ${fmtNum(out.seconds)} s; ${out.attempts} attempts; failures: ${failures || 'none'}; workerd CPU ${fmtNum(used.cpuSeconds)} s (${fmtNum(used.systemSeconds)} s of it in the kernel) over ${fmtNum(used.wallSeconds)} s; Postgres connections to the bench database peaked at ${pgPeak.peak} (server-wide ${pgPeak.peakServer}, max_connections ${env.stack.maxConnections})`;
+        const line = `storm rep ${r + 1}: ${out.welcomed}/${stormSize} welcomed in ${fmtNum(out.seconds)} s; ${out.attempts} attempts; failures: ${failures || 'none'}; workerd CPU ${fmtNum(used.cpuSeconds)} s (${fmtNum(used.systemSeconds)} s of it in the kernel) over ${fmtNum(used.wallSeconds)} s; Postgres connections to the bench database peaked at ${pgPeak.peak} (server-wide ${pgPeak.peakServer}, max_connections ${env.stack.maxConnections}); hub log: ${stormLog}`;
         evidence.push(`Hub ${line}.`);
         ctx.log(line);
         for (const op of out.ops) op.close();
