@@ -63,8 +63,9 @@ export async function connect(c: Context<{ Bindings: HubEnv }>): Promise<Respons
   const cfg = hubConfig(c.env);
   let cluster;
   try {
-    // On a shared, already open connection: a handshake opens none.
-    cluster = await lookupToken(gatewaySql(c.env), tokenHash, cfg.HUB_JURISDICTION);
+    // On a shared, already open connection: a handshake opens none. Behind the hub's own statements
+    // (gateway-client.ts `public`): anyone with a token of the right shape causes one.
+    cluster = await lookupToken(gatewaySql(c.env, 'public'), tokenHash, cfg.HUB_JURISDICTION);
   } catch (err) {
     // The operator is told to retry either way (a fix or a migration will come); the log tells
     // an outage from a fault someone must look at.

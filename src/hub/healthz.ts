@@ -20,7 +20,7 @@ let reading: { env: object; read: Promise<SchemaState> } | null = null;
 /** The read to answer from, and whether this check started it (it alone logs the outcome). */
 function sharedSchemaRead(env: HubEnv): { read: Promise<SchemaState>; started: boolean } {
   if (reading?.env === env) return { read: reading.read, started: false };
-  const read = readSchemaState(gatewaySql(env)).finally(() => {
+  const read = readSchemaState(gatewaySql(env, 'public')).finally(() => {
     if (reading?.read === read) reading = null;
   });
   reading = { env, read };

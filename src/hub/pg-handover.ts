@@ -6,6 +6,12 @@
  * caller answered 503 "retry". So it is handed over only when nothing else is in the driver. One
  * still waiting at its send-by time is never sent.
  *
+ * At most `maxInDriver` are in the driver at once, and the rest wait here by class: strict ones
+ * first, then plain ones, then low ones (a token lookup: anyone with a token of the right shape,
+ * which a public checksum gives, causes one), each class in the order asked. So an admin write
+ * waits for what is in the driver, not for a queue that a flood of lookups keeps full, and the
+ * fleet poll, the sessions' checks and claims wait for no lookup that is not already there.
+ *
  * Statements are numbered as they are handed over. The driver answers in order, so an answer
  * to a later statement shows that every earlier one is over. That is how a statement that ran
  * out its deadline on a kept connection (`suspect`) stops holding strict statements back.
@@ -13,6 +19,8 @@
 
 interface Waiter {
   strict: boolean;
+  /** 0 strict, 1 plain, 2 low: a waiter goes ahead of those of a higher rank. */
+  rank: 0 | 1 | 2;
   go: (number: number) => void;
   timer?: ReturnType<typeof setTimeout>;
 }
@@ -36,18 +44,27 @@ export class HandOver {
     private readonly discardConnection: () => void,
     /** The error of a strict statement still waiting at its send-by time: not sent. */
     private readonly notSent: (waitedMs: number) => Error,
+    /**
+     * Most statements in the driver at once; the rest wait here. A strict statement waits for
+     * those in the driver only (it goes ahead of every plain one still waiting here), so this is
+     * what it may wait behind. Unbounded, a flood of token lookups (any token of the right shape
+     * costs one) filled a gateway connection's driver queue faster than it emptied, and an admin
+     * write, a token rotation's, was never handed over within its send-by time: 503 after 503.
+     */
+    private readonly maxInDriver = Number.POSITIVE_INFINITY,
   ) {}
 
   /**
-   * A statement's number, at once or once its turn comes. Statements go in the order asked; a
-   * strict one only when nothing else is in the driver, and one still waiting at its send-by time
-   * (`ms`) is rejected with `notSent`.
+   * A statement's number, at once or once its turn comes. Statements go by class (strict, plain,
+   * `low`), in the order asked within one; a strict one only when nothing else is in the driver
+   * (one still waiting at its send-by time, `ms`, is rejected with `notSent`), the others while
+   * fewer than `maxInDriver` are.
    */
-  next(strict: boolean, ms: number): number | Promise<number> {
+  next(strict: boolean, ms: number, low = false): number | Promise<number> {
     if (strict && this.waiting.length === 0) this.dropSuspect();
-    if (this.waiting.length === 0 && (!strict || this.idle())) return this.take();
+    if (this.waiting.length === 0 && (strict ? this.idle() : this.inDriver < this.maxInDriver)) return this.take();
     return new Promise((resolve, reject) => {
-      const waiter: Waiter = { strict, go: resolve };
+      const waiter: Waiter = { strict, rank: strict ? 0 : low ? 2 : 1, go: resolve };
       if (strict) {
         waiter.timer = setTimeout(() => {
           const i = this.waiting.indexOf(waiter);
@@ -57,7 +74,11 @@ export class HandOver {
           this.admit(); // what waited behind it may go now
         }, Math.max(0, ms));
       }
-      this.waiting.push(waiter);
+      // Ahead of the waiters of a lower class, behind those of its own: a strict one must go within
+      // its send-by time, and a low one (what anyone can cause without a credential) waits for
+      // the hub's own work.
+      const behind = this.waiting.findIndex((w) => w.rank > waiter.rank);
+      this.waiting.splice(behind < 0 ? this.waiting.length : behind, 0, waiter);
     });
   }
 
@@ -103,7 +124,7 @@ export class HandOver {
     while (this.waiting.length > 0) {
       const head = this.waiting[0] as Waiter;
       if (head.strict) this.dropSuspect();
-      if (head.strict && !this.idle()) return;
+      if (head.strict ? !this.idle() : this.inDriver >= this.maxInDriver) return;
       this.waiting.shift();
       if (head.timer !== undefined) clearTimeout(head.timer);
       head.go(this.take());

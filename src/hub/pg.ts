@@ -122,6 +122,14 @@ export interface PgOptions {
  * one connect per burst of activity instead of one per message (~0.7 ms against ~22 ms per
  * statement, measured locally); closing when idle lets the object hibernate.
  */
+/**
+ * Statements one connection hands its driver at once (pg-handover.ts `maxInDriver`): enough that
+ * the driver always has the next to send when an answer comes (it sends one at a time), few enough
+ * that an admin write, which goes ahead of those still waiting, waits behind a handful of round
+ * trips and not behind a flood's whole queue.
+ */
+const DRIVER_DEPTH = 8;
+
 export class Pg {
   private client: Client | null = null;
   private connecting: Promise<Client> | null = null;
@@ -146,6 +154,7 @@ export class Pg {
       if (this.client) this.discard(this.client);
     },
     (ms) => new ConnectionLostError(`the connection was busy for ${ms} ms; the statement was not sent`),
+    DRIVER_DEPTH,
   );
 
   constructor(
@@ -176,6 +185,16 @@ export class Pg {
     return { query: (text, params, name) => this.run(text, params ?? [], name, Math.max(0, sendBy - Date.now()), true) };
   }
 
+  /**
+   * This connection, for statements anyone can cause without a credential (the connect route's
+   * token lookup): they wait behind every other statement still waiting to be handed to the
+   * driver (pg-handover.ts), so a flood of them holds up the hub's own work by what is already in
+   * the driver at most.
+   */
+  get low(): Sql {
+    return { query: (text, params, name) => this.run(text, params ?? [], name, this.sendWithinMs, false, true) };
+  }
+
   /** Statements in flight (queued on the connection or running). */
   get inFlightCount(): number {
     return this.inFlight;
@@ -194,14 +213,21 @@ export class Pg {
     return this.run<R>(text, params, name, this.sendWithinMs, false);
   }
 
-  private async run<R = Record<string, unknown>>(text: string, params: unknown[], name: string | undefined, sendWithinMs: number, strict: boolean): Promise<QueryResultRows<R>> {
+  private async run<R = Record<string, unknown>>(
+    text: string,
+    params: unknown[],
+    name: string | undefined,
+    sendWithinMs: number,
+    strict: boolean,
+    low = false,
+  ): Promise<QueryResultRows<R>> {
     // The idle timer is left running: it finds the statement in flight and does nothing.
     this.inFlight++;
     const askedAt = Date.now();
     let number = -1;
     let answered = false;
     try {
-      const handed = this.handOver.next(strict, sendWithinMs);
+      const handed = this.handOver.next(strict, sendWithinMs, low);
       number = typeof handed === 'number' ? handed : await handed;
       const client = await this.connectWithin(sendWithinMs - (Date.now() - askedAt));
       try {

@@ -30,6 +30,53 @@ afterEach(() => {
 });
 
 describe('statements handed to the driver', () => {
+  it('at most maxInDriver plain ones at once; the rest wait, in order, for a place', async () => {
+    const h = new HandOver(() => undefined, (ms) => new NotSent(`busy for ${ms} ms`), 2);
+    expect([h.next(false, 100), h.next(false, 100)]).toEqual([1, 2]);
+    const third = state(h.next(false, 100));
+    const fourth = state(h.next(false, 100));
+    expect(['later' in third, 'later' in fourth]).toEqual([true, true]);
+    h.settled(1, true);
+    await expect((third as { later: Promise<number> }).later).resolves.toBe(3);
+    h.settled(2, true);
+    await expect((fourth as { later: Promise<number> }).later).resolves.toBe(4);
+  });
+
+  it('a low one (a token lookup) waits behind every plain and strict one waiting, in the order asked among its own', async () => {
+    const h = new HandOver(() => undefined, (ms) => new NotSent(`busy for ${ms} ms`), 1);
+    expect(h.next(false, 100)).toBe(1);
+    const order: string[] = [];
+    const ask = (what: string, strict: boolean, low: boolean) => void (h.next(strict, 1_000, low) as Promise<number>).then((n) => order.push(`${what} ${n}`));
+    ask('low-a', false, true);
+    ask('plain-a', false, false);
+    ask('low-b', false, true);
+    ask('strict', true, false);
+    ask('plain-b', false, false);
+    for (let n = 1; n <= 5; n++) {
+      h.settled(n, true);
+      await Promise.resolve();
+      await Promise.resolve();
+    }
+    expect(order).toEqual(['strict 2', 'plain-a 3', 'plain-b 4', 'low-a 5', 'low-b 6']);
+  });
+
+  it('a strict one goes ahead of the plain ones waiting, and waits only for those in the driver', async () => {
+    // A flood keeps the queue full: behind it, the strict statement was never handed over in time.
+    const h = new HandOver(() => undefined, (ms) => new NotSent(`busy for ${ms} ms`), 2);
+    expect([h.next(false, 100), h.next(false, 100)]).toEqual([1, 2]);
+    const plain = Array.from({ length: 50 }, () => h.next(false, 100) as Promise<number>);
+    const strict = h.next(true, 1_000) as Promise<number>;
+    const order: string[] = [];
+    void strict.then(() => order.push('strict'));
+    for (const p of plain.slice(0, 2)) void p.then((n) => order.push(`plain ${n}`));
+    h.settled(1, true);
+    h.settled(2, true);
+    await expect(strict).resolves.toBe(3);
+    h.settled(3, true);
+    await Promise.all(plain.slice(0, 2));
+    expect(order).toEqual(['strict', 'plain 4', 'plain 5']);
+  });
+
   it('go at once and in order when none is strict, numbered as handed', () => {
     const { h } = setup();
     expect([h.next(false, 100), h.next(false, 100), h.next(false, 100)]).toEqual([1, 2, 3]);

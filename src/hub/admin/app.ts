@@ -19,7 +19,7 @@ export type AdminEnv = {
  */
 export const requestPg: MiddlewareHandler<AdminEnv> = async (c, next) => {
   const method = c.req.method;
-  c.set('pg', gatewaySql(c.env, method !== 'GET' && method !== 'HEAD'));
+  c.set('pg', gatewaySql(c.env, method !== 'GET' && method !== 'HEAD' ? 'write' : 'read'));
   await next();
 };
 

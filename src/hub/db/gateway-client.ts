@@ -78,11 +78,19 @@ async function viaGateway<T>(env: HubEnv, call: (stub: DbGatewayStub) => Promise
   return r.value;
 }
 
+/**
+ * What a relayed statement is: `read` (and most) waits its turn on the least busy connection;
+ * `write` (an admin write) is sent only within a short wait or not at all, ahead of the others
+ * waiting (`Pg.within`); `public` is one anyone can cause without a credential (the connect
+ * route's token lookup), which waits behind every other (`Pg.low`).
+ */
+export type GatewayLane = 'read' | 'write' | 'public';
+
 /** An `Sql` that runs each statement on one of the gateway's shards. */
-export function gatewaySql(env: HubEnv, strict = false): Sql {
+export function gatewaySql(env: HubEnv, lane: GatewayLane = 'read'): Sql {
   return {
     async query<R = Record<string, unknown>>(text: string, params: unknown[] = [], name?: string) {
-      const r = await viaGateway(env, (stub) => stub.query(text, params, name, strict));
+      const r = await viaGateway(env, (stub) => stub.query(text, params, name, lane === 'write', lane === 'public' ? 'public' : undefined));
       return { rows: r.rows as R[], rowCount: r.rowCount };
     },
   };
@@ -112,7 +120,7 @@ export function shardOf(key: string, shards: number): number {
 }
 
 interface DbGatewayStub {
-  query(text: string, params: unknown[], name?: string, strict?: boolean): Promise<GatewayResult>;
+  query(text: string, params: unknown[], name?: string, strict?: boolean, lane?: 'public'): Promise<GatewayResult>;
   claim(args: ClaimArgs, snapshotRows: number): Promise<Relayed<ClaimedSession>>;
   writeDesired(req: DesiredWriteRequest): Promise<Relayed<DesiredWriteResult | null>>;
 }

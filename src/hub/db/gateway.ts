@@ -311,10 +311,10 @@ export class DbGateway extends DurableObject<HubEnv> {
    * an admin write answered 503 must not commit later (a rotation would leave a token nobody was
    * shown, a registration a name taken with no token).
    */
-  async query(text: string, params: unknown[], name?: string, strict = false): Promise<GatewayResult> {
+  async query(text: string, params: unknown[], name?: string, strict = false, lane?: 'public'): Promise<GatewayResult> {
     return this.relay(async () => {
       const pg = this.leastBusy();
-      const r = await (strict ? pg.within(sendWithinMs(hubConfig(this.env))) : pg).query(text, params, name);
+      const r = await (strict ? pg.within(sendWithinMs(hubConfig(this.env))) : lane === 'public' ? pg.low : pg).query(text, params, name);
       return { rows: r.rows, rowCount: r.rowCount };
     });
   }
