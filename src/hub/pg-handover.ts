@@ -19,11 +19,12 @@
 
 interface Waiter {
   strict: boolean;
-  /** 0 strict, 1 plain, 2 low: a waiter goes ahead of those of a higher rank. */
-  rank: 0 | 1 | 2;
   go: (number: number) => void;
   timer?: ReturnType<typeof setTimeout>;
 }
+
+/** The classes a waiting statement may be of, in the order they are handed over. */
+type Rank = 0 | 1 | 2;
 
 export class HandOver {
   /** Statements handed to the driver (connecting, in its queue or running) and not settled. */
@@ -36,13 +37,13 @@ export class HandOver {
    * none is handed until one handed after it is answered.
    */
   private suspectThrough = -1;
-  /** Statements waiting to be handed over, oldest first (`admit`). */
-  private readonly waiting: Waiter[] = [];
+  /** Statements waiting to be handed over, by class (strict, plain, low), each oldest first (`admit`). */
+  private readonly waiting: [Waiter[], Waiter[], Waiter[]] = [[], [], []];
 
   constructor(
     /** Drop the connection (a new one is opened for the next statement): a suspect may run there. */
     private readonly discardConnection: () => void,
-    /** The error of a strict statement still waiting at its send-by time: not sent. */
+    /** The error of a statement not sent: waited past its send-by time, or refused a place. */
     private readonly notSent: (waitedMs: number) => Error,
     /**
      * Most statements in the driver at once; the rest wait here. A strict statement waits for
@@ -52,33 +53,50 @@ export class HandOver {
      * write, a token rotation's, was never handed over within its send-by time: 503 after 503.
      */
     private readonly maxInDriver = Number.POSITIVE_INFINITY,
+    /**
+     * How long a plain or low statement may wait here before it is dropped unsent: as long as the
+     * driver would have kept it queued (its own deadline runs from the moment a statement is asked
+     * for, and drops one still queued). Nobody waits for it any more by then.
+     */
+    private readonly dropAfterMs = Number.POSITIVE_INFINITY,
+    /** Most low statements waiting at once; more are refused unsent at once (a flood's backlog). */
+    private readonly maxLowWaiting = Number.POSITIVE_INFINITY,
   ) {}
+
+  /** Statements waiting to be handed over. */
+  get waitingCount(): number {
+    return this.waiting[0].length + this.waiting[1].length + this.waiting[2].length;
+  }
 
   /**
    * A statement's number, at once or once its turn comes. Statements go by class (strict, plain,
    * `low`), in the order asked within one; a strict one only when nothing else is in the driver
    * (one still waiting at its send-by time, `ms`, is rejected with `notSent`), the others while
-   * fewer than `maxInDriver` are.
+   * fewer than `maxInDriver` are (one still waiting after `dropAfterMs` is rejected with `notSent`).
    */
   next(strict: boolean, ms: number, low = false): number | Promise<number> {
-    if (strict && this.waiting.length === 0) this.dropSuspect();
-    if (this.waiting.length === 0 && (strict ? this.idle() : this.inDriver < this.maxInDriver)) return this.take();
+    const waiting = this.waitingCount;
+    if (strict && waiting === 0) this.dropSuspect();
+    if (waiting === 0 && (strict ? this.idle() : this.inDriver < this.maxInDriver)) return this.take();
+    // Ahead of the waiters of a lower class, behind those of its own: a strict one must go within
+    // its send-by time, and a low one (what anyone can cause without a credential) waits for the
+    // hub's own work.
+    const rank: Rank = strict ? 0 : low ? 2 : 1;
+    const queue = this.waiting[rank];
+    if (rank === 2 && queue.length >= this.maxLowWaiting) return Promise.reject(this.notSent(0));
     return new Promise((resolve, reject) => {
-      const waiter: Waiter = { strict, rank: strict ? 0 : low ? 2 : 1, go: resolve };
-      if (strict) {
+      const waiter: Waiter = { strict, go: resolve };
+      const limit = strict ? ms : this.dropAfterMs;
+      if (Number.isFinite(limit)) {
         waiter.timer = setTimeout(() => {
-          const i = this.waiting.indexOf(waiter);
+          const i = queue.indexOf(waiter);
           if (i < 0) return; // handed over in the same instant
-          this.waiting.splice(i, 1);
-          reject(this.notSent(ms));
+          queue.splice(i, 1);
+          reject(this.notSent(limit));
           this.admit(); // what waited behind it may go now
-        }, Math.max(0, ms));
+        }, Math.max(0, limit));
       }
-      // Ahead of the waiters of a lower class, behind those of its own: a strict one must go within
-      // its send-by time, and a low one (what anyone can cause without a credential) waits for
-      // the hub's own work.
-      const behind = this.waiting.findIndex((w) => w.rank > waiter.rank);
-      this.waiting.splice(behind < 0 ? this.waiting.length : behind, 0, waiter);
+      queue.push(waiter);
     });
   }
 
@@ -121,11 +139,13 @@ export class HandOver {
   }
 
   private admit(): void {
-    while (this.waiting.length > 0) {
-      const head = this.waiting[0] as Waiter;
+    for (;;) {
+      const queue = this.waiting.find((q) => q.length > 0);
+      if (!queue) return;
+      const head = queue[0] as Waiter;
       if (head.strict) this.dropSuspect();
       if (head.strict ? !this.idle() : this.inDriver >= this.maxInDriver) return;
-      this.waiting.shift();
+      queue.shift();
       if (head.timer !== undefined) clearTimeout(head.timer);
       head.go(this.take());
     }

@@ -130,6 +130,13 @@ export interface PgOptions {
  */
 const DRIVER_DEPTH = 8;
 
+/**
+ * Low statements (token lookups) one connection keeps waiting at once; more are refused unsent (the
+ * connect answers 503, Retry-After). A connect storm of a thousand operators spreads its lookups
+ * over every gateway connection, well under this; a flood's backlog stays this small.
+ */
+const LOW_WAITING = 256;
+
 export class Pg {
   private client: Client | null = null;
   private connecting: Promise<Client> | null = null;
@@ -149,13 +156,7 @@ export class Pg {
   private readonly sendWithinMs: number;
   private readonly answerMarginMs: number;
   /** When statements reach the driver: strict ones alone, and never past their send-by time. */
-  private readonly handOver = new HandOver(
-    () => {
-      if (this.client) this.discard(this.client);
-    },
-    (ms) => new ConnectionLostError(`the connection was busy for ${ms} ms; the statement was not sent`),
-    DRIVER_DEPTH,
-  );
+  private readonly handOver: HandOver;
 
   constructor(
     private readonly config: PgConfig,
@@ -167,6 +168,16 @@ export class Pg {
     this.lockTimeoutMs = options.lockTimeoutMs;
     this.sendWithinMs = options.sendWithinMs ?? this.queryTimeoutMs;
     this.answerMarginMs = options.answerMarginMs ?? 0;
+    this.handOver = new HandOver(
+      () => {
+        if (this.client) this.discard(this.client);
+      },
+      (ms) => new ConnectionLostError(`the connection was busy for ${ms} ms; the statement was not sent`),
+      DRIVER_DEPTH,
+      // What the driver's own deadline (`query_timeout`) would have given it, queued there.
+      this.queryTimeoutMs + this.answerMarginMs,
+      LOW_WAITING,
+    );
   }
 
   /**
@@ -229,7 +240,9 @@ export class Pg {
     try {
       const handed = this.handOver.next(strict, sendWithinMs, low);
       number = typeof handed === 'number' ? handed : await handed;
-      const client = await this.connectWithin(sendWithinMs - (Date.now() - askedAt));
+      // A strict statement's send-by time counts from when it was asked for; another's wait for the
+      // connection, from when its turn came (its wait for the turn is bounded by the hand-over).
+      const client = await this.connectWithin(strict ? sendWithinMs - (Date.now() - askedAt) : sendWithinMs);
       try {
         // Unique per connection: an embedded Postgres (PGlite) runs every connection in one
         // backend, where a fixed name would collide with another connection's statement.

@@ -42,6 +42,31 @@ describe('statements handed to the driver', () => {
     await expect((fourth as { later: Promise<number> }).later).resolves.toBe(4);
   });
 
+  it('a plain or low one still waiting after dropAfterMs is dropped unsent, as the driver dropped one queued past its deadline', async () => {
+    const h = new HandOver(() => undefined, (ms) => new NotSent(`busy for ${ms} ms`), 1, 1_000);
+    expect(h.next(false, 100)).toBe(1);
+    const plain = h.next(false, 100) as Promise<number>;
+    const low = h.next(false, 100, true) as Promise<number>;
+    const dropped = Promise.all([expect(plain).rejects.toBeInstanceOf(NotSent), expect(low).rejects.toBeInstanceOf(NotSent)]);
+    vi.advanceTimersByTime(1_000);
+    await dropped;
+    expect(h.waitingCount).toBe(0);
+    h.settled(1, true);
+    expect(h.next(false, 100)).toBe(2);
+  });
+
+  it('low ones past maxLowWaiting are refused at once: a flood keeps no backlog', async () => {
+    const h = new HandOver(() => undefined, (ms) => new NotSent(`busy for ${ms} ms`), 1, 10_000, 2);
+    expect(h.next(false, 100)).toBe(1);
+    const kept = [h.next(false, 100, true), h.next(false, 100, true)];
+    await expect(h.next(false, 100, true)).rejects.toBeInstanceOf(NotSent);
+    // Plain ones are not capped.
+    const plain = h.next(false, 100) as Promise<number>;
+    h.settled(1, true);
+    await expect(plain).resolves.toBe(2);
+    expect(kept.every((k) => k instanceof Promise)).toBe(true);
+  });
+
   it('a low one (a token lookup) waits behind every plain and strict one waiting, in the order asked among its own', async () => {
     const h = new HandOver(() => undefined, (ms) => new NotSent(`busy for ${ms} ms`), 1);
     expect(h.next(false, 100)).toBe(1);
