@@ -177,8 +177,9 @@ export class DbGateway extends DurableObject<HubEnv> {
     // Every interval from this poll's start, not from its end: the interval is the bound on how
     // late a revocation or displacement is seen, and a poll statement that took its time (a
     // database far away or loaded) pushed the next one back by as much, every time. One that took
-    // longer than the interval is followed at once.
-    const next = Math.max(startedAt + cfg.POLL_INTERVAL_MS, Date.now());
+    // longer than the interval is followed a quarter interval later, not at once: back to back,
+    // the polls would load a database that is already struggling.
+    const next = Math.max(startedAt + cfg.POLL_INTERVAL_MS, Date.now() + cfg.POLL_INTERVAL_MS / 4);
     this.pollAt = again ? next : Math.max(this.pruneAt, next);
     await this.ctx.storage.setAlarm(this.pollAt);
     for (const p of poke) this.pokeSession(p, cfg);

@@ -5,8 +5,8 @@
  * while the database is slow or away: parsed, a frame takes 1.2 to 1.4 times its text in heap
  * (measured in V8 for the fixtures' observed types). Two busy sessions in a stalled database's
  * shadow could so take the isolate, and every session in it, down. Past `ISOLATE_UNAPPLIED_BYTES`
- * together, the session that brings more is told to come back (1013) and replay, as one past its
- * own window is.
+ * together, a session that brings more, holding at least its share, is told to come back (1013)
+ * and replay, as one past its own window is.
  *
  * Counted from the holders themselves, not kept as a running total: an object the runtime resets
  * mid-batch never says what it held, and a total would keep it forever. Holders are weakly
@@ -24,15 +24,19 @@ export function holdInIsolate(h: Holder): void {
   holders.add(new WeakRef(h));
 }
 
-/** Bytes held unapplied by every live holder of this isolate. */
-export function heldInIsolate(): number {
+/** Bytes held unapplied by every live holder of this isolate, and how many hold any. */
+export function heldInIsolate(): { total: number; holding: number } {
   let total = 0;
+  let holding = 0;
   for (const ref of holders) {
     const h = ref.deref();
     if (h === undefined) holders.delete(ref);
-    else total += h.bytes;
+    else if (h.bytes > 0) {
+      total += h.bytes;
+      holding++;
+    }
   }
-  return total;
+  return { total, holding };
 }
 
 /** One session's share of the isolate check: how much it received since it last added up. */
@@ -45,11 +49,16 @@ export class IsolateHoldCheck {
     private readonly checkEvery = Math.min(1 << 20, Math.max(1, Math.floor(budget / 8))),
   ) {}
 
-  /** Whether the isolate is over its budget, checked once `received` has added up to `checkEvery`. */
-  over(received: number): boolean {
+  /**
+   * Whether the isolate is over its budget and this session holds at least its share of it (the
+   * average of those holding any): a session holding little is not cut for what others hold.
+   * Checked once `received` has added up to `checkEvery`.
+   */
+  over(received: number, own: number): boolean {
     this.since += received;
     if (this.since < this.checkEvery) return false;
     this.since = 0;
-    return heldInIsolate() > this.budget;
+    const { total, holding } = heldInIsolate();
+    return total > this.budget && own * holding >= total;
   }
 }

@@ -515,7 +515,7 @@ export class SessionObject extends DurableObject<HubEnv> {
         // replays them with it). Bytes: only those still held here, unapplied.
         if (state.inbound.expected - 1 - state.inbound.cursor > this.unapplied.frames || this.ingest.bytes > this.unapplied.bytes) {
           sockets.refuse(ws, CloseCode.TRY_AGAIN_LATER, null, 'unavailable', 'too many frames waiting to be applied; reconnect and replay', true);
-        } else if (this.isolateHold.over(text.length)) {
+        } else if (this.isolateHold.over(text.length, this.ingest.bytes)) {
           state.log.warn('closing: the sessions of this isolate hold too many frames waiting to be applied (the database slow or away?)', {
             held_by_session: this.ingest.bytes,
             budget: this.cfg.ISOLATE_UNAPPLIED_BYTES,
