@@ -118,11 +118,6 @@ export interface PgOptions {
 }
 
 /**
- * A lazily connected, self-closing Postgres connection. Held in a Durable Object field it costs
- * one connect per burst of activity instead of one per message (~0.7 ms against ~22 ms per
- * statement, measured locally); closing when idle lets the object hibernate.
- */
-/**
  * Statements one connection hands its driver at once (pg-handover.ts `maxInDriver`): enough that
  * the driver always has the next to send when an answer comes (it sends one at a time), few enough
  * that an admin write, which goes ahead of those still waiting, waits behind a handful of round
@@ -137,6 +132,11 @@ const DRIVER_DEPTH = 8;
  */
 const LOW_WAITING = 256;
 
+/**
+ * A lazily connected, self-closing Postgres connection. Held in a Durable Object field it costs
+ * one connect per burst of activity instead of one per message (~0.7 ms against ~22 ms per
+ * statement, measured locally); closing when idle lets the object hibernate.
+ */
 export class Pg {
   private client: Client | null = null;
   private connecting: Promise<Client> | null = null;
