@@ -63,7 +63,7 @@ describe('ownership (spec: Resume is per hub instance; Authentication)', () => {
     await peer.hello({ cluster_id: c.name });
     await h.admin('POST', `/clusters/${c.name}/rotate-token`);
     const err = await peer.next((f) => f.type === 'error', withinPoll);
-    expect(err.payload).toMatchObject({ code: 'invalid', retryable: false });
+    expect(err.payload).toMatchObject({ code: 'not_found', retryable: false });
     expect((await peer.closedWith()).code).toBe(CloseCode.REFUSED);
   });
 
