@@ -39,8 +39,9 @@ describe('with the region table locked at the isolate\'s first requests', () => 
       expect([page.status, script.status, refused.status]).toEqual([200, 200, 401]);
       const waiting = await locker.query(`select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and query like '%hub_region%' and pid <> pg_backend_pid()`);
       expect((waiting.rows[0] as { n: number } | undefined)?.n, 'no statement of the hub waits on the region table').toBe(0);
-      // Well under a statement's deadline (PG_QUERY_TIMEOUT_MS, 10 s by default): nothing waited on the lock.
-      expect(Math.max(page.ms, script.ms, refused.ms)).toBeLessThan(5_000);
+      // Under a statement's deadline (PG_QUERY_TIMEOUT_MS, 10 s by default): nothing waited on the
+      // lock. (Not 5 s: the isolate's very first request took 5.9 and 7.3 s on a loaded CI machine.)
+      expect(Math.max(page.ms, script.ms, refused.ms)).toBeLessThan(9_000);
     } finally {
       await locker.query('rollback');
       await locker.end();
