@@ -2,7 +2,7 @@
  * What the session objects of one isolate hold unapplied, together. The runtime runs many objects
  * of a class in one isolate, which shares one memory limit (128 MB on Cloudflare), and each
  * session may hold up to its replay window of frames waiting to be applied (64 MiB by default)
- * while the database is slow or away: parsed, a frame takes 1.2 to 1.4 times its text in heap
+ * while the database is slow or away: parsed, a frame takes 1.2 to 1.5 times its text in heap
  * (measured in V8 for the fixtures' observed types). Two busy sessions in a stalled database's
  * shadow could so take the isolate, and every session in it, down. Past `ISOLATE_UNAPPLIED_BYTES`
  * together, a session that brings more, holding at least its share, is told to come back (1013)
