@@ -127,10 +127,6 @@ export class OperatorSendQueue<T> {
     return n.item.value;
   }
 
-  peek(): T | undefined {
-    return this.head?.item.value;
-  }
-
   /**
    * Take the oldest frame that is not `held` (frames held back for now keep their places and
    * their order). Returns undefined when every queued frame is held.
