@@ -7,7 +7,7 @@
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { MemoryCursorStore } from '../../../src/operator/cursor-store';
-import { makeClient, reconnectAfterBackoff, type TestClient } from './support/harness';
+import { makeClient, type TestClient } from './support/harness';
 import { eventually, ScriptedHub } from './support/scripted-hub';
 
 let hub: ScriptedHub;
@@ -30,9 +30,18 @@ describe('welcome.session_id the hub chose', () => {
     const conn = await hub.nextConnection();
     await conn.nextOf('hello');
     conn.welcome({ session_id: bad });
-    for (let i = 0; i < 5 && hub.connections.length < 2; i++) {
-      await reconnectAfterBackoff(t);
-      await new Promise((r) => setTimeout(r, 20));
+    // Let each backoff pass until the hub sees a second dial. A dial already under way is not
+    // waited on for a backoff that will not come: on a loaded CI machine one took longer than a
+    // fixed pause to reach the hub, and the next wait for a backoff ran out (12 s).
+    for (let i = 0; i < 5; i++) {
+      const next = await eventually(
+        () => (hub.connections.length >= 2 ? 'dialled' : t.client.state === 'waiting' ? 'waiting' : undefined),
+        'the operator to dial the hub again or start its backoff',
+        12_000,
+      );
+      if (next === 'dialled') break;
+      t.timers.advance(t.client.session.nextReconnectInMs ?? 0);
+      await eventually(() => t.client.state !== 'waiting' || hub.connections.length >= 2, 'the backoff to end', 12_000);
     }
     await eventually(() => hub.connections.length >= 2, 'the operator to dial the hub again', 1_000);
     const again = hub.connections[1];
