@@ -1,6 +1,7 @@
 import { cloudflareTest } from '@cloudflare/vitest-pool-workers';
 import { defineConfig, type TestProjectInlineConfiguration } from 'vitest/config';
 import { copyDatabase, pickDatabaseUrlForTests } from './scripts/lib/dev-stack';
+import SuiteSequencer from './test/support/sequencer';
 
 // One database stack per run, started by the root globalSetup and handed to every project with
 // provide/inject (see test/support/global-setup.ts for why it lives at the root and why the
@@ -100,6 +101,9 @@ export default defineConfig({
     // The default output, then each test that passed only on its retry with the error of the try
     // that failed (the default reporter says "(retry x1)" and nothing of why).
     reporters: ['default', './test/support/flaky-reporter.ts'],
+    // Projects in the order of test/support/file-order.ts, a project's longest files first, by the
+    // durations of a recorded run (test/support/file-durations.json).
+    sequence: { sequencer: SuiteSequencer },
     // Six files at a time (see the end of this note), although the machines have two cores: most of the suite waits (real
     // timers, hibernation, a runtime's and a database's round trips). One at a time took 14 of
     // CI's 15 minutes; two took 10 to 13 minutes of suite (790 s on a slow hour, 14 minutes of CI),
