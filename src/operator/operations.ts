@@ -100,6 +100,15 @@ export class OperationBook {
    * first copy's settlement lost with its link) must settle as that save does, not at once.
    */
   private readonly firstSaves = new Map<string, Promise<StartSettlement>>();
+  /** Running operations whose `operation.accepted` was handed to the writer. */
+  private readonly acceptSent = new Set<string>();
+  /**
+   * Running operations whose `operation.accepted` went before the last fresh session, which
+   * discarded the replay buffer that may have held it unacknowledged: the hub's redelivered start
+   * is the only thing that can bring it back. Answered in silence, the hub showed work that was
+   * running as never accepted until its result came, and the redelivery (a request) went unanswered.
+   */
+  private readonly acceptLost = new Set<string>();
 
   constructor(
     initial: readonly OperationRecord[],
@@ -207,7 +216,15 @@ export class OperationBook {
           this.host.logger.debug('redelivered operation.start whose record is being saved: settled with that save', { operation_id: known.operationId });
           return { settle: 'recorded', durable: saving.then((s): StartSettlement => (s.settle === 'failed' ? s : { settle: 'applied' })) };
         }
-        this.host.logger.debug('redelivered operation.start for a running operation dropped', { operation_id: known.operationId });
+        if (this.acceptLost.delete(known.operationId)) {
+          // If the hub had committed the first, a second is only history there.
+          this.host.logger.info('redelivered operation.start for a running operation in a new session: accepted again, not run again', {
+            operation_id: known.operationId,
+          });
+          this.host.send(outItem('operation.accepted', { operation_id: known.operationId }, ctx.frameId));
+        } else {
+          this.host.logger.debug('redelivered operation.start for a running operation dropped', { operation_id: known.operationId });
+        }
       } else if (known.delivered && known.deliveredIn != null && known.deliveredIn === this.host.sessionId()) {
         // A replay after a resume (the start was numbered past a hole) or a start sent before
         // the hub stored the conclusion, whose ack came first: the hub holds the answer already,
@@ -317,6 +334,7 @@ export class OperationBook {
       this.conclude(record, { frame: 'error', code: 'deadline', message: `deadline ${payload.deadline} passed before the operation could start` });
       return { settle: 'applied' };
     }
+    this.acceptSent.add(record.operationId);
     this.host.send(outItem('operation.accepted', { operation_id: record.operationId }, record.startId));
     this.run(record, payload);
     return { settle: 'applied' };
@@ -375,6 +393,7 @@ export class OperationBook {
     this.deferred.clear();
     // The old session's frames are not replayed: their turn never comes.
     this.answeredInQueue.clear();
+    for (const id of this.acceptSent) this.acceptLost.add(id);
     for (const r of this.records.values()) {
       if (r.state === 'concluded' && !r.delivered) this.sendConclusion(r, r.startId);
     }
@@ -469,6 +488,8 @@ export class OperationBook {
   }
 
   private conclude(record: OperationRecord, conclusion: StoredConclusion): void {
+    this.acceptSent.delete(record.operationId);
+    this.acceptLost.delete(record.operationId);
     record.state = 'concluded';
     record.conclusion = conclusion;
     record.concludedAt = this.host.timers.now();
