@@ -326,7 +326,9 @@ export async function markOperationsSent(
        update operations o set
          state = case when o.state = 'pending' then 'sent' else o.state end,
          sent_at = coalesce(o.sent_at, now()),
-         start_frame_ids = case when cardinality(o.start_frame_ids) < $6::int then o.start_frame_ids || array[s.frame_id]
+         -- A retry after a lost answer records the id it may already have recorded.
+         start_frame_ids = case when s.frame_id = any(o.start_frame_ids) then o.start_frame_ids
+           when cardinality(o.start_frame_ids) < $6::int then o.start_frame_ids || array[s.frame_id]
            else o.start_frame_ids[1:1] || o.start_frame_ids[cardinality(o.start_frame_ids) - $6::int + 3:] || array[s.frame_id] end,
          updated_at = now()
        from jsonb_to_recordset($5::jsonb) as s(operation_id text, frame_id text)
@@ -335,6 +337,7 @@ export async function markOperationsSent(
      )
      select exists (select 1 from fence) as fenced, (select count(*) from upd) as n`,
     [fence.clusterUid, fence.sessionId, fence.generation, fence.tokenHash, JSON.stringify(sent), START_FRAMES_KEPT],
+    'wingsmith_mark_operations_sent_v2',
   );
   return rows[0]?.fenced === true;
 }

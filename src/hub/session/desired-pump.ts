@@ -91,6 +91,9 @@ function knownFrom(meta: SessionMeta | null): number {
  * then every change above the watermark. Fetches only into free queue space (desired state waits
  * in Postgres, not in a queue that could overflow); one pump at a time.
  */
+/** Past this many unqueued start ids (operations fetched and never queued) they are forgotten. */
+const UNQUEUED_START_IDS_MAX = 10_000;
+
 export class DesiredPump {
   private progress: FetchState;
   /** The latest desired revision known to exist in Postgres. */
@@ -102,6 +105,16 @@ export class DesiredPump {
   /** A failed fetch's own retry: nothing else may come (see `retryLater`). */
   private retryTimer: ReturnType<typeof setTimeout> | null = null;
   private failures = 0;
+  /**
+   * Start frame ids recorded in Postgres (or possibly recorded: a statement whose answer was lost
+   * may have committed) whose frame is not queued yet, by operation id: the retry records and
+   * sends the same id. A new id per try left the first, never sent, in the operation's first
+   * start slot, which is kept for good (the SDK answers the start it first accepted), so an error
+   * answering the start that did go could stop concluding the operation once newer deliveries
+   * pushed it out. Bounded by the operations one fetch carries; an eviction forgets it (the
+   * slot can then still hold an id never sent).
+   */
+  private readonly unqueuedStartIds = new Map<string, string>();
 
   /**
    * With a legacy record (`legacyRedelivery`), the newest operation.start in the replay buffer as
@@ -284,6 +297,7 @@ export class DesiredPump {
             if (!this.host.enqueue(frame('operation.start', o.payload, null, { t: 'resync_op', revision: o.revision }, ids.get(o.payload.operation_id)))) {
               return false;
             }
+            this.unqueuedStartIds.delete(o.payload.operation_id);
             f.opsAfter = o.revision;
           }
           if (more) return true;
@@ -308,6 +322,7 @@ export class DesiredPump {
             ? { ...frame('deployment.desired', c.payload, null), revision: c.revision }
             : { ...frame('operation.start', c.payload, null, { t: 'watermark', revision: c.revision }, ids.get(c.payload.operation_id)), revision: c.revision };
         if (!this.host.enqueue(o)) return false;
+        if (c.kind === 'operation') this.unqueuedStartIds.delete(c.payload.operation_id);
         f.changesAfter = c.revision;
       }
       if (!more) {
@@ -403,7 +418,12 @@ export class DesiredPump {
   private async recordOperationStarts(ops: Payload<'operation.start'>[]): Promise<Map<string, string> | null> {
     const ids = new Map<string, string>();
     if (ops.length === 0) return ids;
-    for (const o of ops) ids.set(o.operation_id, newId());
+    if (this.unqueuedStartIds.size > UNQUEUED_START_IDS_MAX) this.unqueuedStartIds.clear();
+    for (const o of ops) {
+      const id = this.unqueuedStartIds.get(o.operation_id) ?? newId();
+      this.unqueuedStartIds.set(o.operation_id, id);
+      ids.set(o.operation_id, id);
+    }
     const fence = this.host.fence();
     if (!fence) return null;
     const fenced = await markOperationsSent(this.host.sql, fence, [...ids].map(([operation_id, frame_id]) => ({ operation_id, frame_id })));
