@@ -1,8 +1,11 @@
 /**
  * Enrollment tokens: `wsmet_` + 43 base62 characters (256 random bits) + 6 base62 characters of
  * CRC-32 over the prefix and body. The prefix makes a leaked token findable by secret scanners;
- * the checksum rejects a mistyped or forged-shape token from its shape alone, before any
- * database work. Only the SHA-256 of the whole token is stored.
+ * the checksum rejects a mistyped or truncated token (and anything merely token-like) from its
+ * shape alone, before any database work. It is a public CRC, not a signature: anyone can mint a
+ * string that passes it, and each such string costs a lookup, in the lowest of the gateway's
+ * queues (pg-handover.ts); a deployment rate-limits /v1/connect at the edge (README). Only the
+ * SHA-256 of the whole token is stored.
  */
 export const TOKEN_PREFIX = 'wsmet_';
 const BODY_LEN = 43;
