@@ -24,8 +24,17 @@ import { fsyncDir } from './atomic-file';
 export const DEFAULT_LOCK_STALE_MS = 60_000;
 
 // `pidns`: the holder's pid namespace, which its pid is a number in (absent from locks written
-// before it was recorded, and null where the platform has none to read).
-const Holder = z.object({ pid: z.number().int(), host: z.string(), token: z.string(), since: z.string(), pidns: z.string().nullable().optional() });
+// before it was recorded, and null where the platform has none to read). `boot`: the holder's
+// kernel boot id, which the namespace's name is unique within (absent from locks written before
+// it was recorded, null where the platform has none to read).
+const Holder = z.object({
+  pid: z.number().int(),
+  host: z.string(),
+  token: z.string(),
+  since: z.string(),
+  pidns: z.string().nullable().optional(),
+  boot: z.string().nullable().optional(),
+});
 type Holder = z.infer<typeof Holder>;
 
 /** This process's pid namespace (Linux: /proc/self/ns/pid names it), null where none can be read. */
@@ -37,6 +46,23 @@ function readPidNamespace(): string | null {
   }
 }
 const PID_NAMESPACE = readPidNamespace();
+
+/**
+ * This kernel's boot id (Linux), null where none can be read. A pid namespace's name is an inode
+ * number unique only within one running kernel: the host's own namespace has the same one on every
+ * Linux machine, and containers on similar nodes are often given the same. Two machines with one
+ * hostname on a shared volume (a StatefulSet pod recreated on another node while the old one runs
+ * on a partitioned node; two hosts on one NFS share) matched on both, and a live lock was taken
+ * over at once as a dead process's.
+ */
+function readBootId(): string | null {
+  try {
+    return readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim() || null;
+  } catch {
+    return null;
+  }
+}
+const BOOT_ID = readBootId();
 
 /** The state directory belongs to another live process. */
 export class StateDirLockedError extends Error {
@@ -120,7 +146,7 @@ export class StateLock {
     // to another process is a live holder, refused.
     for (let attempt = 0; ; attempt++) {
       const token = randomUUID();
-      const me: Holder = { pid: process.pid, host: hostname(), token, since: new Date().toISOString(), pidns: PID_NAMESPACE };
+      const me: Holder = { pid: process.pid, host: hostname(), token, since: new Date().toISOString(), pidns: PID_NAMESPACE, boot: BOOT_ID };
       let created = false;
       try {
         const fh = await open(path, 'wx', 0o600);
@@ -306,8 +332,16 @@ async function isStale(path: string, holder: Holder | null, staleMs: number): Pr
   // containers share theirs (a pod's containers, hostNetwork pods on one node, a StatefulSet pod
   // recreated while the old one still runs on a partitioned node), each with its own namespace and
   // often pid 1, so a live holder there looked like this process's earlier life and was taken
-  // over at once. A lock without a namespace (an older SDK's) is judged by its age too.
-  if (holder && holder.host === hostname() && holder.pidns !== undefined && holder.pidns === PID_NAMESPACE) {
+  // over at once. The namespace's name is unique only within one boot of one kernel (readBootId).
+  // A lock without a namespace or a boot id (an older SDK's) is judged by its age too.
+  if (
+    holder &&
+    holder.host === hostname() &&
+    holder.pidns !== undefined &&
+    holder.pidns === PID_NAMESPACE &&
+    holder.boot !== undefined &&
+    holder.boot === BOOT_ID
+  ) {
     // This pid is this process, which holds no lock here (`held`): a previous life of the same
     // pid left it.
     if (holder.pid === process.pid) return true;

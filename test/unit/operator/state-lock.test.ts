@@ -4,7 +4,7 @@
  * whose lock was taken over (it stalled past the staleness) writes the directory no more.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { readlinkSync } from 'node:fs';
+import { readFileSync, readlinkSync } from 'node:fs';
 import { mkdtemp, readdir, readFile, rm, stat, symlink, utimes, writeFile } from 'node:fs/promises';
 import { hostname, tmpdir } from 'node:os';
 import path from 'node:path';
@@ -57,9 +57,27 @@ const PIDNS = (() => {
     return null;
   }
 })();
-/** A holder's lock file; `'unrecorded'`: written by an SDK before the lock named its namespace. */
-const holder = (pid: number, host = hostname(), pidns: string | null = PIDNS) =>
-  JSON.stringify({ pid, host, token: 'other', since: '2026-12-04T00:00:00.000Z', ...(pidns === 'unrecorded' ? {} : { pidns }) });
+/** This kernel's boot id, as the lock records it (null off Linux). */
+const BOOT = (() => {
+  try {
+    return readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim() || null;
+  } catch {
+    return null;
+  }
+})();
+/**
+ * A holder's lock file; `'unrecorded'`: written by an SDK before the lock named its namespace (or
+ * its boot).
+ */
+const holder = (pid: number, host = hostname(), pidns: string | null = PIDNS, boot: string | null = BOOT) =>
+  JSON.stringify({
+    pid,
+    host,
+    token: 'other',
+    since: '2026-12-04T00:00:00.000Z',
+    ...(pidns === 'unrecorded' ? {} : { pidns }),
+    ...(boot === 'unrecorded' ? {} : { boot }),
+  });
 
 /** Another operator process that opens the directory's stores and keeps them: resolves once it holds them. */
 function holderProcess(): { child: ChildProcess; holding: Promise<void> } {
@@ -164,6 +182,22 @@ describe('the state directory lock', () => {
       await utimes(lockFile(), old, old);
       const stores = await openFileStores(dir, { lock: { staleMs: 60_000 } });
       expect(JSON.parse(await readFile(lockFile(), 'utf8'))).toMatchObject({ pid: process.pid, pidns: PIDNS });
+      await stores.outboundLog.close();
+    }
+  });
+
+  it('a lock naming this host, this pid namespace and a dead or this very pid, but another boot (another machine with the same hostname and namespace name on a shared volume), is kept while fresh and taken over once it has gone staleMs without a refresh', async () => {
+    // The namespace's name is an inode number unique only within one kernel's boot: the host's own
+    // is the same on every Linux machine. Before, such a live lock was taken over at once.
+    const otherBoot = BOOT === '00000000-0000-4000-8000-000000000000' ? '00000000-0000-4000-8000-000000000001' : '00000000-0000-4000-8000-000000000000';
+    for (const [pid, boot] of [[process.pid, otherBoot], [await deadPid(), otherBoot], [process.pid, 'unrecorded']] as const) {
+      await writeFile(lockFile(), holder(pid, hostname(), PIDNS, boot));
+      const refused = await openFileStores(dir, { lock: { staleMs: 60_000 } }).catch((e: unknown) => e);
+      expect(refused, `pid ${pid}, boot ${boot}`).toBeInstanceOf(StateDirLockedError);
+      const old = new Date(Date.now() - 61_000);
+      await utimes(lockFile(), old, old);
+      const stores = await openFileStores(dir, { lock: { staleMs: 60_000 } });
+      expect(JSON.parse(await readFile(lockFile(), 'utf8'))).toMatchObject({ pid: process.pid, pidns: PIDNS, boot: BOOT });
       await stores.outboundLog.close();
     }
   });
