@@ -85,15 +85,15 @@ function knownFrom(meta: SessionMeta | null): number {
   return Math.max(meta?.desiredWatermark ?? 0, meta?.desiredSeen ?? 0);
 }
 
+/** Past this many unqueued start ids (operations fetched and never queued) they are forgotten. */
+const UNQUEUED_START_IDS_MAX = 10_000;
+
 /**
  * What the session owes its operator of desired state, fetched from Postgres into the send queue:
  * the hub's resync of a fresh session (begin → every deployment → stream.end → open operations),
  * then every change above the watermark. Fetches only into free queue space (desired state waits
  * in Postgres, not in a queue that could overflow); one pump at a time.
  */
-/** Past this many unqueued start ids (operations fetched and never queued) they are forgotten. */
-const UNQUEUED_START_IDS_MAX = 10_000;
-
 export class DesiredPump {
   private progress: FetchState;
   /** The latest desired revision known to exist in Postgres. */
@@ -111,8 +111,9 @@ export class DesiredPump {
    * sends the same id. A new id per try left the first, never sent, in the operation's first
    * start slot, which is kept for good (the SDK answers the start it first accepted), so an error
    * answering the start that did go could stop concluding the operation once newer deliveries
-   * pushed it out. Bounded by the operations one fetch carries; an eviction forgets it (the
-   * slot can then still hold an id never sent).
+   * pushed it out. An eviction forgets it (the slot can then still hold an id never sent), and so
+   * does a map grown past UNQUEUED_START_IDS_MAX (operations fetched and never queued: concluded or
+   * withdrawn meanwhile).
    */
   private readonly unqueuedStartIds = new Map<string, string>();
 
