@@ -11,12 +11,19 @@ import { QueryTimeoutError } from '../../src/hub/pg';
 import { hubConfig } from '../../src/hub/config';
 import { buildFrame, newId, readFrame } from '../../src/protocol';
 import type { OpResync } from '../../src/hub/session/store';
+import type { ScheduleLimits } from '../../src/hub/session/ingest-schedule';
 
 const item = (seq: number): InboundItem => ({ kind: 'unknown', seq, id: `f${seq}`, replyTo: null, type: 'future.thing', arrivedAt: Date.now() });
 
 /** Microtasks only: what runs in the same turn. */
 async function sameTurn(): Promise<void> {
   for (let i = 0; i < 50; i++) await Promise.resolve();
+}
+
+/** Wait (real timers) until `cond` holds: a retry after its backoff, whenever a loaded machine runs it. */
+async function until(cond: () => boolean, ms = 10_000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!cond() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
 }
 
 /** The pipeline ends its turn after settling a commit (the ack leaves first): let it go on. */
@@ -139,7 +146,7 @@ describe('ingest pipeline: lingering for more frames (INGEST_LINGER_MS)', () => 
 });
 
 /** Statements that answer when the test says, in the order they were sent. */
-function scripted(maxBatch: number, log: Logger = createLogger({}, 'error'), resyncs: () => Record<string, OpResync> = () => ({})) {
+function scripted(maxBatch: number, log: Logger = createLogger({}, 'error'), resyncs: () => Record<string, OpResync> = () => ({}), limits: Partial<ScheduleLimits> = {}) {
   const committed: number[][] = [];
   const unknown: unknown[] = [];
   const pending: { resolve: () => void; reject: (e: unknown) => void }[] = [];
@@ -166,7 +173,7 @@ function scripted(maxBatch: number, log: Logger = createLogger({}, 'error'), res
     outcomeUnknown: (err) => unknown.push(err),
     log,
   };
-  return { pipeline: new IngestPipeline(host, maxBatch), committed, pending, unknown };
+  return { pipeline: new IngestPipeline(host, maxBatch, limits), committed, pending, unknown };
 }
 
 describe('ingest pipeline: an open operator resync stream', () => {
@@ -316,7 +323,9 @@ describe('ingest pipeline: a second statement in flight', () => {
   });
 
   it('a promoted statement that fails leaves the one behind it to settle on its own outcome', async () => {
-    const h = scripted(2);
+    // A backoff longer than `settle` can take on a loaded machine (four timer turns took over the
+    // default 50 ms in a CI run, and the retry was already in flight when nothing should be).
+    const h = scripted(2, undefined, undefined, { baseDelayMs: 500 });
     for (let seq = 1; seq <= 6; seq++) h.pipeline.push(item(seq));
     await settle();
     h.pending[0]?.resolve();
@@ -331,7 +340,8 @@ describe('ingest pipeline: a second statement in flight', () => {
       [5, 6],
     ]);
     expect(h.pipeline.statementsInFlight).toBe(0);
-    await new Promise((r) => setTimeout(r, 120));
+    // After the backoff, [3, 4] again.
+    await until(() => h.pending.length >= 4);
     expect(h.pending.length).toBe(4);
     h.pending[3]?.resolve();
     await settle();
@@ -340,7 +350,8 @@ describe('ingest pipeline: a second statement in flight', () => {
   });
 
   it('when the first fails and the one behind commits, that one stays applied and the first is retried after the backoff', async () => {
-    const h = scripted(2);
+    // A backoff longer than `settle` can take on a loaded machine (as above).
+    const h = scripted(2, undefined, undefined, { baseDelayMs: 500 });
     for (let seq = 1; seq <= 4; seq++) h.pipeline.push(item(seq));
     await settle();
     expect(h.pending.length).toBe(2);
@@ -352,7 +363,7 @@ describe('ingest pipeline: a second statement in flight', () => {
     expect(h.pipeline.statementsInFlight).toBe(0);
     expect(h.pipeline.size).toBe(2);
     expect(h.pipeline.oldestArrival()).not.toBeNull();
-    await new Promise((r) => setTimeout(r, 120));
+    await until(() => h.pending.length >= 3);
     expect(h.pending.length).toBe(3);
     h.pending[2]?.resolve();
     await settle();
@@ -377,14 +388,14 @@ describe('ingest pipeline: what a failed statement logs', () => {
     h.pending[0]?.reject(new Error('[object ErrorEvent]'));
     await settle();
     expect(lines.at(-1)).toEqual({ level: 'warn', msg: 'ingest batch failed; ack withheld, will retry' });
-    await new Promise((r) => setTimeout(r, 120));
+    await until(() => h.pending.length >= 2);
     h.pending[1]?.reject(Object.assign(new Error('relation "nodes" does not exist'), { code: '42P01' }));
     await settle();
     expect(lines.at(-1)).toEqual({ level: 'error', msg: 'ingest batch failed: not an outage (a code or schema fault); ack withheld, retried until it is mended' });
     expect(h.committed).toEqual([]);
     expect(h.pipeline.size).toBe(1);
     // Mended (the migration ran): the same frame is applied.
-    await new Promise((r) => setTimeout(r, 250));
+    await until(() => h.pending.length >= 3);
     h.pending[2]?.resolve();
     await settle();
     expect(h.committed).toEqual([[1]]);
