@@ -14,11 +14,16 @@
  * it is concluded as `failed` with a message saying so, rather than being silently re-run.
  * Conclusions are re-sent until the hub acknowledges the frame carrying them (a fresh session
  * drops the replay buffer they were in).
+ *
+ * This book decides (deduplication, the admission gate, deadlines, what a redelivery is owed);
+ * operation-runner.ts runs the handler and operation-conclusions.ts gets each conclusion to the hub.
  */
 import { timeMs, type Payload, type ReplayEntry } from '../protocol';
 import type { OperationRecord, StoredConclusion } from './cursor-store';
-import { errorText, runHandler, type FrameContext, type OperationConclusion, type OperatorHandlers } from './handlers';
+import { runHandler, type FrameContext, type OperatorHandlers } from './handlers';
 import type { Logger } from './logger';
+import { ConclusionDelivery, conclusionsIn } from './operation-conclusions';
+import { cutMessage, OperationRunner } from './operation-runner';
 import { outItem, type OutItem } from './outgoing';
 import { scheduleAt, type Timers } from './timers';
 
@@ -55,33 +60,12 @@ export interface OperationBookOptions {
   maxRecords?: number;
 }
 
-interface Running {
-  abort: AbortController;
-  cancelDeadline: () => void;
-}
-
-const MESSAGE_MAX = 2048;
-/** At most `n` characters as the protocol counts them (code points): never half a surrogate pair. */
-function cut(s: string, n = MESSAGE_MAX): string {
-  if (s.length <= n) return s;
-  const chars = Array.from(s);
-  return chars.length <= n ? s : chars.slice(0, n - 1).join('') + '…';
-}
-
 export class OperationBook {
   private readonly records = new Map<string, OperationRecord>();
-  private readonly running = new Map<string, Running>();
-  /** Conclusions queued but not yet written: not re-queued twice. */
-  private readonly queued = new Set<string>();
-  /** Conclusions written in this session and not yet acknowledged: the seq that carried them and the start it replied to. */
-  private readonly written = new Map<string, { seq: number; replyTo: string | null }>();
-  /** Conclusions that found the send queue's control bound reached: sent once there is room. */
-  private readonly deferred = new Set<string>();
-  /** Progress reports dropped because the send queue had no room (informational only). */
-  droppedProgress = 0;
+  private readonly delivery: ConclusionDelivery;
+  private readonly runner: OperationRunner;
   private readonly retentionMs: number;
   private readonly maxRecords: number;
-  private idleWaiters: (() => void)[] = [];
   /**
    * The client is stopping (a graceful stop's `abortAll`, or `dispose` in any stop): none is
    * accepted from here on, also when its gate or its record's save completes after the stop.
@@ -117,6 +101,8 @@ export class OperationBook {
     options: OperationBookOptions = {},
   ) {
     for (const r of initial) this.records.set(r.operationId, { ...r });
+    this.delivery = new ConclusionDelivery(this.records, host);
+    this.runner = new OperationRunner(host, handlers, (record, conclusion) => this.conclude(record, conclusion));
     this.retentionMs = options.retentionMs ?? 7 * 24 * 3600_000;
     this.maxRecords = options.maxRecords ?? 10_000;
   }
@@ -127,7 +113,7 @@ export class OperationBook {
   }
 
   get runningCount(): number {
-    return this.running.size;
+    return this.runner.size;
   }
 
   get(operationId: string): OperationRecord | undefined {
@@ -142,7 +128,7 @@ export class OperationBook {
    * log, sends them again (`freshSession`).
    */
   recover(replayable: readonly ReplayEntry[] = []): void {
-    const inLog = this.conclusionsIn(replayable);
+    const inLog = conclusionsIn(this.records, replayable);
     for (const r of this.records.values()) {
       if (r.state === 'running') {
         this.host.logger.warn('operation interrupted by an operator restart; concluding it as failed', {
@@ -156,38 +142,10 @@ export class OperationBook {
         });
       } else if (!r.delivered) {
         const logged = inLog.get(r.operationId);
-        if (logged) this.written.set(r.operationId, logged);
-        else this.sendConclusion(r, r.startId);
+        if (logged) this.delivery.track(r.operationId, logged);
+        else this.delivery.send(r, r.startId);
       }
     }
-  }
-
-  /**
-   * The conclusions among frames of our own log, by operation: a result names its operation; an
-   * error is one only when it replies to a start the records know (it could answer another frame).
-   */
-  private conclusionsIn(entries: readonly ReplayEntry[]): Map<string, { seq: number; replyTo: string | null }> {
-    const byStart = new Map<string, string>();
-    for (const r of this.records.values()) byStart.set(r.startId, r.operationId);
-    const found = new Map<string, { seq: number; replyTo: string | null }>();
-    for (const e of entries) {
-      let f: { type?: unknown; reply_to?: unknown; payload?: { operation_id?: unknown } };
-      try {
-        f = JSON.parse(e.frame) as typeof f;
-      } catch {
-        continue;
-      }
-      const replyTo = typeof f.reply_to === 'string' ? f.reply_to : null;
-      const id =
-        f.type === 'operation.result' && typeof f.payload?.operation_id === 'string'
-          ? f.payload.operation_id
-          : f.type === 'error' && replyTo !== null
-            ? byStart.get(replyTo)
-            : undefined;
-      const r = id === undefined ? undefined : this.records.get(id);
-      if (r && r.state === 'concluded' && r.conclusion?.frame === (f.type === 'error' ? 'error' : 'result')) found.set(r.operationId, { seq: e.seq, replyTo });
-    }
-    return found;
   }
 
   /** An `operation.start` from the hub (already decoded and in order), settled once its record is durable. */
@@ -233,7 +191,7 @@ export class OperationBook {
         this.host.logger.debug('redelivered operation.start for a concluded operation whose conclusion the hub acknowledged in this session: dropped', {
           operation_id: known.operationId,
         });
-      } else if (this.onItsWay(known, ctx.frameId)) {
+      } else if (this.delivery.onItsWay(known, ctx.frameId)) {
         this.host.logger.debug('redelivered operation.start for a concluded operation: its conclusion is already on its way in this session', {
           operation_id: known.operationId,
         });
@@ -241,24 +199,14 @@ export class OperationBook {
         this.host.logger.info('redelivered operation.start for a concluded operation: re-sending its conclusion', {
           operation_id: known.operationId,
         });
-        this.sendConclusion(known, ctx.frameId);
+        this.delivery.send(known, ctx.frameId);
       }
       return { settle: 'applied' };
     }
 
     const now = this.host.timers.now();
     const deadline = timeMs(payload.deadline);
-    const record: OperationRecord = {
-      operationId: payload.operation_id,
-      startId: ctx.frameId,
-      kind: payload.kind,
-      deadline,
-      acceptedAt: now,
-      state: 'running',
-      conclusion: null,
-      concludedAt: null,
-      delivered: false,
-    };
+    const record = newRecord(payload, ctx.frameId, deadline, now);
 
     // The schema refuses a deadline that names no time, and timeMs reads every one it admits (a
     // leap second too: Date.parse reads none, and such a start was dropped unanswered); a NaN must
@@ -285,7 +233,7 @@ export class OperationBook {
       if (!gate.ok && gate.retryable) return { settle: 'failed', reason: gate.reason, retryBy: deadline };
       if (!gate.ok) {
         this.records.set(record.operationId, record);
-        this.conclude(record, { frame: 'error', code: gate.code ?? 'invalid', message: cut(gate.reason) });
+        this.conclude(record, { frame: 'error', code: gate.code ?? 'invalid', message: cutMessage(gate.reason) });
         return { settle: 'dropped', reason: gate.reason };
       }
     }
@@ -336,7 +284,7 @@ export class OperationBook {
     }
     this.acceptSent.add(record.operationId);
     this.host.send(outItem('operation.accepted', { operation_id: record.operationId }, record.startId));
-    this.run(record, payload);
+    this.runner.run(record, payload);
     return { settle: 'applied' };
   }
 
@@ -350,18 +298,7 @@ export class OperationBook {
    */
   deadlinePassedInQueue(payload: Payload<'operation.start'>, frameId: string, waiting = 'behind an earlier frame'): void {
     if (this.stopping || this.records.has(payload.operation_id)) return;
-    const now = this.host.timers.now();
-    const record: OperationRecord = {
-      operationId: payload.operation_id,
-      startId: frameId,
-      kind: payload.kind,
-      deadline: timeMs(payload.deadline),
-      acceptedAt: now,
-      state: 'running',
-      conclusion: null,
-      concludedAt: null,
-      delivered: false,
-    };
+    const record = newRecord(payload, frameId, timeMs(payload.deadline), this.host.timers.now());
     this.host.logger.warn(`operation.start missed its deadline waiting ${waiting}`, { operation_id: record.operationId, kind: record.kind });
     this.records.set(record.operationId, record);
     this.answeredInQueue.add(record.operationId);
@@ -371,9 +308,7 @@ export class OperationBook {
   /** The hub acknowledged everything through `peerAck`: conclusions at or below it are delivered. */
   acknowledged(peerAck: number): void {
     let changed = false;
-    for (const [id, { seq }] of this.written) {
-      if (seq > peerAck) continue;
-      this.written.delete(id);
+    for (const id of this.delivery.acknowledged(peerAck)) {
       const r = this.records.get(id);
       if (r && !r.delivered) {
         r.delivered = true;
@@ -389,26 +324,21 @@ export class OperationBook {
 
   /** A fresh session dropped the replay buffer: conclusions written but not acked go again. */
   freshSession(): void {
-    this.written.clear();
-    this.deferred.clear();
     // The old session's frames are not replayed: their turn never comes.
     this.answeredInQueue.clear();
     for (const id of this.acceptSent) this.acceptLost.add(id);
-    for (const r of this.records.values()) {
-      if (r.state === 'concluded' && !r.delivered) this.sendConclusion(r, r.startId);
-    }
+    this.delivery.freshSession();
   }
 
   /** Ask every running operation to stop (the client is stopping). */
   abortAll(reason: string): void {
     this.stopping = true;
-    for (const run of this.running.values()) run.abort.abort(new Error(reason));
+    this.runner.abortAll(reason);
   }
 
   /** Resolves once no operation is running. */
   whenIdle(): Promise<void> {
-    if (this.running.size === 0) return Promise.resolve();
-    return new Promise((resolve) => this.idleWaiters.push(resolve));
+    return this.runner.whenIdle();
   }
 
   /**
@@ -419,72 +349,9 @@ export class OperationBook {
    */
   dispose(): void {
     this.stopping = true;
-    for (const run of this.running.values()) run.cancelDeadline();
+    this.runner.cancelDeadlines();
     for (const unwatch of this.gateWatches) unwatch();
     this.gateWatches.clear();
-  }
-
-  private run(record: OperationRecord, payload: Payload<'operation.start'>): void {
-    const abort = new AbortController();
-    const { timers, logger } = this.host;
-    const cancelDeadline = scheduleAt(timers, record.deadline, () => {
-      if (record.state !== 'running') return;
-      logger.warn('operation missed its deadline', { operation_id: record.operationId, kind: record.kind });
-      this.conclude(record, { frame: 'error', code: 'deadline', message: `the operation did not conclude by ${payload.deadline}` });
-      abort.abort(new Error('deadline passed'));
-    });
-    this.running.set(record.operationId, { abort, cancelDeadline });
-
-    const ctx = {
-      operationId: record.operationId,
-      startId: record.startId,
-      deadline: record.deadline,
-      signal: abort.signal,
-      progress: (phase: string, message = '') => {
-        if (record.state !== 'running') return;
-        if (!this.host.hasRoom()) {
-          this.droppedProgress++;
-          logger.debug('operation progress dropped: the send queue is full of control frames', { operation_id: record.operationId });
-          return;
-        }
-        this.host.send(
-          outItem(
-            'operation.progress',
-            { operation_id: record.operationId, phase: cut(phase.trim() || 'progress', 64), message: cut(message) },
-            record.startId,
-          ),
-        );
-      },
-    };
-
-    void Promise.resolve()
-      .then(() => this.handlers.operation(payload, ctx))
-      .then(
-        (c) => normalizeConclusion(c),
-        (err: unknown): OperationConclusion => ({
-          outcome: 'failed',
-          message: `operation handler threw: ${errorText(err)}`,
-        }),
-      )
-      .then((c) => {
-        if (record.state !== 'running') {
-          logger.info('operation finished after it was already concluded; result ignored', {
-            operation_id: record.operationId,
-            outcome: c.outcome,
-          });
-          return;
-        }
-        this.conclude(record, { frame: 'result', outcome: c.outcome, message: cut(c.message ?? '') });
-      })
-      .finally(() => {
-        this.running.get(record.operationId)?.cancelDeadline();
-        this.running.delete(record.operationId);
-        if (this.running.size === 0) {
-          const waiters = this.idleWaiters;
-          this.idleWaiters = [];
-          for (const w of waiters) w();
-        }
-      });
   }
 
   private conclude(record: OperationRecord, conclusion: StoredConclusion): void {
@@ -496,55 +363,17 @@ export class OperationBook {
     record.delivered = false;
     record.deliveredIn = null;
     this.host.changed();
-    this.sendConclusion(record, record.startId);
+    this.delivery.send(record, record.startId);
   }
 
   /** Whether conclusions wait for room in the send queue. */
   get hasDeferred(): boolean {
-    return this.deferred.size > 0;
+    return this.delivery.hasDeferred;
   }
 
   /** Queue the conclusions that waited for room, while there is room. */
   resumeDeferred(): void {
-    for (const id of [...this.deferred]) {
-      if (!this.host.hasRoom()) return;
-      this.deferred.delete(id);
-      const r = this.records.get(id);
-      if (r && r.state === 'concluded' && !r.delivered) this.sendConclusion(r, r.startId);
-    }
-  }
-
-  /**
-   * Whether this conclusion already goes to the hub in this session: queued, or numbered and not
-   * yet acknowledged (a resume replays it; a fresh session clears this and sends it again). A
-   * result counts whichever start it replied to, since the hub reads it by its operation_id; an
-   * error only when it answers this very frame: the hub finds the operation of an error by its
-   * reply_to, and remembers only some of an operation's start ids.
-   */
-  private onItsWay(record: OperationRecord, replyTo: string): boolean {
-    if (this.queued.has(record.operationId)) return true;
-    const w = this.written.get(record.operationId);
-    return w !== undefined && (record.conclusion?.frame === 'result' || w.replyTo === replyTo);
-  }
-
-  private sendConclusion(record: OperationRecord, replyTo: string): void {
-    const c = record.conclusion;
-    if (!c || this.queued.has(record.operationId)) return;
-    if (!this.host.hasRoom()) {
-      // Kept in the record (and on disk): nothing is lost while it waits.
-      this.deferred.add(record.operationId);
-      return;
-    }
-    this.queued.add(record.operationId);
-    const onWritten = (seq: number) => {
-      this.queued.delete(record.operationId);
-      this.written.set(record.operationId, { seq, replyTo });
-    };
-    const item =
-      c.frame === 'result'
-        ? outItem('operation.result', { operation_id: record.operationId, outcome: c.outcome, message: c.message }, replyTo, { onWritten })
-        : outItem('error', { code: c.code, message: c.message, retryable: false }, replyTo, { onWritten });
-    this.host.send(item);
+    this.delivery.resumeDeferred();
   }
 
   /** Forget delivered conclusions past retention, and the oldest ones beyond the cap. */
@@ -566,23 +395,17 @@ export class OperationBook {
   }
 }
 
-const OUTCOMES: ReadonlySet<string> = new Set(['succeeded', 'failed', 'cancelled']);
-
-/**
- * Read what the handler returned. Never throws: it runs in the chain that concludes the
- * operation, and a getter of the application's that throws there would leave the operation
- * running forever and the chain's rejection unhandled.
- */
-function normalizeConclusion(c: unknown): OperationConclusion {
-  try {
-    if (c && typeof c === 'object') {
-      const { outcome, message } = c as { outcome?: unknown; message?: unknown };
-      if (typeof outcome === 'string' && OUTCOMES.has(outcome)) {
-        return { outcome: outcome as OperationConclusion['outcome'], message: typeof message === 'string' ? message : '' };
-      }
-    }
-  } catch (err) {
-    return { outcome: 'failed', message: `operation handler's conclusion could not be read: ${errorText(err)}` };
-  }
-  return { outcome: 'failed', message: 'operation handler returned no recognizable outcome' };
+/** The record of a start just accepted, before anything ran: `startId` is the frame its reports answer. */
+function newRecord(payload: Payload<'operation.start'>, startId: string, deadline: number, now: number): OperationRecord {
+  return {
+    operationId: payload.operation_id,
+    startId,
+    kind: payload.kind,
+    deadline,
+    acceptedAt: now,
+    state: 'running',
+    conclusion: null,
+    concludedAt: null,
+    delivered: false,
+  };
 }
