@@ -2,34 +2,33 @@ import { DurableObject } from 'cloudflare:workers';
 import { answerableId, buildFrame, bytesOver, canonicalPong, CloseCode, newId, readFrame } from '../../protocol';
 import { HELD_FRAME_OVERHEAD, HELD_FRAMES_OF_MAX_SIZE, HeldFrames } from './held-frames';
 import { hubConfig, type HubConfig } from '../config';
-import { failUnsendableOperations, type DesiredChange } from '../db/desired';
-import { describeError, failureLine } from '../db/errors';
+import type { DesiredChange } from '../db/desired';
+import { describeError } from '../db/errors';
 import type { PokeReason } from '../db/fleet-poll';
-import { gatewayClaim, gatewaySql } from '../db/gateway-client';
+import { gatewayClaim } from '../db/gateway-client';
 import type { IngestResult } from '../db/ingest';
-import type { Sql } from '../db/sql';
 import type { HubEnv } from '../env';
 import { createLogger, type LogFields, type Logger } from '../log';
 import { LogBudget } from '../log-budget';
-import { Pg } from '../pg';
+import type { Pg } from '../pg';
 import { dueNow, phaseCheckOffset, releaseDue, type ClockState } from './clock';
-import { DesiredPump } from './desired-pump';
-import { FleetMember, WENT_BACK_INGEST, type SessionRef } from './fleet-member';
+import type { DesiredPump } from './desired-pump';
+import type { FleetMember, SessionRef } from './fleet-member';
 import { admitConnect } from './handshake';
 import { answerHello, claimSnapshotRows } from './hello';
 import { logAccepted, logCommitted, logPeerError, settleCommitted, triageFrame } from './inbound';
 import { answeredOnCommit, type BuiltBatch, type InboundItem } from './ingest-batch';
-import { IngestPipeline, unappliedBounds } from './ingest-pipeline';
+import { unappliedBounds, type IngestPipeline } from './ingest-pipeline';
 import { holdInIsolate, IsolateHoldCheck } from './isolate-hold';
 import { buildLiveView, type LiveView } from './live-view';
 import { ResidencyGate } from '../residency-gate';
-import { SessionSql } from './schema';
 import { sessionRetryDelay } from './retry-delay';
-import { SessionClock } from './session-clock';
-import { SendPath } from './send-path';
-import { SessionState } from './session-state';
-import { Sockets, type Attachment } from './sockets';
-import { WakeCounter, type WakeStats } from './wakes';
+import type { SessionClock } from './session-clock';
+import { buildSessionParts } from './session-parts';
+import type { SendPath } from './send-path';
+import type { SessionState } from './session-state';
+import type { Attachment, Sockets } from './sockets';
+import type { WakeCounter, WakeStats } from './wakes';
 
 export type { LiveView } from './live-view';
 
@@ -37,7 +36,8 @@ export type { LiveView } from './live-view';
  * One operator session in a Durable Object with WebSocket hibernation. A thin shell: each
  * handler asks the pure policies what to do (handshake.ts, inbound.ts, clock.ts) and performs it
  * through its parts: the session's durable state (session-state.ts), its sockets, the send path,
- * the desired pump, the ingest pipeline and its membership of the fleet poll. Everything a
+ * the desired pump, the ingest pipeline and its membership of the fleet poll (built and wired to
+ * each other in session-parts.ts). Everything a
  * session needs after an eviction is in the object's SQLite; memory is only a cache of it.
  */
 export class SessionObject extends DurableObject<HubEnv> {
@@ -46,7 +46,6 @@ export class SessionObject extends DurableObject<HubEnv> {
   private readonly wakes!: WakeCounter;
   /** Its own connection for ingest only; every other statement goes through the shared gateway. */
   private readonly pg!: Pg;
-  private readonly shared!: Sql;
   private readonly baseLog: Logger;
   /** Outside the deployment's jurisdiction the object builds no part and every entry point refuses. */
   private readonly gate: ResidencyGate;
@@ -80,134 +79,25 @@ export class SessionObject extends DurableObject<HubEnv> {
     this.held = new HeldFrames(HELD_FRAMES_OF_MAX_SIZE * (cfg.MAX_FRAME_BYTES + HELD_FRAME_OVERHEAD));
     this.baseLog = createLogger({ component: 'session' });
     if ((this.gate = new ResidencyGate(ctx.id, cfg, this.baseLog, ctx.storage)).misplaced) return;
-    const sql = new SessionSql(ctx.storage.sql);
-    const state = (this.state = new SessionState(ctx.storage, sql, cfg, this.baseLog));
-    this.wakes = new WakeCounter(sql);
-    const lockTimeoutMs = Math.min(cfg.PG_LOCK_TIMEOUT_MS, cfg.PG_QUERY_TIMEOUT_MS / 2);
-    this.pg = new Pg(env, { idleCloseMs: cfg.PG_IDLE_CLOSE_MS, queryTimeoutMs: cfg.PG_QUERY_TIMEOUT_MS, lockTimeoutMs });
-    this.shared = gatewaySql(env);
-    this.clock = new SessionClock(
-      {
-        storage: ctx.storage,
-        cfg,
-        state: () => this.clockState(),
-        hasSession: () => state.meta !== null,
-        // Counted wakes ride on the alarm's commit instead of a commit of their own a second later.
-        writing: () => this.wakes.flushPending(),
-        due: () => void this.runDue('handshake clock'),
-      },
-      !state.meta,
-    );
-    const log = () => state.log;
-    const sockets = (this.sockets = new Sockets(ctx, {
-      sessionId: () => state.meta?.sessionId,
-      ack: () => (state.meta ? state.inbound.cursor : null),
-      log,
-      // A connection that never finished its handshake may have been all that kept the runtime's
-      // auto-answer off (syncAutoPong); one closed here is on the clock until its peer answers.
-      gone: (_ws, why, active, fields) => {
-        if (active) return this.onConnectionEnded(why, fields);
-        this.syncAutoPong();
-        void this.clock.schedule();
-      },
-    }));
-    this.sendPath = new SendPath({
-      cfg,
-      store: state.store,
-      meta: () => state.meta,
-      outbound: () => state.outbound,
-      cursor: () => state.inbound.cursor,
-      socket: () => sockets.active(),
-      send: (ws, frame) => sockets.send(ws, frame),
-      // The close's own line (cluster, session, connection, close, reason), with the send path's
-      // figures: a search for a cluster's 4429s must find these as it finds every other close.
-      closeActive: (code, reason, fields) => sockets.closeActive(code, reason, 'log', fields),
-      failed: () => {
-        // Before the close, which stores the record: what the failed pass moved in memory must not reach storage.
-        state.reload();
-        this.sendPath.clear();
-        this.pump.reset(state.meta);
-        sockets.closeActive(CloseCode.INTERNAL, 'internal error');
-      },
-      log,
-      written: (queued) => {
-        this.syncAutoPong();
-        if (queued < cfg.DESIRED_PAGE_ROWS) void this.pump.run();
-      },
-      // The pump moved past the resync's revision when it queued the resync's end: back to the
-      // watermark the incomplete resync left.
-      resyncIncomplete: () => this.pump.reset(state.meta),
-      unsendable: (operations) => {
-        const fence = state.fence();
-        if (!fence) return;
-        void failUnsendableOperations(this.shared, fence, operations).catch((err: unknown) => {
-          // Not concluded: the next fresh session sends it again, refuses it again and retries this.
-          const line = failureLine('concluding operations too large to send', err);
-          log()[line.level](`${line.message}; they stay open until a fresh session refuses them again`, { ...line.fields, operations: operations.map((o) => o.operation_id) });
-        });
-      },
-    });
-    this.pump = new DesiredPump(
-      {
-        cfg,
-        sql: this.shared,
-        meta: () => state.meta,
-        connected: () => sockets.active() !== null,
-        queued: () => this.sendPath.queue.length,
-        queuedBytes: () => this.sendPath.queue.bytes,
-        claimLost: () => void this.fleet.check(),
-        enqueue: (o) => this.sendPath.enqueue(o),
-        batch: (queue) => this.sendPath.batch(queue),
-        fence: () => state.fence(),
-        lastOperationStart: () => state.store.replay.lastOperationStart(),
-        log,
-      },
-      state.meta,
-    );
-    this.fleet = new FleetMember({
-      env,
-      cfg,
-      sql: this.shared,
-      baseLog: this.baseLog,
-      state,
-      sockets,
+    ({
+      state: this.state,
+      wakes: this.wakes,
+      pg: this.pg,
+      clock: this.clock,
+      sockets: this.sockets,
+      sendPath: this.sendPath,
+      pump: this.pump,
+      fleet: this.fleet,
+      ingest: this.ingest,
+    } = buildSessionParts(ctx, env, cfg, this.baseLog, this.logBudget, {
+      clockState: () => this.clockState(),
+      runDue: (what) => void this.runDue(what),
+      connectionEnded: (why, fields) => this.onConnectionEnded(why, fields),
+      syncAutoPong: () => this.syncAutoPong(),
       liveView: () => this.liveView(),
       handshaking: () => this.helloInProgress !== null,
-      owed: (revision) => {
-        this.pump.learn(revision);
-        void this.pump.run();
-      },
-    });
-    this.ingest = new IngestPipeline(
-      {
-        sql: this.pg,
-        fence: () => state.fence(),
-        resyncs: () => state.meta?.opResyncs ?? {},
-        sentDesired: (frameId) => state.store.sentDesiredFrame(frameId),
-        committed: (items, built, result) => this.onCommitted(items, built, result),
-        fenceLost: () => {
-          state.log.warn('write fenced off: this session no longer owns the cluster');
-          void this.fleet.check();
-        },
-        // The claim will not resume the session (the owner row still counts fewer than it did),
-        // so the reconnect resyncs both ways and the operator reports its whole state again.
-        wentBack: () => this.fleet.wentBack(WENT_BACK_INGEST, { ingest_commits: state.meta?.ingestCommits ?? 0 }),
-        keepRetrying: () => sockets.active() !== null,
-        outcomeUnknown: () => {
-          const active = sockets.active();
-          if (active) sockets.refuse(active, CloseCode.TRY_AGAIN_LATER, null, 'unavailable', 'the database did not answer a write; reconnect and replay', true);
-        },
-        logBudget: this.logBudget,
-        // Read at each line: the session's logger names its cluster and session, and is replaced
-        // when a hello opens a session (the base logger names neither).
-        get log() {
-          return state.log;
-        },
-      },
-      cfg.INGEST_BATCH_FRAMES,
-      {},
-      cfg.INGEST_LINGER_MS,
-    );
+      committed: (items, built, result) => this.onCommitted(items, built, result),
+    }));
     holdInIsolate(this.ingest);
   }
 
