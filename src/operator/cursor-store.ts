@@ -24,6 +24,7 @@ import { readFile, rename } from 'node:fs/promises';
 import { z } from 'zod';
 import { ERROR_CODES, OPERATION_KINDS, OPERATION_OUTCOMES } from '../protocol';
 import { writeFileAtomic, type AtomicWriteHooks } from './atomic-file';
+import { crc32Hex } from './crc32';
 
 const Count = z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER);
 
@@ -144,6 +145,39 @@ export class MemoryCursorStore implements CursorStore {
 }
 
 /**
+ * The record as the file holds it: its JSON with a `checksum` last, the CRC-32 of the JSON
+ * before it. A flipped bit that keeps the JSON valid and the schema satisfied (a cursor's digit,
+ * a session id's letter) would otherwise be read as the truth: a raised cursor skips the hub's
+ * frames after it on the next resume, without a gap to notice.
+ */
+export function recordText(record: DurableRecord): string {
+  return JSON.stringify({ ...record, checksum: crc32Hex(JSON.stringify(record)) }) + '\n';
+}
+
+/**
+ * The record in a file's text. A record without a checksum was written by an SDK before it was
+ * kept, and is read as it is; one whose checksum does not match its JSON is corrupt.
+ */
+export function readRecordText(text: string, where: string): DurableRecord {
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    throw new CorruptCursorStoreError(`cursor file ${where} is not JSON`);
+  }
+  if (json !== null && typeof json === 'object' && !Array.isArray(json) && 'checksum' in json) {
+    const { checksum, ...rest } = json as Record<string, unknown>;
+    // Parsing and writing again gives the same text as the save's: the key order is kept, and
+    // every number and string the record holds is written in its one shortest form.
+    if (typeof checksum !== 'string' || crc32Hex(JSON.stringify(rest)) !== checksum) {
+      throw new CorruptCursorStoreError(`cursor file ${where} does not match its checksum`);
+    }
+    return parseRecord(rest);
+  }
+  return parseRecord(json);
+}
+
+/**
  * A JSON file replaced atomically on every save (temp file, fsync, rename, fsync the directory).
  * A crash between the write and the rename leaves the previous record in place and a stray temp
  * file that the next save supersedes. Saves are serialized; a save requested while one is being
@@ -171,13 +205,7 @@ export class FileCursorStore implements CursorStore {
       if ((err as NodeJS.ErrnoException).code === 'ENOENT') return null;
       throw err;
     }
-    let json: unknown;
-    try {
-      json = JSON.parse(text);
-    } catch {
-      throw new CorruptCursorStoreError(`cursor file ${this.path} is not JSON`);
-    }
-    return parseRecord(json);
+    return readRecordText(text, this.path);
   }
 
   /** Move an unreadable file aside for forensics, so the next save starts clean. */
@@ -193,7 +221,7 @@ export class FileCursorStore implements CursorStore {
 
   save(record: DurableRecord): Promise<void> {
     // Serialize now: the caller may keep mutating its own copy while the write is queued.
-    const text = JSON.stringify(record) + '\n';
+    const text = recordText(record);
     return new Promise<void>((resolve, reject) => {
       if (this.queued) {
         this.queued.text = text;

@@ -59,11 +59,64 @@ describe('FileCursorStore', () => {
     await expect(store.load()).rejects.toBeInstanceOf(CorruptCursorStoreError);
   });
 
+  it('a changed digit that keeps the JSON valid and the record well formed is caught by its checksum', async () => {
+    const file = path.join(dir, 'cursor.json');
+    await new FileCursorStore(file).save(record(41));
+    const text = await readFile(file, 'utf8');
+    // A raised cursor would skip the hub's frames 42 to 91 on the next resume.
+    const rotted = text.replace('"cursor":41', '"cursor":91');
+    expect(rotted).not.toBe(text);
+    expect(JSON.parse(rotted)).toMatchObject({ cursor: 91 });
+    await writeFile(file, rotted);
+    await expect(new FileCursorStore(file).load()).rejects.toThrow(/does not match its checksum/);
+    // A session id's letter, and a checksum that is not text, likewise.
+    await writeFile(file, text.replace('"sessionId":"S1"', '"sessionId":"S2"'));
+    await expect(new FileCursorStore(file).load()).rejects.toBeInstanceOf(CorruptCursorStoreError);
+    await writeFile(file, text.replace(/"checksum":"[0-9a-f]+"/, '"checksum":7'));
+    await expect(new FileCursorStore(file).load()).rejects.toBeInstanceOf(CorruptCursorStoreError);
+    // Whole, it reads back.
+    await writeFile(file, text);
+    expect(await new FileCursorStore(file).load()).toEqual(record(41));
+  });
+
+  it('a record written before the checksum was kept (no checksum field) is read as it is', async () => {
+    const file = path.join(dir, 'cursor.json');
+    await writeFile(file, JSON.stringify(record(12)) + '\n');
+    expect(await new FileCursorStore(file).load()).toEqual(record(12));
+  });
+
+  it('every field of a full record survives the checksum: optional ones, operations, text outside ASCII', async () => {
+    const file = path.join(dir, 'cursor.json');
+    const full: DurableRecord = {
+      ...record(3, 'S\u00e9-\u{1F680}'),
+      lossy: true,
+      hubSnapshotOpen: true,
+      displacedSession: 'old',
+      appliedPastCursor: [{ deploymentId: 'd', revision: 4, seq: 5, withdrawn: true }],
+      operations: [
+        {
+          operationId: 'op',
+          startId: 's',
+          kind: 'node.drain',
+          deadline: 1_765_000_000_123.5,
+          acceptedAt: 1_765_000_000_000,
+          state: 'concluded',
+          conclusion: { frame: 'result', outcome: 'failed', message: 'line\nbreak "quoted" \u2028' },
+          concludedAt: 1_765_000_000_100,
+          delivered: false,
+          deliveredIn: null,
+        },
+      ],
+    };
+    await new FileCursorStore(file).save(full);
+    expect(await new FileCursorStore(file).load()).toEqual(full);
+  });
+
   it('concurrent saves are serialized and the newest record wins', async () => {
     const file = path.join(dir, 'cursor.json');
     const store = new FileCursorStore(file);
     await Promise.all([1, 2, 3, 4, 5].map((n) => store.save(record(n))));
-    expect(JSON.parse(await readFile(file, 'utf8'))).toEqual(record(5));
+    expect(await new FileCursorStore(file).load()).toEqual(record(5));
   });
 
   it('a save records the state at the time of the call, whatever the caller does afterwards', async () => {
