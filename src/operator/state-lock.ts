@@ -12,6 +12,11 @@
  * processes this one cannot see, another pid namespace (a container: one sharing this hostname and
  * volume is often pid 1 too, and its pid says nothing here), or a pid here that runs (another
  * process may have the number since the holder died).
+ *
+ * "Without a refresh" is measured on this host's clock: the mtime is the holder's, and a taker
+ * whose clock ran ahead of the holder's by more than a refresh period read a live lock as stale.
+ * A lock whose mtime is older than `staleMs` but not by many periods is watched for `staleMs`
+ * first, and taken over only if no refresh came meanwhile (`unrefreshed`).
  */
 import { randomUUID } from 'node:crypto';
 import { readFileSync, readlinkSync, realpathSync } from 'node:fs';
@@ -22,6 +27,11 @@ import { z } from 'zod';
 import { fsyncDir } from './atomic-file';
 
 export const DEFAULT_LOCK_STALE_MS = 60_000;
+/**
+ * A lock older than this many stale periods by this host's clock is stale without watching it: no
+ * two hosts sharing a volume keep clocks ten minutes apart (at the default 60 s).
+ */
+const STALE_WITHOUT_WATCHING = 10;
 
 // `pidns`: the holder's pid namespace, which its pid is a number in (absent from locks written
 // before it was recorded, and null where the platform has none to read). `boot`: the holder's
@@ -166,13 +176,15 @@ export class StateLock {
         if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
       }
       const holder = await readHolder(path);
-      if (attempt > 0 || !(await isStale(path, holder, staleMs))) throw new StateDirLockedError(path, holder);
+      const verdict = attempt > 0 ? null : await judgeStale(path, holder, staleMs);
+      if (!verdict?.stale) throw new StateDirLockedError(path, holder);
       // Two processes may find the same dead holder: check-then-unlink alone would let the second
       // unlink the lock the first just took. The takeover runs under a guard file, and looks again
-      // under it: only the holder it judged stale is removed.
+      // under it: only the holder it judged stale is removed, and only if the lock was not
+      // refreshed since (not watched again: the guard is another taker's to break after 10 s).
       await underTakeoverGuard(path, async () => {
         const now = await readHolder(path);
-        if (now?.token !== holder?.token || !(await isStale(path, now, staleMs))) throw new StateDirLockedError(path, now);
+        if (now?.token !== holder?.token || (await mtimeOf(path)) !== verdict.mtimeMs) throw new StateDirLockedError(path, now);
         await unlink(path).catch((err: NodeJS.ErrnoException) => {
           if (err.code !== 'ENOENT') throw err;
         });
@@ -327,7 +339,17 @@ function parseHolder(text: string): Holder | null {
   }
 }
 
-async function isStale(path: string, holder: Holder | null, staleMs: number): Promise<boolean> {
+/** The lock file's mtime; null when it cannot be read (gone). */
+async function mtimeOf(path: string): Promise<number | null> {
+  try {
+    return (await stat(path)).mtimeMs;
+  } catch {
+    return null;
+  }
+}
+
+/** Whether the lock is stale, and the mtime it had when judged (compared again under the takeover guard). */
+async function judgeStale(path: string, holder: Holder | null, staleMs: number): Promise<{ stale: boolean; mtimeMs: number | null }> {
   // A pid means something only in the namespace it was numbered in. A hostname does not name one:
   // containers share theirs (a pod's containers, hostNetwork pods on one node, a StatefulSet pod
   // recreated while the old one still runs on a partitioned node), each with its own namespace and
@@ -344,18 +366,35 @@ async function isStale(path: string, holder: Holder | null, staleMs: number): Pr
   ) {
     // This pid is this process, which holds no lock here (`held`): a previous life of the same
     // pid left it.
-    if (holder.pid === process.pid) return true;
-    if (!processAlive(holder.pid)) return true;
+    if (holder.pid === process.pid || !processAlive(holder.pid)) return { stale: true, mtimeMs: await mtimeOf(path) };
     // The pid runs, but it may be another process's now (pids are reused: after a reboot a
     // system daemon can hold the dead holder's number): a live holder refreshes its lock, so one
     // unrefreshed for staleMs is judged as another host's would be, or it would be refused forever.
   }
   // Another host (or a file no holder wrote whole): only its age tells.
-  try {
-    return Date.now() - (await stat(path)).mtimeMs > staleMs;
-  } catch {
-    return true;
+  const mtimeMs = await mtimeOf(path);
+  return { stale: await unrefreshed(path, mtimeMs, staleMs), mtimeMs };
+}
+
+/**
+ * Whether the lock went `staleMs` without a refresh, on this host's clock. Its mtime is the
+ * holder's clock: fresh by it, the lock is live; older by many periods, it is stale whatever the
+ * two clocks say; in between, a live holder refreshes it within a third of `staleMs`, so it is
+ * watched that long and more.
+ */
+async function unrefreshed(path: string, mtimeMs: number | null, staleMs: number): Promise<boolean> {
+  if (mtimeMs === null) return true;
+  const age = Date.now() - mtimeMs;
+  if (age <= staleMs) return false;
+  if (age > STALE_WITHOUT_WATCHING * staleMs) return true;
+  const until = Date.now() + staleMs;
+  const step = Math.max(10, Math.min(1_000, Math.floor(staleMs / 20)));
+  while (Date.now() < until) {
+    await new Promise((r) => setTimeout(r, Math.min(step, until - Date.now())));
+    // Refreshed (or replaced, or released): live, or another's to take.
+    if ((await mtimeOf(path)) !== mtimeMs) return false;
   }
+  return true;
 }
 
 /** Whether a process with this pid runs on this host (as any user). */

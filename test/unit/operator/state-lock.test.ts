@@ -49,6 +49,11 @@ afterEach(async () => {
 });
 
 const lockFile = () => path.join(dir, 'operator.lock');
+/**
+ * Unrefreshed for over ten stale periods of 60 s: stale at once, whatever the two hosts' clocks
+ * (a lock only one to ten periods old is watched for a refresh first: the clock-skew tests below).
+ */
+const LONG_UNREFRESHED_MS = 11 * 60_000;
 /** This process's pid namespace, as the lock records it (null off Linux). */
 const PIDNS = (() => {
   try {
@@ -178,7 +183,7 @@ describe('the state directory lock', () => {
       await writeFile(lockFile(), holder(pid, hostname(), pidns));
       const refused = await openFileStores(dir, { lock: { staleMs: 60_000 } }).catch((e: unknown) => e);
       expect(refused, `pid ${pid} in namespace ${pidns}`).toBeInstanceOf(StateDirLockedError);
-      const old = new Date(Date.now() - 61_000);
+      const old = new Date(Date.now() - LONG_UNREFRESHED_MS);
       await utimes(lockFile(), old, old);
       const stores = await openFileStores(dir, { lock: { staleMs: 60_000 } });
       expect(JSON.parse(await readFile(lockFile(), 'utf8'))).toMatchObject({ pid: process.pid, pidns: PIDNS });
@@ -194,7 +199,7 @@ describe('the state directory lock', () => {
       await writeFile(lockFile(), holder(pid, hostname(), PIDNS, boot));
       const refused = await openFileStores(dir, { lock: { staleMs: 60_000 } }).catch((e: unknown) => e);
       expect(refused, `pid ${pid}, boot ${boot}`).toBeInstanceOf(StateDirLockedError);
-      const old = new Date(Date.now() - 61_000);
+      const old = new Date(Date.now() - LONG_UNREFRESHED_MS);
       await utimes(lockFile(), old, old);
       const stores = await openFileStores(dir, { lock: { staleMs: 60_000 } });
       expect(JSON.parse(await readFile(lockFile(), 'utf8'))).toMatchObject({ pid: process.pid, pidns: PIDNS, boot: BOOT });
@@ -208,7 +213,7 @@ describe('the state directory lock', () => {
     try {
       await writeFile(lockFile(), holder(other.pid as number));
       await expect(openFileStores(dir, { lock: { staleMs: 60_000 } })).rejects.toBeInstanceOf(StateDirLockedError);
-      const old = new Date(Date.now() - 61_000);
+      const old = new Date(Date.now() - LONG_UNREFRESHED_MS);
       await utimes(lockFile(), old, old);
       const stores = await openFileStores(dir, { lock: { staleMs: 60_000 } });
       expect(JSON.parse(await readFile(lockFile(), 'utf8'))).toMatchObject({ pid: process.pid });
@@ -248,13 +253,58 @@ describe('the state directory lock', () => {
     }
   }, 30_000);
 
-  it('a lock from another host is kept while it is refreshed and taken over once it is older than staleMs', async () => {
+  it('a lock from another host is kept while it is refreshed and taken over once it has gone unrefreshed for long', async () => {
     await writeFile(lockFile(), holder(1, 'another-node'));
     await expect(openFileStores(dir, { lock: { staleMs: 60_000 } })).rejects.toBeInstanceOf(StateDirLockedError);
-    const old = new Date(Date.now() - 61_000);
+    const old = new Date(Date.now() - LONG_UNREFRESHED_MS);
     await utimes(lockFile(), old, old);
     const stores = await openFileStores(dir, { lock: { staleMs: 60_000 } });
     // Taken over: the lock now names this process, not the other host's holder.
+    expect(JSON.parse(await readFile(lockFile(), 'utf8'))).toMatchObject({ pid: process.pid, host: hostname() });
+    await stores.outboundLog.close();
+  });
+
+  it('a live lock of another host whose clock is behind this one (its mtime older than staleMs by this clock) is watched, seen refreshed, and kept', async () => {
+    // The holder's clock runs 1.6 stale periods behind: every refresh it makes already looks stale
+    // here. Before, such a lock was taken over at once (two writers of one log and cursor).
+    const staleMs = 600;
+    await writeFile(lockFile(), holder(1, 'another-node'));
+    const refreshAsBehind = async () => {
+      const behind = new Date(Date.now() - 1.6 * staleMs);
+      await utimes(lockFile(), behind, behind);
+    };
+    await refreshAsBehind();
+    const refreshing = setInterval(() => void refreshAsBehind().catch(() => {}), staleMs / 3);
+    try {
+      const started = Date.now();
+      await expect(openFileStores(dir, { lock: { staleMs } })).rejects.toBeInstanceOf(StateDirLockedError);
+      // It watched before it answered, and the holder's lock is untouched.
+      expect(Date.now() - started).toBeGreaterThanOrEqual(staleMs / 3 - 50);
+      expect(JSON.parse(await readFile(lockFile(), 'utf8'))).toMatchObject({ pid: 1, host: 'another-node' });
+    } finally {
+      clearInterval(refreshing);
+    }
+  });
+
+  it('a lock of another host one to ten stale periods old and not refreshed while watched for staleMs is taken over; one older than ten periods at once', async () => {
+    const staleMs = 600;
+    await writeFile(lockFile(), holder(1, 'another-node'));
+    const aged = async (periods: number) => {
+      const at = new Date(Date.now() - periods * staleMs);
+      await utimes(lockFile(), at, at);
+    };
+    await aged(1.6);
+    let started = Date.now();
+    let stores = await openFileStores(dir, { lock: { staleMs } });
+    expect(Date.now() - started).toBeGreaterThanOrEqual(staleMs - 50);
+    expect(JSON.parse(await readFile(lockFile(), 'utf8'))).toMatchObject({ pid: process.pid, host: hostname() });
+    await stores.outboundLog.close();
+
+    await writeFile(lockFile(), holder(1, 'another-node'));
+    await aged(11);
+    started = Date.now();
+    stores = await openFileStores(dir, { lock: { staleMs } });
+    expect(Date.now() - started).toBeLessThan(staleMs);
     expect(JSON.parse(await readFile(lockFile(), 'utf8'))).toMatchObject({ pid: process.pid, host: hostname() });
     await stores.outboundLog.close();
   });
