@@ -11,7 +11,7 @@
  * Each test file has a Miniflare of its own, so the cluster's poller here has never run.
  */
 import { afterEach, describe, expect, it, vi, type MockInstance } from 'vitest';
-import { DbGateway } from '../../src/hub/db/gateway';
+import { FleetPoller } from '../../src/hub/db/fleet-poller';
 import { CloseCode } from '../../src/protocol';
 import { connect, newCluster, sql } from './support/peer';
 
@@ -24,8 +24,7 @@ afterEach(() => {
 
 describe('joining the fleet poll', () => {
   it('a claim that cannot arm its shard\'s poll registers nothing and is refused, retryable; the next hello joins and is polled (a rotation with no poke cuts it)', async () => {
-    type Armed = { armPoll(shard: number): Promise<void> };
-    const arm = vi.spyOn(DbGateway.prototype as unknown as Armed, 'armPoll').mockRejectedValueOnce(new Error('storage unavailable (simulated)'));
+    const arm = vi.spyOn(FleetPoller.prototype, 'arm').mockRejectedValueOnce(new Error('storage unavailable (simulated)'));
     spies.push(arm as unknown as MockInstance);
     const c = await newCluster('join-arm');
     const first = await connect(c.token);

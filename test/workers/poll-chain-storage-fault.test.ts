@@ -23,7 +23,7 @@ describe('the fleet poll chain', () => {
     // raced them, an alarm in the middle of its run leaving none pending to run.
     let failed = false;
     await runInDurableObject(gatewayStub(hubEnv, shard), (instance, state) => {
-      (instance as unknown as { pollShard: number | null }).pollShard = null;
+      (instance as unknown as { poller: { pollShard: number | null } }).poller.pollShard = null;
       const sql = state.storage.sql;
       const exec = sql.exec.bind(sql);
       sql.exec = ((query: string, ...bindings: unknown[]) => {
