@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { classifyDbError, describeError, failureKind, failureLine } from '../../src/hub/db/errors';
 import { GatewayQueryError, mayHaveCommitted } from '../../src/hub/db/gateway-client';
-import { ConnectionLostError, lostUnder } from '../../src/hub/pg';
+import { ConnectionLostError, lostUnder } from '../../src/hub/pg-errors';
 
 function pgError(code: string, message: string): Error {
   return Object.assign(new Error(message), { code });

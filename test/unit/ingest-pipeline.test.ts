@@ -7,7 +7,7 @@ import type { Sql } from '../../src/hub/db/sql';
 import { createLogger, type Logger } from '../../src/hub/log';
 import type { InboundItem } from '../../src/hub/session/ingest-batch';
 import { IngestPipeline, unappliedBounds, type IngestHost } from '../../src/hub/session/ingest-pipeline';
-import { QueryTimeoutError } from '../../src/hub/pg';
+import { QueryTimeoutError } from '../../src/hub/pg-errors';
 import { hubConfig } from '../../src/hub/config';
 import { buildFrame, newId, readFrame } from '../../src/protocol';
 import type { OpResync } from '../../src/hub/session/store';

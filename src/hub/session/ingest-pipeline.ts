@@ -1,7 +1,7 @@
 import { applyIngestBatch, type IngestResult, type SessionFence } from '../db/ingest';
 import { classifyDbError, describeError, failureKind, isIsolatable, NOT_AN_OUTAGE } from '../db/errors';
 import type { Sql } from '../db/sql';
-import { outcomeUnknown } from '../pg';
+import { outcomeUnknown } from '../pg-errors';
 import type { HubConfig } from '../config';
 import type { Logger } from '../log';
 import { LogBudget } from '../log-budget';
