@@ -177,7 +177,10 @@ export class StateLock {
       }
       const holder = await readHolder(path);
       const verdict = attempt > 0 ? null : await judgeStale(path, holder, staleMs);
-      if (!verdict?.stale) throw new StateDirLockedError(path, holder);
+      // Released while it was judged (its holder stopped while the lock was watched): created
+      // again, and refused if another process got there first.
+      if (verdict?.stale === 'gone') continue;
+      if (verdict?.stale !== true) throw new StateDirLockedError(path, holder);
       // Two processes may find the same dead holder: check-then-unlink alone would let the second
       // unlink the lock the first just took. The takeover runs under a guard file, and looks again
       // under it: only the holder it judged stale is removed, and only if the lock was not
@@ -349,7 +352,7 @@ async function mtimeOf(path: string): Promise<number | null> {
 }
 
 /** Whether the lock is stale, and the mtime it had when judged (compared again under the takeover guard). */
-async function judgeStale(path: string, holder: Holder | null, staleMs: number): Promise<{ stale: boolean; mtimeMs: number | null }> {
+async function judgeStale(path: string, holder: Holder | null, staleMs: number): Promise<{ stale: boolean | 'gone'; mtimeMs: number | null }> {
   // A pid means something only in the namespace it was numbered in. A hostname does not name one:
   // containers share theirs (a pod's containers, hostNetwork pods on one node, a StatefulSet pod
   // recreated while the old one still runs on a partitioned node), each with its own namespace and
@@ -377,13 +380,13 @@ async function judgeStale(path: string, holder: Holder | null, staleMs: number):
 }
 
 /**
- * Whether the lock went `staleMs` without a refresh, on this host's clock. Its mtime is the
- * holder's clock: fresh by it, the lock is live; older by many periods, it is stale whatever the
- * two clocks say; in between, a live holder refreshes it within a third of `staleMs`, so it is
- * watched that long and more.
+ * Whether the lock went `staleMs` without a refresh, on this host's clock ('gone': released
+ * meanwhile). Its mtime is the holder's clock: fresh by it, the lock is live; older by many
+ * periods, it is stale whatever the two clocks say; in between, a live holder refreshes it within
+ * a third of `staleMs`, so it is watched that long and more.
  */
-async function unrefreshed(path: string, mtimeMs: number | null, staleMs: number): Promise<boolean> {
-  if (mtimeMs === null) return true;
+async function unrefreshed(path: string, mtimeMs: number | null, staleMs: number): Promise<boolean | 'gone'> {
+  if (mtimeMs === null) return 'gone';
   const age = Date.now() - mtimeMs;
   if (age <= staleMs) return false;
   if (age > STALE_WITHOUT_WATCHING * staleMs) return true;
@@ -391,8 +394,10 @@ async function unrefreshed(path: string, mtimeMs: number | null, staleMs: number
   const step = Math.max(10, Math.min(1_000, Math.floor(staleMs / 20)));
   while (Date.now() < until) {
     await new Promise((r) => setTimeout(r, Math.min(step, until - Date.now())));
-    // Refreshed (or replaced, or released): live, or another's to take.
-    if ((await mtimeOf(path)) !== mtimeMs) return false;
+    const now = await mtimeOf(path);
+    if (now === null) return 'gone';
+    // Refreshed, or replaced by another taker: live either way.
+    if (now !== mtimeMs) return false;
   }
   return true;
 }

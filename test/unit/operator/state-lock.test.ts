@@ -309,6 +309,24 @@ describe('the state directory lock', () => {
     await stores.outboundLog.close();
   });
 
+  it('a lock of another host released while it is watched is taken at once, not refused as held', async () => {
+    const staleMs = 2_000;
+    await writeFile(lockFile(), holder(1, 'another-node'));
+    const at = new Date(Date.now() - 1.6 * staleMs);
+    await utimes(lockFile(), at, at);
+    // Its holder stops gracefully 200 ms into the watch.
+    const release = setTimeout(() => void rm(lockFile(), { force: true }), 200);
+    try {
+      const started = Date.now();
+      const stores = await openFileStores(dir, { lock: { staleMs } });
+      expect(Date.now() - started).toBeLessThan(staleMs);
+      expect(JSON.parse(await readFile(lockFile(), 'utf8'))).toMatchObject({ pid: process.pid, host: hostname() });
+      await stores.outboundLog.close();
+    } finally {
+      clearTimeout(release);
+    }
+  });
+
   it('the holder refreshes its lock, so another host does not take over a live one', async () => {
     const stores = await openFileStores(dir, { lock: { staleMs: 3_000 } });
     try {
