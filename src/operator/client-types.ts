@@ -197,6 +197,8 @@ export interface ClientStats extends DispatchCounters {
   sessionsOpened: number;
   freshSessions: number;
   resyncsSent: number;
+  /** `operation.progress` reports dropped for want of room in the send queue (reported in `link.stats`). */
+  droppedProgress: number;
 }
 
 /** Until a welcome says otherwise. */
@@ -230,5 +232,6 @@ export function zeroStats(epoch: string): ClientStats {
     hubErrors: 0,
     supersededDesired: 0,
     handlerFailures: 0,
+    droppedProgress: 0,
   };
 }

@@ -465,6 +465,10 @@ export class OperatorClient extends EventEmitter<ClientEvents> {
     return {
       send: (item) => this.sendSide.enqueue(item),
       hasRoom: () => this.outbox.hasRoom(),
+      progressDropped: () => {
+        this.counters.droppedProgress++;
+        this.sendSide.scheduleStats();
+      },
       changed: () => {
         this.record.markChanged();
         this.writer.request();

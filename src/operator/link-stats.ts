@@ -3,6 +3,8 @@ import type { OperatorQueueCounters, Payload } from '../protocol';
 /** What `link.stats` reports: the send queue's losses and the handlers' transient failures. */
 export interface LinkCounters extends OperatorQueueCounters {
   handlerFailures: number;
+  /** `operation.progress` reports dropped for want of room in the send queue. */
+  droppedProgress: number;
 }
 
 /**
@@ -43,6 +45,7 @@ export class LinkStatsReporter {
       evicted_frames: counters.evictedFrames,
       replaced_frames: counters.replacedFrames,
       handler_failures: counters.handlerFailures,
+      dropped_progress: counters.droppedProgress,
     };
   }
 }
@@ -52,6 +55,7 @@ function sameCounters(a: LinkCounters, b: LinkCounters): boolean {
     a.droppedEvents === b.droppedEvents &&
     a.evictedFrames === b.evictedFrames &&
     a.replacedFrames === b.replacedFrames &&
-    a.handlerFailures === b.handlerFailures
+    a.handlerFailures === b.handlerFailures &&
+    a.droppedProgress === b.droppedProgress
   );
 }

@@ -14,6 +14,8 @@ export interface RunnerHost {
   send(item: OutItem): void;
   /** Whether a report may be queued now (progress without room is dropped and counted). */
   hasRoom(): boolean;
+  /** A progress report was dropped for want of room: counted, and reported in `link.stats`. */
+  progressDropped(): void;
   readonly timers: Timers;
   readonly logger: Logger;
 }
@@ -34,8 +36,6 @@ export function cutMessage(s: string, n = MESSAGE_MAX): string {
 export class OperationRunner {
   private readonly running = new Map<string, Running>();
   private idleWaiters: (() => void)[] = [];
-  /** Progress reports dropped because the send queue had no room (informational only). */
-  droppedProgress = 0;
 
   constructor(
     private readonly host: RunnerHost,
@@ -83,7 +83,7 @@ export class OperationRunner {
       progress: (phase: string, message = '') => {
         if (record.state !== 'running') return;
         if (!this.host.hasRoom()) {
-          this.droppedProgress++;
+          this.host.progressDropped();
           logger.debug('operation progress dropped: the send queue is full of control frames', { operation_id: record.operationId });
           return;
         }

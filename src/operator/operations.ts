@@ -36,6 +36,8 @@ export interface OperationHost {
    * and a conclusion waits here until `resumeDeferred`.
    */
   hasRoom(): boolean;
+  /** A progress report was dropped for want of room (counted and reported). */
+  progressDropped(): void;
   /** The set of records changed and must be persisted before the next write. */
   changed(): void;
   /** Persist the records now (the durable record, with everything else it holds). */

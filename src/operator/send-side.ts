@@ -149,7 +149,7 @@ export class SendSide {
   }
 
   private linkCounters(): LinkCounters {
-    return { ...this.host.outbox.counters, handlerFailures: this.host.counters.handlerFailures };
+    return { ...this.host.outbox.counters, handlerFailures: this.host.counters.handlerFailures, droppedProgress: this.host.counters.droppedProgress };
   }
 
   /**

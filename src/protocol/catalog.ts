@@ -235,6 +235,11 @@ export const LinkStatsPayload = z.object({
    * does not send it.
    */
   handler_failures: Count.optional(),
+  /**
+   * `operation.progress` reports dropped because the send queue had no room for them (they are
+   * informational: the operation's conclusion is never dropped). Optional, as handler_failures.
+   */
+  dropped_progress: Count.optional(),
 });
 
 // ---------------------------------------------------------------------------------------------

@@ -307,11 +307,16 @@ function linkStats(p: unknown): FastResult<Payload<'link.stats'>> {
   if (!isCount(dropped_events)) return fail('dropped_events', countProblem(dropped_events));
   if (!isCount(evicted_frames)) return fail('evicted_frames', countProblem(evicted_frames));
   if (!isCount(replaced_frames)) return fail('replaced_frames', countProblem(replaced_frames));
-  if (!('handler_failures' in p)) return { ok: true, value: { epoch, dropped_events, evicted_frames, replaced_frames } };
-  // Present, even as undefined: zod keeps the key.
-  const handler_failures = p.handler_failures;
-  if (handler_failures !== undefined && !isCount(handler_failures)) return fail('handler_failures', countProblem(handler_failures));
-  return { ok: true, value: { epoch, dropped_events, evicted_frames, replaced_frames, handler_failures } };
+  const value: Payload<'link.stats'> = { epoch, dropped_events, evicted_frames, replaced_frames };
+  // The optional counts, added after the first release. A key present, even as undefined, is
+  // kept (zod keeps it), in the schema's order.
+  for (const key of ['handler_failures', 'dropped_progress'] as const) {
+    if (!(key in p)) continue;
+    const v = p[key];
+    if (v !== undefined && !isCount(v)) return fail(key, countProblem(v));
+    value[key] = v as number | undefined;
+  }
+  return { ok: true, value };
 }
 
 /** The operator types sent by the thousand: these skip zod; every other type goes through it. */

@@ -255,6 +255,7 @@ describe('fleet dashboard', () => {
     await waitText(page.getByRole('row').filter({ hasText: 'node-001' }), 'cordoned');
     await visible(page.getByRole('button', { name: 'Uncordon node node-001' }));
     await waitText(page.getByRole('region', { name: 'Live session' }), 'Handler failures (retried)');
+    await waitText(page.getByRole('region', { name: 'Live session' }), 'Progress reports dropped');
     await page.screenshot({ path: `${SHOTS}cluster.png`, fullPage: true });
 
     // A drain started from the operation form asks first, as the node's Drain button does; cancelled, nothing starts.

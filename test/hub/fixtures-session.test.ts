@@ -158,7 +158,7 @@ const CASES: Record<string, () => Promise<void>> = {
     await applied(fixture('link.stats'));
     const p = payload('link.stats');
     expect(
-      await rows('select epoch, dropped_events, evicted_frames, replaced_frames, handler_failures from link_stats where cluster_uid = $1'),
+      await rows('select epoch, dropped_events, evicted_frames, replaced_frames, handler_failures, dropped_progress from link_stats where cluster_uid = $1'),
     ).toEqual([
       {
         epoch: p.epoch,
@@ -166,8 +166,11 @@ const CASES: Record<string, () => Promise<void>> = {
         evicted_frames: String(p.evicted_frames),
         replaced_frames: String(p.replaced_frames),
         handler_failures: String(p.handler_failures),
+        dropped_progress: String(p.dropped_progress),
       },
     ]);
+    // And in the cluster view, where an operator's known losses are read.
+    expect((await h.admin('GET', `/clusters/${uid()}`)).json.link).toMatchObject({ handler_failures: p.handler_failures, dropped_progress: p.dropped_progress });
   },
   async 'node.removed'() {
     const id = payload('node.removed').node_id;

@@ -55,6 +55,7 @@ const LinkSchema = z
     evicted_frames: z.number(),
     replaced_frames: z.number(),
     handler_failures: z.number().nullable().openapi({ description: "the operator's transient failures to apply a hub frame (retried); null: not reported" }),
+    dropped_progress: z.number().nullable().openapi({ description: 'operation.progress reports the operator dropped for want of room in its send queue; null: not reported' }),
     updated_at: z.string(),
   })
   .openapi('LinkStats');
@@ -137,6 +138,7 @@ export interface ClusterViewRow {
   evicted_frames: string | null;
   replaced_frames: string | null;
   handler_failures: string | null;
+  dropped_progress: string | null;
   link_updated_at: string | null;
   rejections: string;
   desired_refusals: string;
@@ -157,7 +159,7 @@ export const VIEW_SQL = `
     ${connectedSql('o', '$1')} as connected,
     o.live, o.operator_version,
     ct.contention,
-    ls.epoch, ls.dropped_events, ls.evicted_frames, ls.replaced_frames, ls.handler_failures, ${iso('ls.updated_at')} as link_updated_at,
+    ls.epoch, ls.dropped_events, ls.evicted_frames, ls.replaced_frames, ls.handler_failures, ls.dropped_progress, ${iso('ls.updated_at')} as link_updated_at,
     ${cappedCount('rejections r where r.cluster_uid = c.uid')} as rejections,
     (select coalesce(sum(refusals), 0) from desired_deployments dd where dd.cluster_uid = c.uid) as desired_refusals
   from clusters c
@@ -270,6 +272,7 @@ export function toView(r: ClusterViewRow, env: HubEnv): ClusterView {
             evicted_frames: Number(r.evicted_frames),
             replaced_frames: Number(r.replaced_frames),
             handler_failures: r.handler_failures === null ? null : Number(r.handler_failures),
+            dropped_progress: r.dropped_progress === null ? null : Number(r.dropped_progress),
             updated_at: r.link_updated_at as string,
           },
     rejections: Number(r.rejections),

@@ -180,14 +180,14 @@ rp_del as (
 ${EVENT_ROWS.sql},
 
 ls_up as (
-  insert into link_stats (cluster_uid, epoch, dropped_events, evicted_frames, replaced_frames, handler_failures, updated_at)
-  select $1, epoch, dropped_events, evicted_frames, replaced_frames, handler_failures, now()
+  insert into link_stats (cluster_uid, epoch, dropped_events, evicted_frames, replaced_frames, handler_failures, dropped_progress, updated_at)
+  select $1, epoch, dropped_events, evicted_frames, replaced_frames, handler_failures, dropped_progress, now()
   from jsonb_to_recordset($13::jsonb)
-    as x(epoch text, dropped_events bigint, evicted_frames bigint, replaced_frames bigint, handler_failures bigint), live
+    as x(epoch text, dropped_events bigint, evicted_frames bigint, replaced_frames bigint, handler_failures bigint, dropped_progress bigint), live
   where live.ok
   on conflict (cluster_uid) do update set epoch = excluded.epoch, dropped_events = excluded.dropped_events,
     evicted_frames = excluded.evicted_frames, replaced_frames = excluded.replaced_frames,
-    handler_failures = excluded.handler_failures, updated_at = now()
+    handler_failures = excluded.handler_failures, dropped_progress = excluded.dropped_progress, updated_at = now()
   returning 1
 ),
 
@@ -338,7 +338,7 @@ ${TAIL},
 `;
 
 /** Prepared once per connection (bump the suffix when the text changes). */
-const INGEST_STATEMENT = 'wingsmith_ingest_v10';
+const INGEST_STATEMENT = 'wingsmith_ingest_v11';
 
 /** The full statement's parameters for one batch, in order ($1…$19). */
 export function ingestParams(fence: SessionFence, b: IngestBatch): unknown[] {

@@ -7,7 +7,7 @@ import type { Sql } from './sql';
  * database ahead of it is normal (the old Worker still serving while new code rolls out) and
  * only one behind it is not ready.
  */
-export const SCHEMA_REQUIRED = '0031';
+export const SCHEMA_REQUIRED = '0032';
 
 export type SchemaState =
   | { schema: 'ok'; read_only: boolean }

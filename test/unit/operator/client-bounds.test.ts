@@ -188,9 +188,12 @@ describe('the control-frame bound', () => {
     expect(t.client.stats.queued).toBe(3);
     const drops = t.logger.records.filter((r) => /progress dropped/.test(r.msg));
     expect(drops.map((r) => r.operation_id)).toEqual([a.operation_id, a.operation_id, a.operation_id]);
+    // Counted, and reported to the hub: a known loss, not a silent one.
+    expect(t.client.stats.droppedProgress).toBe(3);
     op.running.get(a.operation_id)!.finish('succeeded');
 
     await release(t, conn, () => framesOf(conn, 'operation.result').length === 1 && t.client.stats.queued === 0, "a's result");
+    await release(t, conn, () => framesOf(conn, 'link.stats').some((f) => f.payload.dropped_progress === 3), 'the drops reported in link.stats');
     // With room again, progress is sent.
     op.running.get(b.operation_id)!.ctx.progress('cordoning', 'with room');
     await release(t, conn, () => framesOf(conn, 'operation.progress').length === 1 && t.client.stats.queued === 0, "b's progress");

@@ -18,7 +18,7 @@ function setup(
   const runs: Payload<'operation.start'>[] = [];
   const book = new OperationBook(
     initial,
-    { send: (i) => sent.push(i), hasRoom: () => true, changed: () => changes++, persist, sessionId: () => 'S1', timers, logger: memoryLogger() },
+    { send: (i) => sent.push(i), hasRoom: () => true, progressDropped: () => {}, changed: () => changes++, persist, sessionId: () => 'S1', timers, logger: memoryLogger() },
     {
       operation:
         handler ??

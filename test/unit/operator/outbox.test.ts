@@ -162,7 +162,7 @@ describe('outbox', () => {
 describe('link.stats cadence', () => {
   it('is due at once after a session opens, then only when counters change, at most once per interval', () => {
     const r = new LinkStatsReporter(newId(), 5_000);
-    const zero = { droppedEvents: 0, evictedFrames: 0, replacedFrames: 0, handlerFailures: 0 };
+    const zero = { droppedEvents: 0, evictedFrames: 0, replacedFrames: 0, handlerFailures: 0, droppedProgress: 0 };
     expect(r.dueIn(zero, 1_000)).toBe(0);
     expect(r.take(zero, 1_000)).toMatchObject({ dropped_events: 0, evicted_frames: 0, replaced_frames: 0 });
     expect(r.dueIn(zero, 2_000)).toBeNull();
@@ -170,6 +170,10 @@ describe('link.stats cadence', () => {
     expect(r.dueIn(one, 2_000)).toBe(4_000);
     expect(r.dueIn(one, 7_000)).toBe(0);
     r.take(one, 7_000);
+    // A dropped progress report is a change too, and is reported.
+    const dropped = { ...one, droppedProgress: 2 };
+    expect(r.dueIn(dropped, 12_000)).toBe(0);
+    expect(r.take(dropped, 12_000)).toMatchObject({ dropped_progress: 2, handler_failures: 0 });
     r.sessionOpened();
     expect(r.dueIn(one, 7_001)).toBe(0);
   });

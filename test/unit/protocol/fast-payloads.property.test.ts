@@ -248,6 +248,7 @@ describe('decodePayload and readFrame use the fast path and keep their answers',
       ['deployment.observed', { replica_ids: ['a', 'a'], ready_replicas: 0 }, /^deployment\.observed replica_ids: /],
       ['node.event', { occurred_at: 'yesterday' }, /^node\.event occurred_at: /],
       ['link.stats', { handler_failures: -1 }, /^link\.stats handler_failures: /],
+      ['link.stats', { dropped_progress: 1.5 }, /^link\.stats dropped_progress: /],
     ];
     for (const [type, change, reason] of cases) {
       const f = readFrame(frameFrom(fixture(type), { seq: 5, payload: { ...fixture(type).envelope.payload, ...change } }));

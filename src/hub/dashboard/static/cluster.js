@@ -187,7 +187,7 @@ export function clusterView(name) {
       h('h4', {}, 'Counters'),
       dl(Object.entries(l.counters ?? {})),
       h('h4', {}, 'Operator link (drops)'),
-      c.link ? dl([['Dropped events', c.link.dropped_events], ['Evicted frames', c.link.evicted_frames], ['Replaced frames', c.link.replaced_frames], ['Handler failures (retried)', c.link.handler_failures ?? '—'], ['Reported', time(c.link.updated_at)]]) : h('p', { class: 'empty' }, 'No link statistics reported.'),
+      c.link ? dl([['Dropped events', c.link.dropped_events], ['Evicted frames', c.link.evicted_frames], ['Replaced frames', c.link.replaced_frames], ['Handler failures (retried)', c.link.handler_failures ?? '—'], ['Progress reports dropped', c.link.dropped_progress ?? '—'], ['Reported', time(c.link.updated_at)]]) : h('p', { class: 'empty' }, 'No link statistics reported.'),
       c.contention
         ? [h('h4', {}, 'Contention'), dl([['Since', time(c.contention.since)], ['Displacements', c.contention.displacements]]), table('Sessions competing for this cluster', ['Session', 'Address', 'Operator'], (c.contention.sessions ?? []).map((/** @type {any} */ x) => [x.session_id, x.remote_addr ?? '—', x.operator_version ?? '—']))]
         : null,
