@@ -83,6 +83,12 @@ export function isBarrier(item: InboundItem): boolean {
 interface Hold {
   until: number;
   attempts: number;
+  /**
+   * Most of the subject's frames its next retry takes, once a retry was refused for good (a
+   * poison frame among them): halved on the hold's own, since every other run that commits
+   * doubles the shared limit back, and the retry took the same frames at every turn.
+   */
+  limit?: number;
 }
 
 export type Plan =
@@ -245,7 +251,9 @@ export class IngestSchedule {
     this.lastRun = [];
     if (kind === 'permanent') {
       if (run.length > 1) {
-        this.chunkLimit = Math.ceil(run.length / 2);
+        const retried = this.lastRunWasRetryOf === null ? undefined : this.held.get(this.lastRunWasRetryOf);
+        if (retried) retried.limit = Math.ceil(run.length / 2);
+        else this.chunkLimit = Math.ceil(run.length / 2);
         return null;
       }
       return run[0] ?? null;
@@ -395,9 +403,10 @@ export class IngestSchedule {
   }
 
   private framesOf(key: string): InboundItem[] {
+    const limit = this.held.get(key)?.limit ?? this.chunkLimit;
     const run: InboundItem[] = [];
     for (const item of this.pending) {
-      if (run.length >= this.chunkLimit || isBarrier(item)) break;
+      if (run.length >= limit || isBarrier(item)) break;
       if (subjectOf(item) === key) run.push(item);
     }
     return run;
