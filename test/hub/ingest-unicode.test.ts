@@ -160,6 +160,9 @@ describe('the poison path always ends in an acknowledgement', () => {
         resyncs: () => ({}),
         sentDesired: () => null,
         committed: (items) => void committed.push(items),
+        commitFailed: (err) => {
+          throw err;
+        },
         wentBack: () => {
           throw new Error('went back');
         },

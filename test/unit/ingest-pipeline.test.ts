@@ -53,6 +53,9 @@ function harness(onCommitted: (seqs: number[], pipeline: IngestPipeline) => void
       committed.push(seqs);
       onCommitted(seqs, pipeline);
     },
+    commitFailed: (err) => {
+      throw err;
+    },
     wentBack: () => {
       throw new Error('went back');
     },
@@ -163,6 +166,9 @@ function scripted(maxBatch: number, log: Logger = createLogger({}, 'error'), res
     resyncs,
     sentDesired: () => null,
     committed: (items) => committed.push(items.map((i) => i.seq)),
+    commitFailed: (err) => {
+      throw err;
+    },
     wentBack: () => {
       throw new Error('went back');
     },
@@ -431,6 +437,9 @@ describe('ingest pipeline: the size of a statement', () => {
         resyncs: () => ({}),
         sentDesired: () => null,
         committed: (items) => void committed.push(...items.map((i) => i.seq)),
+        commitFailed: (err) => {
+          throw err;
+        },
         wentBack: () => {
           throw new Error('went back');
         },
@@ -466,6 +475,9 @@ describe('ingest pipeline: the size of a statement', () => {
         resyncs: () => ({}),
         sentDesired: () => null,
         committed: (items) => void committed.push(items.map((i) => i.bytes ?? 0)),
+        commitFailed: (err) => {
+          throw err;
+        },
         wentBack: () => {
           throw new Error('went back');
         },
@@ -544,6 +556,9 @@ describe('ingest pipeline: a frame the database would refuse is not hidden by a 
       committed: (items, built) => {
         settled.push(...items.map((i) => [i.seq, i.kind] as [number, string]));
         rejected.push(...built.batch.rejections.map((r) => r.seq));
+      },
+      commitFailed: (err) => {
+        throw err;
       },
       wentBack: () => {
         throw new Error('went back');

@@ -13,16 +13,17 @@ import type { InboundItem } from '../../src/hub/session/ingest-batch';
 import { IngestSchedule, subjectOf } from '../../src/hub/session/ingest-schedule';
 
 function node(seq: number, id: string): InboundItem {
+  const frameId = newId();
   const f = readFrame(
     buildFrame({
       type: 'node.observed',
       seq,
-      id: newId(),
+      id: frameId,
       payload: { node_id: id, name: id, ready: true, schedulable: true, labels: {}, taints: [], allocatable: { gpus: 1, cpu_millis: 1, memory_mb: 1 } },
     }),
   );
   if (f.kind !== 'message') throw new Error(f.kind);
-  return { seq, id: f.message.id, replyTo: null, type: 'node.observed', arrivedAt: seq, kind: 'message', message: f.message, bytes: 100 };
+  return { seq, id: frameId, replyTo: null, type: 'node.observed', arrivedAt: seq, kind: 'message', message: f.message, bytes: 100 };
 }
 
 describe('ingest schedule: a poison frame among a held subject\'s frames', () => {

@@ -42,6 +42,11 @@ export interface IngestHost {
   sentDesired: SentDesiredLookup;
   /** The batch is committed in Postgres: settle its frames, persist the cursor, send the ack. */
   committed(items: InboundItem[], built: BuiltBatch, result: IngestResult): void;
+  /**
+   * `committed` threw (its record not stored: a full disk, a value over the limit): the frames are
+   * in Postgres but settled nowhere, and out of the schedule, where no hole timer sees them.
+   */
+  commitFailed(err: unknown): void;
   /** The statement found the session no longer owns the cluster: nothing was written. */
   fenceLost(): void;
   /**
@@ -366,7 +371,14 @@ export class IngestPipeline {
     succeeded();
     this.transientFailures = 0;
     markRejectedMembers(chunk, built, result.unknownOperations);
-    this.host.committed(chunk, built, result);
+    try {
+      this.host.committed(chunk, built, result);
+    } catch (err) {
+      // The peer replays them from the stored cursor: applying a committed frame again changes nothing.
+      this.schedule.clear();
+      this.host.commitFailed(err);
+      return 'stop';
+    }
     return 'committed';
   }
 

@@ -97,6 +97,12 @@ export class SessionObject extends DurableObject<HubEnv> {
       liveView: () => this.liveView(),
       handshaking: () => this.helloInProgress !== null,
       committed: (items, built, result) => this.onCommitted(items, built, result),
+      commitFailed: (err) => {
+        // Memory is only a cache of storage: the object starts again from what is stored (the
+        // connections go with it), and the operator resumes and replays from the stored cursor.
+        this.state.log.error('a committed ingest batch could not be settled (its record not stored); resetting the session object for a replay', { error: describeError(err) });
+        this.ctx.abort('settling a committed ingest batch failed');
+      },
     }));
     holdInIsolate(this.ingest);
   }

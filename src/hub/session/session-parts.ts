@@ -41,6 +41,8 @@ export interface PartsHost {
   handshaking(): boolean;
   /** A batch of the operator's frames is committed in Postgres. */
   committed(items: InboundItem[], built: BuiltBatch, result: IngestResult): void;
+  /** Settling a committed batch threw: memory is ahead of storage. */
+  commitFailed(err: unknown): void;
 }
 
 export interface SessionParts {
@@ -170,6 +172,7 @@ export function buildSessionParts(
       resyncs: () => state.meta?.opResyncs ?? {},
       sentDesired: (frameId) => state.store.sentDesiredFrame(frameId),
       committed: (items, built, result) => host.committed(items, built, result),
+      commitFailed: (err) => host.commitFailed(err),
       fenceLost: () => {
         state.log.warn('write fenced off: this session no longer owns the cluster');
         void fleet.check();
