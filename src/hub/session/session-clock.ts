@@ -64,9 +64,17 @@ export class SessionClock {
     // which costs more than the write.
     const target = Math.max(next, now + 1);
     if (this.alarmAt !== target) {
+      // Cached before the write, so that calls meanwhile do not write it again.
       this.alarmAt = target;
-      this.host.writing();
-      await this.host.storage.setAlarm(target);
+      try {
+        this.host.writing();
+        await this.host.storage.setAlarm(target);
+      } catch (err) {
+        // Not known to be set: a cache of an alarm storage never took would skip every later
+        // write of it (`dueBy`, `schedule`), and a deadline no alarm covers is never acted on.
+        this.alarmAt = undefined;
+        throw err;
+      }
     }
   }
 
