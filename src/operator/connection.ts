@@ -17,6 +17,8 @@ import { elapsed, type Timers } from './timers';
 import type { Dialer } from './transport';
 
 const NOOP = () => {};
+/** Protocol-error closes in a row, each soon after a welcome, before the session is given up as lossy. */
+export const QUICK_PROTOCOL_ERRORS = 3;
 
 export interface ConnectionHost {
   readonly opts: Pick<
@@ -46,6 +48,8 @@ export class Connection {
   /** On the monotonic clock (`elapsed`): the wait is a duration. */
   private nextReconnectAt: number | null = null;
   private cancelReconnect: () => void = NOOP;
+  /** Links closed 4400 soon after their welcome, in a row (`noteQuickProtocolErrors`). */
+  private quickProtocolErrors = 0;
 
   constructor(private readonly host: ConnectionHost) {}
 
@@ -197,6 +201,7 @@ export class Connection {
       h.record.markChanged();
       h.record.persist().catch((err: unknown) => h.log.error('could not save the lossy verdict', { err }));
     }
+    this.noteQuickProtocolErrors(link, code, welcomed, reason);
     const refusal = classifyClose({ closeCode: code, reason, httpStatus, welcomed, error });
     if (!refusal) h.log.info('link closed', { code, reason, http_status: httpStatus, welcomed, session: h.session.id, error });
     h.emit('closed', { code, reason, httpStatus, welcomed, error });
@@ -228,6 +233,33 @@ export class Connection {
     h.log[line.level](line.msg, { ...line.fields, session: h.session.id, displaced_session: displaced });
     h.emit('refused', { kind: refusal.kind, closeCode: code, code, httpStatus, error: refusal.error, reason, retryInMs: delay });
     if (delay !== null) this.scheduleReconnect(delay);
+  }
+
+  /**
+   * A session closed as a protocol error soon after its welcome, resume after resume: what the
+   * hub refuses is in what the resume replays (a frame it reads as a gap, an envelope it cannot
+   * read), and the replay is verbatim, so resuming again is closed the same way, forever ("a resume
+   * never wedges"). After QUICK_PROTOCOL_ERRORS in a row the next hello says lossy: a fresh
+   * session drops the replay (a full resync, slower, never wrong). A link that stayed up past
+   * `stableAfterMs` starts the count again.
+   */
+  private noteQuickProtocolErrors(link: Link, code: number, welcomed: boolean, reason: string): void {
+    const h = this.host;
+    if (!welcomed) return;
+    const quick = link.clock() - link.welcomedAt < (h.opts.stableAfterMs ?? 10_000);
+    if (code !== CloseCode.PROTOCOL_ERROR || !quick || h.session.id === null || h.session.lossy) {
+      if (!quick) this.quickProtocolErrors = 0;
+      return;
+    }
+    if (++this.quickProtocolErrors < QUICK_PROTOCOL_ERRORS) return;
+    this.quickProtocolErrors = 0;
+    h.session.lossy = true;
+    h.log.error(`the hub closed the resumed session ${QUICK_PROTOCOL_ERRORS} times in a row as a protocol error soon after its welcome: the next hello says lossy, for a fresh session`, {
+      session: h.session.id,
+      reason,
+    });
+    h.record.markChanged();
+    h.record.persist().catch((err: unknown) => h.log.error('could not save the lossy verdict', { err }));
   }
 
   private scheduleReconnect(delay: number): void {

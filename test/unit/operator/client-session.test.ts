@@ -5,11 +5,11 @@ import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { MemoryCursorStore, type CursorStore, type DurableRecord } from '../../../src/operator/cursor-store';
 import { applied, transient, type HandlerResult } from '../../../src/operator/handlers';
-import { newId } from '../../../src/protocol';
+import { newId, type Payload } from '../../../src/protocol';
 import { openFileStores } from '../../../src/operator/file-stores';
 import { MemoryOutboundLog } from '../../../src/operator/outbound-log';
 import { ackAll, cursorReaches, desiredPayload, makeClient, readResync, reconnectAfterBackoff, SNAPSHOT, type TestClient } from './support/harness';
-import { eventually, ScriptedHub } from './support/scripted-hub';
+import { eventually, ScriptedHub, type HubConnection } from './support/scripted-hub';
 
 let hub: ScriptedHub;
 const clients: TestClient[] = [];
@@ -405,6 +405,51 @@ describe('hello', () => {
 });
 
 describe('resume and fresh sessions', () => {
+  it('a resumed session closed 4400 soon after its welcome three times in a row is given up: the next hello says lossy (a resume never wedges)', async () => {
+    const t = track(makeClient(hub));
+    const { conn } = await openAndSettle(t);
+    // The hub refuses what the resume replays, as it would a frame it reads as a gap.
+    const refuseReplay = (c: HubConnection) => c.refuse({ code: 'invalid', message: 'seq 7 is past the expected 3 (a gap)', retryable: false }, 4400);
+    refuseReplay(conn);
+    const hellos: Payload<'hello'>[] = [];
+    for (let i = 0; i < 3; i++) {
+      await reconnectAfterBackoff(t);
+      const next = await hub.nextConnection();
+      hellos.push((await next.nextOf('hello')).payload as Payload<'hello'>);
+      if (i < 2) {
+        next.welcome({ session_id: 'S1', full_resync: false });
+        refuseReplay(next);
+      }
+    }
+    expect(hellos.map((h) => [h.session_id, h.lossy])).toEqual([
+      ['S1', false],
+      ['S1', false],
+      ['S1', true],
+    ]);
+    expect(t.logger.records.some((r) => /protocol error soon after its welcome/.test(r.msg))).toBe(true);
+  });
+
+  it('a link that stayed up past stableAfterMs starts the count of quick 4400 closes again', async () => {
+    const t = track(makeClient(hub));
+    const { conn } = await openAndSettle(t);
+    const refuse = (c: HubConnection) => c.refuse({ code: 'invalid', message: 'a gap', retryable: false }, 4400);
+    refuse(conn);
+    const lossy: boolean[] = [];
+    for (let i = 0; i < 4; i++) {
+      await reconnectAfterBackoff(t);
+      const next = await hub.nextConnection();
+      lossy.push(((await next.nextOf('hello')).payload as Payload<'hello'>).lossy);
+      next.welcome({ session_id: 'S1', full_resync: false });
+      // The second resume works for a while: the count starts again.
+      if (i === 1) {
+        await eventually(() => t.client.state === 'open', 'the resume welcomed');
+        t.timers.advance(10_001);
+      }
+      refuse(next);
+    }
+    expect(lossy).toEqual([false, false, false, false]);
+  });
+
   it('re-sends unreleased frames after welcome with their original text, then continues the numbering', async () => {
     const t = track(makeClient(hub));
     const { conn, stream } = await openAndSettle(t);
