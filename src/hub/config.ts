@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { releaseMajor } from '../protocol/operator-version';
-import { MIN_FRAME_LIMIT_BYTES } from '../protocol/vocabulary';
+import { MAX_FRAME_LIMIT_BYTES, MIN_FRAME_LIMIT_BYTES } from '../protocol/vocabulary';
 import { minSendQueueBytes, QUEUE_RESERVE_BYTES, REPLAY_ROW_MAX_BYTES } from './frame-budget';
 import { hintOutsideJurisdiction, JURISDICTIONS, LOCATION_HINTS, REGION_NAME_RE } from './region';
 
@@ -109,7 +109,14 @@ const ConfigSchema = z.object({
   /** Most rows of each history table one retention pass deletes. */
   HISTORY_PRUNE_BATCH: ms(10_000),
   /** Larger frames → close 1009; also the largest desired state the admin API accepts (413 over it). */
-  MAX_FRAME_BYTES: z.coerce.number().int().min(MIN_FRAME_LIMIT_BYTES, `must be at least ${MIN_FRAME_LIMIT_BYTES}: operators ignore a smaller limit`).default(1 << 20),
+  MAX_FRAME_BYTES: z.coerce
+    .number()
+    .int()
+    .min(MIN_FRAME_LIMIT_BYTES, `must be at least ${MIN_FRAME_LIMIT_BYTES}: operators ignore a smaller limit`)
+    // Advertised in the welcome: the platform takes no larger WebSocket message, and an operator
+    // told it may send one would be cut by the runtime, not refused by the hub.
+    .max(MAX_FRAME_LIMIT_BYTES, `must be at most ${MAX_FRAME_LIMIT_BYTES} (32 MiB): no larger WebSocket message reaches a Durable Object, and operators ignore a larger limit`)
+    .default(1 << 20),
   /** Sized for a rolling restart, not a network hiccup. */
   REPLAY_BUFFER_FRAMES: ms(50_000).pipe(z.number().max(REPLAY_BUFFER_MAX.frames, `must be at most ${REPLAY_BUFFER_MAX.frames} (operators ignore a larger window and use 10000)`)),
   REPLAY_BUFFER_BYTES: ms(64 << 20).pipe(z.number().max(REPLAY_BUFFER_MAX.bytes, `must be at most ${REPLAY_BUFFER_MAX.bytes} (operators ignore a larger window and use 64 MiB)`)),

@@ -2,7 +2,7 @@
  * The handshake's decisions, pure: what to dial with, what `hello` says, and whether a `welcome`
  * opened a fresh session or resumed the one asked for (the spec's "Full resync" rules).
  */
-import { HEADER_SAFE_RE, HelloPayload, MIN_FRAME_LIMIT_BYTES, type Payload } from '../protocol';
+import { HEADER_SAFE_RE, HelloPayload, MAX_FRAME_LIMIT_BYTES, MIN_FRAME_LIMIT_BYTES, type Payload } from '../protocol';
 import { DEFAULT_LIMITS } from './client-types';
 
 export const SESSION_HEADER = 'Wingsmith-Session';
@@ -132,9 +132,11 @@ export const MAX_REPLAY_BUFFER_BYTES = 256 * 1024 * 1024;
  *   link over one late pong. (No absolute floor: a hub that pings every 1 s may hold a 2–3 s limit,
  *   which is how the end-to-end suites run.)
  *
- * - max_frame_bytes at least MIN_FRAME_LIMIT_BYTES (4 KiB): below it the operator would refuse
- *   to send nearly every frame, one at a time, and resume nothing. Replaced by the hub's default
- *   (1 MiB): a hub that really means less closes 1009 on a larger frame, which is loud.
+ * - max_frame_bytes in [MIN_FRAME_LIMIT_BYTES, MAX_FRAME_LIMIT_BYTES] (4 KiB, 32 MiB): below it the
+ *   operator would refuse to send nearly every frame, one at a time, and resume nothing; above
+ *   it a frame the limit allows is cut by a runtime (the SDK's own socket takes 32 MiB at most).
+ *   Replaced by the hub's default (1 MiB): a hub that really means less closes 1009 on a larger
+ *   frame, which is loud.
  * - replay_buffer_frames and _bytes at most MAX_REPLAY_BUFFER_FRAMES and _BYTES. They bound
  *   what the operator holds written and unacknowledged, in memory and in its outbound log: taken
  *   as they come, a hub advertising 1e15 (a safe integer, so the schema admits it) would make every
@@ -154,7 +156,7 @@ export function boundedLimits(limits: Payload<'welcome'>['limits']): { limits: P
   };
   const ping = bound('ping_interval_s', limits.ping_interval_s, MIN_PING_INTERVAL_S, SPEC_PING_INTERVAL_S, SPEC_PING_INTERVAL_S);
   const idle = bound('idle_timeout_s', limits.idle_timeout_s, 2 * ping, SPEC_IDLE_TIMEOUT_S, SPEC_IDLE_TIMEOUT_S);
-  const frame = bound('max_frame_bytes', limits.max_frame_bytes, MIN_FRAME_LIMIT_BYTES, Number.MAX_SAFE_INTEGER, DEFAULT_LIMITS.max_frame_bytes);
+  const frame = bound('max_frame_bytes', limits.max_frame_bytes, MIN_FRAME_LIMIT_BYTES, MAX_FRAME_LIMIT_BYTES, DEFAULT_LIMITS.max_frame_bytes);
   const replayFrames = bound('replay_buffer_frames', limits.replay_buffer_frames, 1, MAX_REPLAY_BUFFER_FRAMES, DEFAULT_LIMITS.replay_buffer_frames);
   const replayBytes = bound('replay_buffer_bytes', limits.replay_buffer_bytes, 1, MAX_REPLAY_BUFFER_BYTES, DEFAULT_LIMITS.replay_buffer_bytes);
   return {

@@ -7,4 +7,4 @@ export * from './operator-version';
 export * from './frames';
 export * from './frame-size';
 export * from './field-path';
-export { LIMITS, MIN_FRAME_LIMIT_BYTES } from './vocabulary';
+export { LIMITS, MAX_FRAME_LIMIT_BYTES, MIN_FRAME_LIMIT_BYTES } from './vocabulary';

@@ -34,6 +34,15 @@ export const MAX_REPLICAS = 4096;
  */
 export const MIN_FRAME_LIMIT_BYTES = 4096;
 
+/**
+ * The largest `max_frame_bytes` a hub may advertise and an operator will follow: the largest
+ * WebSocket message a Durable Object receives (32 MiB, Cloudflare's published limit), which the
+ * SDK's socket also takes no more than. Past it, a frame the limit allows is cut by a runtime, not
+ * refused by the peer, and a hub frame that large would close the operator's own socket 1009 in
+ * every session.
+ */
+export const MAX_FRAME_LIMIT_BYTES = 32 << 20;
+
 export const RESYNC_KINDS = ['cluster', 'node', 'device', 'deployment'] as const;
 export const TAINT_EFFECTS = ['NoSchedule', 'PreferNoSchedule', 'NoExecute'] as const;
 export const DEVICE_HEALTH = ['healthy', 'degraded', 'unhealthy', 'unknown'] as const;

@@ -14,7 +14,7 @@ import { connectedStaleAfterMs, DESIRED_PAGE_RPC_BUDGET_BYTES, HISTORY_RETENTION
 import { claimPageBytes, REPLAY_ROW_MAX_BYTES } from '../../src/hub/frame-budget';
 import { checkHello } from '../../src/hub/session/handshake';
 import { boundedLimits } from '../../src/operator/handshake';
-import { MIN_FRAME_LIMIT_BYTES } from '../../src/protocol';
+import { MAX_FRAME_LIMIT_BYTES, MIN_FRAME_LIMIT_BYTES } from '../../src/protocol';
 
 const BASE = { HUB_VERSION: '0.1.0' };
 const regionCfg = (vars: Record<string, string>) => hubConfig({ ...vars });
@@ -129,16 +129,20 @@ describe('hub configuration refused at startup', () => {
     expect(() => hubConfig({ REPLAY_BUFFER_BYTES: String(maxBytes + 1) })).toThrow(/REPLAY_BUFFER_BYTES: must be at most/);
   });
 
-  it('the MAX_FRAME_BYTES the hub accepts is exactly what the operator SDK follows as advertised: at least 4 KiB', () => {
+  it('the MAX_FRAME_BYTES the hub accepts is exactly what the operator SDK follows as advertised: 4 KiB to 32 MiB (no larger WebSocket message reaches a Durable Object, nor the SDK\'s socket)', () => {
     const sdkAdjusts = (max: number) =>
       boundedLimits({ ping_interval_s: 10, idle_timeout_s: 30, max_frame_bytes: max, replay_buffer_frames: 1, replay_buffer_bytes: 1 }).adjusted.length > 0;
-    for (const max of [MIN_FRAME_LIMIT_BYTES, 8192, 1 << 20, 64 << 20]) {
+    for (const max of [MIN_FRAME_LIMIT_BYTES, 8192, 1 << 20, MAX_FRAME_LIMIT_BYTES]) {
       expect(sdkAdjusts(max), String(max)).toBe(false);
       expect(hubConfig({ MAX_FRAME_BYTES: String(max) }).MAX_FRAME_BYTES).toBe(max);
     }
     for (const max of [1, 100, MIN_FRAME_LIMIT_BYTES - 1]) {
       expect(sdkAdjusts(max), String(max)).toBe(true);
       expect(() => hubConfig({ MAX_FRAME_BYTES: String(max) }), String(max)).toThrow(/MAX_FRAME_BYTES: must be at least 4096/);
+    }
+    for (const max of [MAX_FRAME_LIMIT_BYTES + 1, 64 << 20]) {
+      expect(sdkAdjusts(max), String(max)).toBe(true);
+      expect(() => hubConfig({ MAX_FRAME_BYTES: String(max) }), String(max)).toThrow(/MAX_FRAME_BYTES: must be at most 33554432/);
     }
   });
 
