@@ -48,8 +48,8 @@ export class Connection {
   /** On the monotonic clock (`elapsed`): the wait is a duration. */
   private nextReconnectAt: number | null = null;
   private cancelReconnect: () => void = NOOP;
-  /** Links closed 4400 soon after their welcome, in a row (`noteQuickProtocolErrors`). */
-  private quickProtocolErrors = 0;
+  /** Links of one session closed 4400 soon after their welcome, in a row (`noteQuickProtocolErrors`). */
+  private quickProtocolErrors = { session: null as string | null, count: 0 };
 
   constructor(private readonly host: ConnectionHost) {}
 
@@ -247,12 +247,15 @@ export class Connection {
     const h = this.host;
     if (!welcomed) return;
     const quick = link.clock() - link.welcomedAt < (h.opts.stableAfterMs ?? 10_000);
+    const q = this.quickProtocolErrors;
     if (code !== CloseCode.PROTOCOL_ERROR || !quick || h.session.id === null || h.session.lossy) {
-      if (!quick) this.quickProtocolErrors = 0;
+      if (!quick) q.count = 0;
       return;
     }
-    if (++this.quickProtocolErrors < QUICK_PROTOCOL_ERRORS) return;
-    this.quickProtocolErrors = 0;
+    // Another session's closes (before a fresh one) say nothing of this one's replay.
+    if (q.session !== h.session.id) Object.assign(q, { session: h.session.id, count: 0 });
+    if (++q.count < QUICK_PROTOCOL_ERRORS) return;
+    q.count = 0;
     h.session.lossy = true;
     h.log.error(`the hub closed the resumed session ${QUICK_PROTOCOL_ERRORS} times in a row as a protocol error soon after its welcome: the next hello says lossy, for a fresh session`, {
       session: h.session.id,

@@ -429,6 +429,32 @@ describe('resume and fresh sessions', () => {
     expect(t.logger.records.some((r) => /protocol error soon after its welcome/.test(r.msg))).toBe(true);
   });
 
+  it('quick 4400 closes of a session the hub since replaced by a fresh one do not count against the new one', async () => {
+    const t = track(makeClient(hub));
+    const { conn } = await openAndSettle(t);
+    const refuse = (c: HubConnection) => c.refuse({ code: 'invalid', message: 'a gap', retryable: false }, 4400);
+    refuse(conn);
+    const hellos: [string | null, boolean][] = [];
+    for (let i = 0; i < 3; i++) {
+      await reconnectAfterBackoff(t);
+      const next = await hub.nextConnection();
+      const hello = (await next.nextOf('hello')).payload as Payload<'hello'>;
+      hellos.push([hello.session_id, hello.lossy]);
+      if (i === 0) next.welcome({ session_id: 'S1', full_resync: false });
+      // The hub grants a fresh session (a restart of its own, say).
+      if (i === 1) {
+        next.welcome({ session_id: 'S2', full_resync: true });
+        await readResync(next);
+      }
+      refuse(next);
+    }
+    expect(hellos).toEqual([
+      ['S1', false],
+      ['S1', false],
+      ['S2', false],
+    ]);
+  });
+
   it('a link that stayed up past stableAfterMs starts the count of quick 4400 closes again', async () => {
     const t = track(makeClient(hub));
     const { conn } = await openAndSettle(t);
