@@ -236,12 +236,13 @@ export class Connection {
   }
 
   /**
-   * A session closed as a protocol error soon after its welcome, resume after resume: what the
-   * hub refuses is in what the resume replays (a frame it reads as a gap, an envelope it cannot
-   * read), and the replay is verbatim, so resuming again is closed the same way, forever ("a resume
-   * never wedges"). After QUICK_PROTOCOL_ERRORS in a row the next hello says lossy: a fresh
-   * session drops the replay (a full resync, slower, never wrong). A link that stayed up past
-   * `stableAfterMs` starts the count again.
+   * A session closed as a protocol error soon after its welcome, resume after resume: what one
+   * side refuses is in what the other's resume replays (a frame the hub reads as a gap; a hub
+   * frame this operator reads as one, or cannot read), and each replay is verbatim, so resuming
+   * again is closed the same way, forever ("a resume never wedges"). After QUICK_PROTOCOL_ERRORS
+   * in a row the next hello says lossy: a fresh session restarts both streams and drops both
+   * replays (a full resync, slower, never wrong). A link that stayed up past `stableAfterMs`
+   * starts the count again, and so does another session.
    */
   private noteQuickProtocolErrors(link: Link, code: number, welcomed: boolean, reason: string): void {
     const h = this.host;
@@ -257,7 +258,7 @@ export class Connection {
     if (++q.count < QUICK_PROTOCOL_ERRORS) return;
     q.count = 0;
     h.session.lossy = true;
-    h.log.error(`the hub closed the resumed session ${QUICK_PROTOCOL_ERRORS} times in a row as a protocol error soon after its welcome: the next hello says lossy, for a fresh session`, {
+    h.log.error(`the session was closed as a protocol error ${QUICK_PROTOCOL_ERRORS} times in a row soon after its welcome (by the hub, or by this operator over a hub frame): the next hello says lossy, for a fresh session`, {
       session: h.session.id,
       reason,
     });

@@ -369,7 +369,10 @@ async function judgeStale(path: string, holder: Holder | null, staleMs: number):
   ) {
     // This pid is this process, which holds no lock here (`held`): a previous life of the same
     // pid left it.
-    if (holder.pid === process.pid || !processAlive(holder.pid)) return { stale: true, mtimeMs: await mtimeOf(path) };
+    if (holder.pid === process.pid || !processAlive(holder.pid)) {
+      const mtimeMs = await mtimeOf(path);
+      return { stale: mtimeMs === null ? 'gone' : true, mtimeMs };
+    }
     // The pid runs, but it may be another process's now (pids are reused: after a reboot a
     // system daemon can hold the dead holder's number): a live holder refreshes its lock, so one
     // unrefreshed for staleMs is judged as another host's would be, or it would be refused forever.

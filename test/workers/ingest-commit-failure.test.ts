@@ -22,6 +22,7 @@ describe('a committed ingest batch whose settlement cannot be stored', () => {
     const end = await a.next((f) => f.type === 'stream.end');
     a.send('ack', {}, { ack: end.seq });
     const stub = sessionStub(hubEnv, { clusterUid: c.uid, routeKey: routeKeyOf(s) as string });
+    const before = (await stub.status()).instance;
     await runInDurableObject(stub, (instance: SessionObject) => {
       const state = (instance as unknown as WithState).state;
       const real = state.settle.bind(state);
@@ -44,6 +45,10 @@ describe('a committed ingest batch whose settlement cannot be stored', () => {
       // The connection ends with the object. Before, it stayed open and the frame was never acknowledged.
       const closed = await a.closedWith(5_000);
       expect(closed.code, 'not by the silence rule').not.toBe(4408);
+      // Built again from storage: the reset, not a close of the connection alone.
+      // (A stub to the object before its reset fails every call: a new one reaches the new object.)
+      const again = sessionStub(hubEnv, { clusterUid: c.uid, routeKey: routeKeyOf(s) as string });
+      expect((await again.status()).instance).not.toBe(before);
     } finally {
       clearInterval(pinger);
     }

@@ -405,7 +405,7 @@ describe('hello', () => {
 });
 
 describe('resume and fresh sessions', () => {
-  it('a resumed session closed 4400 soon after its welcome three times in a row is given up: the next hello says lossy (a resume never wedges)', async () => {
+  it('a session closed 4400 soon after its welcome three times in a row (its first link and two resumes) is given up: the next hello says lossy (a resume never wedges)', async () => {
     const t = track(makeClient(hub));
     const { conn } = await openAndSettle(t);
     // The hub refuses what the resume replays, as it would a frame it reads as a gap.
@@ -426,7 +426,7 @@ describe('resume and fresh sessions', () => {
       ['S1', false],
       ['S1', true],
     ]);
-    expect(t.logger.records.some((r) => /protocol error soon after its welcome/.test(r.msg))).toBe(true);
+    expect(t.logger.records.some((r) => /closed as a protocol error 3 times in a row soon after its welcome/.test(r.msg))).toBe(true);
   });
 
   it('quick 4400 closes of a session the hub since replaced by a fresh one do not count against the new one', async () => {
