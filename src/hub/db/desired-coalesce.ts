@@ -18,8 +18,11 @@ export interface PutWritten {
 
 export interface CoalesceHost {
   /** Write the items in one statement and one commit, in the order given. Null: no such cluster. */
-  /** `sendWithinMs`: what is left of the oldest item's wait, for the statement to be sent in. */
-  write(cluster: string, items: readonly DesiredItem[], sendWithinMs: number): Promise<BatchWritten | null>;
+  /**
+   * `sendWithinMs`: what is left of the oldest item's wait, for the statement to be sent in;
+   * `oldest`: when the oldest item was taken, from which its arrival deadline counts.
+   */
+  write(cluster: string, items: readonly DesiredItem[], sendWithinMs: number, oldest: number): Promise<BatchWritten | null>;
   /** After each commit, with everything it wrote (one poke per statement, not per item). */
   written(w: BatchWritten, items: readonly DesiredItem[]): void;
   /** `written` threw (a bug, not a state): say so; the writes stand. */
@@ -86,9 +89,11 @@ export class PutCoalescer {
     this.limits = { maxBatch: 500, maxBytes: 4 << 20, maxWaitMs: Number.POSITIVE_INFINITY, now: Date.now, ...limits };
   }
 
-  put(cluster: string, item: DesiredItem): Promise<PutWritten | null> {
+  /** `takenAt`: when the write was taken (its caller's clock), never later than now. */
+  put(cluster: string, item: DesiredItem, takenAt?: number): Promise<PutWritten | null> {
     return new Promise((resolve, reject) => {
-      const waiter = { item, queuedAt: this.limits.now(), resolve, reject };
+      const now = this.limits.now();
+      const waiter = { item, queuedAt: takenAt === undefined ? now : Math.min(takenAt, now), resolve, reject };
       const queue = this.waiting.get(cluster);
       if (queue) {
         queue.push(waiter);
@@ -118,7 +123,7 @@ export class PutCoalescer {
     const oldest = Math.min(...batch.map((one) => one.queuedAt));
     let w: BatchWritten | null;
     try {
-      w = await this.host.write(cluster, items, this.limits.maxWaitMs - (this.limits.now() - oldest));
+      w = await this.host.write(cluster, items, this.limits.maxWaitMs - (this.limits.now() - oldest), oldest);
     } catch (err) {
       if (batch.length > 1 && this.host.itemFault(err)) {
         // Rolled back as a whole: alone, each item gets its own answer and the others are written

@@ -4,8 +4,13 @@ import type { DesiredChange } from './desired';
 import { jsonbOrder } from './jsonb-order';
 import type { Sql } from './sql';
 
-/** An admin write of desired state, as the Worker hands it to a gateway shard. */
-export type DesiredWriteRequest =
+/**
+ * An admin write of desired state, as the Worker hands it to a gateway shard. `takenAt`: when the
+ * Worker took it (its clock, ms), from which its wait bounds count, as a registry write's do from
+ * the route: counted from the shard's receipt, a call held up on its way there could commit
+ * after the Worker had answered 504 (and the caller repeated it, the later write then overwritten).
+ */
+export type DesiredWriteRequest = { takenAt?: number } & (
   | { op: 'put'; cluster: string; items: DesiredItem[] }
   | { op: 'withdraw'; cluster: string; deploymentId: string }
   | {
@@ -19,7 +24,8 @@ export type DesiredWriteRequest =
         deadline_s: number;
         idempotency_key?: string | null;
       };
-    };
+    }
+);
 
 export type DesiredWriteResult =
   | { op: 'put'; cluster_uid: string; revisions: number[] }

@@ -101,7 +101,8 @@ export function gatewaySql(env: HubEnv, lane: GatewayLane = 'read'): Sql {
  * A cluster's writes all go to one shard (by its id as given), where concurrent PUTs coalesce.
  */
 export function gatewayWriteDesired(env: HubEnv, req: DesiredWriteRequest): Promise<DesiredWriteResult | null> {
-  return viaGateway(env, (stub) => stub.writeDesired(req), shardOf(req.cluster, hubConfig(env).DB_GATEWAY_SHARDS));
+  const taken = { ...req, takenAt: req.takenAt ?? Date.now() };
+  return viaGateway(env, (stub) => stub.writeDesired(taken), shardOf(req.cluster, hubConfig(env).DB_GATEWAY_SHARDS));
 }
 
 /**
@@ -111,7 +112,8 @@ export function gatewayWriteDesired(env: HubEnv, req: DesiredWriteRequest): Prom
  * not one in every shard.
  */
 export function gatewayClaim(env: HubEnv, args: ClaimArgs, snapshotRows: number): Promise<ClaimedSession> {
-  return viaGateway(env, (stub) => stub.claim(args, snapshotRows), pollShardOf(args.clusterUid, hubConfig(env).DB_GATEWAY_SHARDS));
+  const taken = { ...args, takenAt: args.takenAt ?? Date.now() };
+  return viaGateway(env, (stub) => stub.claim(taken, snapshotRows), pollShardOf(args.clusterUid, hubConfig(env).DB_GATEWAY_SHARDS));
 }
 
 /** A stable shard for a key (FNV-1a): the same cluster reference always reaches the same shard. */

@@ -70,7 +70,7 @@ export class DbGateway extends DurableObject<HubEnv> {
    * one budget (`sendWithinMs`, passed on through `within`).
    */
   private readonly puts = new PutCoalescer({
-    write: (cluster, items, within) => writeDeployments(this.leastBusy().within(within), cluster, items, arrivalDeadline(hubConfig(this.env))),
+    write: (cluster, items, within, oldest) => writeDeployments(this.leastBusy().within(within), cluster, items, arrivalDeadline(hubConfig(this.env), oldest)),
     written: (w, items) => {
       const changes = putChanges(w.first_revision, items);
       this.pokeOwner({ clusterUid: w.cluster_uid, ownerSession: w.owner_session, revision: w.first_revision + items.length - 1, changes, recheck: w.recheck_owner === true });
@@ -140,9 +140,10 @@ export class DbGateway extends DurableObject<HubEnv> {
     // and never past the caller's own wait (what it leaves for the hops back).
     const deadlineMs = Math.min(1_000, cfg.PG_QUERY_TIMEOUT_MS / 4);
     const endBy = Date.now() + sendWithinMs(cfg) + cfg.PG_QUERY_TIMEOUT_MS + answerMarginMs(cfg.PG_QUERY_TIMEOUT_MS);
-    // Taken now, not when the lane sends it: a claim that waited its turn past this is refused
-    // (57014, the hello retried) rather than committed after the session may have given up.
-    const arriveBy = arrivalDeadline(cfg);
+    // From when the session asked, not when the lane sends it: a claim that waited its turn (or
+    // its way here) past this is refused (57014, the hello retried) rather than committed after
+    // the session may have given up.
+    const arriveBy = arrivalDeadline(cfg, Math.min(args.takenAt ?? Date.now(), Date.now()));
     return this.relay(async () => {
       // Armed first: a claim that cannot arm the poll fails before it registers anything (the
       // hello is refused, retryable), rather than register a session nothing would poll.
@@ -189,15 +190,17 @@ export class DbGateway extends DurableObject<HubEnv> {
   async writeDesired(req: DesiredWriteRequest): Promise<Relayed<DesiredWriteResult | null>> {
     return this.relay(async () => {
       if (req.op === 'put' && req.items.length === 1) {
-        const w = await this.puts.put(req.cluster, req.items[0] as DesiredItem);
+        const w = await this.puts.put(req.cluster, req.items[0] as DesiredItem, req.takenAt);
         // Not while more of the cluster's PUTs wait: in a burst the timer's turn waits behind
         // all of them, and answering later slows the client's next PUT more than it helps.
         if (w?.owner_session && this.puts.pending(req.cluster) === 0) await pokeFirst();
         return w && { op: 'put' as const, cluster_uid: w.cluster_uid, revisions: [w.revision] };
       }
-      // Held to its send-by time like a coalesced PUT: answered 503, it must not commit later.
+      // Held to its send-by time like a coalesced PUT: answered 503, it must not commit later. Both
+      // bounds count from when the Worker took it, not from its arrival here.
       const cfg = hubConfig(this.env);
-      const w = await writeDesired(this.leastBusy().within(sendWithinMs(cfg)), req, arrivalDeadline(cfg));
+      const takenAt = Math.min(req.takenAt ?? Date.now(), Date.now());
+      const w = await writeDesired(this.leastBusy().within(sendWithinMs(cfg) - (Date.now() - takenAt)), req, arrivalDeadline(cfg, takenAt));
       if (w?.poke) {
         this.pokeOwner(w.poke);
         await pokeFirst();

@@ -4,6 +4,12 @@ import type { Sql } from './sql';
 export type Refusal = 'not_registered' | 'disabled' | 'token_rotated';
 
 export interface ClaimArgs {
+  /**
+   * When the session asked for the claim (its clock, ms): the claim's arrival deadline counts from
+   * it, not from the gateway shard's receipt, where a call held up on its way would get a fresh
+   * one and could take the cluster after the session had given up on it (its hello refused 1013).
+   */
+  takenAt?: number;
   clusterUid: string;
   tokenHashHex: string;
   /** The session to resume when this session still holds the claim it last had, else null. */
