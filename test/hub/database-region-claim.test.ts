@@ -169,7 +169,7 @@ describe.skipIf(EMBEDDED)('a database error while the region is read', () => {
       const res = await fetch(`${hub!.url}/v1/connect`, { headers: { authorization: 'Bearer not-a-token' } });
       expect(res.status).toBe(401);
       expect(((await res.json()) as { error: { code: string } }).error.code).toBe('unauthorized');
-      const waiting = await locker.query(`select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and query like '%hub_region%' and pid <> pg_backend_pid()`);
+      const waiting = await locker.query(`select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and query like '%hub_region%' and pid <> pg_backend_pid() and datname = current_database()`);
       expect(waiting.rows[0].n).toBe(0);
     } finally {
       await locker.query('rollback');
