@@ -107,13 +107,14 @@ export class DesiredPump {
   private failures = 0;
   /**
    * Start frame ids recorded in Postgres (or possibly recorded: a statement whose answer was lost
-   * may have committed) whose frame is not queued yet, by operation id: the retry records and
-   * sends the same id. A new id per try left the first, never sent, in the operation's first
+   * may have committed) whose frame is not written yet, by operation id: the retry records and
+   * sends the same id, also after the queue holding the frame was dropped (a close while it waited
+   * for the replay window). A new id per try left the first, never sent, in the operation's first
    * start slot, which is kept for good (the SDK answers the start it first accepted), so an error
    * answering the start that did go could stop concluding the operation once newer deliveries
-   * pushed it out. An eviction forgets it (the slot can then still hold an id never sent), and so
-   * does a map grown past UNQUEUED_START_IDS_MAX (operations fetched and never queued: concluded or
-   * withdrawn meanwhile).
+   * pushed it out. Forgotten once the send path has stored the frame (`written`); an eviction
+   * forgets it too (the slot can then still hold an id never sent), and so does a map grown past
+   * UNQUEUED_START_IDS_MAX (operations fetched and never written: concluded or withdrawn meanwhile).
    */
   private readonly unqueuedStartIds = new Map<string, string>();
 
@@ -150,6 +151,11 @@ export class DesiredPump {
       this.knownFor = session;
       this.knownRevision = knownFrom(meta);
     }
+  }
+
+  /** These operations' starts are in the replay buffer: their ids are settled. */
+  written(operationIds: readonly string[]): void {
+    for (const id of operationIds) this.unqueuedStartIds.delete(id);
   }
 
   learn(revision: number): void {
@@ -298,7 +304,6 @@ export class DesiredPump {
             if (!this.host.enqueue(frame('operation.start', o.payload, null, { t: 'resync_op', revision: o.revision }, ids.get(o.payload.operation_id)))) {
               return false;
             }
-            this.unqueuedStartIds.delete(o.payload.operation_id);
             f.opsAfter = o.revision;
           }
           if (more) return true;
@@ -323,7 +328,6 @@ export class DesiredPump {
             ? { ...frame('deployment.desired', c.payload, null), revision: c.revision }
             : { ...frame('operation.start', c.payload, null, { t: 'watermark', revision: c.revision }, ids.get(c.payload.operation_id)), revision: c.revision };
         if (!this.host.enqueue(o)) return false;
-        if (c.kind === 'operation') this.unqueuedStartIds.delete(c.payload.operation_id);
         f.changesAfter = c.revision;
       }
       if (!more) {

@@ -55,6 +55,8 @@ export interface SendHost {
   resyncIncomplete(): void;
   /** Operations whose start was too large to send, an error sent in its place (committed): conclude them. */
   unsendable(operations: { operation_id: string; message: string }[]): void;
+  /** Operations whose operation.start this pass numbered and stored (its id is in the replay buffer now). */
+  startsWritten(operationIds: string[]): void;
 }
 
 /**
@@ -290,6 +292,7 @@ export class SendPath {
     const frames: string[] = [];
     const desiredSent: [string, string, number][] = [];
     const unsendable: { operation_id: string; message: string }[] = [];
+    const startsWritten: string[] = [];
     let effects = 0;
     // A drain that stops at the full window again, with the operator's ack where it was, continues
     // the same wait: every desired change drains, and restarting the wait at each one would let an
@@ -345,6 +348,7 @@ export class SendPath {
           continue;
         }
         this.write(stale ? withoutWatermark(o) : o, meta, frames, desiredSent, unsendable);
+        if (o.type === 'operation.start') startsWritten.push((o.payload() as Payload<'operation.start'>).operation_id);
       }
       const wait = stoppedSince !== null ? { since: stoppedSince, ack: outbound.peerAck } : null;
       const waitChanged = (meta.windowWait?.since ?? null) !== (wait?.since ?? null) || (meta.windowWait?.ack ?? null) !== (wait?.ack ?? null);
@@ -374,6 +378,7 @@ export class SendPath {
       return;
     }
     if (unsendable.length > 0) this.host.unsendable(unsendable);
+    if (startsWritten.length > 0) this.host.startsWritten(startsWritten);
     if (this.host.socket() !== ws) return;
     this.host.written(this.queue.length);
     for (const frame of frames) this.host.send(ws, frame);

@@ -124,6 +124,7 @@ export function buildSessionParts(
     // The pump moved past the resync's revision when it queued the resync's end: back to the
     // watermark the incomplete resync left.
     resyncIncomplete: () => pump.reset(state.meta),
+    startsWritten: (operationIds) => pump.written(operationIds),
     unsendable: (operations) => {
       const fence = state.fence();
       if (!fence) return;
