@@ -3,7 +3,7 @@
  * and its abort signal. What is run, and when, is the operation book's (operations.ts); this
  * module runs a recorded operation to one conclusion and hands that back to the book.
  */
-import type { Payload } from '../protocol';
+import { cutText, type Payload } from '../protocol';
 import type { OperationRecord, StoredConclusion } from './cursor-store';
 import { errorText, type OperationConclusion, type OperatorHandlers } from './handlers';
 import type { Logger } from './logger';
@@ -28,9 +28,7 @@ interface Running {
 const MESSAGE_MAX = 2048;
 /** At most `n` characters as the protocol counts them (code points): never half a surrogate pair. */
 export function cutMessage(s: string, n = MESSAGE_MAX): string {
-  if (s.length <= n) return s;
-  const chars = Array.from(s);
-  return chars.length <= n ? s : chars.slice(0, n - 1).join('') + '…';
+  return cutText(s, n) === s ? s : cutText(s, n - 1) + '…';
 }
 
 export class OperationRunner {

@@ -8,9 +8,9 @@ import { randomBytes } from 'node:crypto';
 import { describe, expect, inject, it } from 'vitest';
 import { claimWithSnapshot } from '../../src/hub/db/claim-snapshot';
 import { fetchFirstSnapshotPage } from '../../src/hub/db/desired';
-import type { ClaimArgs } from '../../src/hub/db/ownership';
 import type { Sql } from '../../src/hub/db/sql';
 import { newId } from '../../src/protocol';
+import { claimArgs } from '../support/claim-args';
 import { withFileSql as withSql } from '../support/file-database';
 import { desired, FAST_TIMERS, holdLock, useHub, type Frame, type Peer, type TestCluster } from './support/hub';
 
@@ -56,20 +56,6 @@ async function registered(sql: Sql, deployments: string[]): Promise<{ uid: strin
   return { uid, tokenHash };
 }
 
-const claimArgs = (uid: string, tokenHash: string, over: Partial<ClaimArgs> = {}): ClaimArgs => ({
-  clusterUid: uid,
-  tokenHashHex: tokenHash,
-  resume: null,
-  freshSessionId: `${newId()}.${newId()}`,
-  live: {},
-  remoteAddr: null,
-  operatorVersion: 'test',
-  contention: { windowMs: 600_000, threshold: 3, quietMs: 600_000 },
-  pollShard: 0,
-  watermark: 0,
-  ingestCommits: 0,
-  ...over,
-});
 
 const PAGE = { rows: 2, bytes: 1 << 20, deadlineMs: 1_000 };
 

@@ -11,9 +11,8 @@ import { describe, expect, it } from 'vitest';
 import { pollShardOf } from '../../src/hub/address';
 import { hubConfig } from '../../src/hub/config';
 import { gatewayClaim, gatewayWriteDesired } from '../../src/hub/db/gateway-client';
-import type { ClaimArgs } from '../../src/hub/db/ownership';
 import { hashToken, toHex } from '../../src/hub/tokens';
-import { newId } from '../../src/protocol';
+import { claimArgs } from '../support/claim-args';
 import { desired, hubEnv, newCluster, sql } from './support/peer';
 
 const item = (id: string) => ({ deployment_id: id, ...desired() });
@@ -50,20 +49,8 @@ describe('a claim asked for long before it reaches its gateway shard', () => {
     const c = await newCluster('claim-taken-at');
     const cfg = hubConfig(hubEnv);
     const tokenHashHex = toHex(await hashToken(c.token));
-    const args = (takenAt?: number): ClaimArgs => ({
-      ...(takenAt === undefined ? {} : { takenAt }),
-      clusterUid: c.uid,
-      tokenHashHex,
-      resume: null,
-      freshSessionId: `${newId()}.${newId()}`,
-      live: {},
-      remoteAddr: null,
-      operatorVersion: 'test',
-      contention: { windowMs: 600_000, threshold: 3, quietMs: 600_000 },
-      pollShard: pollShardOf(c.uid, cfg.DB_GATEWAY_SHARDS),
-      watermark: 0,
-      ingestCommits: 0,
-    });
+    const args = (takenAt?: number) =>
+      claimArgs(c.uid, tokenHashHex, { ...(takenAt === undefined ? {} : { takenAt }), pollShard: pollShardOf(c.uid, cfg.DB_GATEWAY_SHARDS) });
     const owners = () => sql('select session_id from cluster_owners where cluster_uid = $1', [c.uid]);
     await expect(gatewayClaim(hubEnv, args(Date.now() - 60_000), 0)).rejects.toThrow();
     expect(await owners()).toEqual([]);
