@@ -11,7 +11,7 @@
  *   application's handler (it threw, or said `transient`: counted in `link.stats`) or
  *   backpressure (the send queue has no room for the answer the frame may need).
  */
-import { cutText, ULID_RE, type Envelope, type ErrorCode, type Incoming, type Payload } from '../protocol';
+import { cutText, knownResyncKinds, ULID_RE, type Envelope, type ErrorCode, type Incoming, type Payload } from '../protocol';
 import { runHandler, type FrameContext, type HandlerResult, type OperatorHandlers } from './handlers';
 import type { Logger } from './logger';
 import type { OperationBook, StartSettlement } from './operations';
@@ -109,8 +109,12 @@ export async function dispatch(host: DispatchHost, incoming: Exclude<Incoming, {
   if (incoming.kind === 'message') {
     const m = incoming.message;
     if (m.type === 'resync.begin') {
-      host.streams.begin(env.id, m.payload.scope, seq);
+      // A kind this SDK does not know is a newer hub's: its frames are answered as unknown types
+      // and counted, and the kinds it knows are pruned as ever.
+      const { known, unknown } = knownResyncKinds(m.payload.scope);
+      host.streams.begin(env.id, known, seq);
       host.logger.info('hub resync stream opened', { seq, id: env.id, scope: m.payload.scope });
+      if (unknown.length > 0) host.logger.warn('hub resync names kinds this operator does not know: they are not pruned here (a newer hub)', { seq, id: env.id, unknown });
       return { settle: 'applied' };
     }
     if (inStream && m.type === 'deployment.desired') host.streams.carry(env.reply_to as string, seq, m.payload.deployment_id);

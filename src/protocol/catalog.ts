@@ -3,7 +3,7 @@ import { ERROR_CODES } from './codes';
 import { HEADER_SAFE_RE, namesTime, RFC3339_RE, ULID_RE } from './envelope';
 import { FAST_PAYLOADS, isHotType } from './fast-payloads';
 import { fieldPath } from './field-path';
-import { DEPLOYMENT_PHASES, DEVICE_HEALTH, IDENT_RE, IDENT_RULE, LIMITS, MAX_REPLICAS, RESYNC_KINDS, SEVERITIES, TAINT_EFFECTS } from './vocabulary';
+import { DEPLOYMENT_PHASES, DEVICE_HEALTH, IDENT_RE, IDENT_RULE, LIMITS, MAX_REPLICAS, RESYNC_KIND_RE, RESYNC_KINDS, RESYNC_SCOPE_MAX, SEVERITIES, TAINT_EFFECTS } from './vocabulary';
 
 export { DEPLOYMENT_PHASES, DEVICE_HEALTH, MAX_REPLICAS, RESYNC_KINDS, SEVERITIES } from './vocabulary';
 
@@ -81,10 +81,13 @@ export const ErrorPayload = z.object({
 });
 
 export const ResyncBeginPayload = z.object({
+  // Kinds this side does not know (a newer peer's) are read and pruned against by no one: refused,
+  // the begin was poison, its stream never opened, and nothing of the snapshot was pruned, the
+  // known kinds included, for as long as the two versions met.
   scope: z
-    .array(z.enum(RESYNC_KINDS))
+    .array(z.string().regex(RESYNC_KIND_RE, 'a resync kind is a type prefix: lower case letters, digits, _'))
     .min(1)
-    .max(RESYNC_KINDS.length)
+    .max(RESYNC_SCOPE_MAX)
     .refine((s) => new Set(s).size === s.length, 'scope lists each kind once'),
 });
 
@@ -372,10 +375,26 @@ export function isKnownType(type: string): type is MessageType {
   return Object.prototype.hasOwnProperty.call(CATALOG, type);
 }
 
+export function isResyncKind(kind: string): kind is ResyncKind {
+  return (RESYNC_KINDS as readonly string[]).includes(kind);
+}
+
+/** A scope's kinds this side knows, in order; the rest are a newer peer's, pruned by no one here. */
+export function knownResyncKinds(scope: readonly string[]): { known: ResyncKind[]; unknown: string[] } {
+  const known: ResyncKind[] = [];
+  const unknown: string[] = [];
+  for (const kind of scope) {
+    if (isResyncKind(kind)) known.push(kind);
+    else unknown.push(kind);
+  }
+  return { known, unknown };
+}
+
 /** The kind a type belongs to for resync scopes (`node.observed` → `node`), if any. */
 export function resyncKindOf(type: string): ResyncKind | null {
-  const kind = type.slice(0, type.indexOf('.'));
-  return (RESYNC_KINDS as readonly string[]).includes(kind) ? (kind as ResyncKind) : null;
+  const dot = type.indexOf('.');
+  // No dot, no kind: `nodes` is not of kind `node`.
+  return dot > 0 && isResyncKind(type.slice(0, dot)) ? (type.slice(0, dot) as ResyncKind) : null;
 }
 
 /** A frame whose payload has been decoded against the catalog. */

@@ -44,6 +44,14 @@ export const MIN_FRAME_LIMIT_BYTES = 4096;
 export const MAX_FRAME_LIMIT_BYTES = 32 << 20;
 
 export const RESYNC_KINDS = ['cluster', 'node', 'device', 'deployment'] as const;
+
+/**
+ * What `resync.begin.scope` may name beyond `RESYNC_KINDS`: a kind a newer peer streams (a type's
+ * prefix, lower case), read and left out of the prune, as an unknown type is dropped rather than
+ * fatal. At most `RESYNC_SCOPE_MAX` kinds, each named once.
+ */
+export const RESYNC_KIND_RE = /^[a-z][a-z0-9_]{0,31}$/;
+export const RESYNC_SCOPE_MAX = 16;
 export const TAINT_EFFECTS = ['NoSchedule', 'PreferNoSchedule', 'NoExecute'] as const;
 export const DEVICE_HEALTH = ['healthy', 'degraded', 'unhealthy', 'unknown'] as const;
 export const DEPLOYMENT_PHASES = ['pending', 'progressing', 'ready', 'degraded', 'failed', 'terminating'] as const;

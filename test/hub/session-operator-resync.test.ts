@@ -32,6 +32,35 @@ describe('operator resync stream', () => {
     peer.close();
   });
 
+  it('a kind this hub does not know (a newer operator\'s) is left alone: the kinds it knows are pruned, the unknown type is answered', async () => {
+    const { c, peer } = await seeded('rv-rs', ['a', 'b', 'c']);
+    const begin = peer.send('resync.begin', { scope: ['node', 'gizmo'] });
+    peer.send('node.observed', node('a'), { reply_to: begin });
+    // A member of the unknown kind: an unknown type, dropped and answered, and counted.
+    const gizmo = newId();
+    peer.sendRaw(JSON.stringify({ v: 1, type: 'gizmo.observed', id: gizmo, seq: peer.nextSeq++, ack: peer.hubCursor, reply_to: begin, ts: new Date().toISOString(), payload: { gizmo_id: 'g1' } }));
+    peer.send('stream.end', { complete: true, count: 2 }, { reply_to: begin });
+    await peer.ackedThrough(7);
+    await sleep(200);
+    expect(await nodeIds(c.uid)).toEqual(['a']);
+    const answer = await peer.next((f) => f.type === 'error' && f.reply_to === gizmo);
+    expect(answer.payload).toMatchObject({ code: 'invalid', retryable: false, unknown_type: 'gizmo.observed' });
+    expect(peer.isClosed).toBe(false);
+    peer.close();
+  });
+
+  it('an unknown type of a kind the stream prunes leaves that snapshot unknown: nothing is pruned', async () => {
+    const { c, peer } = await seeded('rv-rs', ['a', 'b']);
+    const begin = peer.send('resync.begin', { scope: ['node'] });
+    peer.send('node.observed', node('a'), { reply_to: begin });
+    peer.sendRaw(JSON.stringify({ v: 1, type: 'node.capacity', id: newId(), seq: peer.nextSeq++, ack: peer.hubCursor, reply_to: begin, ts: new Date().toISOString(), payload: { node_id: 'b' } }));
+    peer.send('stream.end', { complete: true, count: 2 }, { reply_to: begin });
+    await peer.ackedThrough(6);
+    await sleep(200);
+    expect(await nodeIds(c.uid)).toEqual(['a', 'b']);
+    peer.close();
+  });
+
   it('complete: false prunes nothing', async () => {
     const { c, peer } = await seeded('rv-rs', ['a', 'b']);
     const begin = peer.send('resync.begin', { scope: ['node'] });
@@ -162,7 +191,7 @@ describe('poison frames', () => {
     const ids: string[] = [];
     ids.push(rawFrame(peer, 1, 'node.observed', { ...node('n1'), ready: 'yes' }));
     ids.push(rawFrame(peer, 2, 'node.observed', 'not an object'));
-    ids.push(rawFrame(peer, 3, 'resync.begin', { scope: ['nonsense'] }));
+    ids.push(rawFrame(peer, 3, 'resync.begin', { scope: ['Nodes!'] }));
     ids.push(rawFrame(peer, 4, 'stream.end', { complete: 'yes', count: -1 }));
     ids.push(rawFrame(peer, 5, 'device.observed', { device_id: 'g1' }));
     // A begin naming no kind, or one kind twice, opens no stream: it is answered as any poison.

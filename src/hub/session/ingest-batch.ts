@@ -4,9 +4,9 @@
  * split to find a frame the database refuses.
  */
 import { asciiText, holdsUnstorableText, storableText } from '../storable-text';
-import { CATALOG, type Payload, type ResyncKind, type TypedMessage } from '../../protocol';
+import { CATALOG, knownResyncKinds, type Payload, type ResyncKind, type TypedMessage } from '../../protocol';
 import type { IngestBatch, OperationEvent, OperationUpdate, Rejection, WithSeq } from '../db/ingest';
-import { countOnce, MAX_OPEN_RESYNCS, openStream } from './ingest-streams';
+import { countOnce, describesPruned, MAX_OPEN_RESYNCS, openStream } from './ingest-streams';
 import type { OpResync } from './store';
 
 export type { DesiredRefusal, IngestBatch, OperationEvent, OperationUpdate, Prune, Rejection } from '../db/ingest';
@@ -201,7 +201,10 @@ export function buildBatch(
     }
     if (item.kind === 'unknown') {
       reject(item, `unknown message type ${item.type}`, false);
-      if (stream) stream.tainted = true;
+      // Only a type of a kind the stream prunes leaves that kind's snapshot unknown: one of
+      // another kind (a newer operator's, the skew unknown types are harmless for) says nothing
+      // of it, and tainting the stream for it stopped every prune while the versions met.
+      if (stream && describesPruned(stream, item.type)) stream.tainted = true;
       continue;
     }
     if (!OPERATOR_TYPES.has(item.type)) {
@@ -334,7 +337,8 @@ export function buildBatch(
         else if (m.payload.count !== open.count) reason = `count ${m.payload.count} but ${open.count} frames carried`;
         else if (open.tainted) reason = 'a frame inside the stream was rejected';
         if (reason === null) {
-          for (const kind of open.scope) batch.prunes.push({ kind: kind as ResyncKind, begin_seq: open.beginSeq });
+          // A kind this hub does not know (a newer operator's) is pruned by no one here.
+          for (const kind of knownResyncKinds(open.scope).known) batch.prunes.push({ kind, begin_seq: open.beginSeq });
         }
         streams.push({ beginId: item.replyTo, seq: item.seq, complete: reason === null, reason });
         break;

@@ -3,6 +3,7 @@
  * each member counted once (a replay is not counted again), and what leaves a stream unprunable
  * that only the statement can tell.
  */
+import { resyncKindOf } from '../../protocol';
 import type { BuiltBatch, InboundItem } from './ingest-batch';
 import type { OpResync } from './store';
 
@@ -13,6 +14,12 @@ import type { OpResync } from './store';
  */
 export function openStream(resyncs: Record<string, OpResync>, replyTo: string | null): OpResync | undefined {
   return replyTo !== null && Object.hasOwn(resyncs, replyTo) ? resyncs[replyTo] : undefined;
+}
+
+/** Whether a frame of `type` could describe a kind `stream` prunes (its type's prefix is one). */
+export function describesPruned(stream: OpResync, type: string): boolean {
+  const kind = resyncKindOf(type);
+  return kind !== null && stream.scope.includes(kind);
 }
 
 /** Operator resync streams open at once in one session (a resync has at most one per kind). */

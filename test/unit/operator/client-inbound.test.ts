@@ -317,6 +317,25 @@ describe("the hub's resync stream", () => {
     expect(t.calls.prunes).toHaveLength(1);
     expect(t.client.stats.unknownTypes).toBe(2);
   });
+
+  it('a snapshot whose scope names a kind this SDK does not know (a newer plane) still prunes deployments, and says so', async () => {
+    const { t, conn } = await open();
+    const a = conn.sendSeq('resync.begin', { scope: ['deployment', 'gadget'] });
+    conn.sendSeq('deployment.desired', desiredPayload('d1'), { reply_to: a.id });
+    conn.sendRaw(JSON.stringify({ v: 1, type: 'gadget.desired', id: newId(), seq: 3, ack: null, reply_to: a.id, ts: new Date().toISOString(), payload: { x: 1 } }));
+    conn.seqFrom(4);
+    conn.sendSeq('stream.end', { complete: true, count: 2 }, { reply_to: a.id });
+    await cursorReaches(t, 4);
+    expect(t.calls.prunes.map((k) => [...k].sort())).toEqual([['d1']]);
+    expect(t.client.stats.poisonFrames).toBe(0);
+    expect(t.logger.records.some((r) => r.level === 'warn' && /does not know/.test(r.msg) && JSON.stringify(r.unknown) === '["gadget"]')).toBe(true);
+    // A scope of only unknown kinds opens a stream that prunes nothing here.
+    const b = conn.sendSeq('resync.begin', { scope: ['gadget'] });
+    conn.sendSeq('stream.end', { complete: true, count: 0 }, { reply_to: b.id });
+    await cursorReaches(t, 6);
+    expect(t.calls.prunes).toHaveLength(1);
+    expect(t.client.stats.poisonFrames).toBe(0);
+  });
 });
 
 describe('handler errors', () => {
