@@ -28,6 +28,7 @@ const Section = z
     name: z.string().optional(),
     vars: z.record(z.string(), z.unknown()).optional(),
     durable_objects: z.object({ bindings: z.array(Binding).optional() }).optional(),
+    ratelimits: z.array(z.object({ name: z.string(), namespace_id: z.union([z.string(), z.number()]).optional() }).loose()).optional(),
     route: z.unknown().optional(),
     routes: z.array(z.unknown()).optional(),
     workers_dev: z.boolean().optional(),
@@ -45,6 +46,11 @@ export interface Target {
 
 function bindingsOf(s: Section): string[] {
   return (s.durable_objects?.bindings ?? []).map((b) => `${b.name}=${b.class_name}${b.script_name ? `@${b.script_name}` : ''}`).sort();
+}
+
+/** The rate-limit bindings' names (connect-refusals.ts's CONNECT_REFUSALS). */
+function rateLimitsOf(s: Section): string[] {
+  return (s.ratelimits ?? []).map((r) => r.name).sort();
 }
 
 /** The classes the migrations leave in place, and whether each is SQLite-backed. */
@@ -177,6 +183,11 @@ export function checkDeployConfig(raw: unknown): { targets: Target[]; problems: 
     const b = bindingsOf(s);
     if (JSON.stringify(b) !== JSON.stringify(topBindings)) {
       problems.push(`${where}: durable_objects bindings [${b.join(', ')}] differ from the top level's [${topBindings.join(', ')}] (bindings are not inherited)`);
+    }
+    // Not inherited either: without it a region's connect route counts no refusal (connect-refusals.ts).
+    const limits = rateLimitsOf(s);
+    if (JSON.stringify(limits) !== JSON.stringify(rateLimitsOf(top))) {
+      problems.push(`${where}: ratelimits [${limits.join(', ')}] differ from the top level's [${rateLimitsOf(top).join(', ')}] (bindings are not inherited)`);
     }
     if ((s.durable_objects?.bindings ?? []).some((x) => x.script_name)) {
       problems.push(`${where}: a durable_objects binding names script_name: a region must keep its objects in its own Worker`);

@@ -8,6 +8,7 @@ import { lookupToken, type TokenLookup } from './db/registry';
 import type { HubEnv } from './env';
 import { jsonError } from './http-errors';
 import { createLogger } from './log';
+import { ConnectRefusals } from './connect-refusals';
 import { LogBudget } from './log-budget';
 import { inRegion } from './region';
 import { hashToken, isEnrollmentTokenShaped, toHex } from './tokens';
@@ -18,6 +19,8 @@ const log = createLogger({ component: 'connect' });
  * and per reason, the first lines of a window are written and the rest summarised (log-budget.ts).
  */
 const refusals = new LogBudget();
+/** Addresses refused too often for an unknown token (connect-refusals.ts): per isolate. */
+const unknownTokens = new ConnectRefusals();
 
 /** Header an operator sets to resume: the session_id its last welcome named. */
 export const SESSION_HINT_HEADER = 'Wingsmith-Session';
@@ -59,6 +62,12 @@ export async function connect(c: Context<{ Bindings: HubEnv }>): Promise<Respons
   // Cloudflare sets it; locally it is absent. Named on refusals, and handed to the session object
   // for contention reports: which operator is where.
   const remoteAddr = c.req.header('cf-connecting-ip')?.slice(0, 64) ?? null;
+  const blockedMs = unknownTokens.blockedFor(remoteAddr);
+  if (blockedMs > 0) {
+    refusals.write(log, { kind: 'rate-limited', level: 'warn', msg: 'connect refused without a lookup: this address presented too many unknown tokens', fields: { remote_addr: remoteAddr }, reason: `from ${remoteAddr}` });
+    c.header('Retry-After', String(Math.ceil(blockedMs / 1000)));
+    return jsonError(c, 429, 'rate_limited', 'too many connects with unknown enrollment tokens from this address; retry later');
+  }
   const tokenHash = toHex(await hashToken(token));
   const cfg = hubConfig(c.env);
   let cluster;
@@ -77,7 +86,10 @@ export async function connect(c: Context<{ Bindings: HubEnv }>): Promise<Respons
   }
   // Each region has its own registry: a token from another region's is unknown here, and the
   // message says where the operator dialled.
-  if (!cluster) return refuseSocket('not_found', `enrollment token is not valid${inRegion(cfg)} (unknown or rotated)`, remoteAddr);
+  if (!cluster) {
+    await unknownTokens.refused(c.env.CONNECT_REFUSALS, remoteAddr);
+    return refuseSocket('not_found', `enrollment token is not valid${inRegion(cfg)} (unknown or rotated)`, remoteAddr);
+  }
   if (cluster.disabled) return refuseSocket('conflict', `cluster is disabled${inRegion(cfg)}`, remoteAddr, cluster.uid);
   if (cluster.ignored_hint) noteIgnoredHint(cluster.uid, cluster.ignored_hint, cfg.HUB_JURISDICTION);
 

@@ -8,4 +8,6 @@ export interface HubEnv extends PgConfig {
   ADMIN_TOKEN: string;
   /** The plane's release line; operators of another major are refused. */
   HUB_VERSION: string;
+  /** Counts connects refused for an unknown token per client address (connect-refusals.ts); optional. */
+  CONNECT_REFUSALS?: RateLimit;
 }

@@ -70,6 +70,11 @@ describe('wrangler.toml regions', () => {
     expect(checkDeployConfig(config({ vars: { HUB_VERSION: '0.2.0', HUB_REGION: 'eu', HUB_JURISDICTION: 'eu' } })).problems).toEqual([
       expect.stringMatching(/vars.HUB_VERSION is "0.2.0"/),
     ]);
+    const limits = { ratelimits: [{ name: 'CONNECT_REFUSALS', namespace_id: '7301', simple: { limit: 20, period: 10 } }] };
+    expect(checkDeployConfig(config({}, limits)).problems).toEqual([
+      expect.stringMatching(/\[env.eu\]: ratelimits \[\] differ from the top level's \[CONNECT_REFUSALS\] .*not inherited/),
+    ]);
+    expect(checkDeployConfig(config({ ratelimits: [{ name: 'CONNECT_REFUSALS', namespace_id: '7302', simple: { limit: 20, period: 10 } }] }, limits)).problems).toEqual([]);
   });
 
   it('catches a region that is not named as its environment, a bad jurisdiction, or the local emulation', () => {
