@@ -12,8 +12,8 @@
  *   unacknowledged; a start overwrites it with false at once, so a crash is always detectable;
  * - `operations`: the operations this cluster has accepted, so a restart neither re-runs a
  *   concluded one nor forgets to report it;
- * - `hubSnapshotOpen`: a hub resync stream was open (its `resync.begin` applied, its
- *   `stream.end` not yet). A process that restarts with it set cannot prune against that
+ * - `hubSnapshotOpen`: a hub resync stream of deployments was open (its `resync.begin` applied,
+ *   its `stream.end` not yet). A process that restarts with it set cannot prune against that
  *   snapshot (the frames before the restart are gone from memory), so its hello says `lossy` and
  *   a fresh session brings a whole new snapshot;
  * - `displacedSession`: the session this operator was displaced from (close 4409), kept for

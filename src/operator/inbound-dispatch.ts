@@ -11,7 +11,7 @@
  *   application's handler (it threw, or said `transient`: counted in `link.stats`) or
  *   backpressure (the send queue has no room for the answer the frame may need).
  */
-import { cutText, knownResyncKinds, ULID_RE, type Envelope, type ErrorCode, type Incoming, type Payload } from '../protocol';
+import { cutText, knownResyncKinds, resyncKindOf, ULID_RE, type Envelope, type ErrorCode, type Incoming, type Payload } from '../protocol';
 import { runHandler, type FrameContext, type HandlerResult, type OperatorHandlers } from './handlers';
 import type { Logger } from './logger';
 import type { OperationBook, StartSettlement } from './operations';
@@ -93,12 +93,6 @@ function fromHandler(host: DispatchHost, envelope: Envelope, r: HandlerResult, w
  */
 export type Dispatched = Settled | { settle: 'recorded'; durable: Promise<Settled> };
 
-/** A type's kind: the prefix `resync.begin.scope` names it by (`deployment.desired` → `deployment`). */
-function kindOf(type: string): string {
-  const dot = type.indexOf('.');
-  return dot < 0 ? type : type.slice(0, dot);
-}
-
 export async function dispatch(host: DispatchHost, incoming: Exclude<Incoming, { kind: 'fatal' }>, attempt: number): Promise<Dispatched> {
   const env = incoming.envelope;
   const seq = env.seq as number;
@@ -127,7 +121,7 @@ export async function dispatch(host: DispatchHost, incoming: Exclude<Incoming, {
     // (the only kind this side prunes): an unreadable one leaves what the snapshot holds unknown.
     // A type of another kind (one a newer plane streams, the skew the spec keeps unknown types
     // harmless for) or an unreadable operation start says nothing of them, and is counted.
-    if (kindOf(env.type) === 'deployment') host.streams.unreadable(env.reply_to as string, seq);
+    if (resyncKindOf(env.type) === 'deployment') host.streams.unreadable(env.reply_to as string, seq);
     else host.streams.carry(env.reply_to as string, seq, null);
   }
   // Every frame may need an answer; none is applied that could not have one queued.

@@ -139,6 +139,15 @@ export class InboundResyncs {
     return this.open.size;
   }
 
+  /**
+   * Whether an open stream is a snapshot of deployments, the only kind this side prunes: one of
+   * kinds it does not know (a newer hub's) prunes nothing, and a restart during it loses nothing.
+   */
+  prunesOpen(): boolean {
+    for (const s of this.open.values()) if (s.scope.includes('deployment')) return true;
+    return false;
+  }
+
   begin(beginId: string, scope: readonly ResyncKind[], beginSeq = 0): void {
     if (this.open.size >= this.maxOpen && !this.open.has(beginId)) {
       // A peer that never ends its streams must not grow this map without bound.

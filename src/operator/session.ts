@@ -92,7 +92,7 @@ export class SessionState {
       outbound: this.outbound.snapshot(),
       clean,
       operations,
-      hubSnapshotOpen: this.streams.size > 0 || this.snapshotInterrupted,
+      hubSnapshotOpen: this.streams.prunesOpen() || this.snapshotInterrupted,
       displacedSession: this.displaced,
       lossy: this.lossy,
       appliedPastCursor: this.appliedRevision.pastCursor(this.ackableCursor()),

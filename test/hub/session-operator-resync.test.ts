@@ -4,8 +4,12 @@
  */
 import { describe, expect, it } from 'vitest';
 import { newId } from '../../src/protocol';
-import { node, sleep, useHub, type Peer } from './support/hub';
+import { eventually, node, sleep, useHub, type Peer } from './support/hub';
+import { captureHubLines } from './support/hub-lines';
 
+const lines = captureHubLines();
+// The stream's end is an info line.
+process.env.E2E_HUB_LOG = 'log';
 const h = useHub();
 
 const nodeIds = async (uid: string) => (await h.sql('select node_id from nodes where cluster_uid = $1 order by 1', [uid])).map((r) => r.node_id as string);
@@ -46,6 +50,20 @@ describe('operator resync stream', () => {
     const answer = await peer.next((f) => f.type === 'error' && f.reply_to === gizmo);
     expect(answer.payload).toMatchObject({ code: 'invalid', retryable: false, unknown_type: 'gizmo.observed' });
     expect(peer.isClosed).toBe(false);
+    // The end's line names the kind no one pruned.
+    await eventually(async () => lines.some((l) => l.msg === 'operator resync complete; pruned absent rows' && l.begin === begin && JSON.stringify(l.not_pruned_unknown_kinds) === '["gizmo"]'));
+    peer.close();
+  });
+
+  it('an unknown type of a known kind the stream does not prune (a device type in a node snapshot) leaves the nodes prunable', async () => {
+    const { c, peer } = await seeded('rv-rs', ['a', 'b']);
+    const begin = peer.send('resync.begin', { scope: ['node'] });
+    peer.send('node.observed', node('a'), { reply_to: begin });
+    peer.sendRaw(JSON.stringify({ v: 1, type: 'device.capacity', id: newId(), seq: peer.nextSeq++, ack: peer.hubCursor, reply_to: begin, ts: new Date().toISOString(), payload: { device_id: 'g1' } }));
+    peer.send('stream.end', { complete: true, count: 2 }, { reply_to: begin });
+    await peer.ackedThrough(6);
+    await sleep(200);
+    expect(await nodeIds(c.uid)).toEqual(['a']);
     peer.close();
   });
 

@@ -181,7 +181,7 @@ export function logCommitted(log: Logger, budget: LogBudget, built: BuiltBatch, 
       kind: s.complete ? 'resync-complete' : 'resync-incomplete',
       level: 'info',
       msg: s.complete ? 'operator resync complete; pruned absent rows' : 'operator resync incomplete; nothing pruned',
-      fields: { seq: s.seq, begin: logText(s.beginId, LOG_ID_CHARS), reason: s.reason, pruned: s.complete ? result.pruned : 0 },
+      fields: { seq: s.seq, begin: logText(s.beginId, LOG_ID_CHARS), reason: s.reason, pruned: s.complete ? result.pruned : 0, ...(s.unknownKinds ? { not_pruned_unknown_kinds: s.unknownKinds } : {}) },
       seq: s.seq,
       reason: s.reason,
     });

@@ -48,6 +48,8 @@ export interface StreamNote {
   seq: number;
   complete: boolean;
   reason: string | null;
+  /** Kinds its scope named that this hub does not know (a newer operator's): pruned by no one here. */
+  unknownKinds?: string[];
 }
 
 export interface BuiltBatch {
@@ -336,11 +338,10 @@ export function buildBatch(
         if (!m.payload.complete) reason = 'sender marked the stream incomplete';
         else if (m.payload.count !== open.count) reason = `count ${m.payload.count} but ${open.count} frames carried`;
         else if (open.tainted) reason = 'a frame inside the stream was rejected';
-        if (reason === null) {
-          // A kind this hub does not know (a newer operator's) is pruned by no one here.
-          for (const kind of knownResyncKinds(open.scope).known) batch.prunes.push({ kind, begin_seq: open.beginSeq });
-        }
-        streams.push({ beginId: item.replyTo, seq: item.seq, complete: reason === null, reason });
+        // A kind this hub does not know (a newer operator's) is pruned by no one here.
+        const { known, unknown } = knownResyncKinds(open.scope);
+        if (reason === null) for (const kind of known) batch.prunes.push({ kind, begin_seq: open.beginSeq });
+        streams.push({ beginId: item.replyTo, seq: item.seq, complete: reason === null, reason, ...(unknown.length > 0 ? { unknownKinds: unknown } : {}) });
         break;
       }
       default:

@@ -87,7 +87,7 @@ export interface OpResync {
    * Absent on a stream recorded by an older hub (then counted as before, by arrival).
    */
   counted?: [number, number][];
-  /** A frame inside the stream was rejected: prune nothing against it. */
+  /** A frame inside the stream was rejected that could describe a kind it prunes: prune nothing against it. */
   tainted: boolean;
   /**
    * When its begin arrived (ms): the admin view shows since when the oldest stream is open, since

@@ -476,6 +476,19 @@ describe('prune against the hub snapshot', () => {
     await eventually(() => store.peek()?.hubSnapshotOpen === false, 'the flag cleared once the stream ended');
   });
 
+  it('a process stopped during a hub stream of kinds it does not know (a newer hub) resumes: that stream prunes nothing here, so nothing was lost with it', async () => {
+    const store = new MemoryCursorStore();
+    const { t, conn } = await open({ cursorStore: store });
+    const begin = conn.sendSeq('resync.begin', { scope: ['gadget'] });
+    conn.sendRaw(JSON.stringify({ v: 1, type: 'gadget.desired', id: newId(), seq: 2, ack: null, reply_to: begin.id, ts: new Date().toISOString(), payload: { x: 1 } }));
+    await cursorReaches(t, 2);
+    await conn.seen((f) => f.type === 'link.stats', 'link.stats');
+    ackAll(conn);
+    await eventually(() => t.client.stats.unacked === 0, 'everything acknowledged');
+    await t.client.stop();
+    expect(store.peek()).toMatchObject({ sessionId: 'S1', clean: true, hubSnapshotOpen: false });
+  });
+
   it('an unreadable stream.end still ends its snapshot, unpruned: the record does not say a snapshot was under way, so the next start resumes', async () => {
     const { store, t } = await stopMidSnapshot('unreadable');
     expect(store.peek()).toMatchObject({ sessionId: 'S1', clean: true, hubSnapshotOpen: false });
