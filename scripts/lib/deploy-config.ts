@@ -11,6 +11,7 @@
 import { z } from 'zod';
 import { hubConfig } from '../../src/hub/config';
 import { JURISDICTIONS } from '../../src/hub/region';
+import { REFUSAL_BLOCK_MS } from '../../src/hub/connect-refusals';
 
 const Binding = z.object({ name: z.string(), class_name: z.string(), script_name: z.string().optional() }).loose();
 const Renamed = z.object({ from: z.string(), to: z.string() }).loose();
@@ -28,7 +29,9 @@ const Section = z
     name: z.string().optional(),
     vars: z.record(z.string(), z.unknown()).optional(),
     durable_objects: z.object({ bindings: z.array(Binding).optional() }).optional(),
-    ratelimits: z.array(z.object({ name: z.string(), namespace_id: z.union([z.string(), z.number()]).optional() }).loose()).optional(),
+    ratelimits: z
+      .array(z.object({ name: z.string(), namespace_id: z.union([z.string(), z.number()]).optional(), simple: z.object({ limit: z.number(), period: z.number() }).loose().optional() }).loose())
+      .optional(),
     route: z.unknown().optional(),
     routes: z.array(z.unknown()).optional(),
     workers_dev: z.boolean().optional(),
@@ -48,9 +51,9 @@ function bindingsOf(s: Section): string[] {
   return (s.durable_objects?.bindings ?? []).map((b) => `${b.name}=${b.class_name}${b.script_name ? `@${b.script_name}` : ''}`).sort();
 }
 
-/** The rate-limit bindings' names (connect-refusals.ts's CONNECT_REFUSALS). */
+/** The rate-limit bindings (connect-refusals.ts's CONNECT_REFUSALS): name and limit; each region's namespace is its own. */
 function rateLimitsOf(s: Section): string[] {
-  return (s.ratelimits ?? []).map((r) => r.name).sort();
+  return (s.ratelimits ?? []).map((r) => `${r.name}${r.simple ? ` ${r.simple.limit}/${r.simple.period}s` : ''}`).sort();
 }
 
 /** The classes the migrations leave in place, and whether each is SQLite-backed. */
@@ -169,6 +172,13 @@ export function checkDeployConfig(raw: unknown): { targets: Target[]; problems: 
   problems.push(...notVarProblems('top level', topVars));
   problems.push(...regionVarProblems('top level', topVars));
   problems.push(...migrationProblems('top level', top));
+  // The connect route blocks an address for REFUSAL_BLOCK_MS once the binding says it is over:
+  // the binding's period, or a block that ends before (or long after) the count does.
+  for (const r of top.ratelimits ?? []) {
+    if (r.name === 'CONNECT_REFUSALS' && r.simple && r.simple.period * 1000 !== REFUSAL_BLOCK_MS) {
+      problems.push(`top level: ratelimits CONNECT_REFUSALS period is ${r.simple.period} s; the connect route blocks for ${REFUSAL_BLOCK_MS / 1000} s (src/hub/connect-refusals.ts REFUSAL_BLOCK_MS)`);
+    }
+  }
   const topMigrations = JSON.stringify(top.migrations ?? []);
 
   for (const [env, s] of Object.entries(top.env ?? {})) {

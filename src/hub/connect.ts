@@ -8,7 +8,7 @@ import { lookupToken, type TokenLookup } from './db/registry';
 import type { HubEnv } from './env';
 import { jsonError } from './http-errors';
 import { createLogger } from './log';
-import { ConnectRefusals } from './connect-refusals';
+import { addressKey, ConnectRefusals } from './connect-refusals';
 import { LogBudget } from './log-budget';
 import { inRegion } from './region';
 import { hashToken, isEnrollmentTokenShaped, toHex } from './tokens';
@@ -43,8 +43,23 @@ function enrollmentToken(c: Context<{ Bindings: HubEnv }>): string | Response {
 export const refuseWithoutEnrollmentToken: MiddlewareHandler<{ Bindings: HubEnv }> = async (c, next) => {
   const token = enrollmentToken(c);
   if (token instanceof Response) return token;
+  // An address over its refusals is turned away here too, before the region's read.
+  const blockedMs = unknownTokens.blockedFor(addressKey(clientAddress(c)));
+  if (blockedMs > 0) return tooManyUnknown(c, blockedMs, 'connect refused without a lookup: this address presented too many unknown tokens');
   await next();
 };
+
+/** Cloudflare sets it (locally, the runtime does); named on refusals and in contention reports. */
+function clientAddress(c: Context<{ Bindings: HubEnv }>): string | null {
+  return c.req.header('cf-connecting-ip')?.slice(0, 64) ?? null;
+}
+
+function tooManyUnknown(c: Context<{ Bindings: HubEnv }>, retryMs: number, why: string): Response {
+  const addr = clientAddress(c);
+  refusals.write(log, { kind: 'rate-limited', level: 'warn', msg: why, fields: { remote_addr: addr }, reason: `from ${addr}` });
+  c.header('Retry-After', String(Math.max(1, Math.ceil(retryMs / 1000))));
+  return jsonError(c, 429, 'rate_limited', 'too many connects with unknown enrollment tokens from this address; retry later');
+}
 
 /** `GET /v1/connect`: admit an operator and hand its WebSocket to its session's object. */
 export async function connect(c: Context<{ Bindings: HubEnv }>): Promise<Response> {
@@ -59,15 +74,20 @@ export async function connect(c: Context<{ Bindings: HubEnv }>): Promise<Respons
     c.header('Allow', 'GET');
     return jsonError(c, 405, 'method_not_allowed', `${c.req.method} cannot open a WebSocket; connect with GET`);
   }
-  // Cloudflare sets it; locally it is absent. Named on refusals, and handed to the session object
-  // for contention reports: which operator is where.
-  const remoteAddr = c.req.header('cf-connecting-ip')?.slice(0, 64) ?? null;
-  const blockedMs = unknownTokens.blockedFor(remoteAddr);
-  if (blockedMs > 0) {
-    refusals.write(log, { kind: 'rate-limited', level: 'warn', msg: 'connect refused without a lookup: this address presented too many unknown tokens', fields: { remote_addr: remoteAddr }, reason: `from ${remoteAddr}` });
-    c.header('Retry-After', String(Math.ceil(blockedMs / 1000)));
-    return jsonError(c, 429, 'rate_limited', 'too many connects with unknown enrollment tokens from this address; retry later');
+  // Handed to the session object for contention reports: which operator is where.
+  const remoteAddr = clientAddress(c);
+  const addr = addressKey(remoteAddr);
+  const blockedMs = unknownTokens.blockedFor(addr);
+  if (blockedMs > 0) return tooManyUnknown(c, blockedMs, 'connect refused without a lookup: this address presented too many unknown tokens');
+  if (!unknownTokens.enter(addr)) return tooManyUnknown(c, 1_000, 'connect refused without a lookup: this address has too many under way');
+  try {
+    return await admit(c, token, remoteAddr, addr);
+  } finally {
+    unknownTokens.leave(addr);
   }
+}
+
+async function admit(c: Context<{ Bindings: HubEnv }>, token: string, remoteAddr: string | null, addr: string | null): Promise<Response> {
   const tokenHash = toHex(await hashToken(token));
   const cfg = hubConfig(c.env);
   let cluster;
@@ -87,7 +107,7 @@ export async function connect(c: Context<{ Bindings: HubEnv }>): Promise<Respons
   // Each region has its own registry: a token from another region's is unknown here, and the
   // message says where the operator dialled.
   if (!cluster) {
-    await unknownTokens.refused(c.env.CONNECT_REFUSALS, remoteAddr);
+    await unknownTokens.refused(c.env.CONNECT_REFUSALS, addr);
     return refuseSocket('not_found', `enrollment token is not valid${inRegion(cfg)} (unknown or rotated)`, remoteAddr);
   }
   if (cluster.disabled) return refuseSocket('conflict', `cluster is disabled${inRegion(cfg)}`, remoteAddr, cluster.uid);

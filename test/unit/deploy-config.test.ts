@@ -72,9 +72,16 @@ describe('wrangler.toml regions', () => {
     ]);
     const limits = { ratelimits: [{ name: 'CONNECT_REFUSALS', namespace_id: '7301', simple: { limit: 20, period: 10 } }] };
     expect(checkDeployConfig(config({}, limits)).problems).toEqual([
-      expect.stringMatching(/\[env.eu\]: ratelimits \[\] differ from the top level's \[CONNECT_REFUSALS\] .*not inherited/),
+      expect.stringMatching(/\[env.eu\]: ratelimits \[\] differ from the top level's \[CONNECT_REFUSALS 20\/10s\] .*not inherited/),
+    ]);
+    expect(checkDeployConfig(config({ ratelimits: [{ name: 'CONNECT_REFUSALS', namespace_id: '7302', simple: { limit: 200, period: 60 } }] }, limits)).problems).toEqual([
+      expect.stringMatching(/\[env.eu\]: ratelimits \[CONNECT_REFUSALS 200\/60s\] differ from the top level's \[CONNECT_REFUSALS 20\/10s\]/),
     ]);
     expect(checkDeployConfig(config({ ratelimits: [{ name: 'CONNECT_REFUSALS', namespace_id: '7302', simple: { limit: 20, period: 10 } }] }, limits)).problems).toEqual([]);
+    const minute = { ratelimits: [{ name: 'CONNECT_REFUSALS', namespace_id: '7301', simple: { limit: 20, period: 60 } }] };
+    expect(checkDeployConfig(config({ ratelimits: [{ name: 'CONNECT_REFUSALS', namespace_id: '7302', simple: { limit: 20, period: 60 } }] }, minute)).problems).toEqual([
+      expect.stringMatching(/top level: ratelimits CONNECT_REFUSALS period is 60 s; the connect route blocks for 10 s/),
+    ]);
   });
 
   it('catches a region that is not named as its environment, a bad jurisdiction, or the local emulation', () => {
