@@ -16,9 +16,11 @@
  * - An address is a client's IPv4 address or its IPv6 /64 (one host holds a whole /64).
  *
  * Only refusals count: an operator with a valid token behind the same address is held back only
- * while that address is, and backs off as from a 503 (Retry-After). Locally the runtime sets the
- * client's address (127.0.0.1) as Cloudflare does, so `npm start` limits too. Without the binding
- * (a deployment that left it out) or without an address, nothing is counted.
+ * while that address is, and backs off as from a 503 (Retry-After). A loopback address is not
+ * counted: Cloudflare never sets one, and locally the runtime sets the client's (127.0.0.1), where
+ * every operator of `npm start` and of the tests shares it and a few rotated tokens retrying would
+ * hold them all back. Without the binding (a deployment that left it out) or without an address,
+ * nothing is counted either.
  */
 import { createLogger } from './log';
 
@@ -38,13 +40,18 @@ export interface RefusalCounter {
 
 const log = createLogger({ component: 'connect' });
 
+/** 127.0.0.0/8, ::1 (however written) and 127/8 mapped into IPv6. */
+const LOOPBACK = /^(127\.\d{1,3}\.\d{1,3}\.\d{1,3}|(0{0,4}:){0,7}:?0{0,3}1|::ffff:127\.\d{1,3}\.\d{1,3}\.\d{1,3})$/;
+
 /**
  * The key an address is counted under: an IPv4 address as it is, an IPv6 address as its /64
- * (`2001:db8:0:1::/64`). Null for none. Anything that does not parse is its own key.
+ * (`2001:db8:0:1::/64`). Null for none, and for a loopback address (not counted). Anything that
+ * does not parse is its own key.
  */
 export function addressKey(addr: string | null | undefined): string | null {
   if (!addr) return null;
   const a = addr.trim().toLowerCase();
+  if (LOOPBACK.test(a)) return null;
   if (!a.includes(':')) return a;
   const halves = a.split('::');
   if (halves.length > 2) return a;

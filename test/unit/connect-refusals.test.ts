@@ -13,13 +13,18 @@ describe('addressKey', () => {
     expect(addressKey('')).toBeNull();
   });
 
+  it('a loopback address (the local runtime sets 127.0.0.1 for every client) is not counted', () => {
+    for (const a of ['127.0.0.1', '127.8.9.10', '::1', '0:0:0:0:0:0:0:1', '::ffff:127.0.0.1']) expect(addressKey(a), a).toBeNull();
+    for (const a of ['128.0.0.1', '::2', '1::1', '10.0.0.1']) expect(addressKey(a), a).not.toBeNull();
+  });
+
   it('an IPv6 address counts as its /64, however it is written', () => {
     const key = '2001:db8:0:1::/64';
     for (const a of ['2001:db8:0:1::1', '2001:0db8:0000:0001:ffff:ffff:ffff:ffff', '2001:DB8::1:0:0:0:9', '2001:db8:0:1:1::', '2001:db8:0:1::ffff:192.0.2.1']) {
       expect(addressKey(a), a).toBe(key);
     }
     expect(addressKey('2001:db8:0:2::1')).toBe('2001:db8:0:2::/64');
-    expect(addressKey('::1')).toBe('0:0:0:0::/64');
+    expect(addressKey('::2')).toBe('0:0:0:0::/64');
   });
 
   it('what does not parse is its own key (never merged with another)', () => {

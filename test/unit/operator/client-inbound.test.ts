@@ -480,8 +480,11 @@ describe('prune against the hub snapshot', () => {
     const store = new MemoryCursorStore();
     const { t, conn } = await open({ cursorStore: store });
     const begin = conn.sendSeq('resync.begin', { scope: ['gadget'] });
-    conn.sendRaw(JSON.stringify({ v: 1, type: 'gadget.desired', id: newId(), seq: 2, ack: null, reply_to: begin.id, ts: new Date().toISOString(), payload: { x: 1 } }));
+    const gadget = newId();
+    conn.sendRaw(JSON.stringify({ v: 1, type: 'gadget.desired', id: gadget, seq: 2, ack: null, reply_to: begin.id, ts: new Date().toISOString(), payload: { x: 1 } }));
     await cursorReaches(t, 2);
+    // The unknown type's answer is sequenced: acknowledged below with the rest.
+    await conn.seen((f) => f.type === 'error' && f.reply_to === gadget, 'the answer to the unknown type');
     await conn.seen((f) => f.type === 'link.stats', 'link.stats');
     ackAll(conn);
     await eventually(() => t.client.stats.unacked === 0, 'everything acknowledged');
