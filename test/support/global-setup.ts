@@ -24,6 +24,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { TestProject } from 'vitest/node';
 import { chromiumExecutable } from '../browser/support/chromium';
+import { prebuildHub } from './prebuilt-hub';
 import { pickDatabaseUrlForTests, startDevStack, TEST_DATABASE_PREFIX, testDatabaseName } from '../../scripts/lib/dev-stack';
 
 declare module 'vitest' {
@@ -36,6 +37,8 @@ declare module 'vitest' {
     embeddedPostgres: boolean;
     /** The migrated template a test file copies its own database from (test/support/file-database.ts); null on PGlite. */
     databaseTemplate: string | null;
+    /** A wrangler.toml starting the hub built once for the run (test/support/prebuilt-hub.ts); null: build at each start. */
+    hubConfigPath: string | null;
   }
 }
 
@@ -58,6 +61,15 @@ export default async function setup(project: TestProject): Promise<() => Promise
   project.provide('pgWsProxy', stack.pgWsProxy);
   project.provide('embeddedPostgres', stack.embedded);
   project.provide('databaseTemplate', stack.templateDatabase);
+
+  // Built once for every project that starts hubs in wrangler's dev environment.
+  let hubConfigPath: string | null = null;
+  if (['hub', 'e2e', 'e2e-fresh', 'browser'].some((p) => project.vitest.matchesProjectFilter(p))) {
+    const building = Date.now();
+    hubConfigPath = await prebuildHub(dataDir);
+    console.log(`[global-setup] hub built once for the run (${Date.now() - building} ms)`);
+  }
+  project.provide('hubConfigPath', hubConfigPath);
 
   // Unpacked here, once, because test files running side by side raced to unpack it (chromium.ts).
   if (project.vitest.matchesProjectFilter('browser')) {

@@ -39,8 +39,10 @@ export async function startHub(options: StartHubOptions = {}): Promise<Hub> {
     ...options.vars,
   };
   await releaseSharedDatabaseRegion();
+  const prebuilt = inject('hubConfigPath');
   const hub = await launchHub({
     vars,
+    ...(prebuilt ? { configPath: prebuilt } : {}),
     ...(options.persistDir !== undefined ? { persistDir: options.persistDir } : {}),
     ...(options.port !== undefined ? { port: options.port } : {}),
     ...(options.env !== undefined ? { env: options.env } : {}),
