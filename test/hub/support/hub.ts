@@ -49,13 +49,13 @@ export interface HubHandle {
  * Start a hub for this test file (in beforeAll) and stop it afterwards. `prepare` may add vars
  * that only exist once something else has started (e.g. a proxy the test controls).
  */
-export function useHub(vars: Record<string, string> = { ...FAST_TIMERS }, prepare?: () => Promise<Record<string, string>>): HubHandle {
+export function useHub(vars: Record<string, string> = { ...FAST_TIMERS }, prepare?: () => Promise<Record<string, string>>, options: { devBuild?: boolean } = {}): HubHandle {
   let hub: Hub | null = null;
   const peers: Peer[] = [];
   beforeAll(async () => {
     const extra = prepare ? await prepare() : {};
     Object.assign(vars, extra);
-    hub = await startHub({ vars });
+    hub = await startHub({ vars, ...(options.devBuild ? { devBuild: true } : {}) });
   }, 60_000);
   afterEach(() => {
     const bad = peers.flatMap((p) => p.invalid.splice(0));
