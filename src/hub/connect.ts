@@ -54,11 +54,11 @@ function clientAddress(c: Context<{ Bindings: HubEnv }>): string | null {
   return c.req.header('cf-connecting-ip')?.slice(0, 64) ?? null;
 }
 
-function tooManyUnknown(c: Context<{ Bindings: HubEnv }>, retryMs: number, why: string): Response {
+function tooManyUnknown(c: Context<{ Bindings: HubEnv }>, retryMs: number, why: string, answer = 'too many connects with unknown enrollment tokens from this address; retry later'): Response {
   const addr = clientAddress(c);
   refusals.write(log, { kind: 'rate-limited', level: 'warn', msg: why, fields: { remote_addr: addr }, reason: `from ${addr}` });
   c.header('Retry-After', String(Math.max(1, Math.ceil(retryMs / 1000))));
-  return jsonError(c, 429, 'rate_limited', 'too many connects with unknown enrollment tokens from this address; retry later');
+  return jsonError(c, 429, 'rate_limited', answer);
 }
 
 /** `GET /v1/connect`: admit an operator and hand its WebSocket to its session's object. */
@@ -79,7 +79,7 @@ export async function connect(c: Context<{ Bindings: HubEnv }>): Promise<Respons
   const addr = addressKey(remoteAddr);
   const blockedMs = unknownTokens.blockedFor(addr);
   if (blockedMs > 0) return tooManyUnknown(c, blockedMs, 'connect refused without a lookup: this address presented too many unknown tokens');
-  if (!unknownTokens.enter(addr)) return tooManyUnknown(c, 1_000, 'connect refused without a lookup: this address has too many under way');
+  if (!unknownTokens.enter(addr)) return tooManyUnknown(c, 1_000, 'connect refused without a lookup: this address has too many under way', 'too many connects under way from this address; retry later');
   try {
     return await admit(c, token, remoteAddr, addr);
   } finally {
