@@ -25,6 +25,7 @@ import { hashToken, toHex } from '../../src/hub/tokens';
 import { CloseCode, newId } from '../../src/protocol';
 import { withFileSql as withSql } from '../support/file-database';
 import { FAST_TIMERS, eventually, holdLock, sleep, useHub, type TestCluster } from './support/hub';
+import { claimArgs } from '../support/claim-args';
 
 // The production poll interval, and a query timeout long enough for the claim to wait on the lock.
 const h = useHub({ ...FAST_TIMERS, POLL_INTERVAL_MS: '5000', IDLE_TIMEOUT_MS: '30000', PG_QUERY_TIMEOUT_MS: '8000' });
@@ -137,19 +138,7 @@ async function revocationBehindClaim(
   let released = false;
   try {
     const claim = withSql((sql) =>
-      claimCluster(sql, {
-        clusterUid: c.uid,
-        tokenHashHex,
-        resume: null,
-        freshSessionId: session,
-        live: {},
-        remoteAddr: null,
-        operatorVersion: 'test',
-        contention: { windowMs: 600_000, threshold: 3, quietMs: 600_000 },
-        pollShard: 0,
-        watermark: 0,
-        ingestCommits: 0,
-      }, null),
+      claimCluster(sql, claimArgs(c.uid, tokenHashHex, { freshSessionId: session }), null),
     );
     await eventually(
       async () =>

@@ -13,6 +13,7 @@ import { buildBatch, type InboundItem, type IngestBatch } from '../../src/hub/se
 import { Pg } from '../../src/hub/pg';
 import { decodePayload, newId, type MessageType, type TypedMessage } from '../../src/protocol';
 import { hubEnv, newCluster, sql } from './support/peer';
+import { claimArgs } from '../support/claim-args';
 
 // Bundled at build time: workerd has no file system.
 const fixtures = import.meta.glob<{ default: { payload: Record<string, unknown> } }>('../../fixtures/*.json', { eager: true });
@@ -63,19 +64,7 @@ async function claimed(pg: Pg): Promise<SessionFence> {
   const c = await newCluster('lean');
   const [row] = await sql<{ h: string }>(`select encode(token_hash, 'hex') as h from clusters where uid = $1`, [c.uid]);
   const sessionId = `${newId()}.${newId()}`;
-  const claim = await claimCluster(pg, {
-    clusterUid: c.uid,
-    tokenHashHex: row!.h,
-    resume: null,
-    freshSessionId: sessionId,
-    live: {},
-    remoteAddr: null,
-    operatorVersion: 'test',
-    contention: { windowMs: 600_000, threshold: 3, quietMs: 600_000 },
-    pollShard: 0,
-    watermark: 0,
-    ingestCommits: 0,
-  }, null);
+  const claim = await claimCluster(pg, claimArgs(c.uid, row!.h, { freshSessionId: sessionId }), null);
   if (claim.generation === null) throw new Error(`claim refused: ${claim.refusal}`);
   return { clusterUid: c.uid, sessionId, generation: claim.generation, tokenHash: row!.h };
 }
