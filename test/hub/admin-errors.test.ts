@@ -5,9 +5,9 @@
 import { describe, expect, it } from 'vitest';
 import { desired, useHub } from './support/hub';
 
-// Bodies the hub refuses before it has read them whole: wrangler's dev build, which drains the
-// rest before answering (test/e2e/support/worker.ts devBuild).
-const h = useHub(undefined, undefined, { devBuild: true });
+// Bodies the hub refuses before it has read them whole are drained before the answer goes out,
+// by the suite's build as by wrangler's dev server (test/support/prebuilt-hub.ts, ENTRY).
+const h = useHub();
 
 async function raw(method: string, path: string, body: string | Uint8Array, contentType: string | null): Promise<{ status: number; type: string | null; json: any }> {
   const res = await fetch(`${h.hub.url}/admin${path}`, {

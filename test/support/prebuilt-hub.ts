@@ -9,6 +9,15 @@
  * says they are text by those names, and that the main module needs no bundling (`no_bundle`).
  * Everything else in the configuration (bindings, migrations, regions) is the repository's, as
  * written. `npm start` and the start tests still build the way a developer's hub does.
+ *
+ * The build starts through a small entry of its own (ENTRY) that does what wrangler's dev server
+ * wraps every Worker in (its "ensure request body drained" middleware): a request body the hub left
+ * unread is read to its end before the answer goes out. The hub answers some requests without
+ * reading their bodies (a 401 before auth, a 413 on Content-Length, …), which is right at the edge;
+ * but local workerd, answering before the upload is read, resets the connection it came on, and the
+ * client (or the dev server's proxy in front, whose fetch then fails: "Your worker restarted
+ * mid-request", a 503) saw a reset instead of the answer, now and then, as the two raced. The suite's
+ * hubs answer as `wrangler dev` and `npm start` do.
  */
 import { spawn } from 'node:child_process';
 import { readFile, writeFile } from 'node:fs/promises';
@@ -21,8 +30,8 @@ const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 /** The [[rules]] block of the repository's wrangler.toml: the dashboard's files as text, by source path. */
 const RULES = /\[\[rules\]\]\ntype = "Text"\nglobs = \[[^\]]*\]\nfallthrough = true\n/;
 
-/** The build's text modules: `<hash>-<name>.js`, `.css`, `.html` (the main module is `index.js`). */
-const BUILT_RULES = '[[rules]]\ntype = "Text"\nglobs = ["*-*.js", "*.css", "*.html"]\nfallthrough = true\n';
+/** The build's text modules: `<hash>-<name>.js`, `.css`, `.html`; and the hub's module, `index.js`, which ENTRY imports. */
+const BUILT_RULES = '[[rules]]\ntype = "Text"\nglobs = ["*-*.js", "*.css", "*.html"]\nfallthrough = true\n[[rules]]\ntype = "ESModule"\nglobs = ["index.js"]\n';
 
 function wrangler(args: string[]): Promise<string> {
   const bin = path.join(path.dirname(createRequire(import.meta.url).resolve('wrangler/package.json')), 'bin', 'wrangler.js');
@@ -40,16 +49,43 @@ function wrangler(args: string[]): Promise<string> {
   });
 }
 
+/**
+ * The main module of the suite's build: the hub's own exports (its Durable Object classes), and its
+ * fetch handler behind the drain wrangler's dev server puts there. Named without a `-`, so the text
+ * rule (BUILT_RULES) does not take it for a dashboard file.
+ */
+const ENTRY_NAME = 'entry.js';
+const ENTRY = `import hub from './index.js';
+export * from './index.js';
+export default {
+  async fetch(request, env, ctx) {
+    try {
+      return await hub.fetch(request, env, ctx);
+    } finally {
+      if (request.body !== null && !request.bodyUsed) {
+        try {
+          const reader = request.body.getReader();
+          while (!(await reader.read()).done) {}
+        } catch {}
+      }
+    }
+  },
+};
+`;
+
 /** Build the hub into `dir`; returns the path of a wrangler.toml that starts the build unbundled. */
 export async function prebuildHub(dir: string): Promise<string> {
   const out = path.join(dir, 'build');
   await wrangler(['deploy', '--dry-run', '--outdir', out]);
+  const built = await readFile(path.join(out, 'index.js'), 'utf8');
+  if (!/^export default /m.test(built) && !/as default\b/.test(built)) throw new Error('prebuildHub: the build has no default export to wrap');
+  await writeFile(path.join(out, ENTRY_NAME), ENTRY);
   const source = await readFile(path.join(ROOT, 'wrangler.toml'), 'utf8');
   if (!RULES.test(source)) throw new Error('prebuildHub: wrangler.toml has no [[rules]] block of the expected shape for the dashboard files');
   const mainLine = /^main = "src\/hub\/index\.ts"$/m;
   if (!mainLine.test(source)) throw new Error('prebuildHub: wrangler.toml main is not src/hub/index.ts');
   const config = source
-    .replace(mainLine, 'main = "build/index.js"\nno_bundle = true\nbase_dir = "build"')
+    .replace(mainLine, `main = "build/${ENTRY_NAME}"\nno_bundle = true\nbase_dir = "build"`)
     .replace(RULES, BUILT_RULES);
   const file = path.join(dir, 'wrangler.toml');
   await writeFile(file, config);

@@ -18,14 +18,6 @@ export interface StartHubOptions {
   port?: number;
   /** A region's environment of wrangler.toml (e.g. 'eu'); omitted: the default deployment. */
   env?: string;
-  /**
-   * Bundle the Worker at this start, as wrangler's dev server does, instead of starting the build
-   * made once for the run (test/support/prebuilt-hub.ts). Wrangler's dev build drains a request
-   * body the Worker left unread before the answer goes out; the run's build (a deploy's) does not,
-   * and local workerd then resets an upload the hub refused early before its client can read the
-   * answer. For tests of such answers (test/hub/admin-errors.test.ts).
-   */
-  devBuild?: boolean;
 }
 
 export interface Hub {
@@ -47,7 +39,7 @@ export async function startHub(options: StartHubOptions = {}): Promise<Hub> {
     ...options.vars,
   };
   await releaseSharedDatabaseRegion();
-  const prebuilt = options.devBuild ? null : inject('hubConfigPath');
+  const prebuilt = inject('hubConfigPath');
   const hub = await launchHub({
     vars,
     ...(prebuilt ? { configPath: prebuilt } : {}),
