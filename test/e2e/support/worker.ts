@@ -1,5 +1,6 @@
 /**
- * Runs the hub in real workerd (wrangler's in-process dev server) for end-to-end tests.
+ * Runs the hub in real workerd for end-to-end tests: the run's build (test/support/prebuilt-hub.ts)
+ * in Miniflare, the runtime under wrangler's dev server, without that server's proxy in front.
  */
 import { inject } from 'vitest';
 import { fileDatabaseUrl, releaseSharedDatabaseRegion } from '../../support/file-database';
@@ -42,7 +43,7 @@ export async function startHub(options: StartHubOptions = {}): Promise<Hub> {
   const prebuilt = inject('hubConfigPath');
   const hub = await launchHub({
     vars,
-    ...(prebuilt ? { configPath: prebuilt } : {}),
+    ...(prebuilt ? { configPath: prebuilt, prebuilt: true } : {}),
     ...(options.persistDir !== undefined ? { persistDir: options.persistDir } : {}),
     ...(options.port !== undefined ? { port: options.port } : {}),
     ...(options.env !== undefined ? { env: options.env } : {}),
