@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, onTestFinished } from 'vitest';
 import { desired, useHub } from './support/hub';
 import { captureHubLines } from './support/hub-lines';
 
@@ -285,6 +285,8 @@ describe('desired state too large for a frame (spec: Backpressure, hub → opera
   it('two deployments just under max_frame_bytes written together, made of characters JSON escapes again (quotes), are stored in the replay buffer and delivered whole', async () => {
     const c = await h.newCluster();
     const { peer } = await h.openFresh(c);
+    const pinger = setInterval(() => peer.isClosed || peer.send('ping', {}, { ack: peer.hubCursor }), 500);
+    onTestFinished(() => clearInterval(pinger));
     // Frames of ~0.9 MB (each quote written \", and \\\" once more when a batch of frames is bound as JSON), numbered in one pass.
     const serving = servingOf('"', 110);
     const put = await h.admin('PUT', `/clusters/${c.name}/deployments`, { deployments: ['q1', 'q2'].map((deployment_id) => ({ deployment_id, ...desired({ serving }) })) });
@@ -300,6 +302,10 @@ describe('desired state too large for a frame (spec: Backpressure, hub → opera
   it('a deployment already in Postgres too large to send (written by another plane component) does not wedge the live session: an error frame names it in its place and later changes still arrive', async () => {
     const c = await h.newCluster();
     const { peer, sessionId } = await h.openFresh(c);
+    // An operator pings every interval: the wait for the poll to find the row outlasted the test
+    // timers' 3 s of silence on a loaded run, and the hub closed the quiet peer 4408 meanwhile.
+    const pinger = setInterval(() => peer.isClosed || peer.send('ping', {}, { ack: peer.hubCursor }), 500);
+    onTestFinished(() => clearInterval(pinger));
     await h.sql(
       `with rev as (update clusters set desired_revision = desired_revision + 1 where uid = $1 returning uid, desired_revision)
        insert into desired_deployments (cluster_uid, deployment_id, workload_id, revision, min_replicas, max_replicas, serving)
