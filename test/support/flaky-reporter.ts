@@ -12,11 +12,13 @@ export interface FlakyTest {
   file: string;
   name: string;
   retries: number;
-  errors: readonly { name?: string | undefined; message: string; stack?: string | undefined }[];
+  errors: readonly { name?: string | undefined; message: string; stack?: string | undefined; diff?: string | undefined }[];
 }
 
 const MESSAGE_CHARS = 1_000;
 const STACK_LINES = 6;
+/** A failed comparison's diff: which of an object's fields differed (the message alone hides them as `…(5)`). */
+const DIFF_LINES = 24;
 
 export function flakyLines(tests: readonly FlakyTest[]): string[] {
   if (tests.length === 0) return [];
@@ -26,6 +28,11 @@ export function flakyLines(tests: readonly FlakyTest[]): string[] {
     for (const [i, e] of t.errors.entries()) {
       const message = e.message.length > MESSAGE_CHARS ? `${e.message.slice(0, MESSAGE_CHARS)}…` : e.message;
       out.push(`   try ${i + 1}: ${e.name ?? 'Error'}: ${message.replaceAll('\n', '\n     ')}`);
+      if (e.diff) {
+        const diff = e.diff.replace(/\x1b\[[0-9;]*m/g, '').split('\n');
+        for (const l of diff.slice(0, DIFF_LINES)) out.push(`     | ${l}`);
+        if (diff.length > DIFF_LINES) out.push(`     | … ${diff.length - DIFF_LINES} more lines`);
+      }
       // The stack's first line repeats the message; the frames after it say where, the project's
       // own first (vitest's runner is in every stack).
       const all = (e.stack ?? '').split('\n').filter((l) => /^\s*at /.test(l));

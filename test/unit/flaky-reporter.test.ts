@@ -31,6 +31,24 @@ describe('flaky test report', () => {
     ]);
   });
 
+  it("shows a failed comparison's diff, without its colours, cut after a screenful", () => {
+    const diff = ['\x1b[32m- Expected\x1b[39m', '\x1b[31m+ Received\x1b[39m', '', '  Object {', '-   "meta": true,', '+   "meta": false,', '  }'].join('\n');
+    const lines = flakyLines([{ project: 'workers', file: 'f', name: 'n', retries: 1, errors: [{ name: 'AssertionError', message: 'expected { …(5) } to match object', diff }] }]);
+    expect(lines.slice(2)).toEqual([
+      '   try 1: AssertionError: expected { …(5) } to match object',
+      '     | - Expected',
+      '     | + Received',
+      '     | ',
+      '     |   Object {',
+      '     | -   "meta": true,',
+      '     | +   "meta": false,',
+      '     |   }',
+    ]);
+    const long = flakyLines([{ project: 'unit', file: 'f', name: 'n', retries: 1, errors: [{ message: 'm', diff: Array.from({ length: 100 }, (_, i) => `line ${i}`).join('\n') }] }]);
+    expect(long.filter((l) => l.startsWith('     | line'))).toHaveLength(24);
+    expect(long.at(-1)).toBe('     | … 76 more lines');
+  });
+
   it('cuts a long message', () => {
     const [, , first] = flakyLines([{ project: 'unit', file: 'f', name: 'n', retries: 1, errors: [{ message: 'x'.repeat(5_000) }] }]);
     expect(first?.length).toBeLessThan(1_100);
