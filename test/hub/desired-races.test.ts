@@ -7,7 +7,7 @@
  * a change) the same both times, and the operator ends on what Postgres (and GET …/deployments) holds.
  */
 import { describe, expect, it } from 'vitest';
-import { againAfterProxyLoss, desired, FAST_TIMERS, sleep, useHub, type Frame, type Peer } from './support/hub';
+import { desired, FAST_TIMERS, sleep, useHub, type Frame, type Peer } from './support/hub';
 
 const h = useHub({ ...FAST_TIMERS, DESIRED_PAGE_ROWS: '3', CLAIM_SNAPSHOT_ROWS: '2' });
 
@@ -238,15 +238,11 @@ describe('review: desired writes under races reach the operator', () => {
     const body = JSON.stringify({ kind: 'node.drain', target: 'n1', params: { grace_period_s: 30 }, deadline_s: 300 });
     const results = await Promise.all(
       Array.from({ length: 10 }, (_, i) =>
-        // The key is what makes a POST safe to send again: a request the dev proxy lost may have
-        // reached the hub, and its second sending must then find the same operation.
-        againAfterProxyLoss(() =>
-          fetch(`${h.hub.url}/admin/clusters/${i % 2 ? c.uid : c.name}/operations`, {
-            method: 'POST',
-            headers: { authorization: `Bearer ${h.hub.adminToken}`, 'content-type': 'application/json', 'idempotency-key': 'same-key-1' },
-            body,
-          }),
-        ).then(async (r) => {
+        fetch(`${h.hub.url}/admin/clusters/${i % 2 ? c.uid : c.name}/operations`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${h.hub.adminToken}`, 'content-type': 'application/json', 'idempotency-key': 'same-key-1' },
+          body,
+        }).then(async (r) => {
           const text = await r.text();
           return { status: r.status, text, json: (r.headers.get('content-type')?.includes('json') ? JSON.parse(text) : null) as any };
         }),

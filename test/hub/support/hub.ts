@@ -9,10 +9,8 @@ import WebSocket from 'ws';
 import { pgClient } from '../../../scripts/lib/pg-node';
 import { startHub, type Hub } from '../../e2e/support/worker';
 import { desired, Peer, uniqueName } from '../../support/peer-core';
-import { againAfterProxyLoss, DEV_PROXY_LOSS, isProxyLoss } from './proxy-loss';
 
 export { desired, device, eventually, node, Peer, sleep, type Closed, type Frame } from '../../support/peer-core';
-export { againAfterProxyLoss } from './proxy-loss';
 
 /** Timers fast enough to exercise every timeout in seconds; the real values have their own file. */
 export const FAST_TIMERS = {
@@ -65,19 +63,6 @@ export function useHub(vars: Record<string, string> = { ...FAST_TIMERS }, prepar
     for (const p of peers) p.close();
     await hub?.stop();
   }, 60_000);
-  /** One admin call; `repeatable`: sent again when wrangler's dev proxy lost it (proxy-loss.ts). */
-  const adminCall = async (method: string, path: string, body: unknown, repeatable: boolean) => {
-    const send = () =>
-      fetch(`${h.hub.url}/admin${path}`, {
-        method,
-        headers: { authorization: `Bearer ${h.hub.adminToken}`, 'content-type': 'application/json' },
-        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-      });
-    const res = repeatable ? await againAfterProxyLoss(send) : await send();
-    const text = await res.text();
-    if (isProxyLoss(res.status, text)) throw new Error(`${method} ${path}: ${DEV_PROXY_LOSS} (wrangler's dev proxy lost the request; not an answer of the hub)`);
-    return { status: res.status, json: text ? JSON.parse(text) : null };
-  };
   const h: HubHandle = {
     get hub() {
       if (!hub) throw new Error('hub not started');
@@ -85,35 +70,28 @@ export function useHub(vars: Record<string, string> = { ...FAST_TIMERS }, prepar
     },
     vars,
     async admin(method, path, body) {
-      // GET, PUT and DELETE are idempotent: sent again, as any client would. A POST is not, and fails.
-      return adminCall(method, path, body, method === 'GET' || method === 'PUT' || method === 'DELETE');
+      const res = await fetch(`${h.hub.url}/admin${path}`, {
+        method,
+        headers: { authorization: `Bearer ${h.hub.adminToken}`, 'content-type': 'application/json' },
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      });
+      const text = await res.text();
+      return { status: res.status, json: text ? JSON.parse(text) : null };
     },
     async newCluster(prefix = 'c') {
       const name = uniqueName(prefix);
-      // Creating is not idempotent, but the name is this call's own: a creation the dev proxy lost
-      // is looked up, and one that was made gets a token this call knows (rotating is safe to repeat).
       for (let attempt = 0; ; attempt++) {
-        try {
-          const r = await h.admin('POST', '/clusters', { name });
-          // 503 `unavailable` is the hub's "surely not applied, retry with backoff" (a 504 is the
-          // maybe-applied one): a test hub's first write under a loaded run meets it when the
-          // database's region read, the isolate's first statement, fails within the test timers'
-          // 1.5 s statement deadline (database-region.ts). Retried as a client would, after a pause.
-          if (r.status === 503 && r.json?.error?.code === 'unavailable' && attempt < 2) {
-            await new Promise((resolve) => setTimeout(resolve, 1_000));
-            continue;
-          }
-          if (r.status !== 201) throw new Error(`create cluster: ${r.status} ${JSON.stringify(r.json)}`);
-          return { uid: r.json.uid, name: r.json.name, token: r.json.enrollment_token };
-        } catch (err) {
-          if (attempt === 2 || !(err instanceof Error && err.message.includes(DEV_PROXY_LOSS))) throw err;
+        const r = await h.admin('POST', '/clusters', { name });
+        // 503 `unavailable` is the hub's "surely not applied, retry with backoff" (a 504 is the
+        // maybe-applied one): a test hub's first write under a loaded run met it when the
+        // database's region read, the isolate's first statement, failed within the test timers'
+        // 1.5 s statement deadline (database-region.ts). Retried as a client would, after a pause.
+        if (r.status === 503 && r.json?.error?.code === 'unavailable' && attempt < 2) {
+          await new Promise((resolve) => setTimeout(resolve, 1_000));
+          continue;
         }
-        const made = await h.admin('GET', `/clusters/${name}`);
-        if (made.status === 200) {
-          const rotated = await adminCall('POST', `/clusters/${name}/rotate-token`, undefined, true);
-          if (rotated.status !== 200) throw new Error(`rotate the token of ${name}: ${rotated.status} ${JSON.stringify(rotated.json)}`);
-          return { uid: made.json.uid, name, token: rotated.json.enrollment_token };
-        }
+        if (r.status !== 201) throw new Error(`create cluster: ${r.status} ${JSON.stringify(r.json)}`);
+        return { uid: r.json.uid, name: r.json.name, token: r.json.enrollment_token };
       }
     },
     async connect(token, hint) {
