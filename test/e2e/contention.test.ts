@@ -60,7 +60,6 @@ describe(`two operators on one token (seed ${SEED})`, () => {
     await converge(e.query, { uid: reg.uid, cluster: b, otherTaps: [a.tap], exactEvents: false }, { timeoutMs: 20_000 });
     // The data can match before the survivor's own snapshot is applied (its earlier session wrote
     // the same rows); once applied, every row is the survivor's current session's.
-    const survivor = String(b.client.session.sessionId);
     const writers = async () =>
       (
         await e.query<{ obs_session: string }>(
@@ -73,7 +72,16 @@ describe(`two operators on one token (seed ${SEED})`, () => {
       const w = await writers();
       return w.length === 1 && w[0] === String(b.client.session.sessionId);
     }, 20_000);
-    expect(String(b.client.session.sessionId)).toBe(survivor);
+    // Settled: b's session holds still over several polls, every row its own. (Taken before the
+    // wait above, the session once changed under it: a hello of a's sent as a was stopped can
+    // still reach the hub and take the claim, the newest hello winning, and b's next session
+    // writes every row again.)
+    const survivor = String(b.client.session.sessionId);
+    const linksBefore = b.tap.links.length;
+    await new Promise((r) => setTimeout(r, 1_500));
+    const since = b.tap.links.slice(linksBefore - 1).map((l) => l.close?.code ?? 'open');
+    expect(String(b.client.session.sessionId), `b's links since: ${since.join(', ')}`).toBe(survivor);
+    expect(await writers()).toEqual([survivor]);
     const nodes = await e.query<{ node_id: string }>('select node_id from nodes where cluster_uid = $1 order by node_id', [reg.uid]);
     expect(nodes.map((n) => n.node_id)).toEqual(['node-001', 'node-002']);
   }, 90_000);
