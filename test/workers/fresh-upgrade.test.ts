@@ -3,12 +3,15 @@
  * alarm. Every write there is a commit the 101 waits for (a disk sync locally, a replicated write
  * in a deployment); the hello's commit carries the tables and the alarm instead. The handshake
  * deadline, now an in-memory timer until the hello, still holds (handshake.test.ts, and at the
- * real 10 s in test/hub/handshake-quiet.test.ts).
+ * real 10 s in test/hub/handshake-quiet.test.ts). A connection to a session that exists (a
+ * resume) is upgraded without a write too: its handshake deadline is the same timer, and the
+ * alarm stays where the session's own deadlines put it.
  */
 import { runInDurableObject } from 'cloudflare:test';
 import { describe, expect, it } from 'vitest';
-import { newId } from '../../src/protocol';
-import { sessionStub } from '../../src/hub/address';
+import { routeKeyOf, sessionStub } from '../../src/hub/address';
+import { hubConfig } from '../../src/hub/config';
+import { CloseCode, newId } from '../../src/protocol';
 import { SessionSql } from '../../src/hub/session/schema';
 import { connect, hubEnv, newCluster } from './support/peer';
 
@@ -54,6 +57,30 @@ describe('a fresh connection (spec: Connection lifecycle)', () => {
     // The wake counts rode on the hello's commit, not on one of their own a second later.
     expect(after.wakes?.byKind).toMatchObject({ fetch: 1, message: 1 });
     peer.close();
+  });
+});
+
+describe('a connection to a session that exists (spec: Connection lifecycle, resume)', () => {
+  it('is upgraded without a storage write (the alarm stays where it was), and is still closed 4408 at its handshake deadline', async () => {
+    const c = await newCluster();
+    const first = await connect(c.token);
+    const sessionId = String((await first.hello({ cluster_id: c.name })).payload.session_id);
+    await first.next((f) => f.type === 'stream.end');
+    const stub = sessionStub(hubEnv, { clusterUid: c.uid, routeKey: routeKeyOf(sessionId) as string });
+    const alarm = () => runInDurableObject(stub, (_instance, state) => state.storage.getAlarm());
+    // Settled: the welcome's and the resync's writes are in; the first connection stays silent.
+    await new Promise((r) => setTimeout(r, 300));
+    const before = await alarm();
+    expect(before).toEqual(expect.any(Number));
+
+    const second = await connect(c.token, sessionId);
+    const opened = Date.now();
+    // Before the change the upgrade moved the alarm up to this connection's handshake deadline.
+    expect(await alarm()).toBe(before);
+    const { HANDSHAKE_TIMEOUT_MS } = hubConfig(hubEnv);
+    expect((await second.closedWith(HANDSHAKE_TIMEOUT_MS + 5_000)).code).toBe(CloseCode.TIMEOUT);
+    expect(Date.now() - opened).toBeGreaterThanOrEqual(HANDSHAKE_TIMEOUT_MS - 100);
+    first.close();
   });
 });
 

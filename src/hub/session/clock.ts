@@ -73,10 +73,20 @@ export function releaseDue<K>(s: ClockState<K>, cfg: ClockConfig, now: number): 
   return s.closingSince != null && !s.anyOpen && now - s.closingSince >= closeGraceMs(cfg);
 }
 
-/** When the alarm must next fire, or null when nothing is pending. */
-export function nextDeadline<K>(s: ClockState<K>, cfg: ClockConfig, now: number): number | null {
+/** The earliest deadline of a connection still in its handshake, or null. */
+export function handshakeDeadline<K>(s: Pick<ClockState<K>, 'handshakes'>, cfg: Pick<ClockConfig, 'HANDSHAKE_TIMEOUT_MS'>): number | null {
   let next = Number.POSITIVE_INFINITY;
   for (const h of s.handshakes) next = Math.min(next, h.acceptedAt + cfg.HANDSHAKE_TIMEOUT_MS);
+  return Number.isFinite(next) ? next : null;
+}
+
+/**
+ * When the alarm must next fire, or null when nothing is pending. `handshakes: false`: without the
+ * handshake deadlines (kept by a timer instead, session-clock.ts); a handshake in progress still
+ * holds retention back.
+ */
+export function nextDeadline<K>(s: ClockState<K>, cfg: ClockConfig, now: number, handshakes = true): number | null {
+  let next = handshakes ? (handshakeDeadline(s, cfg) ?? Number.POSITIVE_INFINITY) : Number.POSITIVE_INFINITY;
   if (s.active) {
     next = Math.min(next, s.active.lastSeen + cfg.IDLE_TIMEOUT_MS);
     const phase = s.active.phaseCheckAt;

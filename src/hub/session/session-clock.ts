@@ -1,5 +1,5 @@
 import type { HubConfig } from '../config';
-import { nextDeadline, type ClockState } from './clock';
+import { handshakeDeadline, nextDeadline, type ClockState } from './clock';
 
 export interface ClockHost {
   storage: DurableObjectStorage;
@@ -15,9 +15,12 @@ export interface ClockHost {
 
 /**
  * When the session object next needs to run: the alarm, read once and then known (only this
- * object sets it). An object without a session keeps its handshake deadlines in memory instead
- * and so writes nothing before the hello: a pending timer keeps it from hibernating, and an
- * object that goes anyway takes its connections with it.
+ * object sets it). Handshake deadlines are kept in memory instead, so an upgrade writes nothing
+ * before its 101: a fresh object holds nothing else, and at a resume the alarm would otherwise be
+ * moved up to the new connection's deadline (a commit the 101 waited for: a disk sync locally, a
+ * replicated write in a deployment) only to be moved back by the hello a few milliseconds later.
+ * A pending timer keeps the object from hibernating until the hello, and an object that goes
+ * anyway takes its connections with it.
  */
 export class SessionClock {
   /** The alarm as last set (null: none; undefined: not read yet since construction). */
@@ -54,10 +57,11 @@ export class SessionClock {
    */
   async schedule(notBefore?: number): Promise<void> {
     const now = Date.now();
-    const due = nextDeadline(this.host.state(), this.host.cfg, now);
-    const next = due === null || notBefore === undefined ? due : Math.max(due, notBefore);
-    if (!this.host.hasSession()) return this.arm(next);
-    this.arm(null);
+    const state = this.host.state();
+    const notSooner = (due: number | null) => (due === null || notBefore === undefined ? due : Math.max(due, notBefore));
+    if (!this.host.hasSession()) return this.arm(notSooner(nextDeadline(state, this.host.cfg, now)));
+    this.arm(notSooner(handshakeDeadline(state, this.host.cfg)));
+    const next = notSooner(nextDeadline(state, this.host.cfg, now, false));
     if (next === null) return;
     if (this.alarmAt === undefined) this.alarmAt = await this.host.storage.getAlarm();
     // Moved later too: an alarm that finds nothing due wakes a sleeping object for nothing,

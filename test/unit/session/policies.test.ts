@@ -7,7 +7,7 @@
 import { describe, expect, it } from 'vitest';
 import { hubConfig } from '../../../src/hub/config';
 import { INTERNAL_HEADERS } from '../../../src/hub/address';
-import { closeGraceMs, dueNow, nextDeadline, releaseDue, type ClockState } from '../../../src/hub/session/clock';
+import { closeGraceMs, dueNow, handshakeDeadline, nextDeadline, releaseDue, type ClockState } from '../../../src/hub/session/clock';
 import {
   admitConnect,
   checkHello,
@@ -108,6 +108,18 @@ describe('clock', () => {
     expect(dueNow(s, cfg, 10_000)).toEqual([{ t: 'handshake', key: 'a' }]);
     expect(dueNow(s, cfg, 32_000)).toEqual([{ t: 'handshake', key: 'a' }, { t: 'handshake', key: 'b' }, { t: 'window' }]);
     expect(dueNow({ ...s, windowFullSince: null }, cfg, 31_000)).toContainEqual({ t: 'hole' });
+  });
+
+  it("handshake deadlines can be left out of the alarm's (a timer keeps them) without a handshake letting retention through", () => {
+    const s = { ...base, handshakes: [{ key: 'b', acceptedAt: 5_000 }, { key: 'a', acceptedAt: 2_000 }], active: { lastSeen: 1_000 }, session: { disconnectedAt: null }, anyOpen: true };
+    expect(handshakeDeadline(s, cfg)).toBe(2_000 + cfg.HANDSHAKE_TIMEOUT_MS);
+    expect(nextDeadline(s, cfg, 6_000)).toBe(2_000 + cfg.HANDSHAKE_TIMEOUT_MS);
+    // Without them: the active connection's silence, as before the new connection came.
+    expect(nextDeadline(s, cfg, 6_000, false)).toBe(1_000 + cfg.IDLE_TIMEOUT_MS);
+    expect(handshakeDeadline(base, cfg)).toBeNull();
+    // A disconnected session whose operator is reconnecting: retention waits, so nothing at all.
+    const back = { ...base, handshakes: [{ key: 'c', acceptedAt: 5_000 }], session: { disconnectedAt: 100 }, anyOpen: true };
+    expect(nextDeadline(back, cfg, 100 + cfg.RETENTION_MS + 1, false)).toBeNull();
   });
 
   it('frames whose ack stood still for twice the silence limit are sent again, after any close that is due, and only on an active connection', () => {
