@@ -57,7 +57,13 @@ describe('a committed ingest batch whose settlement cannot be stored', () => {
     const b = await connect(c.token, s);
     const w = await b.hello({ cluster_id: c.name, session_id: s, resume_from: end.seq });
     expect(w.payload).toMatchObject({ session_id: s, full_resync: false, ack_seq: 0 });
+    // The replay first, then a new frame once it is acknowledged. Sent back to back, the two
+    // reached the object that replaced the reset one in the reverse order in about one run in six
+    // under CPU load (local workerd, 2026-12-08: the object's webSocketMessage saw seq 2, then seq 1,
+    // the old code too), and the hub answered the gap as the spec says (4400; the operator resumes
+    // and replays). What this test is about is the reset and the resume, not that ordering.
     b.send('node.observed', node('n1'), { seq: 1 });
+    await b.ackedThrough(1);
     b.send('node.observed', node('n2'), { seq: 2 });
     await b.ackedThrough(2);
     expect((await sql<{ node_id: string }>('select node_id from nodes where cluster_uid = $1 order by 1', [c.uid])).map((r) => r.node_id)).toEqual(['n1', 'n2']);
